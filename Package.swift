@@ -1,0 +1,50 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The module graph follows docs/ARCHITECTURE (DESIGN.md "Modules"): each target
+// depends only on the rows below it, so a lower layer can never import a higher one.
+let package = Package(
+    name: "Ferry",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "FerryModel", targets: ["FerryModel"]),
+        .library(name: "FerryStore", targets: ["FerryStore"]),
+        .library(name: "FerrySQLite", targets: ["FerrySQLite"]),
+        .executable(name: "ferry", targets: ["ferry"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .target(name: "FerryModel"),
+        .target(name: "FerryStore", dependencies: ["FerryModel"]),
+        .target(
+            name: "FerrySQLite",
+            dependencies: ["FerryStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // Command implementations live in a library so the tests can reach their
+        // helpers; the `ferry` executable is only `@main`.
+        .target(
+            name: "FerryCLI",
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
+        .target(name: "FerryTestSupport", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
+        .executableTarget(
+            name: "FerryBenchmarks",
+            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryModel", "FerryStore", "FerryTestSupport"]),
+        .testTarget(
+            name: "FerrySQLiteTests",
+            dependencies: ["FerrySQLite", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,77 @@
+import Foundation
+
+/// A typed attribute of an entity.
+public struct AttributeDescription: Sendable, Hashable {
+    /// The property name, unique within the entity and its ancestors.
+    public var name: String
+    /// The storage type.
+    public var type: AttributeType
+    /// Whether nil is a valid value (checked at save).
+    public var isOptional: Bool
+    /// Transient attributes live in memory only: never stored, never synced.
+    public var isTransient: Bool
+    /// The value a newly inserted object starts with.
+    public var defaultValue: AttributeValue?
+    /// Model-level validation rules checked at save.
+    public var validation: AttributeValidation
+    /// Whether the store keeps an index on the column.
+    public var isIndexed: Bool
+    /// For transformable attributes, the transformer's name (informational).
+    public var valueTransformerName: String?
+    /// Whether the last value is kept in the tombstone when the object is deleted.
+    public var preservesValueInHistoryOnDeletion: Bool
+    /// Changes the version hash without changing the structure (Core Data's `versionHashModifier`).
+    public var versionHashModifier: String?
+    /// Free-form key/value pairs from the model file; never affects behaviour.
+    public var userInfo: [String: String]
+
+    /// Creates an attribute. Attributes are optional by default, as in Xcode's editor.
+    public init(
+        name: String,
+        type: AttributeType,
+        isOptional: Bool = true,
+        isTransient: Bool = false,
+        defaultValue: AttributeValue? = nil,
+        validation: AttributeValidation = AttributeValidation(),
+        isIndexed: Bool = false,
+        valueTransformerName: String? = nil,
+        preservesValueInHistoryOnDeletion: Bool = false,
+        versionHashModifier: String? = nil,
+        userInfo: [String: String] = [:]
+    ) {
+        self.name = name
+        self.type = type
+        self.isOptional = isOptional
+        self.isTransient = isTransient
+        self.defaultValue = defaultValue
+        self.validation = validation
+        self.isIndexed = isIndexed
+        self.valueTransformerName = valueTransformerName
+        self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
+        self.versionHashModifier = versionHashModifier
+        self.userInfo = userInfo
+    }
+}
+
+/// Validation rules of one attribute, as Xcode's model editor offers them.
+///
+/// For numbers `minimum`/`maximum` bound the value; for dates they bound the
+/// date; for strings they bound the length in characters, as in Core Data.
+public struct AttributeValidation: Sendable, Hashable {
+    /// Lower bound: a number, a date, or a string length (as `.integer`).
+    public var minimum: AttributeValue?
+    /// Upper bound: a number, a date, or a string length (as `.integer`).
+    public var maximum: AttributeValue?
+    /// For strings, a regular expression the whole value must match.
+    public var regularExpression: String?
+
+    /// Creates a set of rules; all are optional.
+    public init(minimum: AttributeValue? = nil, maximum: AttributeValue? = nil, regularExpression: String? = nil) {
+        self.minimum = minimum
+        self.maximum = maximum
+        self.regularExpression = regularExpression
+    }
+
+    /// Whether no rule is set.
+    public var isEmpty: Bool { minimum == nil && maximum == nil && regularExpression == nil }
+}

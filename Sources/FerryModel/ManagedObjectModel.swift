@@ -1,0 +1,191 @@
+import Foundation
+
+/// A complete, checked description of an object graph: entities, their
+/// properties and inheritance, and fetch request templates.
+///
+/// A model is a value: build it once (in code with ``ModelBuilder`` or from an
+/// Xcode file with ``XcodeModelReader``) and share it freely. Building checks
+/// that every parent, destination and inverse exists and agrees.
+public struct ManagedObjectModel: Sendable, Hashable {
+    /// All entities, sorted by name.
+    public let entities: [EntityDescription]
+    /// Named fetch request templates.
+    public let fetchRequestTemplates: [String: FetchRequestTemplate]
+    /// Named configurations (entity name lists) from the model file.
+    public let configurations: [String: [String]]
+    /// Free-form key/value pairs of the model.
+    public let userInfo: [String: String]
+    /// The model's own version label (Xcode's `userDefinedModelVersionIdentifier`).
+    public let versionIdentifier: String?
+
+    private let entityIndex: [String: Int]
+
+    /// Builds and checks a model.
+    /// - Throws: ``ModelError`` with code `.inconsistentModel` naming the entity and property at fault.
+    public init(
+        entities: [EntityDescription],
+        fetchRequestTemplates: [FetchRequestTemplate] = [],
+        configurations: [String: [String]] = [:],
+        userInfo: [String: String] = [:],
+        versionIdentifier: String? = nil
+    ) throws(ModelError) {
+        var byName: [String: EntityDescription] = [:]
+        for entity in entities {
+            guard !entity.name.isEmpty else {
+                throw ModelError(.inconsistentModel, "an entity has an empty name")
+            }
+            guard byName[entity.name] == nil else {
+                throw ModelError(.inconsistentModel, "entity '\(entity.name)' is defined twice; entity names must be unique")
+            }
+            byName[entity.name] = entity
+        }
+        let resolved = try ModelResolver(declared: byName).resolve()
+        self.entities = resolved.sorted { $0.name < $1.name }
+        self.entityIndex = Dictionary(uniqueKeysWithValues: self.entities.enumerated().map { ($1.name, $0) })
+        var templates: [String: FetchRequestTemplate] = [:]
+        for template in fetchRequestTemplates {
+            guard byName[template.entityName] != nil else {
+                throw ModelError(.inconsistentModel, "fetch request template '\(template.name)' fetches entity '\(template.entityName)', which does not exist")
+            }
+            guard templates[template.name] == nil else {
+                throw ModelError(.inconsistentModel, "fetch request template '\(template.name)' is defined twice")
+            }
+            templates[template.name] = template
+        }
+        for (configuration, members) in configurations {
+            for member in members where byName[member] == nil {
+                throw ModelError(.inconsistentModel, "configuration '\(configuration)' lists entity '\(member)', which does not exist")
+            }
+        }
+        self.fetchRequestTemplates = templates
+        self.configurations = configurations
+        self.userInfo = userInfo
+        self.versionIdentifier = versionIdentifier
+    }
+
+    /// The entity with this name, or nil.
+    public func entity(named name: String) -> EntityDescription? {
+        entityIndex[name].map { entities[$0] }
+    }
+
+    /// The entities with no parent, sorted by name.
+    public var rootEntities: [EntityDescription] { entities.filter { $0.parentName == nil } }
+
+    /// The fetch request template with this name, or nil.
+    public func fetchRequestTemplate(named name: String) -> FetchRequestTemplate? {
+        fetchRequestTemplates[name]
+    }
+
+    /// The inverse of a relationship, if one is modelled.
+    public func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
+        guard let inverseName = relationship.inverseName else { return nil }
+        return entity(named: relationship.destinationEntityName)?.relationship(named: inverseName)
+    }
+}
+
+/// Fills in inheritance and checks that the declared entities fit together.
+private struct ModelResolver {
+    let declared: [String: EntityDescription]
+
+    func resolve() throws(ModelError) -> [EntityDescription] {
+        var result: [String: EntityDescription] = [:]
+        for name in declared.keys.sorted() {
+            result[name] = try resolveEntity(name)
+        }
+        for name in declared.keys.sorted() {
+            guard let entity = result[name] else { continue }
+            let subentities = result.values
+                .filter { $0.name != name && $0.ancestry.contains(name) }
+                .map(\.name).sorted()
+            result[name]?.subentityNames = subentities
+            try checkRelationships(of: entity, in: result)
+        }
+        return Array(result.values)
+    }
+
+    private func resolveEntity(_ name: String) throws(ModelError) -> EntityDescription {
+        var chain: [String] = []
+        var current: String? = name
+        while let step = current {
+            guard let entity = declared[step] else {
+                let child = chain.last ?? name
+                throw ModelError(.inconsistentModel, "entity '\(child)' has parent entity '\(step)', which does not exist")
+            }
+            if chain.contains(step) {
+                throw ModelError(.inconsistentModel, "entity '\(name)' inherits from itself through \((chain + [step]).joined(separator: " → "))")
+            }
+            chain.append(step)
+            current = entity.parentName
+        }
+        let ancestry = Array(chain.reversed())
+        guard var entity = declared[name] else {
+            throw ModelError(.inconsistentModel, "entity '\(name)' does not exist")
+        }
+        var properties: [PropertyDescription] = []
+        var indexByName: [String: Int] = [:]
+        for ancestorName in ancestry {
+            guard let ancestor = declared[ancestorName] else { continue }
+            let own = ancestor.ownAttributes.map(PropertyDescription.attribute)
+                + ancestor.ownRelationships.map(PropertyDescription.relationship)
+            for property in own {
+                guard !property.name.isEmpty else {
+                    throw ModelError(.inconsistentModel, "entity '\(ancestorName)' has a property with an empty name")
+                }
+                if indexByName[property.name] != nil {
+                    throw ModelError(.inconsistentModel, "entity '\(name)' has two properties named '\(property.name)' (one may be inherited); property names must be unique along the inheritance chain")
+                }
+                indexByName[property.name] = properties.count
+                properties.append(property)
+            }
+        }
+        for attribute in entity.ownAttributes {
+            if let value = attribute.defaultValue, !value.fits(attribute.type) {
+                throw ModelError(.inconsistentModel, "entity '\(name)' attribute '\(attribute.name)': default value \(value.modelString) is not a valid \(attribute.type.xcodeName)")
+            }
+            if let pattern = attribute.validation.regularExpression, (try? NSRegularExpression(pattern: pattern)) == nil {
+                throw ModelError(.inconsistentModel, "entity '\(name)' attribute '\(attribute.name)': regular expression '\(pattern)' does not compile")
+            }
+        }
+        for constraint in entity.uniquenessConstraints {
+            for key in constraint where indexByName[key] == nil {
+                throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)', which is not one of its properties")
+            }
+        }
+        entity.properties = properties
+        entity.indexByName = indexByName
+        entity.ancestry = ancestry
+        entity.rootName = ancestry.first ?? name
+        return entity
+    }
+
+    private func checkRelationships(of entity: EntityDescription, in all: [String: EntityDescription]) throws(ModelError) {
+        for relationship in entity.ownRelationships {
+            let place = "entity '\(entity.name)' relationship '\(relationship.name)'"
+            guard let destination = all[relationship.destinationEntityName] else {
+                throw ModelError(.inconsistentModel, "\(place): destination entity '\(relationship.destinationEntityName)' does not exist")
+            }
+            if relationship.minCount < 0 || relationship.maxCount < 0 {
+                throw ModelError(.inconsistentModel, "\(place): minCount and maxCount must not be negative")
+            }
+            if relationship.isToMany, relationship.maxCount > 0, relationship.minCount > relationship.maxCount {
+                throw ModelError(.inconsistentModel, "\(place): minCount \(relationship.minCount) is above maxCount \(relationship.maxCount)")
+            }
+            if relationship.isOrdered && !relationship.isToMany {
+                throw ModelError(.inconsistentModel, "\(place): only to-many relationships can be ordered")
+            }
+            guard let inverseName = relationship.inverseName else { continue }
+            guard let inverse = destination.relationship(named: inverseName) else {
+                throw ModelError(.inconsistentModel, "\(place): inverse '\(inverseName)' is not a relationship of '\(destination.name)'")
+            }
+            guard entity.ancestry.contains(inverse.destinationEntityName) else {
+                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' points at '\(inverse.destinationEntityName)', not at '\(entity.name)' or one of its parents")
+            }
+            if let back = inverse.inverseName, back != relationship.name {
+                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' names '\(back)' as its own inverse; the two must name each other")
+            }
+            if relationship.isTransient != inverse.isTransient {
+                throw ModelError(.inconsistentModel, "\(place): a relationship and its inverse must both be transient or both persistent")
+            }
+        }
+    }
+}

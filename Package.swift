@@ -5,7 +5,7 @@ import PackageDescription
 // depends only on the rows below it, so a lower layer can never import a higher one.
 let package = Package(
     name: "Ferry",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "FerryModel", targets: ["FerryModel"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),

@@ -1,0 +1,124 @@
+import Foundation
+import FerryModel
+
+/// Fetching. Without pending changes a fetch is one store query with the
+/// filter, order, limit and offset pushed down. With pending changes of the
+/// fetched entity's family (and `includesPendingChanges`, the default), the
+/// store's matches are merged with the context's: deleted objects drop out,
+/// changed objects are re-checked in memory, inserted objects that match are
+/// added, and the order and window are applied in memory.
+extension ManagedObjectContext {
+    /// The objects matching `request`.
+    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        let entity = try request.validated(in: model)
+        guard request.includesPendingChanges, hasPendingChanges(inFamilyOf: entity) else {
+            return try store.fetchRows(request).map { register($0) }
+        }
+        var unwindowed = request
+        unwindowed.fetchLimit = 0
+        unwindowed.fetchOffset = 0
+        var seen = Set<Int>()
+        var result: [ManagedObject] = []
+        for row in try store.fetchRows(unwindowed) {
+            let object = register(row)
+            seen.insert(object.key)
+            guard !object.isDeleted else { continue }
+            if !object.changedIndexes.isEmpty, try !matches(object, request) { continue }
+            result.append(object)
+        }
+        let candidates = insertedKeys + updatedKeys.sorted()
+        for key in candidates where !seen.contains(key) {
+            guard let object = registry[key], !object.isDeleted, isFetched(object, by: request), try matches(object, request) else { continue }
+            seen.insert(key)
+            result.append(object)
+        }
+        if !request.sortDescriptors.isEmpty {
+            result = try sorted(result, by: request.sortDescriptors)
+        }
+        let start = min(request.fetchOffset, result.count)
+        let window = result[start...]
+        return Array(request.fetchLimit > 0 ? window.prefix(request.fetchLimit) : window)
+    }
+
+    /// The objects matching `request`, as the subclass `type`.
+    /// - Throws: ``ContextError/wrongClass(entity:expected:actual:)`` for a match of another class.
+    public func fetch<Object: ManagedObject>(_ request: FetchRequest, as type: Object.Type) throws -> [Object] {
+        try fetch(request).map { object in
+            guard let typed = object as? Object else {
+                throw ContextError.wrongClass(entity: object.entity.name, expected: "\(Object.self)", actual: "\(Swift.type(of: object))")
+            }
+            return typed
+        }
+    }
+
+    /// The IDs of the objects matching `request`.
+    public func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID] {
+        let entity = try request.validated(in: model)
+        guard request.includesPendingChanges, hasPendingChanges(inFamilyOf: entity) else {
+            return try store.fetchObjectIDs(request)
+        }
+        return try fetch(request).map(\.objectID)
+    }
+
+    /// How many objects match `request` (limit and offset applied).
+    public func count(for request: FetchRequest) throws -> Int {
+        let entity = try request.validated(in: model)
+        guard request.includesPendingChanges, hasPendingChanges(inFamilyOf: entity) else {
+            return try store.count(request)
+        }
+        return try fetch(request).count
+    }
+
+    // MARK: - In-memory matching
+
+    func hasPendingChanges(inFamilyOf entity: EntityDescription) -> Bool {
+        let root = entity.rootName
+        func inFamily(_ key: Int) -> Bool { registry[key]?.entity.rootName == root }
+        return insertedKeys.contains(where: inFamily) || deletedKeys.contains(where: inFamily) || updatedKeys.contains(where: inFamily)
+    }
+
+    func isFetched(_ object: ManagedObject, by request: FetchRequest) -> Bool {
+        request.includesSubentities ? object.entity.isKind(of: request.entityName) : object.entity.name == request.entityName
+    }
+
+    func matches(_ object: ManagedObject, _ request: FetchRequest) throws -> Bool {
+        guard let predicate = request.predicate else { return true }
+        return try PredicateEvaluator().evaluate(predicate) { keyPath in try self.value(at: keyPath, of: object) }
+    }
+
+    /// Follows a key path through to-one relationships, loading faults on the way.
+    func value(at keyPath: String, of object: ManagedObject) throws -> KeyPathValue {
+        let path = try ResolvedKeyPath.resolve(keyPath, from: object.entity, in: model)
+        var current = object
+        for hop in path.hops {
+            try fulfillFault(current)
+            guard let index = current.entity.propertyIndex(named: hop.name),
+                  let next = current.toOne[index].flatMap({ registry[$0] }) else { return .null }
+            current = next
+        }
+        try fulfillFault(current)
+        guard let index = current.entity.propertyIndex(named: path.final.name) else { return .null }
+        switch current.runtime.kinds[index] {
+        case .attribute:
+            return current.attributes[index].map(KeyPathValue.attribute) ?? .null
+        case .toOne:
+            return current.toOne[index].flatMap { registry[$0] }.map { .object($0.objectID) } ?? .null
+        case .toMany:
+            return .null
+        }
+    }
+
+    func sorted(_ objects: [ManagedObject], by descriptors: [SortDescriptor]) throws -> [ManagedObject] {
+        let keyed = try objects.enumerated().map { offset, object in
+            (offset, object, try descriptors.map { try value(at: $0.keyPath, of: object) })
+        }
+        return keyed.sorted { lhs, rhs in
+            for (position, descriptor) in descriptors.enumerated() {
+                let order = PredicateEvaluator.order(lhs.2[position], rhs.2[position])
+                if order == .orderedSame { continue }
+                return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
+            }
+            return lhs.0 < rhs.0
+        }.map(\.1)
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import FerryModel
+
+/// The save pipeline, in Core Data's order:
+/// 1. delete propagation (Cascade, Nullify) over the pending deletes;
+/// 2. validation of every deleted (Deny, custom), inserted and updated object,
+///    all failures collected;
+/// 3. one store transaction with every insert, update, delete and relationship change;
+/// 4. permanent IDs and committed values in the context.
+/// A failure in 1–3 writes nothing and keeps the pending changes.
+extension ManagedObjectContext {
+    /// Writes every pending change to the store, or nothing.
+    /// - Throws: ``SaveError/validationFailed(_:)`` listing every failure,
+    ///   ``SaveError/conflict(objectURIs:)`` when another writer changed the same
+    ///   objects, ``SaveError/storeFailed(_:)`` when the store cannot write.
+    public func save() throws(SaveError) {
+        guard hasChanges else { return }
+        do {
+            try propagateDeletes()
+        } catch {
+            throw SaveError.storeFailed(error.description)
+        }
+        let failures = validatePendingChanges()
+        guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
+        let request = makeSaveRequest()
+        let result: SaveResult
+        do {
+            result = try store.save(request)
+        } catch let error as SaveError {
+            throw error
+        } catch {
+            throw SaveError.storeFailed("\(error)")
+        }
+        apply(result)
+    }
+
+    /// Applies delete rules to the pending deletes now (``save()`` does this
+    /// too): Cascade deletes destinations, Nullify removes the deleted object
+    /// from its destinations' inverses, Deny and No Action change nothing.
+    public func processPendingChanges() throws(ContextError) {
+        try propagateDeletes()
+    }
+
+    func propagateDeletes() throws(ContextError) {
+        var position = 0
+        while position < deletedKeys.count {
+            let key = deletedKeys[position]
+            position += 1
+            guard let object = registry[key] else { continue }
+            for index in object.runtime.toOneIndexes + object.runtime.toManyIndexes {
+                guard let relationship = object.runtime.relationship(at: index) else { continue }
+                switch relationship.deleteRule {
+                case .cascade:
+                    for target in try destinations(of: object, index) where !target.isDeleted {
+                        delete(target)
+                    }
+                case .nullify:
+                    guard let inverse = object.runtime.inverseIndex[index] else { continue }
+                    for target in try destinations(of: object, index) where !target.isDeleted {
+                        try primitiveUnlink(target, inverse, object)
+                    }
+                case .deny, .noAction:
+                    continue
+                }
+            }
+        }
+    }
+
+    // MARK: - Validation
+
+    func validatePendingChanges() -> [ValidationError] {
+        var failures: [ValidationError] = []
+        let validator = ObjectValidator(context: self)
+        for key in deletedKeys {
+            guard let object = registry[key], !object.isInserted else { continue }
+            failures += validator.denyFailures(of: object)
+            failures += validator.custom(object, .delete) { try object.validateForDelete() }
+        }
+        for key in insertedKeys {
+            guard let object = registry[key], !object.isDeleted else { continue }
+            failures += validator.modelRuleFailures(of: object)
+            failures += validator.custom(object, .insert) { try object.validateForInsert() }
+        }
+        for key in updatedKeys.sorted() {
+            guard let object = registry[key], object.isUpdated else { continue }
+            failures += validator.modelRuleFailures(of: object)
+            failures += validator.custom(object, .update) { try object.validateForUpdate() }
+        }
+        return failures
+    }
+
+    // MARK: - Building the store request
+
+    func makeSaveRequest() -> SaveRequest {
+        var request = SaveRequest()
+        request.author = transactionAuthor
+        request.contextName = name
+        for key in insertedKeys {
+            guard let object = registry[key], !object.isDeleted else { continue }
+            var attributes = [AttributeValue?](repeating: nil, count: object.attributes.count)
+            for index in object.runtime.persistentAttributeIndexes { attributes[index] = object.attributes[index] }
+            var toOne = [ObjectID?](repeating: nil, count: object.toOne.count)
+            for index in object.runtime.toOneIndexes { toOne[index] = storedID(object.toOne[index]) }
+            request.inserts.append(SaveRequest.Insert(objectID: object.objectID, attributes: attributes, toOne: toOne))
+            appendToManyChanges(of: object, to: &request)
+        }
+        for key in updatedKeys.sorted() {
+            guard let object = registry[key], object.isUpdated else { continue }
+            var attributes: [Int: AttributeValue?] = [:]
+            var toOne: [Int: ObjectID?] = [:]
+            for index in object.changedIndexes {
+                switch object.runtime.kinds[index] {
+                case .attribute(let attribute) where !attribute.isTransient:
+                    attributes[index] = object.attributes[index]
+                case .toOne(let relationship) where !relationship.isTransient:
+                    toOne[index] = storedID(object.toOne[index])
+                default:
+                    continue
+                }
+            }
+            if !attributes.isEmpty || !toOne.isEmpty {
+                request.updates.append(SaveRequest.Update(objectID: object.objectID, expectedVersion: object.version,
+                                                          attributes: attributes, toOne: toOne))
+            }
+            appendToManyChanges(of: object, to: &request)
+        }
+        for key in deletedKeys {
+            guard let object = registry[key], !object.isInserted else { continue }
+            request.deletes.append(SaveRequest.Delete(objectID: object.objectID, expectedVersion: object.version))
+        }
+        return request
+    }
+
+    /// The ID to store for a reference: nil for objects that will never reach the store.
+    private func storedID(_ key: Int?) -> ObjectID? {
+        guard let key, let target = registry[key] else { return nil }
+        if target.isInserted && target.isDeleted { return nil }
+        return target.objectID
+    }
+
+    private func appendToManyChanges(of object: ManagedObject, to request: inout SaveRequest) {
+        for index in object.runtime.toManyIndexes {
+            guard let members = object.toMany[index],
+                  object.isInserted ? !members.ordered.isEmpty : object.changedIndexes.contains(index),
+                  let relationship = object.runtime.relationship(at: index),
+                  let storage = object.runtime.storage[index] else { continue }
+            let ordered = members.ordered.compactMap { storedID($0) }
+            var change = SaveRequest.ToManyChange(source: object.objectID, relationship: relationship.name,
+                                                  added: [], removed: [], orderedMembers: relationship.isOrdered ? ordered : nil)
+            switch storage {
+            case .joinTable(_, sourceIsCanonical: true):
+                let committed = Set(members.committed)
+                let current = members.members
+                change.added = members.ordered.filter { !committed.contains($0) }.compactMap { storedID($0) }
+                change.removed = members.committed.filter { !current.contains($0) }.compactMap { registry[$0]?.objectID }
+            case .joinTable, .inverseOfForeignKey, .foreignKey:
+                guard relationship.isOrdered else { continue }
+            }
+            if change.added.isEmpty && change.removed.isEmpty && change.orderedMembers == nil { continue }
+            request.toManyChanges.append(change)
+        }
+    }
+
+    // MARK: - After the store committed
+
+    func apply(_ result: SaveResult) {
+        for key in insertedKeys {
+            guard let object = registry[key] else { continue }
+            if object.isDeleted {
+                unregister(object)
+                continue
+            }
+            if let permanent = result.permanentIDs[object.objectID] {
+                keyByID[object.objectID] = nil
+                object.objectID = permanent
+                keyByID[permanent] = key
+            }
+            object.isInserted = false
+            commit(object, version: result.versions[object.objectID] ?? 1)
+        }
+        for key in updatedKeys {
+            guard let object = registry[key], !object.isDeleted else { continue }
+            commit(object, version: result.versions[object.objectID] ?? object.version)
+        }
+        for key in deletedKeys {
+            guard let object = registry[key] else { continue }
+            unregister(object)
+        }
+        insertedKeys.removeAll()
+        updatedKeys.removeAll()
+        deletedKeys.removeAll()
+    }
+
+    private func commit(_ object: ManagedObject, version: Int64) {
+        object.committedAttributes = object.attributes
+        object.committedToOne = object.toOne
+        for index in object.toMany.keys { object.toMany[index]?.committed = object.toMany[index]?.ordered ?? [] }
+        object.changedIndexes.removeAll()
+        object.version = version
+    }
+}

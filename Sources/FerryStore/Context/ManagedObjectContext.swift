@@ -1,0 +1,255 @@
+import Foundation
+import FerryModel
+
+/// A scratch pad of objects: inserts, updates and deletes are tracked in
+/// memory until ``save()`` writes them to the store in one transaction.
+///
+/// ## Concurrency
+/// A context is **not** `Sendable`. It belongs to the isolation domain that
+/// created it (a task, an actor, the main thread) and so do all its objects;
+/// Swift 6's checks stop you from sending either across domains. To work in
+/// parallel, give each task its own context from
+/// ``PersistentContainer/newContext()`` and pass ``ObjectID``s (which are
+/// `Sendable`) between them. Store calls are synchronous: a fetch or save
+/// blocks the calling thread for the duration of the SQLite work, like Core
+/// Data's `performAndWait`.
+public final class ManagedObjectContext {
+    /// The container the context reads from and saves to.
+    public let container: PersistentContainer
+    /// A name recorded with each save (Core Data's `name`).
+    public var name: String?
+    /// The author recorded with each save (Core Data's `transactionAuthor`).
+    public var transactionAuthor: String?
+
+    var registry: [ManagedObject?] = []
+    var keyByID: [ObjectID: Int] = [:]
+    /// Inserted objects in insertion order (may include ones deleted since).
+    var insertedKeys: [Int] = []
+    /// Deleted objects in deletion order.
+    var deletedKeys: [Int] = []
+    /// Saved objects with changed properties.
+    var updatedKeys = Set<Int>()
+
+    init(container: PersistentContainer) {
+        self.container = container
+    }
+
+    deinit {
+        for object in registry { object?.managedObjectContext = nil }
+    }
+
+    var store: any PersistentStore { container.store }
+    var model: ManagedObjectModel { container.model }
+
+    // MARK: - State
+
+    /// Whether there are unsaved inserts, updates or deletes.
+    public var hasChanges: Bool {
+        insertedKeys.contains { registry[$0]?.isDeleted == false }
+            || deletedKeys.contains { registry[$0]?.isInserted == false }
+            || updatedKeys.contains { registry[$0].map { !$0.changedIndexes.isEmpty && !$0.isDeleted } ?? false }
+    }
+
+    /// Objects inserted since the last save (and not deleted again).
+    public var insertedObjects: Set<ManagedObject> {
+        Set(insertedKeys.compactMap { registry[$0] }.filter { !$0.isDeleted })
+    }
+
+    /// Saved objects with unsaved changes.
+    public var updatedObjects: Set<ManagedObject> {
+        Set(updatedKeys.compactMap { registry[$0] }.filter(\.isUpdated))
+    }
+
+    /// Saved objects scheduled for deletion (unsaved objects that were deleted are simply dropped).
+    public var deletedObjects: Set<ManagedObject> {
+        Set(deletedKeys.compactMap { registry[$0] }.filter { !$0.isInserted })
+    }
+
+    /// Every object the context currently holds, faults included.
+    public var registeredObjects: Set<ManagedObject> { Set(registry.compactMap { $0 }) }
+
+    // MARK: - Lookup
+
+    /// The object registered for `id`, or nil (the row may still exist in the store).
+    public func registeredObject(for id: ObjectID) -> ManagedObject? {
+        keyByID[id].flatMap { registry[$0] }
+    }
+
+    /// The object for `id`: the registered one, or a fault that loads its values
+    /// on first access. Never fails; accessing a fault whose row does not exist
+    /// throws ``ContextError/objectInaccessible(_:)`` (or traps, for typed accessors).
+    public func object(with id: ObjectID) -> ManagedObject {
+        if let object = registeredObject(for: id) { return object }
+        return registerFault(for: id)
+    }
+
+    /// The object for `id`, loaded from the store if needed.
+    /// - Throws: ``ContextError/objectNotFound(_:)`` when neither the context nor the store has it.
+    public func existingObject(with id: ObjectID) throws(ContextError) -> ManagedObject {
+        if let object = registeredObject(for: id) {
+            if object.isFault {
+                do { try fulfillFault(object) } catch { throw ContextError.objectNotFound(id.uriString) }
+            }
+            return object
+        }
+        guard !id.isTemporaryID, model.entity(named: id.entityName) != nil else {
+            throw ContextError.objectNotFound(id.uriString)
+        }
+        let rows: [ObjectID: RowSnapshot]
+        do { rows = try store.rows(for: [id]) } catch { throw ContextError.objectNotFound(id.uriString) }
+        guard let row = rows[id] else { throw ContextError.objectNotFound(id.uriString) }
+        return register(row)
+    }
+
+    /// Resolves a URI (permanent form) and returns the existing object.
+    public func existingObject(withURI uri: String) throws(ContextError) -> ManagedObject {
+        try existingObject(with: container.managedObjectID(forURIString: uri))
+    }
+
+    // MARK: - Insert and delete
+
+    /// Inserts a new object of `entityName`, with the model's default values.
+    /// - Throws: ``ContextError/unknownEntity(_:)`` or ``ContextError/abstractEntity(_:)``.
+    @discardableResult
+    public func insert(entityName: String) throws(ContextError) -> ManagedObject {
+        guard let runtime = container.runtimes[entityName] else { throw ContextError.unknownEntity(entityName) }
+        guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(entityName) }
+        let object = makeObject(runtime: runtime, id: .temporary(entityName: entityName), isFault: false)
+        object.isInserted = true
+        insertedKeys.append(object.key)
+        for index in runtime.toManyIndexes { object.toMany[index] = RelationshipMembers([], committed: []) }
+        object.awakeFromInsert()
+        return object
+    }
+
+    /// Inserts a new object of the subclass `type`, registered with the container
+    /// for one entity (or for `entityName` when it is registered for several).
+    public func insert<Object: ManagedObject>(_ type: Object.Type, entityName: String? = nil) throws(ContextError) -> Object {
+        let name: String
+        if let entityName { name = entityName } else { name = try container.entityName(for: type) }
+        let object = try insert(entityName: name)
+        guard let typed = object as? Object else {
+            throw ContextError.wrongClass(entity: name, expected: "\(Object.self)", actual: "\(Swift.type(of: object))")
+        }
+        return typed
+    }
+
+    /// Marks an object for deletion. Delete rules and Deny checks run at ``save()``.
+    /// Deleting an unsaved object just drops it at the next save.
+    public func delete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self, !object.isDeleted else { return }
+        object.isDeleted = true
+        deletedKeys.append(object.key)
+    }
+
+    // MARK: - Rollback and reset
+
+    /// Discards every unsaved change: inserted objects are unregistered, deleted
+    /// ones are restored, updated ones get their committed values back.
+    public func rollback() {
+        for key in insertedKeys {
+            guard let object = registry[key] else { continue }
+            unregister(object)
+        }
+        for key in deletedKeys { registry[key]?.isDeleted = false }
+        for key in updatedKeys {
+            guard let object = registry[key] else { continue }
+            object.attributes = object.committedAttributes
+            object.toOne = object.committedToOne
+            object.toMany.removeAll()
+            object.changedIndexes.removeAll()
+        }
+        // To-many sets of untouched objects may hold objects that were just unregistered.
+        for object in registry.compactMap({ $0 }) where !object.toMany.isEmpty {
+            if object.toMany.values.contains(where: { $0.ordered.contains { registry[$0] == nil } }) {
+                object.toMany.removeAll()
+            }
+        }
+        insertedKeys.removeAll()
+        deletedKeys.removeAll()
+        updatedKeys.removeAll()
+    }
+
+    /// Forgets every object, saved or not. Objects fetched before are detached.
+    public func reset() {
+        for object in registry { object?.managedObjectContext = nil }
+        registry.removeAll()
+        keyByID.removeAll()
+        insertedKeys.removeAll()
+        deletedKeys.removeAll()
+        updatedKeys.removeAll()
+    }
+
+    // MARK: - Registration
+
+    func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool) -> ManagedObject {
+        let key = registry.count
+        let object = runtime.objectClass.init(ObjectConstruction(runtime: runtime, key: key, objectID: id, context: self, isFault: isFault))
+        registry.append(object)
+        keyByID[id] = key
+        return object
+    }
+
+    func registerFault(for id: ObjectID) -> ManagedObject {
+        if let key = keyByID[id], let object = registry[key] { return object }
+        let runtime = container.runtimes[id.entityName] ?? container.placeholderRuntime(for: id.entityName)
+        return makeObject(runtime: runtime, id: id, isFault: true)
+    }
+
+    /// Registers a row, or fills the registered fault; objects already loaded keep their in-context values.
+    @discardableResult
+    func register(_ row: RowSnapshot) -> ManagedObject {
+        let object = registerFault(for: row.objectID)
+        if object.isFault { fill(object, from: row) }
+        return object
+    }
+
+    func fill(_ object: ManagedObject, from row: RowSnapshot) {
+        var attributes = row.attributes
+        for (index, kind) in object.runtime.kinds.enumerated() {
+            if case .attribute(let attribute) = kind, attribute.isTransient { attributes[index] = attribute.defaultValue }
+        }
+        var toOne = [Int?](repeating: nil, count: row.toOne.count)
+        for index in object.runtime.toOneIndexes {
+            if let id = row.toOne[index] { toOne[index] = registerFault(for: id).key }
+        }
+        object.attributes = attributes
+        object.toOne = toOne
+        object.committedAttributes = attributes
+        object.committedToOne = toOne
+        object.version = row.version
+        object.isFault = false
+    }
+
+    /// Loads a fault's values from the store.
+    func fulfillFault(_ object: ManagedObject) throws(ContextError) {
+        guard object.isFault else { return }
+        guard !object.objectID.isTemporaryID, container.runtimes[object.objectID.entityName] != nil else {
+            throw ContextError.objectInaccessible(object.objectID.uriString)
+        }
+        let rows: [ObjectID: RowSnapshot]
+        do { rows = try store.rows(for: [object.objectID]) } catch {
+            throw ContextError.objectInaccessible(object.objectID.uriString)
+        }
+        guard let row = rows[object.objectID] else { throw ContextError.objectInaccessible(object.objectID.uriString) }
+        fill(object, from: row)
+    }
+
+    func unregister(_ object: ManagedObject) {
+        keyByID[object.objectID] = nil
+        registry[object.key] = nil
+        object.managedObjectContext = nil
+    }
+
+    func object(forKey key: Int) -> ManagedObject? { registry[key] }
+
+    /// Records that a saved object's property changed.
+    func markChanged(_ object: ManagedObject, _ index: Int) {
+        guard !object.isInserted else { return }
+        object.changedIndexes.insert(index)
+        updatedKeys.insert(object.key)
+    }
+}
+
+@available(*, unavailable, message: "a context belongs to one isolation domain; give each task its own context")
+extension ManagedObjectContext: Sendable {}

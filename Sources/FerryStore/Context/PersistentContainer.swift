@@ -1,0 +1,116 @@
+import Foundation
+import FerryModel
+
+/// Ties a model, a store, the classes of typed objects and custom validators
+/// together, and hands out contexts.
+///
+/// A container is immutable and `Sendable`: create it once, share it between
+/// tasks, and give each task its own ``newContext()``.
+///
+/// ```swift
+/// let store = try SQLiteStore(path: "app.sqlite", model: model)   // FerrySQLite
+/// let container = try PersistentContainer(store: store, classes: ["Person": Person.self])
+/// let context = container.newContext()
+/// ```
+public final class PersistentContainer: Sendable {
+    /// The model every context of this container uses.
+    public let model: ManagedObjectModel
+    /// The store the contexts read from and save to.
+    public let store: any PersistentStore
+
+    let runtimes: [String: EntityRuntime]
+    private let validatorsByEntity: [String: [EntityValidator]]
+    private let classEntities: [ObjectIdentifier: [String]]
+    private let regularExpressions: [String: NSRegularExpression]
+
+    /// Creates a container.
+    /// - Parameters:
+    ///   - store: an open store; the container uses its model.
+    ///   - classes: the ``ManagedObject`` subclass to instantiate per entity name.
+    ///     Subentities without an entry of their own use their parent's class.
+    ///   - validators: custom validation rules, run at save after the model's rules.
+    /// - Throws: ``ContextError/unknownEntity(_:)`` for a class or validator naming no entity.
+    public init(store: any PersistentStore, classes: [String: ManagedObject.Type] = [:], validators: [EntityValidator] = []) throws(ContextError) {
+        let model = store.model
+        for name in classes.keys where model.entity(named: name) == nil { throw ContextError.unknownEntity(name) }
+        for validator in validators where model.entity(named: validator.entityName) == nil {
+            throw ContextError.unknownEntity(validator.entityName)
+        }
+        self.model = model
+        self.store = store
+        var runtimes: [String: EntityRuntime] = [:]
+        var classEntities: [ObjectIdentifier: [String]] = [:]
+        var expressions: [String: NSRegularExpression] = [:]
+        for entity in model.entities {
+            let objectClass = entity.ancestry.reversed().lazy.compactMap { classes[$0] }.first ?? ManagedObject.self
+            runtimes[entity.name] = EntityRuntime(entity: entity, model: model, objectClass: objectClass)
+            if classes[entity.name] != nil { classEntities[ObjectIdentifier(objectClass), default: []].append(entity.name) }
+            for attribute in entity.attributes {
+                if let pattern = attribute.validation.regularExpression {
+                    expressions[pattern] = try? NSRegularExpression(pattern: pattern)
+                }
+            }
+        }
+        self.runtimes = runtimes
+        self.classEntities = classEntities
+        self.regularExpressions = expressions
+        var byEntity: [String: [EntityValidator]] = [:]
+        for validator in validators { byEntity[validator.entityName, default: []].append(validator) }
+        self.validatorsByEntity = byEntity
+    }
+
+    /// A new, empty context. Use one context per task or isolation domain.
+    public func newContext() -> ManagedObjectContext {
+        ManagedObjectContext(container: self)
+    }
+
+    /// Turns a permanent object URI back into an ID (Core Data's
+    /// `managedObjectID(forURIRepresentation:)`). Like Core Data it does not
+    /// check that the row exists; ``ManagedObjectContext/existingObject(with:)`` does.
+    /// - Throws: ``ContextError/invalidURI(_:)`` for a malformed, temporary or foreign URI
+    ///   or an unknown entity.
+    public func managedObjectID(forURIString uri: String) throws(ContextError) -> ObjectID {
+        let components: ObjectURIComponents
+        switch ObjectURIComponents.parse(uri) {
+        case .success(let parsed): components = parsed
+        case .failure(let error): throw ContextError.invalidURI(error)
+        }
+        guard let storeID = components.store, let key = components.primaryKey else {
+            throw ContextError.invalidURI(.temporary(uri))
+        }
+        guard storeID == store.identifier else {
+            throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))
+        }
+        guard let entity = model.entity(named: components.entityName) else {
+            throw ContextError.invalidURI(.unknownEntity(uri, entity: components.entityName))
+        }
+        guard !entity.isAbstract else {
+            throw ContextError.invalidURI(.malformed(uri, "entity '\(entity.name)' is abstract, so no object has it as its entity"))
+        }
+        return ObjectID.permanent(entityName: entity.name, store: storeID, primaryKey: key)
+    }
+
+    /// Same as ``managedObjectID(forURIString:)`` for a URL.
+    public func managedObjectID(forURIRepresentation uri: URL) throws(ContextError) -> ObjectID {
+        try managedObjectID(forURIString: uri.absoluteString)
+    }
+
+    // MARK: - Internals
+
+    func validators(for entity: EntityDescription, phase: ValidationPhase) -> [EntityValidator] {
+        entity.ancestry.flatMap { validatorsByEntity[$0] ?? [] }.filter { $0.phases.contains(phase) }
+    }
+
+    func entityName(for type: ManagedObject.Type) throws(ContextError) -> String {
+        guard let names = classEntities[ObjectIdentifier(type)], let first = names.first else {
+            throw ContextError.wrongClass(entity: "?", expected: "\(type)", actual: "no entity registered for this class; pass classes: [\"Entity\": \(type).self] to the container")
+        }
+        return first
+    }
+
+    func regularExpression(_ pattern: String) -> NSRegularExpression? { regularExpressions[pattern] }
+
+    func placeholderRuntime(for entityName: String) -> EntityRuntime {
+        EntityRuntime(entity: EntityDescription(name: entityName), model: model, objectClass: ManagedObject.self)
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import Synchronization
+import FerryModel
+
+/// A store that keeps everything in memory, for tests and caches.
+///
+/// It follows the same rules as the SQLite store (primary keys per root
+/// entity, optimistic locking, delete semantics, predicate semantics), so a
+/// test written against it means the same against SQLite. Its state lives in
+/// a `Mutex`, so contexts on different tasks can share it.
+public final class InMemoryStore: PersistentStore {
+    public let identifier: UUID
+    public let model: ManagedObjectModel
+    private let state = Mutex(State())
+
+    private struct State: Sendable {
+        var rows: [ObjectID: RowSnapshot] = [:]
+        var maxPrimaryKey: [String: Int64] = [:]
+        /// Join-table rows: (canonical side, other side) pairs per join table.
+        var joins: [JoinTableKey: Set<JoinPair>] = [:]
+        /// Member order of ordered to-many relationships, by owner and relationship name.
+        var order: [ObjectID: [String: [ObjectID]]] = [:]
+    }
+
+    private struct JoinPair: Hashable, Sendable {
+        var canonical: ObjectID
+        var other: ObjectID
+    }
+
+    /// Creates an empty store for `model`.
+    public init(model: ManagedObjectModel, identifier: UUID = UUID()) {
+        self.model = model
+        self.identifier = identifier
+    }
+
+    // MARK: - Reading
+
+    public func fetchRows(_ request: FetchRequest) throws -> [RowSnapshot] {
+        _ = try request.validated(in: model)
+        return try state.withLock { state in
+            let matching = try state.rows.values.filter { row in
+                guard isFetched(row.objectID.entityName, by: request) else { return false }
+                guard let predicate = request.predicate else { return true }
+                return try PredicateEvaluator().evaluate(predicate) { try value(at: $0, of: row, in: state) }
+            }
+            let sorted = try sort(matching, by: request.sortDescriptors, in: state)
+            let start = min(request.fetchOffset, sorted.count)
+            let window = sorted[start...]
+            return Array(request.fetchLimit > 0 ? window.prefix(request.fetchLimit) : window)
+        }
+    }
+
+    public func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID] {
+        try fetchRows(request).map(\.objectID)
+    }
+
+    public func count(_ request: FetchRequest) throws -> Int {
+        try fetchRows(request).count
+    }
+
+    public func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot] {
+        state.withLock { state in
+            var result: [ObjectID: RowSnapshot] = [:]
+            for id in ids { result[id] = state.rows[id] }
+            return result
+        }
+    }
+
+    public func relatedObjectIDs(of id: ObjectID, relationship name: String) throws -> [ObjectID] {
+        guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name) else {
+            throw QueryError.unknownKey(entity: id.entityName, key: name, keyPath: name)
+        }
+        return state.withLock { state in
+            var members: [ObjectID]
+            switch model.storage(of: relationship, in: entity) {
+            case .foreignKey:
+                guard let index = entity.propertyIndex(named: name), let target = state.rows[id]?.toOne[index] else { return [] }
+                return [target]
+            case .inverseOfForeignKey(let inverse):
+                members = state.rows.values.filter { row in
+                    guard row.objectID.entityName != "", let rowEntity = model.entity(named: row.objectID.entityName),
+                          rowEntity.isKind(of: relationship.destinationEntityName),
+                          let index = rowEntity.propertyIndex(named: inverse.name) else { return false }
+                    return row.toOne[index] == id
+                }.map(\.objectID)
+            case .joinTable(let key, let sourceIsCanonical):
+                let pairs = state.joins[key] ?? []
+                members = sourceIsCanonical
+                    ? pairs.filter { $0.canonical == id }.map(\.other)
+                    : pairs.filter { $0.other == id }.map(\.canonical)
+            }
+            members = members.filter { state.rows[$0] != nil }
+            if relationship.isOrdered, let order = state.order[id]?[name] {
+                let position = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+                return members.sorted { (position[$0] ?? Int.max, $0.primaryKey ?? 0) < (position[$1] ?? Int.max, $1.primaryKey ?? 0) }
+            }
+            return members.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }
+        }
+    }
+
+    // MARK: - Writing
+
+    public func save(_ request: SaveRequest) throws -> SaveResult {
+        try state.withLock { state in
+            var conflicts: [String] = []
+            for update in request.updates where state.rows[update.objectID]?.version != update.expectedVersion {
+                conflicts.append(update.objectID.uriString)
+            }
+            for delete in request.deletes where state.rows[delete.objectID]?.version != delete.expectedVersion {
+                conflicts.append(delete.objectID.uriString)
+            }
+            guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
+
+            var next = state
+            var permanent: [ObjectID: ObjectID] = [:]
+            var versions: [ObjectID: Int64] = [:]
+            for insert in request.inserts {
+                guard let entity = model.entity(named: insert.objectID.entityName) else {
+                    throw SaveError.storeFailed("unknown entity \(insert.objectID.entityName)")
+                }
+                let key = (next.maxPrimaryKey[entity.rootName] ?? 0) + 1
+                next.maxPrimaryKey[entity.rootName] = key
+                permanent[insert.objectID] = .permanent(entityName: entity.name, store: identifier, primaryKey: key)
+            }
+            func resolve(_ id: ObjectID?) -> ObjectID? {
+                guard let id else { return nil }
+                if id.isTemporaryID { return permanent[id] }
+                return id
+            }
+            for insert in request.inserts {
+                guard let id = permanent[insert.objectID] else { continue }
+                next.rows[id] = RowSnapshot(objectID: id, version: 1, attributes: insert.attributes, toOne: insert.toOne.map(resolve))
+                versions[id] = 1
+            }
+            for update in request.updates {
+                guard var row = next.rows[update.objectID] else { continue }
+                for (index, value) in update.attributes { row.attributes[index] = value }
+                for (index, target) in update.toOne { row.toOne[index] = resolve(target) }
+                row.version += 1
+                next.rows[update.objectID] = row
+                versions[update.objectID] = row.version
+            }
+            for change in request.toManyChanges {
+                guard let source = resolve(change.source), let entity = model.entity(named: source.entityName),
+                      let relationship = entity.relationship(named: change.relationship) else { continue }
+                if case .joinTable(let key, let sourceIsCanonical) = model.storage(of: relationship, in: entity) {
+                    for target in change.added.compactMap(resolve) {
+                        let pair = sourceIsCanonical ? JoinPair(canonical: source, other: target) : JoinPair(canonical: target, other: source)
+                        next.joins[key, default: []].insert(pair)
+                    }
+                    for target in change.removed.compactMap(resolve) {
+                        let pair = sourceIsCanonical ? JoinPair(canonical: source, other: target) : JoinPair(canonical: target, other: source)
+                        next.joins[key]?.remove(pair)
+                    }
+                }
+                if let ordered = change.orderedMembers {
+                    next.order[source, default: [:]][change.relationship] = ordered.compactMap(resolve)
+                }
+            }
+            for delete in request.deletes {
+                next.rows[delete.objectID] = nil
+                next.order[delete.objectID] = nil
+                for key in next.joins.keys {
+                    next.joins[key] = next.joins[key]?.filter { $0.canonical != delete.objectID && $0.other != delete.objectID }
+                }
+            }
+            state = next
+            return SaveResult(permanentIDs: permanent, versions: versions)
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func isFetched(_ entityName: String, by request: FetchRequest) -> Bool {
+        if entityName == request.entityName { return true }
+        guard request.includesSubentities, let entity = model.entity(named: entityName) else { return false }
+        return entity.isKind(of: request.entityName)
+    }
+
+    private func value(at keyPath: String, of row: RowSnapshot, in state: State) throws -> KeyPathValue {
+        guard let entity = model.entity(named: row.objectID.entityName) else { return .null }
+        let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+        var current = row
+        for hop in path.hops {
+            guard let currentEntity = model.entity(named: current.objectID.entityName),
+                  let index = currentEntity.propertyIndex(named: hop.name),
+                  let targetID = current.toOne[index], let target = state.rows[targetID] else { return .null }
+            current = target
+        }
+        guard let currentEntity = model.entity(named: current.objectID.entityName),
+              let index = currentEntity.propertyIndex(named: path.final.name) else { return .null }
+        switch path.final {
+        case .attribute: return current.attributes[index].map(KeyPathValue.attribute) ?? .null
+        case .relationship: return current.toOne[index].map(KeyPathValue.object) ?? .null
+        }
+    }
+
+    private func sort(_ rows: [RowSnapshot], by descriptors: [SortDescriptor], in state: State) throws -> [RowSnapshot] {
+        let keyed = try rows.map { row in (row, try descriptors.map { try value(at: $0.keyPath, of: row, in: state) }) }
+        return keyed.sorted { lhs, rhs in
+            for (position, descriptor) in descriptors.enumerated() {
+                let order = PredicateEvaluator.order(lhs.1[position], rhs.1[position])
+                if order == .orderedSame { continue }
+                return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
+            }
+            return (lhs.0.objectID.primaryKey ?? 0) < (rhs.0.objectID.primaryKey ?? 0)
+        }.map(\.0)
+    }
+}

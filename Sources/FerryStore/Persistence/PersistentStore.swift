@@ -1,0 +1,130 @@
+import Foundation
+import FerryModel
+
+/// Where committed objects live. Contexts read rows from a store and hand it
+/// each save as one ``SaveRequest``, which the store applies atomically.
+///
+/// Stores are shared by every context of a container, across tasks and
+/// threads, so they must be `Sendable` and safe to call concurrently.
+/// Ferry ships ``InMemoryStore`` and, in `FerrySQLite`, `SQLiteStore`.
+public protocol PersistentStore: AnyObject, Sendable {
+    /// The store's UUID, the host part of its object URIs.
+    var identifier: UUID { get }
+    /// The model the store was opened with.
+    var model: ManagedObjectModel { get }
+
+    /// The rows matching a request (already checked against the model), in
+    /// the request's order, with its limit and offset applied.
+    func fetchRows(_ request: FetchRequest) throws -> [RowSnapshot]
+    /// The IDs of the rows matching a request, ordered and windowed like ``fetchRows(_:)``.
+    func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID]
+    /// How many rows match a request (limit and offset applied).
+    func count(_ request: FetchRequest) throws -> Int
+    /// The current rows for these IDs; IDs whose row does not exist are absent.
+    func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]
+    /// The members of a to-many relationship of a saved object, in order for ordered relationships.
+    func relatedObjectIDs(of id: ObjectID, relationship: String) throws -> [ObjectID]
+    /// Applies a save in one transaction: all of it or nothing.
+    /// - Throws: ``SaveError/conflict(objectURIs:)`` when a row's version differs
+    ///   from the expected one, ``SaveError/storeFailed(_:)`` otherwise.
+    func save(_ request: SaveRequest) throws -> SaveResult
+}
+
+/// The committed state of one row.
+public struct RowSnapshot: Sendable, Hashable {
+    /// The row's permanent ID.
+    public var objectID: ObjectID
+    /// The optimistic-locking version (`Z_OPT`), incremented on each update.
+    public var version: Int64
+    /// Attribute values by property index of the object's entity (nil for relationships and transients).
+    public var attributes: [AttributeValue?]
+    /// To-one destinations by property index (nil for attributes, to-many and empty to-one).
+    public var toOne: [ObjectID?]
+
+    /// Creates a snapshot.
+    public init(objectID: ObjectID, version: Int64, attributes: [AttributeValue?], toOne: [ObjectID?]) {
+        self.objectID = objectID
+        self.version = version
+        self.attributes = attributes
+        self.toOne = toOne
+    }
+}
+
+/// Everything one context save writes. IDs may be temporary; the store gives
+/// each inserted object a permanent ID and resolves references to it.
+public struct SaveRequest: Sendable {
+    /// A new object with all its persistent values.
+    public struct Insert: Sendable {
+        /// The object's temporary ID.
+        public var objectID: ObjectID
+        /// Attribute values by property index.
+        public var attributes: [AttributeValue?]
+        /// To-one destinations by property index.
+        public var toOne: [ObjectID?]
+    }
+
+    /// Changed properties of an existing object.
+    public struct Update: Sendable {
+        /// The object's permanent ID.
+        public var objectID: ObjectID
+        /// The version the context read; a different stored version is a conflict.
+        public var expectedVersion: Int64
+        /// New attribute values by property index.
+        public var attributes: [Int: AttributeValue?]
+        /// New to-one destinations by property index.
+        public var toOne: [Int: ObjectID?]
+    }
+
+    /// An existing object to remove.
+    public struct Delete: Sendable {
+        /// The object's permanent ID.
+        public var objectID: ObjectID
+        /// The version the context read; a different stored version is a conflict.
+        public var expectedVersion: Int64
+    }
+
+    /// A change to a to-many relationship that the store keeps itself (many-to-many,
+    /// one-way to-many, or the order of an ordered to-many).
+    public struct ToManyChange: Sendable {
+        /// The object that owns the relationship.
+        public var source: ObjectID
+        /// The relationship's name on the source's entity.
+        public var relationship: String
+        /// Members added since the last save.
+        public var added: [ObjectID]
+        /// Members removed since the last save.
+        public var removed: [ObjectID]
+        /// For ordered relationships, the full membership in order.
+        public var orderedMembers: [ObjectID]?
+    }
+
+    /// New objects, in insertion order (permanent IDs are given in this order).
+    public var inserts: [Insert] = []
+    /// Updated objects.
+    public var updates: [Update] = []
+    /// Deleted objects.
+    public var deletes: [Delete] = []
+    /// Relationship changes the store records apart from the rows.
+    public var toManyChanges: [ToManyChange] = []
+    /// Who saved (`ManagedObjectContext.transactionAuthor`).
+    public var author: String?
+    /// The saving context's name.
+    public var contextName: String?
+
+    /// Whether the request writes nothing.
+    public var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && toManyChanges.isEmpty }
+}
+
+/// What a store reports after a save.
+public struct SaveResult: Sendable {
+    /// The permanent ID given to each inserted object, by temporary ID.
+    public var permanentIDs: [ObjectID: ObjectID]
+    /// The new version of each inserted and updated row, by permanent ID.
+    public var versions: [ObjectID: Int64]
+
+    /// Creates a result.
+    public init(permanentIDs: [ObjectID: ObjectID], versions: [ObjectID: Int64]) {
+        self.permanentIDs = permanentIDs
+        self.versions = versions
+    }
+}

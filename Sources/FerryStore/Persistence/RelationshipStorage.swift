@@ -1,0 +1,56 @@
+import FerryModel
+
+/// How a store keeps a relationship. Both stores and contexts use this one
+/// rule so that each relationship fact is written exactly once:
+///
+/// - a to-one is a foreign key on its own row;
+/// - a to-many whose inverse is a to-one is derived from that foreign key;
+/// - any other to-many (many-to-many, or one-way) lives in a join table,
+///   written from its *canonical side* (see ``JoinTableKey``).
+package enum RelationshipStorage: Sendable, Hashable {
+    case foreignKey
+    case inverseOfForeignKey(inverse: RelationshipDescription)
+    case joinTable(JoinTableKey, sourceIsCanonical: Bool)
+}
+
+/// Names a join table by the relationship that writes it: the side whose
+/// `DeclaringEntity.relationship` sorts first.
+package struct JoinTableKey: Sendable, Hashable, Comparable {
+    /// The entity that declares the canonical relationship.
+    package var entityName: String
+    /// The canonical relationship's name.
+    package var relationshipName: String
+
+    package static func < (lhs: JoinTableKey, rhs: JoinTableKey) -> Bool {
+        (lhs.entityName, lhs.relationshipName) < (rhs.entityName, rhs.relationshipName)
+    }
+}
+
+extension ManagedObjectModel {
+    /// The entity (in `entity`'s ancestry) that declares property `name`.
+    package func declaringEntityName(ofProperty name: String, in entity: EntityDescription) -> String {
+        for ancestor in entity.ancestry {
+            guard let candidate = self.entity(named: ancestor) else { continue }
+            if candidate.ownAttributes.contains(where: { $0.name == name })
+                || candidate.ownRelationships.contains(where: { $0.name == name }) {
+                return ancestor
+            }
+        }
+        return entity.name
+    }
+
+    /// How `relationship` of `entity` is stored.
+    package func storage(of relationship: RelationshipDescription, in entity: EntityDescription) -> RelationshipStorage {
+        guard relationship.isToMany else { return .foreignKey }
+        let inverse = self.inverse(of: relationship)
+        if let inverse, !inverse.isToMany {
+            return .inverseOfForeignKey(inverse: inverse)
+        }
+        let own = JoinTableKey(entityName: declaringEntityName(ofProperty: relationship.name, in: entity), relationshipName: relationship.name)
+        guard let inverse, let destination = self.entity(named: relationship.destinationEntityName) else {
+            return .joinTable(own, sourceIsCanonical: true)
+        }
+        let other = JoinTableKey(entityName: declaringEntityName(ofProperty: inverse.name, in: destination), relationshipName: inverse.name)
+        return other < own ? .joinTable(other, sourceIsCanonical: false) : .joinTable(own, sourceIsCanonical: true)
+    }
+}

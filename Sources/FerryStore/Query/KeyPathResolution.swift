@@ -1,0 +1,94 @@
+import FerryModel
+
+/// A key path checked against the model: zero or more to-one hops, then a final property.
+package struct ResolvedKeyPath: Sendable, Hashable {
+    /// The to-one relationships followed, in order.
+    package var hops: [RelationshipDescription]
+    /// The entity the last step belongs to.
+    package var finalEntity: EntityDescription
+    /// The last property: an attribute or a to-one relationship.
+    package var final: PropertyDescription
+
+    /// Resolves `keyPath` from `entity`, or throws a ``QueryError`` naming the bad step.
+    package static func resolve(_ keyPath: String, from entity: EntityDescription, in model: ManagedObjectModel) throws(QueryError) -> ResolvedKeyPath {
+        let steps = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var current = entity
+        var hops: [RelationshipDescription] = []
+        for (index, step) in steps.enumerated() {
+            guard let property = current.property(named: step) else {
+                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+            }
+            let isLast = index == steps.count - 1
+            if isLast {
+                if let relationship = property.relationship, relationship.isToMany {
+                    throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
+                }
+                return ResolvedKeyPath(hops: hops, finalEntity: current, final: property)
+            }
+            guard let relationship = property.relationship else {
+                throw QueryError.notARelationship(entity: current.name, key: step, keyPath: keyPath)
+            }
+            guard !relationship.isToMany else {
+                throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
+            }
+            guard let next = model.entity(named: relationship.destinationEntityName) else {
+                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+            }
+            hops.append(relationship)
+            current = next
+        }
+        throw QueryError.unknownKey(entity: entity.name, key: keyPath, keyPath: keyPath)
+    }
+}
+
+/// Why a fetch request cannot run.
+public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A key path names a property the entity does not have.
+    case unknownKey(entity: String, key: String, keyPath: String)
+    /// A key path continues past an attribute.
+    case notARelationship(entity: String, key: String, keyPath: String)
+    /// A to-many relationship appears where one value is needed; use ANY/ALL.
+    case toManyKeyNotAllowed(entity: String, key: String, keyPath: String)
+    /// The constant cannot be compared with the key path's type.
+    case typeMismatch(entity: String, keyPath: String, expected: String, value: String)
+    /// The fetch names an entity the model does not have.
+    case unknownEntity(String)
+
+    public var description: String {
+        switch self {
+        case .unknownKey(let entity, let key, let keyPath):
+            "key path '\(keyPath)': entity '\(entity)' has no property '\(key)'"
+        case .notARelationship(let entity, let key, let keyPath):
+            "key path '\(keyPath)': '\(entity).\(key)' is an attribute, so the path cannot continue past it"
+        case .toManyKeyNotAllowed(let entity, let key, let keyPath):
+            "key path '\(keyPath)': '\(entity).\(key)' is a to-many relationship, not allowed here (use ANY or ALL)"
+        case .typeMismatch(let entity, let keyPath, let expected, let value):
+            "key path '\(keyPath)' of entity '\(entity)' holds \(expected); cannot compare it with \(value)"
+        case .unknownEntity(let name):
+            "the model has no entity named '\(name)'"
+        }
+    }
+}
+
+extension PredicateValue {
+    /// Checks that the constant can be compared with the key path's final property.
+    package func check(against path: ResolvedKeyPath, keyPath: String, entity: String) throws(QueryError) {
+        switch (self, path.final) {
+        case (.null, _):
+            return
+        case (.attribute(let value), .attribute(let attribute)):
+            let compatible = value.fits(attribute.type)
+                || (attribute.type.isNumeric && value.numericValue != nil)
+                || (attribute.type == .transformable && value.naturalType == .binaryData)
+            if !compatible {
+                throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: attribute.type.xcodeName, value: "\(value)")
+            }
+        case (.object, .relationship):
+            return
+        case (_, .attribute(let attribute)):
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: attribute.type.xcodeName, value: "\(self)")
+        case (_, .relationship(let relationship)):
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(relationship.destinationEntityName) object", value: "\(self)")
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import FerryModel
+
+/// A filter over objects, compiled to SQL by the SQLite store and evaluated in
+/// memory for unsaved changes.
+///
+/// This is the structured form; Core Data's format-string syntax is parsed
+/// into it. Key paths may run through to-one relationships (`manager.name`).
+public indirect enum Predicate: Sendable, Hashable {
+    /// Matches every object (`TRUEPREDICATE`).
+    case alwaysTrue
+    /// Matches no object (`FALSEPREDICATE`).
+    case alwaysFalse
+    /// Compares the value at a key path with a constant.
+    case comparison(keyPath: String, ComparisonOperator, PredicateValue)
+    /// All sub-predicates hold.
+    case and([Predicate])
+    /// At least one sub-predicate holds.
+    case or([Predicate])
+    /// The sub-predicate does not hold.
+    case not(Predicate)
+
+    /// `keyPath == value`.
+    public static func equal(_ keyPath: String, _ value: PredicateValue) -> Predicate {
+        .comparison(keyPath: keyPath, .equal, value)
+    }
+
+    /// `keyPath == value` for an attribute value.
+    public static func equal(_ keyPath: String, _ value: AttributeValue) -> Predicate {
+        .comparison(keyPath: keyPath, .equal, .attribute(value))
+    }
+}
+
+/// The comparison operators of a ``Predicate``.
+public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
+    case equal = "=="
+    case notEqual = "!="
+    case less = "<"
+    case lessOrEqual = "<="
+    case greater = ">"
+    case greaterOrEqual = ">="
+}
+
+/// A constant on the right-hand side of a comparison.
+public enum PredicateValue: Sendable, Hashable {
+    /// `nil` / `NULL`.
+    case null
+    /// An attribute value.
+    case attribute(AttributeValue)
+    /// An object, by ID (for comparisons with to-one relationships).
+    case object(ObjectID)
+}
+
+/// How to order fetch results: by a key path (through to-one relationships), ascending or not.
+public struct SortDescriptor: Sendable, Hashable {
+    /// The attribute key path to sort by.
+    public var keyPath: String
+    /// Ascending (the default) or descending.
+    public var ascending: Bool
+
+    /// Creates a sort descriptor.
+    public init(_ keyPath: String, ascending: Bool = true) {
+        self.keyPath = keyPath
+        self.ascending = ascending
+    }
+}
+
+/// What to fetch: an entity, a filter, an order and a window.
+///
+/// Matches Core Data's defaults: subentities included, pending changes
+/// included, no limit, no offset.
+public struct FetchRequest: Sendable, Hashable {
+    /// The entity to fetch; subentities are included unless ``includesSubentities`` is false.
+    public var entityName: String
+    /// The filter; nil matches everything.
+    public var predicate: Predicate?
+    /// The order; ties and unsorted fetches come back in primary-key order.
+    public var sortDescriptors: [SortDescriptor]
+    /// The most objects to return; 0 means no limit.
+    public var fetchLimit: Int
+    /// How many matches to skip first.
+    public var fetchOffset: Int
+    /// Whether objects of subentities are returned.
+    public var includesSubentities: Bool
+    /// Whether unsaved inserts, updates and deletes of the context are taken into account.
+    public var includesPendingChanges: Bool
+
+    /// Creates a fetch request.
+    public init(
+        entityName: String,
+        predicate: Predicate? = nil,
+        sortDescriptors: [SortDescriptor] = [],
+        fetchLimit: Int = 0,
+        fetchOffset: Int = 0,
+        includesSubentities: Bool = true,
+        includesPendingChanges: Bool = true
+    ) {
+        self.entityName = entityName
+        self.predicate = predicate
+        self.sortDescriptors = sortDescriptors
+        self.fetchLimit = fetchLimit
+        self.fetchOffset = fetchOffset
+        self.includesSubentities = includesSubentities
+        self.includesPendingChanges = includesPendingChanges
+    }
+
+    /// A request for objects whose `keyPath` equals `value`.
+    public init(entityName: String, where keyPath: String, equals value: AttributeValue?) {
+        self.init(entityName: entityName, predicate: .equal(keyPath, value.map(PredicateValue.attribute) ?? .null))
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import FerryModel
+
+/// The value found at the end of a key path on one object.
+package enum KeyPathValue: Sendable, Hashable {
+    case null
+    case attribute(AttributeValue)
+    case object(ObjectID)
+}
+
+/// Evaluates a ``Predicate`` in memory, with the same semantics as the SQL
+/// the SQLite store generates:
+///
+/// - `==` with `nil` matches only nil; `!=` with a value also matches nil
+///   (Foundation's in-memory rule, which the SQL store follows with `IS NOT`).
+/// - Ordering comparisons with nil on either side are false.
+/// - Strings compare by UTF-8 bytes (SQLite's BINARY collation).
+package struct PredicateEvaluator {
+    package init() {}
+
+    /// Evaluates `predicate`; `valueAt` returns the value at a key path of the object.
+    package func evaluate(_ predicate: Predicate, valueAt: (String) throws -> KeyPathValue) rethrows -> Bool {
+        switch predicate {
+        case .alwaysTrue: return true
+        case .alwaysFalse: return false
+        case .and(let parts):
+            for part in parts where try !evaluate(part, valueAt: valueAt) { return false }
+            return true
+        case .or(let parts):
+            for part in parts where try evaluate(part, valueAt: valueAt) { return true }
+            return false
+        case .not(let inner):
+            return try !evaluate(inner, valueAt: valueAt)
+        case .comparison(let keyPath, let op, let constant):
+            return Self.compare(try valueAt(keyPath), op, constant)
+        }
+    }
+
+    static func compare(_ lhs: KeyPathValue, _ op: ComparisonOperator, _ rhs: PredicateValue) -> Bool {
+        switch op {
+        case .equal: return equal(lhs, rhs)
+        case .notEqual: return !equal(lhs, rhs)
+        case .less, .lessOrEqual, .greater, .greaterOrEqual:
+            guard case .attribute(let left) = lhs, case .attribute(let right) = rhs,
+                  let order = AttributeValue.compare(left, right) else { return false }
+            switch op {
+            case .less: return order == .orderedAscending
+            case .lessOrEqual: return order != .orderedDescending
+            case .greater: return order == .orderedDescending
+            default: return order != .orderedAscending
+            }
+        }
+    }
+
+    static func equal(_ lhs: KeyPathValue, _ rhs: PredicateValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.attribute(let a), .attribute(let b)): return AttributeValue.compare(a, b) == .orderedSame
+        case (.object(let a), .object(let b)): return a == b
+        default: return false
+        }
+    }
+
+    /// Orders two key-path values for sorting: nil first, then by value.
+    package static func order(_ lhs: KeyPathValue, _ rhs: KeyPathValue) -> ComparisonResult {
+        switch (lhs, rhs) {
+        case (.null, .null): return .orderedSame
+        case (.null, _): return .orderedAscending
+        case (_, .null): return .orderedDescending
+        case (.attribute(let a), .attribute(let b)): return AttributeValue.compare(a, b) ?? .orderedSame
+        case (.object(let a), .object(let b)):
+            let (x, y) = (a.primaryKey ?? 0, b.primaryKey ?? 0)
+            return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
+        default: return .orderedSame
+        }
+    }
+}
+
+extension FetchRequest {
+    /// Checks the entity, every key path and every constant against the model.
+    package func validated(in model: ManagedObjectModel) throws(QueryError) -> EntityDescription {
+        guard let entity = model.entity(named: entityName) else { throw QueryError.unknownEntity(entityName) }
+        if let predicate { try Self.check(predicate, entity: entity, model: model) }
+        for sort in sortDescriptors {
+            let path = try ResolvedKeyPath.resolve(sort.keyPath, from: entity, in: model)
+            if path.final.relationship != nil {
+                throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: "a relationship", value: "a sort order (sort by one of its attributes instead)")
+            }
+        }
+        return entity
+    }
+
+    private static func check(_ predicate: Predicate, entity: EntityDescription, model: ManagedObjectModel) throws(QueryError) {
+        switch predicate {
+        case .alwaysTrue, .alwaysFalse: return
+        case .and(let parts), .or(let parts):
+            for part in parts { try check(part, entity: entity, model: model) }
+        case .not(let inner):
+            try check(inner, entity: entity, model: model)
+        case .comparison(let keyPath, _, let value):
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            try value.check(against: path, keyPath: keyPath, entity: entity.name)
+        }
+    }
+}

@@ -108,7 +108,7 @@ extension ManagedObjectContext {
         }
     }
 
-    func sorted(_ objects: [ManagedObject], by descriptors: [SortDescriptor]) throws -> [ManagedObject] {
+    func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) throws -> [ManagedObject] {
         let keyed = try objects.enumerated().map { offset, object in
             (offset, object, try descriptors.map { try value(at: $0.keyPath, of: object) })
         }

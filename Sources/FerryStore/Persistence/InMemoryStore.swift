@@ -195,7 +195,7 @@ public final class InMemoryStore: PersistentStore {
         }
     }
 
-    private func sort(_ rows: [RowSnapshot], by descriptors: [SortDescriptor], in state: State) throws -> [RowSnapshot] {
+    private func sort(_ rows: [RowSnapshot], by descriptors: [FetchSortDescriptor], in state: State) throws -> [RowSnapshot] {
         let keyed = try rows.map { row in (row, try descriptors.map { try value(at: $0.keyPath, of: row, in: state) }) }
         return keyed.sorted { lhs, rhs in
             for (position, descriptor) in descriptors.enumerated() {

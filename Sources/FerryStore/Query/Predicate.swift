@@ -5,7 +5,7 @@ import FerryModel
 ///
 /// This is the structured form; Core Data's format-string syntax is parsed
 /// into it. Key paths may run through to-one relationships (`manager.name`).
-public indirect enum Predicate: Sendable, Hashable {
+public indirect enum FetchPredicate: Sendable, Hashable {
     /// Matches every object (`TRUEPREDICATE`).
     case alwaysTrue
     /// Matches no object (`FALSEPREDICATE`).
@@ -13,24 +13,24 @@ public indirect enum Predicate: Sendable, Hashable {
     /// Compares the value at a key path with a constant.
     case comparison(keyPath: String, ComparisonOperator, PredicateValue)
     /// All sub-predicates hold.
-    case and([Predicate])
+    case and([FetchPredicate])
     /// At least one sub-predicate holds.
-    case or([Predicate])
+    case or([FetchPredicate])
     /// The sub-predicate does not hold.
-    case not(Predicate)
+    case not(FetchPredicate)
 
     /// `keyPath == value`.
-    public static func equal(_ keyPath: String, _ value: PredicateValue) -> Predicate {
+    public static func equal(_ keyPath: String, _ value: PredicateValue) -> FetchPredicate {
         .comparison(keyPath: keyPath, .equal, value)
     }
 
     /// `keyPath == value` for an attribute value.
-    public static func equal(_ keyPath: String, _ value: AttributeValue) -> Predicate {
+    public static func equal(_ keyPath: String, _ value: AttributeValue) -> FetchPredicate {
         .comparison(keyPath: keyPath, .equal, .attribute(value))
     }
 }
 
-/// The comparison operators of a ``Predicate``.
+/// The comparison operators of a ``FetchPredicate``.
 public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case equal = "=="
     case notEqual = "!="
@@ -51,7 +51,7 @@ public enum PredicateValue: Sendable, Hashable {
 }
 
 /// How to order fetch results: by a key path (through to-one relationships), ascending or not.
-public struct SortDescriptor: Sendable, Hashable {
+public struct FetchSortDescriptor: Sendable, Hashable {
     /// The attribute key path to sort by.
     public var keyPath: String
     /// Ascending (the default) or descending.
@@ -72,9 +72,9 @@ public struct FetchRequest: Sendable, Hashable {
     /// The entity to fetch; subentities are included unless ``includesSubentities`` is false.
     public var entityName: String
     /// The filter; nil matches everything.
-    public var predicate: Predicate?
+    public var predicate: FetchPredicate?
     /// The order; ties and unsorted fetches come back in primary-key order.
-    public var sortDescriptors: [SortDescriptor]
+    public var sortDescriptors: [FetchSortDescriptor]
     /// The most objects to return; 0 means no limit.
     public var fetchLimit: Int
     /// How many matches to skip first.
@@ -87,8 +87,8 @@ public struct FetchRequest: Sendable, Hashable {
     /// Creates a fetch request.
     public init(
         entityName: String,
-        predicate: Predicate? = nil,
-        sortDescriptors: [SortDescriptor] = [],
+        predicate: FetchPredicate? = nil,
+        sortDescriptors: [FetchSortDescriptor] = [],
         fetchLimit: Int = 0,
         fetchOffset: Int = 0,
         includesSubentities: Bool = true,

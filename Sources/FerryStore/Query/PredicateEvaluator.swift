@@ -8,7 +8,7 @@ package enum KeyPathValue: Sendable, Hashable {
     case object(ObjectID)
 }
 
-/// Evaluates a ``Predicate`` in memory, with the same semantics as the SQL
+/// Evaluates a ``FetchPredicate`` in memory, with the same semantics as the SQL
 /// the SQLite store generates:
 ///
 /// - `==` with `nil` matches only nil; `!=` with a value also matches nil
@@ -19,7 +19,7 @@ package struct PredicateEvaluator {
     package init() {}
 
     /// Evaluates `predicate`; `valueAt` returns the value at a key path of the object.
-    package func evaluate(_ predicate: Predicate, valueAt: (String) throws -> KeyPathValue) rethrows -> Bool {
+    package func evaluate(_ predicate: FetchPredicate, valueAt: (String) throws -> KeyPathValue) rethrows -> Bool {
         switch predicate {
         case .alwaysTrue: return true
         case .alwaysFalse: return false
@@ -90,7 +90,7 @@ extension FetchRequest {
         return entity
     }
 
-    private static func check(_ predicate: Predicate, entity: EntityDescription, model: ManagedObjectModel) throws(QueryError) {
+    private static func check(_ predicate: FetchPredicate, entity: EntityDescription, model: ManagedObjectModel) throws(QueryError) {
         switch predicate {
         case .alwaysTrue, .alwaysFalse: return
         case .and(let parts), .or(let parts):

@@ -1,0 +1,160 @@
+import Foundation
+import GRDB
+import FerryModel
+import FerryStore
+
+/// Writes one ``SaveRequest`` inside the caller's transaction: primary keys,
+/// inserts, updates (optimistic locking on `Z_OPT`), relationship rows and
+/// order, then deletes. Any conflict aborts the whole transaction.
+struct SaveWriter {
+    let layout: StoreLayout
+    let store: UUID
+
+    func write(_ request: SaveRequest, in db: Database) throws -> SaveResult {
+        var permanent: [ObjectID: ObjectID] = [:]
+        var versions: [ObjectID: Int64] = [:]
+        try allocatePrimaryKeys(for: request.inserts, in: db, into: &permanent)
+        func resolve(_ id: ObjectID?) -> ObjectID? {
+            guard let id else { return nil }
+            return id.isTemporaryID ? permanent[id] : id
+        }
+
+        for insert in request.inserts {
+            guard let id = permanent[insert.objectID], let plan = layout.plans[id.entityName], let key = id.primaryKey else { continue }
+            var values: [DatabaseValue] = [key.databaseValue, Int64(plan.number).databaseValue]
+            values.reserveCapacity(plan.insertSlots.count + 2)
+            for slot in plan.insertSlots {
+                switch slot {
+                case .attribute(let index):
+                    values.append(ValueCodec.databaseValue(insert.attributes[index]))
+                case .toOne(let index):
+                    values.append(resolve(insert.toOne[index])?.primaryKey?.databaseValue ?? .null)
+                case .toOneEntity(let index):
+                    values.append(resolve(insert.toOne[index]).flatMap { layout.number(of: $0.entityName) }.map { Int64($0).databaseValue } ?? .null)
+                }
+            }
+            let statement = try db.cachedStatement(sql: plan.insertSQL)
+            statement.setUncheckedArguments(StatementArguments(values))
+            try statement.execute()
+            versions[id] = 1
+        }
+
+        var conflicts: [String] = []
+        for update in request.updates {
+            guard let plan = layout.plans[update.objectID.entityName], let key = update.objectID.primaryKey else { continue }
+            let mapping = layout.mapping.entities[update.objectID.entityName]
+            var assignments: [String] = []
+            var values: [DatabaseValue] = []
+            for (index, value) in update.attributes.sorted(by: { $0.key < $1.key }) {
+                guard let column = mapping?.columns[plan.entity.properties[index].name] else { continue }
+                assignments.append("\(column) = ?")
+                values.append(ValueCodec.databaseValue(value))
+            }
+            for (index, target) in update.toOne.sorted(by: { $0.key < $1.key }) {
+                let name = plan.entity.properties[index].name
+                guard let column = mapping?.columns[name] else { continue }
+                let resolved = resolve(target)
+                assignments.append("\(column) = ?")
+                values.append(resolved?.primaryKey?.databaseValue ?? .null)
+                if let entityColumn = mapping?.entityColumns[name] {
+                    assignments.append("\(entityColumn) = ?")
+                    values.append(resolved.flatMap { layout.number(of: $0.entityName) }.map { Int64($0).databaseValue } ?? .null)
+                }
+            }
+            assignments.append("Z_OPT = Z_OPT + 1")
+            values.append(key.databaseValue)
+            values.append(update.expectedVersion.databaseValue)
+            try db.execute(sql: "UPDATE \(plan.table) SET \(assignments.joined(separator: ", ")) WHERE Z_PK = ? AND Z_OPT = ?",
+                           arguments: StatementArguments(values))
+            if db.changesCount == 0 {
+                conflicts.append(update.objectID.uriString)
+            } else {
+                versions[update.objectID] = update.expectedVersion + 1
+            }
+        }
+
+        for change in request.toManyChanges {
+            try writeToManyChange(change, resolve: resolve, in: db)
+        }
+
+        for delete in request.deletes {
+            guard let plan = layout.plans[delete.objectID.entityName], let key = delete.objectID.primaryKey else { continue }
+            try db.execute(sql: "DELETE FROM \(plan.table) WHERE Z_PK = ? AND Z_OPT = ?", arguments: [key, delete.expectedVersion])
+            if db.changesCount == 0 {
+                conflicts.append(delete.objectID.uriString)
+                continue
+            }
+            for join in layout.mapping.joinTables.values {
+                if plan.entity.isKind(of: join.canonicalEntity) {
+                    try db.execute(sql: "DELETE FROM \(join.table) WHERE \(join.canonicalColumn) = ?", arguments: [key])
+                }
+                if plan.entity.isKind(of: join.otherEntity) {
+                    try db.execute(sql: "DELETE FROM \(join.table) WHERE \(join.otherColumn) = ?", arguments: [key])
+                }
+            }
+        }
+        guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
+        return SaveResult(permanentIDs: permanent, versions: versions)
+    }
+
+    /// `Z_MAX` of the root entity's `Z_PRIMARYKEY` row hands out the keys, in insertion order.
+    private func allocatePrimaryKeys(for inserts: [SaveRequest.Insert], in db: Database, into permanent: inout [ObjectID: ObjectID]) throws {
+        var countByRoot: [String: Int64] = [:]
+        for insert in inserts {
+            guard let plan = layout.plans[insert.objectID.entityName] else {
+                throw SaveError.storeFailed("entity '\(insert.objectID.entityName)' is not in this store's model")
+            }
+            countByRoot[plan.entity.rootName, default: 0] += 1
+        }
+        var next: [String: Int64] = [:]
+        for (root, count) in countByRoot {
+            guard let number = layout.number(of: root) else { continue }
+            let max = try Int64.fetchOne(db, sql: "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_ENT = ?", arguments: [number]) ?? 0
+            try db.execute(sql: "UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ?", arguments: [max + count, number])
+            next[root] = max + 1
+        }
+        for insert in inserts {
+            guard let plan = layout.plans[insert.objectID.entityName], let key = next[plan.entity.rootName] else { continue }
+            next[plan.entity.rootName] = key + 1
+            permanent[insert.objectID] = .permanent(entityName: plan.entity.name, store: store, primaryKey: key)
+        }
+    }
+
+    private func writeToManyChange(_ change: SaveRequest.ToManyChange, resolve: (ObjectID?) -> ObjectID?, in db: Database) throws {
+        guard let source = resolve(change.source), let sourceKey = source.primaryKey,
+              let entity = layout.model.entity(named: source.entityName),
+              let relationship = entity.relationship(named: change.relationship) else { return }
+        switch layout.model.storage(of: relationship, in: entity) {
+        case .foreignKey:
+            return
+        case .inverseOfForeignKey(let inverse):
+            guard let members = change.orderedMembers, let destination = layout.model.entity(named: relationship.destinationEntityName),
+                  let table = layout.table(of: destination),
+                  let column = layout.mapping.entities[destination.name]?.orderColumns[inverse.name] else { return }
+            for (position, member) in members.compactMap(resolve).enumerated() {
+                guard let key = member.primaryKey else { continue }
+                try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE Z_PK = ?", arguments: [position, key])
+            }
+        case .joinTable(let joinKey, let sourceIsCanonical):
+            guard let join = layout.mapping.joinTables[SchemaMapping.joinKey(joinKey)] else { return }
+            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
+            let insertSQL = "INSERT OR IGNORE INTO \(join.table) (\(mine), \(theirs)) VALUES (?, ?)"
+            for member in change.added.compactMap(resolve) {
+                guard let key = member.primaryKey else { continue }
+                try db.cachedStatement(sql: insertSQL).execute(arguments: [sourceKey, key])
+            }
+            for member in change.removed.compactMap(resolve) {
+                guard let key = member.primaryKey else { continue }
+                try db.execute(sql: "DELETE FROM \(join.table) WHERE \(mine) = ? AND \(theirs) = ?", arguments: [sourceKey, key])
+            }
+            let orderColumn = sourceIsCanonical ? join.canonicalOrderColumn : join.otherOrderColumn
+            if let orderColumn, let members = change.orderedMembers {
+                for (position, member) in members.compactMap(resolve).enumerated() {
+                    guard let key = member.primaryKey else { continue }
+                    try db.execute(sql: "UPDATE \(join.table) SET \(orderColumn) = ? WHERE \(mine) = ? AND \(theirs) = ?",
+                                   arguments: [position, sourceKey, key])
+                }
+            }
+        }
+    }
+}

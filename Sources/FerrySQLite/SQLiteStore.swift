@@ -1,0 +1,202 @@
+import Foundation
+import GRDB
+import FerryModel
+import FerryStore
+
+/// A persistent store in one SQLite file, laid out in the spirit of Core
+/// Data's (`Z_PK`, `Z_ENT`, `Z_OPT`, one table per root entity, join tables,
+/// `Z_PRIMARYKEY`, `Z_METADATA`).
+///
+/// The file is opened through a GRDB `DatabasePool` in WAL mode, so several
+/// processes (an application and the Ferry daemon) may use it at once: reads
+/// run concurrently, and each save is one `BEGIN IMMEDIATE` transaction.
+/// Opening a file made with an older model migrates additive changes
+/// automatically and refuses anything else with
+/// ``StoreError/incompatibleModel(path:differences:)``.
+///
+/// ```swift
+/// let store = try SQLiteStore(path: "/var/lib/ferry/app.sqlite", model: model)
+/// let container = try PersistentContainer(store: store)
+/// ```
+public final class SQLiteStore: PersistentStore {
+    /// The store's UUID (`Z_METADATA.Z_UUID`), the host part of its object URIs.
+    public let identifier: UUID
+    /// The model the store was opened with.
+    public let model: ManagedObjectModel
+    /// The file path.
+    public let path: String
+
+    let pool: DatabasePool
+    let layout: StoreLayout
+
+    /// How to open a store.
+    public struct Options: Sendable {
+        /// Create the file when it does not exist (default true).
+        public var createIfMissing: Bool
+        /// How long a writer waits for another process's transaction, in seconds.
+        public var busyTimeout: TimeInterval
+
+        /// Creates options.
+        public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10) {
+            self.createIfMissing = createIfMissing
+            self.busyTimeout = busyTimeout
+        }
+    }
+
+    /// Opens (and if needed creates or migrates) the store at `path` for `model`.
+    /// - Throws: ``StoreError`` when the file cannot be opened, is not a Ferry
+    ///   store, or was made with an incompatible model.
+    public init(path: String, model: ManagedObjectModel, options: Options = Options()) throws(StoreError) {
+        let exists = FileManager.default.fileExists(atPath: path)
+        if !exists && !options.createIfMissing {
+            throw StoreError.cannotOpen(path: path, reason: "no store file here; create one with `ferry init --store \(path) --model MODEL`")
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: directory) else {
+            throw StoreError.cannotOpen(path: path, reason: "the folder \(directory) does not exist")
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(options.busyTimeout)
+        configuration.label = "Ferry"
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError.cannotOpen(path: path, reason: Self.describe(error))
+        }
+        let opened = try StoreOpener(pool: pool, path: path, model: model).open()
+        self.identifier = opened.identifier
+        self.model = model
+        self.path = path
+        self.layout = StoreLayout(model: model, mapping: opened.mapping)
+    }
+
+    // MARK: - PersistentStore
+
+    public func fetchRows(_ request: FerryStore.FetchRequest) throws -> [RowSnapshot] {
+        let entity = try request.validated(in: model)
+        guard let table = layout.table(of: entity) else { throw QueryError.unknownEntity(entity.name) }
+        let query = try SQLQuery.select(layout.selectList(ofTable: table, alias: "t0"), for: request, layout: layout)
+        let store = UUIDBox(value: identifier)
+        let layout = self.layout
+        return try read { db in
+            let statement = try db.cachedStatement(sql: query.sql)
+            return try Row.fetchAll(statement, arguments: query.arguments).compactMap { layout.snapshot(from: $0, store: store) }
+        }
+    }
+
+    public func fetchObjectIDs(_ request: FerryStore.FetchRequest) throws -> [ObjectID] {
+        _ = try request.validated(in: model)
+        let query = try SQLQuery.select("t0.Z_PK, t0.Z_ENT", for: request, layout: layout)
+        let names = layout.entityNames
+        let store = identifier
+        return try read { db in
+            try Row.fetchAll(db.cachedStatement(sql: query.sql), arguments: query.arguments).compactMap { row -> ObjectID? in
+                guard let name = names[row[1]] else { return nil }
+                return .permanent(entityName: name, store: store, primaryKey: row[0])
+            }
+        }
+    }
+
+    public func count(_ request: FerryStore.FetchRequest) throws -> Int {
+        _ = try request.validated(in: model)
+        let query = try SQLQuery.select("t0.Z_PK", for: request, layout: layout)
+        return try read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM (\(query.sql))", arguments: query.arguments) ?? 0
+        }
+    }
+
+    public func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot] {
+        var byTable: [String: [Int64]] = [:]
+        for id in ids where id.storeIdentifier == identifier {
+            guard let entity = model.entity(named: id.entityName), let table = layout.table(of: entity), let key = id.primaryKey else { continue }
+            byTable[table, default: []].append(key)
+        }
+        let wanted = Set(ids)
+        let layout = self.layout
+        let store = UUIDBox(value: identifier)
+        return try read { db in
+            var result: [ObjectID: RowSnapshot] = [:]
+            for (table, keys) in byTable {
+                for chunk in stride(from: 0, to: keys.count, by: 500).map({ Array(keys[$0..<min($0 + 500, keys.count)]) }) {
+                    let placeholders = chunk.map { _ in "?" }.joined(separator: ",")
+                    let sql = "SELECT \(layout.selectList(ofTable: table, alias: "t0")) FROM \(table) t0 WHERE t0.Z_PK IN (\(placeholders))"
+                    for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk)) {
+                        guard let snapshot = layout.snapshot(from: row, store: store), wanted.contains(snapshot.objectID) else { continue }
+                        result[snapshot.objectID] = snapshot
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    public func relatedObjectIDs(of id: ObjectID, relationship name: String) throws -> [ObjectID] {
+        guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name),
+              let key = id.primaryKey, let destination = model.entity(named: relationship.destinationEntityName),
+              let destinationTable = layout.table(of: destination) else {
+            throw QueryError.unknownKey(entity: id.entityName, key: name, keyPath: name)
+        }
+        let names = layout.entityNames
+        let store = identifier
+        let familyFilter = layout.entityFilter(for: destination, includesSubentities: true, alias: "d").map { " AND \($0)" } ?? ""
+        let sql: String
+        switch model.storage(of: relationship, in: entity) {
+        case .foreignKey:
+            return try rows(for: [id])[id]?.toOne[entity.propertyIndex(named: name) ?? 0].map { [$0] } ?? []
+        case .inverseOfForeignKey(let inverse):
+            guard let column = layout.column(of: inverse.name, in: destination) else { return [] }
+            let order = layout.mapping.entities[destination.name]?.orderColumns[inverse.name].map { "d.\($0), " } ?? ""
+            sql = "SELECT d.Z_PK, d.Z_ENT FROM \(destinationTable) d WHERE d.\(column) = ?\(familyFilter) ORDER BY \(order)d.Z_PK"
+        case .joinTable(let joinKey, let sourceIsCanonical):
+            guard let join = layout.mapping.joinTables[SchemaMapping.joinKey(joinKey)] else { return [] }
+            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
+            let orderColumn = sourceIsCanonical ? join.canonicalOrderColumn : join.otherOrderColumn
+            let order = orderColumn.map { "j.\($0), " } ?? ""
+            sql = "SELECT d.Z_PK, d.Z_ENT FROM \(join.table) j JOIN \(destinationTable) d ON d.Z_PK = j.\(theirs) WHERE j.\(mine) = ?\(familyFilter) ORDER BY \(order)d.Z_PK"
+        }
+        return try read { db in
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [key]).compactMap { row -> ObjectID? in
+                guard let name = names[row[1]] else { return nil }
+                return .permanent(entityName: name, store: store, primaryKey: row[0])
+            }
+        }
+    }
+
+    public func save(_ request: SaveRequest) throws -> SaveResult {
+        guard !request.isEmpty else { return SaveResult(permanentIDs: [:], versions: [:]) }
+        let writer = SaveWriter(layout: layout, store: identifier)
+        do {
+            return try pool.writeWithoutTransaction { db in
+                var result = SaveResult(permanentIDs: [:], versions: [:])
+                try db.inTransaction(.immediate) {
+                    result = try writer.write(request, in: db)
+                    return .commit
+                }
+                return result
+            }
+        } catch let error as SaveError {
+            throw error
+        } catch {
+            throw SaveError.storeFailed(Self.describe(error))
+        }
+    }
+
+    // MARK: - Helpers
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as QueryError {
+            throw error
+        } catch {
+            throw StoreError.storeFailure(Self.describe(error))
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let error = error as? DatabaseError {
+            return "\(error.message ?? "SQLite error") (SQLite code \(error.resultCode.rawValue))"
+        }
+        return "\(error)"
+    }
+}

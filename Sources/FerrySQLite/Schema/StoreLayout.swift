@@ -1,0 +1,137 @@
+import GRDB
+import FerryModel
+import FerryStore
+
+/// The mapping turned into ready-to-use SQL and decoding plans, built once
+/// when the store opens.
+final class StoreLayout: Sendable {
+    let model: ManagedObjectModel
+    let mapping: SchemaMapping
+    let entityNames: [Int: String]
+    /// Per root table: the columns a fetch selects, in order (`Z_PK`, `Z_ENT`, `Z_OPT` first).
+    let selectColumns: [String: [String]]
+    let plans: [String: EntityPlan]
+
+    /// How to write and read one entity's rows.
+    struct EntityPlan: Sendable {
+        let entity: EntityDescription
+        let number: Int
+        let table: String
+        /// Property index → position in the table's select list (nil: not stored).
+        let readPositions: [Int?]
+        /// To-one index → position of the destination-entity column, if any.
+        let entityColumnPositions: [Int: Int]
+        /// `INSERT INTO … (Z_PK, Z_ENT, Z_OPT, …) VALUES (?, ?, 1, …)`.
+        let insertSQL: String
+        /// What each insert placeholder after Z_PK and Z_ENT holds.
+        let insertSlots: [InsertSlot]
+    }
+
+    enum InsertSlot: Sendable {
+        case attribute(Int)
+        case toOne(Int)
+        case toOneEntity(Int)
+    }
+
+    init(model: ManagedObjectModel, mapping: SchemaMapping) {
+        self.model = model
+        self.mapping = mapping
+        self.entityNames = mapping.entityNamesByNumber
+        var selects: [String: [String]] = [:]
+        for table in Set(mapping.entities.values.map(\.table)) {
+            selects[table] = ["Z_PK", "Z_ENT", "Z_OPT"] + SchemaDDL.columns(ofTable: table, mapping: mapping, model: model).map(\.name)
+        }
+        self.selectColumns = selects
+        var plans: [String: EntityPlan] = [:]
+        for entity in model.entities {
+            guard let entityMapping = mapping.entities[entity.name], let select = selects[entityMapping.table] else { continue }
+            let position = Dictionary(uniqueKeysWithValues: select.enumerated().map { ($1, $0) })
+            var readPositions: [Int?] = []
+            var entityPositions: [Int: Int] = [:]
+            var insertColumns: [String] = []
+            var slots: [InsertSlot] = []
+            for (index, property) in entity.properties.enumerated() {
+                let column = property.isPersistent ? entityMapping.columns[property.name] : nil
+                readPositions.append(column.flatMap { position[$0] })
+                guard let column else { continue }
+                insertColumns.append(column)
+                switch property {
+                case .attribute: slots.append(.attribute(index))
+                case .relationship: slots.append(.toOne(index))
+                }
+                if let entityColumn = entityMapping.entityColumns[property.name] {
+                    entityPositions[index] = position[entityColumn]
+                    insertColumns.append(entityColumn)
+                    slots.append(.toOneEntity(index))
+                }
+            }
+            let columns = (["Z_PK", "Z_ENT", "Z_OPT"] + insertColumns).joined(separator: ", ")
+            let placeholders = (["?", "?", "1"] + insertColumns.map { _ in "?" }).joined(separator: ", ")
+            plans[entity.name] = EntityPlan(
+                entity: entity, number: entityMapping.number, table: entityMapping.table,
+                readPositions: readPositions, entityColumnPositions: entityPositions,
+                insertSQL: "INSERT INTO \(entityMapping.table) (\(columns)) VALUES (\(placeholders))",
+                insertSlots: slots)
+        }
+        self.plans = plans
+    }
+
+    func table(of entity: EntityDescription) -> String? { mapping.entities[entity.name]?.table }
+
+    func column(of property: String, in entity: EntityDescription) -> String? {
+        mapping.entities[entity.name]?.columns[property]
+    }
+
+    func number(of entityName: String) -> Int? { mapping.entities[entityName]?.number }
+
+    /// The `Z_ENT` condition selecting `entity` (and its subentities), or nil when
+    /// the whole table matches.
+    func entityFilter(for entity: EntityDescription, includesSubentities: Bool, alias: String) -> String? {
+        if includesSubentities {
+            if entity.parentName == nil { return nil }
+            return "\(alias).Z_ENT IN (\(mapping.family(of: entity).map(String.init).joined(separator: ", ")))"
+        }
+        return "\(alias).Z_ENT = \(number(of: entity.name) ?? -1)"
+    }
+
+    /// The select list of a table, qualified with `alias`.
+    func selectList(ofTable table: String, alias: String) -> String {
+        (selectColumns[table] ?? []).map { "\(alias).\($0)" }.joined(separator: ", ")
+    }
+
+    /// Decodes one row selected with ``selectList(ofTable:alias:)``.
+    func snapshot(from row: Row, store: UUIDBox) -> RowSnapshot? {
+        let number: Int = row[1]
+        guard let name = entityNames[number], let plan = plans[name] else { return nil }
+        let key: Int64 = row[0]
+        let version: Int64 = row[2]
+        let count = plan.readPositions.count
+        var attributes = [AttributeValue?](repeating: nil, count: count)
+        var toOne = [ObjectID?](repeating: nil, count: count)
+        for (index, property) in plan.entity.properties.enumerated() {
+            guard let position = plan.readPositions[index] else { continue }
+            let stored: DatabaseValue = row[position]
+            switch property {
+            case .attribute(let attribute):
+                attributes[index] = ValueCodec.attributeValue(stored, as: attribute.type)
+            case .relationship(let relationship):
+                guard case .int64(let target) = stored.storage else { continue }
+                var destination = relationship.destinationEntityName
+                if let entityPosition = plan.entityColumnPositions[index], case .int64(let entityNumber) = (row[entityPosition] as DatabaseValue).storage,
+                   let concrete = entityNames[Int(entityNumber)] {
+                    destination = concrete
+                }
+                toOne[index] = .permanent(entityName: destination, store: store.value, primaryKey: target)
+            }
+        }
+        return RowSnapshot(objectID: .permanent(entityName: name, store: store.value, primaryKey: key),
+                           version: version, attributes: attributes, toOne: toOne)
+    }
+}
+
+/// The store UUID, passed to decoding without capturing the store.
+struct UUIDBox: Sendable {
+    let value: UUID
+}
+
+import Foundation

@@ -1,0 +1,141 @@
+import Foundation
+import GRDB
+import FerryModel
+import FerryStore
+
+/// Creates a new store's schema, or checks and migrates an existing one, in
+/// one immediate transaction (so two processes opening at once cannot both
+/// create it).
+struct StoreOpener {
+    /// The layout version written by this Ferry; a newer file is refused.
+    static let formatVersion = 1
+
+    let pool: DatabasePool
+    let path: String
+    let model: ManagedObjectModel
+
+    struct Opened {
+        var identifier: UUID
+        var mapping: SchemaMapping
+    }
+
+    /// The metadata kept in `Z_METADATA.Z_PLIST` (JSON).
+    struct Metadata: Codable {
+        var formatVersion: Int
+        var storeType: String
+        var modelVersionHash: String
+        var entityVersionHashes: [String: String]
+        var modelVersionIdentifier: String?
+    }
+
+    /// What `Z_MODELCACHE` holds: the mapping and the model's persistent shape.
+    struct ModelCache: Codable {
+        var mapping: SchemaMapping
+        var signature: ModelSignature
+    }
+
+    func open() throws(StoreError) -> Opened {
+        do {
+            return try pool.writeWithoutTransaction { db in
+                var opened: Opened?
+                try db.inTransaction(.immediate) {
+                    opened = try openInTransaction(db)
+                    return .commit
+                }
+                guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
+                return opened
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.cannotOpen(path: path, reason: SQLiteStore.describe(error))
+        }
+    }
+
+    private func openInTransaction(_ db: Database) throws -> Opened {
+        let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        guard tables.contains("Z_METADATA") else {
+            let foreign = tables.filter { !$0.hasPrefix("sqlite_") }
+            guard foreign.isEmpty else {
+                throw StoreError.cannotOpen(path: path, reason: "the file is a SQLite database but not a Ferry store (it has tables \(foreign.sorted().prefix(5).joined(separator: ", ")))")
+            }
+            return try create(db)
+        }
+        return try migrate(db, existingTables: tables)
+    }
+
+    private func create(_ db: Database) throws -> Opened {
+        let identifier = UUID()
+        let mapping = SchemaMapping(model: model)
+        for statement in SchemaDDL.metadataTables + SchemaDDL.statements(mapping: mapping, model: model, existingColumns: [:]) {
+            try db.execute(sql: statement)
+        }
+        try writePrimaryKeyRows(db, mapping: mapping)
+        try db.execute(sql: "INSERT INTO Z_METADATA (Z_VERSION, Z_UUID, Z_PLIST) VALUES (1, ?, ?)",
+                       arguments: [identifier.uuidString, try metadataJSON()])
+        try db.execute(sql: "INSERT INTO Z_MODELCACHE (Z_CONTENT) VALUES (?)",
+                       arguments: [try cacheJSON(mapping)])
+        return Opened(identifier: identifier, mapping: mapping)
+    }
+
+    private func migrate(_ db: Database, existingTables: Set<String>) throws -> Opened {
+        guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
+              let uuidText: String = row[0], let identifier = UUID(uuidString: uuidText),
+              let plist: Data = row[1] else {
+            throw StoreError.cannotOpen(path: path, reason: "Z_METADATA has no valid store UUID; the file is damaged")
+        }
+        let metadata: Metadata
+        do { metadata = try JSONDecoder().decode(Metadata.self, from: plist) } catch {
+            throw StoreError.cannotOpen(path: path, reason: "Z_METADATA cannot be read: \(error)")
+        }
+        guard metadata.formatVersion <= Self.formatVersion else {
+            throw StoreError.unsupportedFormatVersion(path: path, found: metadata.formatVersion, supported: Self.formatVersion)
+        }
+        guard let cacheData = try Data.fetchOne(db, sql: "SELECT Z_CONTENT FROM Z_MODELCACHE LIMIT 1"),
+              let cache = try? JSONDecoder().decode(ModelCache.self, from: cacheData) else {
+            throw StoreError.cannotOpen(path: path, reason: "Z_MODELCACHE is missing or damaged")
+        }
+        let signature = ModelSignature(model: model)
+        if metadata.modelVersionHash == model.versionHash && cache.signature == signature {
+            return Opened(identifier: identifier, mapping: cache.mapping)
+        }
+        let problems = cache.signature.incompatibilities(with: signature)
+        guard problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: problems) }
+        var mapping = cache.mapping
+        mapping.extend(for: model)
+        var existingColumns: [String: Set<String>] = [:]
+        for table in existingTables {
+            existingColumns[table] = Set(try db.columns(in: table).map(\.name))
+        }
+        for statement in SchemaDDL.statements(mapping: mapping, model: model, existingColumns: existingColumns) {
+            try db.execute(sql: statement)
+        }
+        try writePrimaryKeyRows(db, mapping: mapping)
+        try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
+        try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])
+        return Opened(identifier: identifier, mapping: mapping)
+    }
+
+    /// One `Z_PRIMARYKEY` row per entity; existing rows keep their `Z_MAX`.
+    private func writePrimaryKeyRows(_ db: Database, mapping: SchemaMapping) throws {
+        for (name, entity) in mapping.entities.sorted(by: { $0.value.number < $1.value.number }) {
+            let parent = entity.parent.flatMap { mapping.entities[$0]?.number } ?? 0
+            try db.execute(sql: "INSERT OR IGNORE INTO Z_PRIMARYKEY (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
+                           arguments: [entity.number, name, parent])
+        }
+    }
+
+    private func metadataJSON() throws -> Data {
+        let metadata = Metadata(formatVersion: Self.formatVersion, storeType: "SQLite", modelVersionHash: model.versionHash,
+                                entityVersionHashes: model.entityVersionHashes, modelVersionIdentifier: model.versionIdentifier)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(metadata)
+    }
+
+    private func cacheJSON(_ mapping: SchemaMapping) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(ModelCache(mapping: mapping, signature: ModelSignature(model: model)))
+    }
+}

@@ -194,7 +194,9 @@ extension ManagedObjectContext {
     private func commit(_ object: ManagedObject, version: Int64) {
         object.committedAttributes = object.attributes
         object.committedToOne = object.toOne
-        for index in object.toMany.keys { object.toMany[index]?.committed = object.toMany[index]?.ordered ?? [] }
+        var toMany = object.toMany
+        for (index, members) in toMany { toMany[index]?.committed = members.ordered }
+        object.toMany = toMany
         object.changedIndexes.removeAll()
         object.version = version
     }

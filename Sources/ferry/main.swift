@@ -1,1 +1,3 @@
-print("x")
+import FerryCLI
+
+FerryCommand.main()

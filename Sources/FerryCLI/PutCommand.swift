@@ -1,0 +1,84 @@
+import ArgumentParser
+import FerryStore
+
+struct PutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Apply insert/update/delete operations to a store, one save per JSON array.",
+        discussion: """
+            FILE (or - for standard input) holds a JSON array of operations (one save) or JSON \
+            lines, each such an array (one save per line). Operations:
+              {"op":"insert","entity":E,"ref":R,"values":{...}}
+              {"op":"update","object":REF_OR_URI,"values":{...}}
+              {"op":"delete","object":REF_OR_URI}
+            The whole input is checked before anything is written. Prints a JSON object mapping \
+            each ref to its permanent URI. A save refused by validation or a Deny rule writes \
+            nothing, stops the run, prints its errors as JSON on standard error, and exits 1; \
+            the saves before it stay written.
+            """
+    )
+
+    @OptionGroup var options: StoreOptions
+
+    @Argument(help: "The operations file, or - for standard input.")
+    var file: String
+
+    func run() throws {
+        let container = try options.openContainer()
+        let batch: OperationBatch
+        let outcome: BatchApplier.Outcome
+        do {
+            batch = try OperationBatch.parse(try InputFile.read(file))
+            outcome = try BatchApplier(container: container).apply(batch)
+        } catch let error as InterchangeError {
+            StandardError.write(JSONValue.object([("error", .string("invalid input")), ("message", .string(error.description))]).text)
+            throw ExitCode.failure
+        }
+        print(JSONValue.sortedObject(outcome.refs.mapValues(JSONValue.string)).text)
+        if let failure = outcome.failure {
+            StandardError.write(SaveFailureReport.json(failure.error, save: failure.save, committedSaves: outcome.committedSaves,
+                                                       refs: failure.refsByObjectURI).text)
+            throw ExitCode.failure
+        }
+    }
+}
+
+/// The JSON `ferry put` prints on standard error when a save fails.
+enum SaveFailureReport {
+    static func json(_ error: SaveError, save: Int, committedSaves: Int, refs: [String: String]) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("error", .string(kind(error))),
+            ("code", .integer(Int64(error.code))),
+            ("save", .integer(Int64(save))),
+            ("committedSaves", .integer(Int64(committedSaves))),
+        ]
+        switch error {
+        case .validationFailed(let failures):
+            members.append(("errors", .array(failures.map { failure in
+                .object([
+                    ("code", .integer(Int64(failure.code.rawValue))),
+                    ("name", .string(failure.code.name)),
+                    ("entity", .string(failure.entityName)),
+                    ("object", .string(failure.objectURI)),
+                    ("ref", refs[failure.objectURI].map(JSONValue.string) ?? .null),
+                    ("key", failure.key.map(JSONValue.string) ?? .null),
+                    ("message", .string(failure.message)),
+                ])
+            })))
+        case .conflict(let uris):
+            members.append(("objects", .array(uris.map(JSONValue.string))))
+            members.append(("message", .string(error.description)))
+        case .storeFailed(let reason):
+            members.append(("message", .string(reason)))
+        }
+        return .object(members)
+    }
+
+    private static func kind(_ error: SaveError) -> String {
+        switch error {
+        case .validationFailed: "validation failed"
+        case .conflict: "conflict"
+        case .storeFailed: "store failure"
+        }
+    }
+}

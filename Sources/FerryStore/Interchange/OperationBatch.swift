@@ -1,0 +1,115 @@
+import Foundation
+import FerryModel
+
+/// A list of saves, each a list of insert/update/delete operations, in the
+/// JSON form `ferry put` reads:
+///
+/// ```json
+/// [{"op":"insert","entity":"Person","ref":"john","values":{"name":"John"}},
+///  {"op":"insert","entity":"Person","ref":"jane","values":{"name":"Jane","manager":"john"}}]
+/// ```
+///
+/// A file holds one JSON array (one save) or JSON lines, each an array (one
+/// save per line). `ref`s name inserted objects for later operations of the
+/// same file; `object` takes a ref or a permanent URI.
+public struct OperationBatch: Sendable {
+    /// One operation.
+    public struct Operation: Sendable {
+        /// What the operation does.
+        public enum Kind: Sendable {
+            case insert(entity: String, ref: String?)
+            case update(ObjectReference)
+            case delete(ObjectReference)
+        }
+
+        /// What the operation does.
+        public var kind: Kind
+        /// Property values to set, by key.
+        public var values: [(String, JSONValue)]
+    }
+
+    /// A ref from this batch or a permanent URI.
+    public enum ObjectReference: Sendable, Hashable {
+        case ref(String)
+        case uri(String)
+
+        init(_ text: String) {
+            self = text.hasPrefix("x-coredata:") ? .uri(text) : .ref(text)
+        }
+    }
+
+    /// The saves, in order.
+    public var saves: [[Operation]]
+
+    /// Parses a batch. Nothing is checked against a model yet; see ``BatchApplier``.
+    public static func parse(_ text: String) throws(InterchangeError) -> OperationBatch {
+        if let whole = try? JSONValue.parse(text), case .array(let items) = whole,
+           items.allSatisfy({ if case .object = $0 { return true } else { return false } }) {
+            return OperationBatch(saves: [try operations(items, line: nil)])
+        }
+        var saves: [[Operation]] = []
+        for (offset, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            let value = try JSONValue.parse(trimmed, line: offset + 1)
+            guard case .array(let items) = value else {
+                throw InterchangeError.malformedBatch(line: offset + 1, reason: "each line must be a JSON array of operations; got \(value.kindName)")
+            }
+            saves.append(try operations(items, line: offset + 1))
+        }
+        guard !saves.isEmpty else {
+            throw InterchangeError.malformedBatch(line: nil, reason: "the input holds no operations; give a JSON array of operations or JSON lines of such arrays")
+        }
+        return OperationBatch(saves: saves)
+    }
+
+    private static func operations(_ items: [JSONValue], line: Int?) throws(InterchangeError) -> [Operation] {
+        var result: [Operation] = []
+        for (index, item) in items.enumerated() {
+            let place = "operation \(index + 1)"
+            guard case .object = item else {
+                throw InterchangeError.malformedBatch(line: line, reason: "\(place) must be an object; got \(item.kindName)")
+            }
+            let values: [(String, JSONValue)]
+            switch item["values"] {
+            case nil: values = []
+            case .object(let members)?: values = members
+            case let other?: throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"values\" must be an object; got \(other.kindName)")
+            }
+            let known: Set<String> = ["op", "entity", "ref", "object", "values"]
+            if let unknown = item.objectMembers?.first(where: { !known.contains($0.0) }) {
+                throw InterchangeError.malformedBatch(line: line, reason: "\(place): unknown field \"\(unknown.0)\" (fields are op, entity, ref, object, values)")
+            }
+            switch item["op"]?.stringValue {
+            case "insert":
+                guard let entity = item["entity"]?.stringValue else {
+                    throw InterchangeError.malformedBatch(line: line, reason: "\(place): an insert needs \"entity\" (a string)")
+                }
+                var ref: String?
+                if let refValue = item["ref"] {
+                    guard let text = refValue.stringValue, !text.isEmpty, !text.hasPrefix("x-coredata:") else {
+                        throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"ref\" must be a non-empty string that is not a URI")
+                    }
+                    ref = text
+                }
+                result.append(Operation(kind: .insert(entity: entity, ref: ref), values: values))
+            case "update", "delete":
+                guard let object = item["object"]?.stringValue, !object.isEmpty else {
+                    throw InterchangeError.malformedBatch(line: line, reason: "\(place): an \(item["op"]?.stringValue ?? "") needs \"object\" (a ref or a URI)")
+                }
+                let reference = ObjectReference(object)
+                if item["op"]?.stringValue == "delete" {
+                    guard values.isEmpty else {
+                        throw InterchangeError.malformedBatch(line: line, reason: "\(place): a delete takes no values")
+                    }
+                    result.append(Operation(kind: .delete(reference), values: []))
+                } else {
+                    result.append(Operation(kind: .update(reference), values: values))
+                }
+            default:
+                throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"op\" must be \"insert\", \"update\" or \"delete\"")
+            }
+        }
+        return result
+    }
+}

@@ -34,9 +34,13 @@ let package = Package(
         ),
         .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
         .target(name: "FerryTestSupport", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
+        // Benchmarks compare Ferry with raw sqlite3 calls in the same run (docs/PERFORMANCE.md).
         .executableTarget(
             name: "FerryBenchmarks",
-            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite", "FerryTestSupport",
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryModel", "FerryStore", "FerryTestSupport"]),

@@ -1,1 +1,145 @@
-print("x")
+// Workload W1 of DESIGN.md without change recording: insert N Person objects
+// (name, id, manager link), B per save, through a Ferry context into a SQLite
+// store, and the same rows through raw sqlite3 prepared statements into an
+// identical schema with the same journal settings (WAL, synchronous=FULL).
+// Prints objects/s for both and the ratio; run it in release mode:
+//
+//     swift run -c release FerryBenchmarks [--count N] [--batch B] [--runs R]
+import Foundation
+import GRDBSQLite
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+struct Settings {
+    var count = 100_000
+    var batch = 1_000
+    var runs = 3
+
+    init(arguments: [String]) {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let argument = iterator.next() {
+            let value = iterator.next().flatMap(Int.init)
+            switch (argument, value) {
+            case ("--count", let v?) where v > 0: count = v
+            case ("--batch", let v?) where v > 0: batch = v
+            case ("--runs", let v?) where v > 0: runs = v
+            default:
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R]\n".utf8))
+                exit(64)
+            }
+        }
+    }
+}
+
+final class Person: ManagedObject {
+    var id: Int64? {
+        get { self[attribute: "id"] }
+        set { self[attribute: "id"] = newValue }
+    }
+    var name: String? {
+        get { self[attribute: "name"] }
+        set { self[attribute: "name"] = newValue }
+    }
+    var manager: Person? {
+        get { self[toOne: "manager"] }
+        set { self[toOne: "manager"] = newValue }
+    }
+}
+
+/// The manager of person i is person i/10: a tree with fan-out 10, always an earlier object.
+func managerIndex(of index: Int) -> Int? { index == 0 ? nil : index / 10 }
+
+func seconds(_ body: () throws -> Void) rethrows -> Double {
+    let start = DispatchTime.now().uptimeNanoseconds
+    try body()
+    return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+}
+
+func ferryInsert(_ settings: Settings, model: ManagedObjectModel, path: String) throws -> Double {
+    let store = try SQLiteStore(path: path, model: model)
+    let container = try PersistentContainer(store: store, classes: ["Person": Person.self])
+    let context = container.newContext()
+    var people: [Person] = []
+    people.reserveCapacity(settings.count)
+    return try seconds {
+        for index in 0..<settings.count {
+            let person = try context.insert(Person.self)
+            person.id = Int64(index)
+            person.name = "Person \(index)"
+            person.manager = managerIndex(of: index).map { people[$0] }
+            people.append(person)
+            if (index + 1) % settings.batch == 0 { try context.save() }
+        }
+        try context.save()
+    }
+}
+
+enum RawSQLiteError: Error { case failed(String) }
+
+func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String) throws -> Double {
+    // Same schema as the store (tables and indexes), created by opening it once.
+    _ = try SQLiteStore(path: path, model: model)
+    var db: OpaquePointer?
+    guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw RawSQLiteError.failed("open") }
+    defer { sqlite3_close(db) }
+    func exec(_ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
+    }
+    try exec("PRAGMA journal_mode=WAL")
+    try exec("PRAGMA synchronous=FULL")
+    var insert: OpaquePointer?
+    var bump: OpaquePointer?
+    let sql = "INSERT INTO ZPERSON (Z_PK, Z_ENT, Z_OPT, ZID, ZMANAGER, ZNAME) VALUES (?, 2, 1, ?, ?, ?)"
+    guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK,
+          sqlite3_prepare_v2(db, "UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = 2", -1, &bump, nil) == SQLITE_OK else {
+        throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db)))
+    }
+    defer { sqlite3_finalize(insert); sqlite3_finalize(bump) }
+    let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    return try seconds {
+        var index = 0
+        while index < settings.count {
+            try exec("BEGIN IMMEDIATE")
+            let end = min(index + settings.batch, settings.count)
+            sqlite3_bind_int64(bump, 1, Int64(end))
+            guard sqlite3_step(bump) == SQLITE_DONE else { throw RawSQLiteError.failed("bump") }
+            sqlite3_reset(bump)
+            while index < end {
+                sqlite3_bind_int64(insert, 1, Int64(index + 1))
+                sqlite3_bind_int64(insert, 2, Int64(index))
+                if let manager = managerIndex(of: index) { sqlite3_bind_int64(insert, 3, Int64(manager + 1)) } else { sqlite3_bind_null(insert, 3) }
+                sqlite3_bind_text(insert, 4, "Person \(index)", -1, transient)
+                guard sqlite3_step(insert) == SQLITE_DONE else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
+                sqlite3_reset(insert)
+                index += 1
+            }
+            try exec("COMMIT")
+        }
+    }
+}
+
+let settings = Settings(arguments: CommandLine.arguments)
+do {
+    let model = try SampleModels.load("OrgChart")
+    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs (change recording off)")
+    var bestFerry = Double.infinity
+    var bestRaw = Double.infinity
+    for run in 1...settings.runs {
+        let directory = TemporaryDirectory(prefix: "ferry-bench")
+        let raw = try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
+        let ferry = try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
+        bestRaw = min(bestRaw, raw)
+        bestFerry = min(bestFerry, ferry)
+        print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry %.3f s", run, raw, ferry))
+    }
+    let rawRate = Double(settings.count) / bestRaw
+    let ferryRate = Double(settings.count) / bestFerry
+    print(String(format: "raw sqlite3 prepared statements: %10.0f objects/s", rawRate))
+    print(String(format: "Ferry context + SQLiteStore:     %10.0f objects/s", ferryRate))
+    print(String(format: "ratio Ferry/raw: %.2fx (target >= 0.50x)", ferryRate / rawRate))
+} catch {
+    FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
+    exit(1)
+}

@@ -21,7 +21,12 @@ let package = Package(
         .target(name: "FerryStore", dependencies: ["FerryModel"]),
         .target(
             name: "FerrySQLite",
-            dependencies: ["FerryStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "FerryStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         // Command implementations live in a library so the tests can reach their
         // helpers; the `ferry` executable is only `@main`.

@@ -16,17 +16,20 @@ struct Settings {
     var count = 100_000
     var batch = 1_000
     var runs = 3
+    /// Run one side only ("raw" or "ferry"), for profiling.
+    var only: String?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
+            if argument == "--only" { only = iterator.next(); continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             case ("--count", let v?) where v > 0: count = v
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|ferry]\n".utf8))
                 exit(64)
             }
         }
@@ -128,8 +131,8 @@ do {
     var bestRaw = Double.infinity
     for run in 1...settings.runs {
         let directory = TemporaryDirectory(prefix: "ferry-bench")
-        let raw = try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
-        let ferry = try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
+        let raw = settings.only == "ferry" ? 1 : try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
+        let ferry = settings.only == "raw" ? 1 : try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
         bestRaw = min(bestRaw, raw)
         bestFerry = min(bestFerry, ferry)
         print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry %.3f s", run, raw, ferry))

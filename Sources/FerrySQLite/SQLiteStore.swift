@@ -163,11 +163,11 @@ public final class SQLiteStore: PersistentStore {
     }
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
-        guard !request.isEmpty else { return SaveResult(permanentIDs: [:], versions: [:]) }
+        guard !request.isEmpty else { return .empty }
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
             return try pool.writeWithoutTransaction { db in
-                var result = SaveResult(permanentIDs: [:], versions: [:])
+                var result = SaveResult.empty
                 try db.inTransaction(.immediate) {
                     result = try writer.write(request, in: db)
                     return .commit

@@ -81,7 +81,7 @@ public enum AttributeValue: Sendable, Hashable {
     /// cannot be represented exactly enough.
     public static func coerce(_ value: Any, to type: AttributeType) -> AttributeValue? {
         if let value = value as? AttributeValue {
-            return coerceAttributeValue(value, to: type)
+            return value.converted(to: type)
         }
         switch type {
         case .integer16, .integer32, .integer64:
@@ -113,13 +113,16 @@ public enum AttributeValue: Sendable, Hashable {
         }
     }
 
-    private static func coerceAttributeValue(_ value: AttributeValue, to type: AttributeType) -> AttributeValue? {
-        if value.fits(type) { return value }
+    /// This value as a value of `type`, converting between numeric kinds when
+    /// exact enough (see ``coerce(_:to:)``); nil when it cannot be.
+    public func converted(to type: AttributeType) -> AttributeValue? {
+        if fits(type) { return self }
+        let value = self
         switch value {
-        case .integer(let integer): return coerce(integer, to: type)
-        case .double(let double): return coerce(double, to: type)
-        case .float(let float): return coerce(float, to: type)
-        case .decimal(let decimal): return coerce(decimal, to: type)
+        case .integer(let integer): return Self.coerce(integer, to: type)
+        case .double(let double): return Self.coerce(double, to: type)
+        case .float(let float): return Self.coerce(float, to: type)
+        case .decimal(let decimal): return Self.coerce(decimal, to: type)
         case .binaryData(let data) where type == .transformable: return .transformable(data)
         case .transformable(let data) where type == .binaryData: return .binaryData(data)
         default: return nil

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import FerryModel
 import FerryStore
 
@@ -11,16 +12,19 @@ struct SaveWriter {
     let store: UUID
 
     func write(_ request: SaveRequest, in db: Database) throws -> SaveResult {
+        let insertedIDs = try allocatePrimaryKeys(for: request.inserts, in: db)
         var permanent: [ObjectID: ObjectID] = [:]
-        var versions: [ObjectID: Int64] = [:]
-        try allocatePrimaryKeys(for: request.inserts, in: db, into: &permanent)
+        permanent.reserveCapacity(insertedIDs.count)
+        for (insert, id) in zip(request.inserts, insertedIDs) { permanent[insert.objectID] = id }
         func resolve(_ id: ObjectID?) -> ObjectID? {
             guard let id else { return nil }
             return id.isTemporaryID ? permanent[id] : id
         }
 
-        for insert in request.inserts {
-            guard let id = permanent[insert.objectID], let plan = layout.plans[id.entityName], let key = id.primaryKey else { continue }
+        var statements: [Int: Statement] = [:]
+        var plans = PlanCache(layout: layout)
+        for (insert, id) in zip(request.inserts, insertedIDs) {
+            guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey else { continue }
             var values: [DatabaseValue] = [key.databaseValue, Int64(plan.number).databaseValue]
             values.reserveCapacity(plan.insertSlots.count + 2)
             for slot in plan.insertSlots {
@@ -33,13 +37,28 @@ struct SaveWriter {
                     values.append(resolve(insert.toOne[index]).flatMap { layout.number(of: $0.entityName) }.map { Int64($0).databaseValue } ?? .null)
                 }
             }
-            let statement = try db.cachedStatement(sql: plan.insertSQL)
-            statement.setUncheckedArguments(StatementArguments(values))
-            try statement.execute()
-            versions[id] = 1
+            if let statement = statements[plan.number] {
+                // Later rows: reset, bind straight onto the prepared statement; `execute()`
+                // then reuses the bindings (GRDB keeps a statement's arguments between runs).
+                sqlite3_reset(statement.sqliteStatement)
+                for (offset, value) in values.enumerated() {
+                    let code = value.bind(to: statement.sqliteStatement, at: CInt(offset + 1))
+                    guard code == SQLITE_OK else {
+                        throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot bind argument \(offset + 1)", sql: plan.insertSQL)
+                    }
+                }
+                try statement.execute()
+            } else {
+                // First use in this transaction: GRDB checks and binds the arguments.
+                let statement = try db.cachedStatement(sql: plan.insertSQL)
+                statement.setUncheckedArguments(StatementArguments(values))
+                try statement.execute()
+                statements[plan.number] = statement
+            }
         }
 
         var conflicts: [String] = []
+        var updatedVersions: [Int64] = []
         for update in request.updates {
             guard let plan = layout.plans[update.objectID.entityName], let key = update.objectID.primaryKey else { continue }
             let mapping = layout.mapping.entities[update.objectID.entityName]
@@ -69,7 +88,7 @@ struct SaveWriter {
             if db.changesCount == 0 {
                 conflicts.append(update.objectID.uriString)
             } else {
-                versions[update.objectID] = update.expectedVersion + 1
+                updatedVersions.append(update.expectedVersion + 1)
             }
         }
 
@@ -94,17 +113,18 @@ struct SaveWriter {
             }
         }
         guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
-        return SaveResult(permanentIDs: permanent, versions: versions)
+        return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 
     /// `Z_MAX` of the root entity's `Z_PRIMARYKEY` row hands out the keys, in insertion order.
-    private func allocatePrimaryKeys(for inserts: [SaveRequest.Insert], in db: Database, into permanent: inout [ObjectID: ObjectID]) throws {
+    private func allocatePrimaryKeys(for inserts: [SaveRequest.Insert], in db: Database) throws -> [ObjectID] {
         var countByRoot: [String: Int64] = [:]
+        var plans = PlanCache(layout: layout)
         for insert in inserts {
-            guard let plan = layout.plans[insert.objectID.entityName] else {
+            guard let plan = plans.plan(for: insert.objectID.entityName) else {
                 throw SaveError.storeFailed("entity '\(insert.objectID.entityName)' is not in this store's model")
             }
-            countByRoot[plan.entity.rootName, default: 0] += 1
+            countByRoot[plan.rootName, default: 0] += 1
         }
         var next: [String: Int64] = [:]
         for (root, count) in countByRoot {
@@ -113,11 +133,16 @@ struct SaveWriter {
             try db.execute(sql: "UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ?", arguments: [max + count, number])
             next[root] = max + 1
         }
+        var ids: [ObjectID] = []
+        ids.reserveCapacity(inserts.count)
         for insert in inserts {
-            guard let plan = layout.plans[insert.objectID.entityName], let key = next[plan.entity.rootName] else { continue }
-            next[plan.entity.rootName] = key + 1
-            permanent[insert.objectID] = .permanent(entityName: plan.entity.name, store: store, primaryKey: key)
+            guard let plan = plans.plan(for: insert.objectID.entityName), let key = next[plan.rootName] else {
+                throw SaveError.storeFailed("entity '\(insert.objectID.entityName)' is not in this store's model")
+            }
+            next[plan.rootName] = key + 1
+            ids.append(.permanent(entityName: insert.objectID.entityName, store: store, primaryKey: key))
         }
+        return ids
     }
 
     private func writeToManyChange(_ change: SaveRequest.ToManyChange, resolve: (ObjectID?) -> ObjectID?, in db: Database) throws {
@@ -156,5 +181,23 @@ struct SaveWriter {
                 }
             }
         }
+    }
+}
+
+/// Looks up entity plans, remembering the last one: bulk saves insert long runs of one entity.
+private struct PlanCache {
+    let layout: StoreLayout
+    private var lastName: String?
+    private var lastPlan: StoreLayout.EntityPlan?
+
+    init(layout: StoreLayout) {
+        self.layout = layout
+    }
+
+    mutating func plan(for entityName: String) -> StoreLayout.EntityPlan? {
+        if let lastPlan, lastName == entityName { return lastPlan }
+        lastName = entityName
+        lastPlan = layout.plans[entityName]
+        return lastPlan
     }
 }

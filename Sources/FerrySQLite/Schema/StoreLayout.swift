@@ -12,9 +12,10 @@ final class StoreLayout: Sendable {
     let selectColumns: [String: [String]]
     let plans: [String: EntityPlan]
 
-    /// How to write and read one entity's rows.
-    struct EntityPlan: Sendable {
+    /// How to write and read one entity's rows (a class, so lookups do not copy it).
+    final class EntityPlan: Sendable {
         let entity: EntityDescription
+        let rootName: String
         let number: Int
         let table: String
         /// Property index → position in the table's select list (nil: not stored).
@@ -25,6 +26,18 @@ final class StoreLayout: Sendable {
         let insertSQL: String
         /// What each insert placeholder after Z_PK and Z_ENT holds.
         let insertSlots: [InsertSlot]
+
+        init(entity: EntityDescription, number: Int, table: String, readPositions: [Int?],
+             entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot]) {
+            self.entity = entity
+            self.rootName = entity.rootName
+            self.number = number
+            self.table = table
+            self.readPositions = readPositions
+            self.entityColumnPositions = entityColumnPositions
+            self.insertSQL = insertSQL
+            self.insertSlots = insertSlots
+        }
     }
 
     enum InsertSlot: Sendable {

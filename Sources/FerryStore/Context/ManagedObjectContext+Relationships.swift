@@ -9,7 +9,7 @@ extension ManagedObjectContext {
         try fulfillFault(object)
         guard object.toMany[index] == nil else { return }
         guard let relationship = object.runtime.relationship(at: index) else { return }
-        if object.objectID.isTemporaryID {
+        if object.objectID.isTemporaryID || object.unloadedToManyIsEmpty {
             object.toMany[index] = RelationshipMembers([], committed: [])
             return
         }
@@ -36,13 +36,13 @@ extension ManagedObjectContext {
         }
     }
 
-    func checkDestination(_ target: ManagedObject, for relationship: RelationshipDescription, of source: ManagedObject) throws(ContextError) {
+    func checkDestination(_ target: ManagedObject, for relationship: RelationshipInfo, of source: ManagedObject) throws(ContextError) {
         guard target.managedObjectContext === self else {
             throw ContextError.objectFromAnotherContext(target.objectID.uriString)
         }
-        guard target.entity.isKind(of: relationship.destinationEntityName) else {
-            throw ContextError.wrongDestination(entity: source.entity.name, key: relationship.name,
-                                                expected: relationship.destinationEntityName, actual: target.entity.name)
+        guard target.runtime.isKind(of: relationship.destinationEntityName) else {
+            throw ContextError.wrongDestination(entity: source.runtime.name, key: relationship.name,
+                                                expected: relationship.destinationEntityName, actual: target.runtime.name)
         }
     }
 

@@ -22,7 +22,7 @@ extension ManagedObjectContext {
         }
         let failures = validatePendingChanges()
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
-        let request = makeSaveRequest()
+        let (request, order) = makeSaveRequest()
         let result: SaveResult
         do {
             result = try store.save(request)
@@ -31,7 +31,10 @@ extension ManagedObjectContext {
         } catch {
             throw SaveError.storeFailed("\(error)")
         }
-        apply(result)
+        guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
+            throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
+        }
+        apply(result, order)
     }
 
     /// Applies delete rules to the pending deletes now (``save()`` does this
@@ -91,17 +94,28 @@ extension ManagedObjectContext {
 
     // MARK: - Building the store request
 
-    func makeSaveRequest() -> SaveRequest {
+    /// Which objects the request's inserts and updates are, in order.
+    struct RequestOrder {
+        var inserted: [Int] = []
+        var updated: [Int] = []
+    }
+
+    func makeSaveRequest() -> (SaveRequest, RequestOrder) {
         var request = SaveRequest()
+        var order = RequestOrder()
         request.author = transactionAuthor
         request.contextName = name
         for key in insertedKeys {
             guard let object = registry[key], !object.isDeleted else { continue }
-            var attributes = [AttributeValue?](repeating: nil, count: object.attributes.count)
-            for index in object.runtime.persistentAttributeIndexes { attributes[index] = object.attributes[index] }
+            var attributes = object.attributes
+            if object.runtime.hasTransientAttributes {
+                attributes = [AttributeValue?](repeating: nil, count: object.attributes.count)
+                for index in object.runtime.persistentAttributeIndexes { attributes[index] = object.attributes[index] }
+            }
             var toOne = [ObjectID?](repeating: nil, count: object.toOne.count)
             for index in object.runtime.toOneIndexes { toOne[index] = storedID(object.toOne[index]) }
             request.inserts.append(SaveRequest.Insert(objectID: object.objectID, attributes: attributes, toOne: toOne))
+            order.inserted.append(key)
             appendToManyChanges(of: object, to: &request)
         }
         for key in updatedKeys.sorted() {
@@ -121,6 +135,7 @@ extension ManagedObjectContext {
             if !attributes.isEmpty || !toOne.isEmpty {
                 request.updates.append(SaveRequest.Update(objectID: object.objectID, expectedVersion: object.version,
                                                           attributes: attributes, toOne: toOne))
+                order.updated.append(key)
             }
             appendToManyChanges(of: object, to: &request)
         }
@@ -128,7 +143,7 @@ extension ManagedObjectContext {
             guard let object = registry[key], !object.isInserted else { continue }
             request.deletes.append(SaveRequest.Delete(objectID: object.objectID, expectedVersion: object.version))
         }
-        return request
+        return (request, order)
     }
 
     /// The ID to store for a reference: nil for objects that will never reach the store.
@@ -139,6 +154,7 @@ extension ManagedObjectContext {
     }
 
     private func appendToManyChanges(of object: ManagedObject, to request: inout SaveRequest) {
+        guard !object.toMany.isEmpty else { return }
         for index in object.runtime.toManyIndexes {
             guard let members = object.toMany[index],
                   object.isInserted ? !members.ordered.isEmpty : object.changedIndexes.contains(index),
@@ -163,24 +179,23 @@ extension ManagedObjectContext {
 
     // MARK: - After the store committed
 
-    func apply(_ result: SaveResult) {
+    func apply(_ result: SaveResult, _ order: RequestOrder) {
         for key in insertedKeys {
-            guard let object = registry[key] else { continue }
-            if object.isDeleted {
-                unregister(object)
-                continue
-            }
-            if let permanent = result.permanentIDs[object.objectID] {
-                keyByID[object.objectID] = nil
-                object.objectID = permanent
-                keyByID[permanent] = key
-            }
-            object.isInserted = false
-            commit(object, version: result.versions[object.objectID] ?? 1)
+            guard let object = registry[key], object.isDeleted else { continue }
+            unregister(object)
         }
+        for (key, permanent) in zip(order.inserted, result.permanentIDs) {
+            guard let object = registry[key] else { continue }
+            object.objectID = permanent
+            keyByID[permanent] = key
+            object.isInserted = false
+            commit(object, version: 1)
+        }
+        var newVersions: [Int: Int64] = [:]
+        for (key, version) in zip(order.updated, result.updatedVersions) { newVersions[key] = version }
         for key in updatedKeys {
             guard let object = registry[key], !object.isDeleted else { continue }
-            commit(object, version: result.versions[object.objectID] ?? object.version)
+            commit(object, version: newVersions[key] ?? object.version)
         }
         for key in deletedKeys {
             guard let object = registry[key] else { continue }
@@ -194,10 +209,12 @@ extension ManagedObjectContext {
     private func commit(_ object: ManagedObject, version: Int64) {
         object.committedAttributes = object.attributes
         object.committedToOne = object.toOne
-        var toMany = object.toMany
-        for (index, members) in toMany { toMany[index]?.committed = members.ordered }
-        object.toMany = toMany
-        object.changedIndexes.removeAll()
+        if !object.toMany.isEmpty {
+            var toMany = object.toMany
+            for (index, members) in toMany where members.committed != members.ordered { toMany[index]?.committed = members.ordered }
+            object.toMany = toMany
+        }
+        if !object.changedIndexes.isEmpty { object.changedIndexes.removeAll() }
         object.version = version
     }
 }

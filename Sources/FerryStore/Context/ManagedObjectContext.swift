@@ -29,6 +29,8 @@ public final class ManagedObjectContext {
     var deletedKeys: [Int] = []
     /// Saved objects with changed properties.
     var updatedKeys = Set<Int>()
+    /// Temporary IDs are this UUID plus a counter.
+    let temporaryNamespace = UUID()
 
     init(container: PersistentContainer) {
         self.container = container
@@ -72,7 +74,12 @@ public final class ManagedObjectContext {
 
     /// The object registered for `id`, or nil (the row may still exist in the store).
     public func registeredObject(for id: ObjectID) -> ManagedObject? {
-        keyByID[id].flatMap { registry[$0] }
+        if case .temporary(let namespace, let counter) = id.kind {
+            guard namespace == temporaryNamespace, counter < registry.count, let object = registry[counter],
+                  object.objectID == id else { return nil }
+            return object
+        }
+        return keyByID[id].flatMap { registry[$0] }
     }
 
     /// The object for `id`: the registered one, or a fault that loads its values
@@ -114,10 +121,10 @@ public final class ManagedObjectContext {
     public func insert(entityName: String) throws(ContextError) -> ManagedObject {
         guard let runtime = container.runtimes[entityName] else { throw ContextError.unknownEntity(entityName) }
         guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(entityName) }
-        let object = makeObject(runtime: runtime, id: .temporary(entityName: entityName), isFault: false)
+        let object = makeObject(runtime: runtime, id: .temporary(entityName: entityName, namespace: temporaryNamespace, counter: registry.count), isFault: false)
         object.isInserted = true
+        object.unloadedToManyIsEmpty = true
         insertedKeys.append(object.key)
-        for index in runtime.toManyIndexes { object.toMany[index] = RelationshipMembers([], committed: []) }
         object.awakeFromInsert()
         return object
     }
@@ -128,6 +135,9 @@ public final class ManagedObjectContext {
         let name: String
         if let entityName { name = entityName } else { name = try container.entityName(for: type) }
         let object = try insert(entityName: name)
+        if ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(Object.self) {
+            return unsafeDowncast(object, to: Object.self)
+        }
         guard let typed = object as? Object else {
             throw ContextError.wrongClass(entity: name, expected: "\(Object.self)", actual: "\(Swift.type(of: object))")
         }
@@ -157,12 +167,14 @@ public final class ManagedObjectContext {
             object.attributes = object.committedAttributes
             object.toOne = object.committedToOne
             object.toMany.removeAll()
+            object.unloadedToManyIsEmpty = false
             object.changedIndexes.removeAll()
         }
         // To-many sets of untouched objects may hold objects that were just unregistered.
         for object in registry.compactMap({ $0 }) where !object.toMany.isEmpty {
             if object.toMany.values.contains(where: { $0.ordered.contains { registry[$0] == nil } }) {
                 object.toMany.removeAll()
+                object.unloadedToManyIsEmpty = false
             }
         }
         insertedKeys.removeAll()
@@ -182,16 +194,18 @@ public final class ManagedObjectContext {
 
     // MARK: - Registration
 
+    /// Registers a new object. Temporary IDs are not put in `keyByID`: their
+    /// counter is the registry key (see ``registeredObject(for:)``).
     func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool) -> ManagedObject {
         let key = registry.count
         let object = runtime.objectClass.init(ObjectConstruction(runtime: runtime, key: key, objectID: id, context: self, isFault: isFault))
         registry.append(object)
-        keyByID[id] = key
+        if !id.isTemporaryID { keyByID[id] = key }
         return object
     }
 
     func registerFault(for id: ObjectID) -> ManagedObject {
-        if let key = keyByID[id], let object = registry[key] { return object }
+        if let object = registeredObject(for: id) { return object }
         let runtime = container.runtimes[id.entityName] ?? container.placeholderRuntime(for: id.entityName)
         return makeObject(runtime: runtime, id: id, isFault: true)
     }
@@ -236,7 +250,7 @@ public final class ManagedObjectContext {
     }
 
     func unregister(_ object: ManagedObject) {
-        keyByID[object.objectID] = nil
+        if !object.objectID.isTemporaryID { keyByID[object.objectID] = nil }
         registry[object.key] = nil
         object.managedObjectContext = nil
     }

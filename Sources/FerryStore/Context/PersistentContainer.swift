@@ -97,8 +97,9 @@ public final class PersistentContainer: Sendable {
 
     // MARK: - Internals
 
-    func validators(for entity: EntityDescription, phase: ValidationPhase) -> [EntityValidator] {
-        entity.ancestry.flatMap { validatorsByEntity[$0] ?? [] }.filter { $0.phases.contains(phase) }
+    func validators(for runtime: EntityRuntime, phase: ValidationPhase) -> [EntityValidator] {
+        guard !validatorsByEntity.isEmpty else { return [] }
+        return runtime.ancestry.flatMap { validatorsByEntity[$0] ?? [] }.filter { $0.phases.contains(phase) }
     }
 
     func entityName(for type: ManagedObject.Type) throws(ContextError) -> String {

@@ -8,7 +8,8 @@ import Foundation
 /// and send them between tasks.
 public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     enum Kind: Hashable, Sendable {
-        case temporary(UUID)
+        /// A context's UUID and a counter, written `t<UUID><counter>` as Core Data does.
+        case temporary(UUID, Int)
         case permanent(store: UUID, primaryKey: Int64)
     }
 
@@ -21,9 +22,21 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         self.kind = kind
     }
 
-    /// A new temporary ID for an object inserted into a context.
-    static func temporary(entityName: String) -> ObjectID {
-        ObjectID(entityName: entityName, kind: .temporary(UUID()))
+    /// A temporary ID: unique per context (`namespace`) and insert (`counter`).
+    static func temporary(entityName: String, namespace: UUID, counter: Int) -> ObjectID {
+        ObjectID(entityName: entityName, kind: .temporary(namespace, counter))
+    }
+
+    public static func == (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        lhs.kind == rhs.kind && lhs.entityName == rhs.entityName
+    }
+
+    /// Hashes only the row number or counter: cheap, and equal IDs still hash equally.
+    public func hash(into hasher: inout Hasher) {
+        switch kind {
+        case .temporary(_, let counter): hasher.combine(counter)
+        case .permanent(_, let key): hasher.combine(key)
+        }
     }
 
     /// A permanent ID in the store `store` for row `primaryKey`.
@@ -53,7 +66,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     /// The URI form, e.g. `x-coredata://96EBBFDE-…/Person/p2`.
     public var uriString: String {
         switch kind {
-        case .temporary(let uuid): "x-coredata:///\(entityName)/t\(uuid.uuidString)"
+        case .temporary(let uuid, let counter): "x-coredata:///\(entityName)/t\(uuid.uuidString)\(counter)"
         case .permanent(let store, let key): "x-coredata://\(store.uuidString)/\(entityName)/p\(key)"
         }
     }
@@ -72,7 +85,7 @@ struct ObjectURIComponents: Equatable {
     var store: UUID?
     var entityName: String
     var primaryKey: Int64?
-    var temporary: UUID?
+    var isTemporary = false
 
     /// Splits `x-coredata://<UUID>/<Entity>/p<N>` (or the temporary form).
     static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
@@ -87,10 +100,10 @@ struct ObjectURIComponents: Equatable {
         let (host, entity, reference) = (parts[0], parts[1], parts[2])
         guard !entity.isEmpty else { return .failure(.malformed(text, "the entity name is empty")) }
         if host.isEmpty {
-            guard reference.hasPrefix("t"), let uuid = UUID(uuidString: String(reference.dropFirst())) else {
-                return .failure(.malformed(text, "a URI without a store UUID must be a temporary ID t<UUID>"))
+            guard reference.hasPrefix("t"), reference.count > 37, UUID(uuidString: String(reference.dropFirst().prefix(36))) != nil else {
+                return .failure(.malformed(text, "a URI without a store UUID must be a temporary ID t<UUID><N>"))
             }
-            return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil, temporary: uuid))
+            return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil, isTemporary: true))
         }
         guard let store = UUID(uuidString: host) else {
             return .failure(.malformed(text, "'\(host)' is not a store UUID"))
@@ -98,7 +111,7 @@ struct ObjectURIComponents: Equatable {
         guard reference.hasPrefix("p"), let key = Int64(reference.dropFirst()), key > 0 else {
             return .failure(.malformed(text, "the last part must be p<N> with N a positive row number"))
         }
-        return .success(ObjectURIComponents(store: store, entityName: entity, primaryKey: key, temporary: nil))
+        return .success(ObjectURIComponents(store: store, entityName: entity, primaryKey: key, isTemporary: false))
     }
 }
 

@@ -4,6 +4,9 @@ import FerryModel
 /// so that inserts and property access are array lookups.
 final class EntityRuntime: Sendable {
     let entity: EntityDescription
+    let name: String
+    let ancestry: [String]
+    let indexByName: [String: Int]
     let objectClass: ManagedObject.Type
     /// Property index → kind, for every property.
     let kinds: [PropertyKind]
@@ -18,15 +21,24 @@ final class EntityRuntime: Sendable {
     let inverseIndex: [Int: Int]
     /// For each relationship index, how the store keeps it.
     let storage: [Int: RelationshipStorage]
+    /// Whether any attribute is transient (then saves copy only the persistent ones).
+    let hasTransientAttributes: Bool
+    /// Whether any property has a model rule (required, bounds, pattern, counts) to check at save.
+    let hasModelRules: Bool
 
-    enum PropertyKind: Sendable, Equatable {
-        case attribute(AttributeDescription)
-        case toOne(RelationshipDescription)
-        case toMany(RelationshipDescription)
+    /// Payloads are classes so that switching over a kind costs one retain,
+    /// not a copy of a whole description.
+    enum PropertyKind: Sendable {
+        case attribute(AttributeInfo)
+        case toOne(RelationshipInfo)
+        case toMany(RelationshipInfo)
     }
 
     init(entity: EntityDescription, model: ManagedObjectModel, objectClass: ManagedObject.Type) {
         self.entity = entity
+        self.name = entity.name
+        self.ancestry = entity.ancestry
+        self.indexByName = Dictionary(uniqueKeysWithValues: entity.properties.enumerated().map { ($1.name, $0) })
         self.objectClass = objectClass
         var kinds: [PropertyKind] = []
         var initial: [AttributeValue?] = []
@@ -38,11 +50,12 @@ final class EntityRuntime: Sendable {
         for (index, property) in entity.properties.enumerated() {
             switch property {
             case .attribute(let attribute):
-                kinds.append(.attribute(attribute))
+                kinds.append(.attribute(AttributeInfo(attribute)))
                 initial.append(attribute.defaultValue)
                 if !attribute.isTransient { persistent.append(index) }
             case .relationship(let relationship):
-                kinds.append(relationship.isToMany ? .toMany(relationship) : .toOne(relationship))
+                let info = RelationshipInfo(relationship)
+                kinds.append(relationship.isToMany ? .toMany(info) : .toOne(info))
                 initial.append(nil)
                 if !relationship.isTransient {
                     if relationship.isToMany { toMany.append(index) } else { toOne.append(index) }
@@ -56,6 +69,9 @@ final class EntityRuntime: Sendable {
             }
         }
         self.kinds = kinds
+        self.hasTransientAttributes = entity.attributes.contains { $0.isTransient }
+        self.hasModelRules = entity.attributes.contains { !$0.isOptional || !$0.validation.isEmpty }
+            || entity.relationships.contains { !$0.isOptional || $0.minCount > 0 || $0.maxCount > 0 }
         self.initialAttributes = initial
         self.persistentAttributeIndexes = persistent
         self.toOneIndexes = toOne
@@ -64,10 +80,61 @@ final class EntityRuntime: Sendable {
         self.storage = storage
     }
 
-    func relationship(at index: Int) -> RelationshipDescription? {
+    func relationship(at index: Int) -> RelationshipInfo? {
         switch kinds[index] {
         case .toOne(let r), .toMany(let r): r
         case .attribute: nil
         }
+    }
+
+    /// Whether this entity is `name` or one of its subentities.
+    func isKind(of name: String) -> Bool {
+        self.name == name || ancestry.contains(name)
+    }
+}
+
+/// The parts of an attribute description a context reads on every access.
+final class AttributeInfo: Sendable {
+    let name: String
+    let type: AttributeType
+    let isOptional: Bool
+    let isTransient: Bool
+    let defaultValue: AttributeValue?
+    let validation: AttributeValidation
+
+    init(_ description: AttributeDescription) {
+        name = description.name
+        type = description.type
+        isOptional = description.isOptional
+        isTransient = description.isTransient
+        defaultValue = description.defaultValue
+        validation = description.validation
+    }
+}
+
+/// The parts of a relationship description a context reads on every access.
+final class RelationshipInfo: Sendable {
+    let name: String
+    let destinationEntityName: String
+    let inverseName: String?
+    let isToMany: Bool
+    let isOrdered: Bool
+    let isOptional: Bool
+    let minCount: Int
+    let maxCount: Int
+    let deleteRule: DeleteRule
+    let isTransient: Bool
+
+    init(_ description: RelationshipDescription) {
+        name = description.name
+        destinationEntityName = description.destinationEntityName
+        inverseName = description.inverseName
+        isToMany = description.isToMany
+        isOrdered = description.isOrdered
+        isOptional = description.isOptional
+        minCount = description.minCount
+        maxCount = description.maxCount
+        deleteRule = description.deleteRule
+        isTransient = description.isTransient
     }
 }

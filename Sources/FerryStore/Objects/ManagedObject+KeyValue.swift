@@ -30,6 +30,10 @@ extension ManagedObject {
         let (context, index) = try locate(key)
         switch runtime.kinds[index] {
         case .attribute(let attribute):
+            if let value = value as? AttributeValue {
+                try setAttributeValue(value, forKey: key)
+                return
+            }
             var converted: AttributeValue?
             if let value {
                 guard let coerced = AttributeValue.coerce(value, to: attribute.type) else {
@@ -68,9 +72,30 @@ extension ManagedObject {
         return attributes[index]
     }
 
-    /// Sets an attribute from its model form; the value must fit the attribute's type.
+    /// Sets an attribute from its model form; numbers are converted between kinds when exact.
     public func setAttributeValue(_ value: AttributeValue?, forKey key: String) throws(ContextError) {
-        try setValue(value, forKey: key)
+        let (context, index) = try locate(key)
+        guard case .attribute(let attribute) = runtime.kinds[index] else {
+            throw ContextError.wrongPropertyKind(entity: runtime.name, key: key, expected: "an attribute")
+        }
+        var converted: AttributeValue?
+        if let value {
+            guard let fitting = value.converted(to: attribute.type) else {
+                throw ContextError.invalidValue(entity: runtime.name, key: key, value: "\(value)", expectedType: attribute.type.xcodeName)
+            }
+            converted = fitting
+        }
+        try context.fulfillFault(self)
+        setAttribute(index, converted, in: context)
+    }
+
+    /// Sets a to-one relationship, keeping the inverse in step.
+    public func setToOneValue(_ target: ManagedObject?, forKey key: String) throws(ContextError) {
+        let (context, index) = try locate(key)
+        guard case .toOne = runtime.kinds[index] else {
+            throw ContextError.wrongPropertyKind(entity: runtime.name, key: key, expected: "a to-one relationship")
+        }
+        try context.setToOne(self, index, to: target)
     }
 
     /// The editable members of a to-many relationship (Core Data's `mutableSetValue(forKey:)`).
@@ -104,8 +129,8 @@ extension ManagedObject {
 
     func locate(_ key: String) throws(ContextError) -> (ManagedObjectContext, Int) {
         guard let context = managedObjectContext else { throw ContextError.detachedObject(objectID.uriString) }
-        guard let index = entity.propertyIndex(named: key) else {
-            throw ContextError.unknownKey(entity: entity.name, key: key)
+        guard let index = runtime.indexByName[key] else {
+            throw ContextError.unknownKey(entity: runtime.name, key: key)
         }
         return (context, index)
     }
@@ -152,7 +177,7 @@ extension ManagedObject {
         }
         set {
             do {
-                try setValue(newValue, forKey: key)
+                try setToOneValue(newValue, forKey: key)
             } catch {
                 preconditionFailure("\(entity.name).\(key): \(error)")
             }

@@ -43,6 +43,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var attributes: [AttributeValue?]
     var toOne: [Int?]
     var toMany: [Int: RelationshipMembers] = [:]
+    /// True for objects this context inserted: a to-many it never loaded is empty,
+    /// so loading it needs no store query.
+    var unloadedToManyIsEmpty = false
     // Committed values (as last read from or written to the store).
     var committedAttributes: [AttributeValue?]
     var committedToOne: [Int?]

@@ -113,14 +113,17 @@ public final class InMemoryStore: PersistentStore {
 
             var next = state
             var permanent: [ObjectID: ObjectID] = [:]
-            var versions: [ObjectID: Int64] = [:]
+            var insertedIDs: [ObjectID] = []
+            var updatedVersions: [Int64] = []
             for insert in request.inserts {
                 guard let entity = model.entity(named: insert.objectID.entityName) else {
                     throw SaveError.storeFailed("unknown entity \(insert.objectID.entityName)")
                 }
                 let key = (next.maxPrimaryKey[entity.rootName] ?? 0) + 1
                 next.maxPrimaryKey[entity.rootName] = key
-                permanent[insert.objectID] = .permanent(entityName: entity.name, store: identifier, primaryKey: key)
+                let id = ObjectID.permanent(entityName: entity.name, store: identifier, primaryKey: key)
+                permanent[insert.objectID] = id
+                insertedIDs.append(id)
             }
             func resolve(_ id: ObjectID?) -> ObjectID? {
                 guard let id else { return nil }
@@ -130,7 +133,6 @@ public final class InMemoryStore: PersistentStore {
             for insert in request.inserts {
                 guard let id = permanent[insert.objectID] else { continue }
                 next.rows[id] = RowSnapshot(objectID: id, version: 1, attributes: insert.attributes, toOne: insert.toOne.map(resolve))
-                versions[id] = 1
             }
             for update in request.updates {
                 guard var row = next.rows[update.objectID] else { continue }
@@ -138,7 +140,7 @@ public final class InMemoryStore: PersistentStore {
                 for (index, target) in update.toOne { row.toOne[index] = resolve(target) }
                 row.version += 1
                 next.rows[update.objectID] = row
-                versions[update.objectID] = row.version
+                updatedVersions.append(row.version)
             }
             for change in request.toManyChanges {
                 guard let source = resolve(change.source), let entity = model.entity(named: source.entityName),
@@ -165,7 +167,7 @@ public final class InMemoryStore: PersistentStore {
                 }
             }
             state = next
-            return SaveResult(permanentIDs: permanent, versions: versions)
+            return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
         }
     }
 

@@ -117,14 +117,18 @@ public struct SaveRequest: Sendable {
 
 /// What a store reports after a save.
 public struct SaveResult: Sendable {
-    /// The permanent ID given to each inserted object, by temporary ID.
-    public var permanentIDs: [ObjectID: ObjectID]
-    /// The new version of each inserted and updated row, by permanent ID.
-    public var versions: [ObjectID: Int64]
+    /// The permanent ID given to each inserted object, in the order of ``SaveRequest/inserts``.
+    /// Inserted rows start at version 1.
+    public var permanentIDs: [ObjectID]
+    /// The new version of each updated row, in the order of ``SaveRequest/updates``.
+    public var updatedVersions: [Int64]
 
     /// Creates a result.
-    public init(permanentIDs: [ObjectID: ObjectID], versions: [ObjectID: Int64]) {
+    public init(permanentIDs: [ObjectID], updatedVersions: [Int64]) {
         self.permanentIDs = permanentIDs
-        self.versions = versions
+        self.updatedVersions = updatedVersions
     }
+
+    /// The result of an empty request.
+    public static let empty = SaveResult(permanentIDs: [], updatedVersions: [])
 }

@@ -47,6 +47,7 @@ struct ObjectValidator {
 
     /// Non-optional properties, bounds, lengths, patterns and to-many counts.
     func modelRuleFailures(of object: ManagedObject) -> [ValidationError] {
+        guard object.runtime.hasModelRules else { return [] }
         var failures: [ValidationError] = []
         for (index, kind) in object.runtime.kinds.enumerated() {
             switch kind {
@@ -58,7 +59,8 @@ struct ObjectValidator {
                                             "the relationship is required; set it to a \(relationship.destinationEntityName)"))
                 }
             case .toMany(let relationship):
-                guard let members = object.toMany[index] else { continue }  // not loaded, so unchanged
+                // Not loaded: empty for a new object, unchanged (and so already checked) for a saved one.
+                guard let members = object.toMany[index] ?? (object.unloadedToManyIsEmpty ? RelationshipMembers([]) : nil) else { continue }
                 let count = members.ordered.count { context.object(forKey: $0)?.isDeleted == false }
                 if count == 0 {
                     if !relationship.isOptional {
@@ -81,7 +83,7 @@ struct ObjectValidator {
         return failures
     }
 
-    private func attributeFailures(_ object: ManagedObject, _ attribute: AttributeDescription, _ value: AttributeValue?) -> [ValidationError] {
+    private func attributeFailures(_ object: ManagedObject, _ attribute: AttributeInfo, _ value: AttributeValue?) -> [ValidationError] {
         guard let value else {
             return attribute.isOptional ? [] : [failure(.missingMandatoryProperty, object, attribute.name,
                                                         "the attribute is required; give it a \(attribute.type.xcodeName) value")]
@@ -123,7 +125,7 @@ struct ObjectValidator {
     func custom(_ object: ManagedObject, _ phase: ValidationPhase, hook: () throws -> Void) -> [ValidationError] {
         var failures: [ValidationError] = []
         do { try hook() } catch { failures.append(wrap(error, object)) }
-        for validator in context.container.validators(for: object.entity, phase: phase) {
+        for validator in context.container.validators(for: object.runtime, phase: phase) {
             do { try validator.validate(object, phase) } catch { failures.append(wrap(error, object)) }
         }
         return failures
@@ -135,7 +137,7 @@ struct ObjectValidator {
     }
 
     private func failure(_ code: ValidationError.Code, _ object: ManagedObject, _ key: String?, _ message: String) -> ValidationError {
-        ValidationError(code: code, entityName: object.entity.name, objectURI: object.objectID.uriString, key: key, message: message)
+        ValidationError(code: code, entityName: object.runtime.name, objectURI: object.objectID.uriString, key: key, message: message)
     }
 
     private func wholeMatch(_ text: String, _ pattern: String) -> Bool {

@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerryTestSupport
+
+@Suite("Object IDs and URIs")
+struct ObjectIDTests {
+    @Test("Temporary until the first save, then permanent with the exact URI form", arguments: TestStoreKind.allCases)
+    func temporaryThenPermanent(kind: TestStoreKind) throws {
+        let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)
+        let context = test.context()
+        let person = try context.make("Person", ["name": "John"])
+        let temporary = person.objectID
+        #expect(temporary.isTemporaryID)
+        #expect(temporary.storeIdentifier == nil)
+        #expect(temporary.uriString.hasPrefix("x-coredata:///Person/t"))
+        try context.save()
+        let permanent = person.objectID
+        #expect(!permanent.isTemporaryID)
+        #expect(permanent != temporary)
+        let store = test.container.store.identifier.uuidString
+        #expect(permanent.uriString == "x-coredata://\(store)/Person/p1")
+        #expect(permanent.uriRepresentation.absoluteString == permanent.uriString)
+        #expect(context.registeredObject(for: permanent) === person)
+        #expect(context.registeredObject(for: temporary) == nil)
+        let second = try context.make("Person")
+        try context.save()
+        #expect(second.objectID.primaryKey == 2)
+    }
+
+    @Test("The coordinator resolves a URI back to the same ID", arguments: TestStoreKind.allCases)
+    func resolve(kind: TestStoreKind) throws {
+        let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)
+        let context = test.context()
+        let person = try context.make("Person", ["name": "Jane"])
+        try context.save()
+        let id = try test.container.managedObjectID(forURIString: person.objectID.uriString)
+        #expect(id == person.objectID)
+        #expect(try test.container.managedObjectID(forURIRepresentation: person.objectID.uriRepresentation) == id)
+        let other = test.context()
+        #expect(try other.existingObject(with: id).string("name") == "Jane")
+        // Like Core Data, resolving does not check that the row exists.
+        let missing = try test.container.managedObjectID(forURIString: "x-coredata://\(test.container.store.identifier.uuidString)/Person/p99")
+        #expect(missing.primaryKey == 99)
+        #expect(throws: ContextError.objectNotFound(missing.uriString)) { try other.existingObject(with: missing) }
+    }
+
+    static let malformed = [
+        "http://example.com/Person/p1",
+        "x-coredata://not-a-uuid/Person/p1",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person/1",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person/p0",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person/pX",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00//p1",
+        "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person/p1/extra",
+        "",
+    ]
+
+    @Test("Malformed URIs get a clear error", arguments: malformed)
+    func malformedURI(uri: String) throws {
+        let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: .memory)
+        do {
+            _ = try test.container.managedObjectID(forURIString: uri)
+            Issue.record("accepted \(uri)")
+        } catch {
+            guard case .invalidURI(.malformed(let text, let reason)) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            #expect(text == uri)
+            #expect(!reason.isEmpty)
+            #expect(error.description.contains("is not an object URI"))
+        }
+    }
+
+    @Test("Foreign, temporary and unknown-entity URIs are refused")
+    func foreignURI() throws {
+        let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: .memory)
+        let foreign = "x-coredata://96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E00/Person/p1"
+        #expect(throws: ContextError.invalidURI(.foreignStore(foreign, expected: test.container.store.identifier))) {
+            try test.container.managedObjectID(forURIString: foreign)
+        }
+        let temporary = "x-coredata:///Person/t96EBBFDE-1D44-4B8A-9B57-4A0C5C1B7E0012"
+        #expect(throws: ContextError.invalidURI(.temporary(temporary))) { try test.container.managedObjectID(forURIString: temporary) }
+        let unknown = "x-coredata://\(test.container.store.identifier.uuidString)/Robot/p1"
+        #expect(throws: ContextError.invalidURI(.unknownEntity(unknown, entity: "Robot"))) { try test.container.managedObjectID(forURIString: unknown) }
+        let error = ContextError.invalidURI(.foreignStore(foreign, expected: test.container.store.identifier))
+        #expect(error.description.contains("belongs to another store"))
+    }
+}

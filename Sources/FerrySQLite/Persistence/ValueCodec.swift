@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import FerryModel
 
 /// Converts attribute values to and from their SQLite form: integers and
@@ -48,5 +49,55 @@ enum ValueCodec {
         case (.string(let v), .uri): return URL(string: v).map(AttributeValue.uri)
         default: return nil
         }
+    }
+}
+
+/// Binds values to consecutive parameters of a prepared statement with the
+/// SQLite C API, in the same storage form as ``ValueCodec``. Used for bulk
+/// inserts, where building GRDB argument values per row is the main cost.
+struct ValueBinder {
+    let statement: OpaquePointer
+    private var index: CInt = 1
+    /// The first parameter that failed to bind, and SQLite's result code.
+    private(set) var failure: (index: CInt, code: CInt)?
+
+    init(statement: OpaquePointer) {
+        self.statement = statement
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    mutating func bind(_ value: Int64?) {
+        record(value.map { sqlite3_bind_int64(statement, index, $0) } ?? sqlite3_bind_null(statement, index))
+    }
+
+    mutating func bind(_ value: AttributeValue?) {
+        let code: CInt
+        switch value {
+        case nil: code = sqlite3_bind_null(statement, index)
+        case .integer(let v)?: code = sqlite3_bind_int64(statement, index, v)
+        case .boolean(let v)?: code = sqlite3_bind_int64(statement, index, v ? 1 : 0)
+        case .double(let v)?: code = sqlite3_bind_double(statement, index, v)
+        case .float(let v)?: code = sqlite3_bind_double(statement, index, Double(v))
+        case .date(let v)?: code = sqlite3_bind_double(statement, index, v.timeIntervalSinceReferenceDate)
+        case .string(let v)?: code = sqlite3_bind_text(statement, index, v, -1, Self.transient)
+        case .decimal(let v)?: code = sqlite3_bind_text(statement, index, "\(v)", -1, Self.transient)
+        case .uri(let v)?: code = sqlite3_bind_text(statement, index, v.absoluteString, -1, Self.transient)
+        case .binaryData(let v)?, .transformable(let v)?: code = bindBlob(v)
+        case .uuid(let v)?: code = bindBlob(Data(v.bytes))
+        }
+        record(code)
+    }
+
+    private func bindBlob(_ data: Data) -> CInt {
+        data.withUnsafeBytes { buffer in
+            // An empty Data has no base address; bind a zero-length blob, not NULL.
+            sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(buffer.count), Self.transient)
+        }
+    }
+
+    private mutating func record(_ code: CInt) {
+        if code != SQLITE_OK && failure == nil { failure = (index, code) }
+        index += 1
     }
 }

@@ -16,6 +16,7 @@ final class StoreLayout: Sendable {
     final class EntityPlan: Sendable {
         let entity: EntityDescription
         let rootName: String
+        let rootNumber: Int
         let number: Int
         let table: String
         /// Property index → position in the table's select list (nil: not stored).
@@ -27,10 +28,11 @@ final class StoreLayout: Sendable {
         /// What each insert placeholder after Z_PK and Z_ENT holds.
         let insertSlots: [InsertSlot]
 
-        init(entity: EntityDescription, number: Int, table: String, readPositions: [Int?],
+        init(entity: EntityDescription, rootNumber: Int, number: Int, table: String, readPositions: [Int?],
              entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot]) {
             self.entity = entity
             self.rootName = entity.rootName
+            self.rootNumber = rootNumber
             self.number = number
             self.table = table
             self.readPositions = readPositions
@@ -81,7 +83,8 @@ final class StoreLayout: Sendable {
             let columns = (["Z_PK", "Z_ENT", "Z_OPT"] + insertColumns).joined(separator: ", ")
             let placeholders = (["?", "?", "1"] + insertColumns.map { _ in "?" }).joined(separator: ", ")
             plans[entity.name] = EntityPlan(
-                entity: entity, number: entityMapping.number, table: entityMapping.table,
+                entity: entity, rootNumber: mapping.entities[entity.rootName]?.number ?? entityMapping.number,
+                number: entityMapping.number, table: entityMapping.table,
                 readPositions: readPositions, entityColumnPositions: entityPositions,
                 insertSQL: "INSERT INTO \(entityMapping.table) (\(columns)) VALUES (\(placeholders))",
                 insertSlots: slots)

@@ -76,7 +76,7 @@ extension ManagedObjectContext {
         guard case .toMany(let relationship) = source.runtime.kinds[index] else { return }
         try checkDestination(target, for: relationship, of: source)
         try loadToMany(source, index)
-        if source.toMany[index]?.members.contains(target.key) == true {
+        if source.toMany[index]?.contains(target.key) == true {
             if let position { try primitiveMove(source, index, target, to: position) }
             return
         }
@@ -95,7 +95,7 @@ extension ManagedObjectContext {
     /// Removes `target` from a to-many relationship and from the inverse.
     func removeFromToMany(_ source: ManagedObject, _ index: Int, _ target: ManagedObject) throws(ContextError) {
         try loadToMany(source, index)
-        guard source.toMany[index]?.members.contains(target.key) == true else { return }
+        guard source.toMany[index]?.contains(target.key) == true else { return }
         if let inverse = source.runtime.inverseIndex[index] {
             try primitiveUnlink(target, inverse, source)
         }
@@ -154,10 +154,8 @@ extension ManagedObjectContext {
 
     func primitiveMove(_ object: ManagedObject, _ index: Int, _ target: ManagedObject, to position: Int) throws(ContextError) {
         try loadToMany(object, index)
-        guard var members = object.toMany[index], let from = members.ordered.firstIndex(of: target.key) else { return }
-        members.ordered.remove(at: from)
-        members.ordered.insert(target.key, at: min(max(position, 0), members.ordered.count))
-        object.toMany[index] = members
+        guard object.toMany[index]?.contains(target.key) == true else { return }
+        object.toMany[index]?.move(target.key, to: position)
         markChanged(object, index)
     }
 }

@@ -103,6 +103,8 @@ extension ManagedObjectContext {
     func makeSaveRequest() -> (SaveRequest, RequestOrder) {
         var request = SaveRequest()
         var order = RequestOrder()
+        request.inserts.reserveCapacity(insertedKeys.count)
+        order.inserted.reserveCapacity(insertedKeys.count)
         request.author = transactionAuthor
         request.contextName = name
         for key in insertedKeys {
@@ -166,7 +168,7 @@ extension ManagedObjectContext {
             switch storage {
             case .joinTable(_, sourceIsCanonical: true):
                 let committed = Set(members.committed)
-                let current = members.members
+                let current = Set(members.ordered)
                 change.added = members.ordered.filter { !committed.contains($0) }.compactMap { storedID($0) }
                 change.removed = members.committed.filter { !current.contains($0) }.compactMap { registry[$0]?.objectID }
             case .joinTable, .inverseOfForeignKey, .foreignKey:
@@ -184,6 +186,7 @@ extension ManagedObjectContext {
             guard let object = registry[key], object.isDeleted else { continue }
             unregister(object)
         }
+        keyByID.reserveCapacity(keyByID.count + order.inserted.count)
         for (key, permanent) in zip(order.inserted, result.permanentIDs) {
             guard let object = registry[key] else { continue }
             object.objectID = permanent

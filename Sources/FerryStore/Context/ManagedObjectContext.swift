@@ -13,6 +13,9 @@ import FerryModel
 /// `Sendable`) between them. Store calls are synchronous: a fetch or save
 /// blocks the calling thread for the duration of the SQLite work, like Core
 /// Data's `performAndWait`.
+///
+/// Like ``ManagedObject``'s, the registry's exclusivity checks are off in
+/// release builds only (see the performance note there).
 public final class ManagedObjectContext {
     /// The container the context reads from and saves to.
     public let container: PersistentContainer
@@ -21,14 +24,34 @@ public final class ManagedObjectContext {
     /// The author recorded with each save (Core Data's `transactionAuthor`).
     public var transactionAuthor: String?
 
+    #if DEBUG
     var registry: [ManagedObject?] = []
+    #else
+    @exclusivity(unchecked) var registry: [ManagedObject?] = []
+    #endif
+    #if DEBUG
     var keyByID: [ObjectID: Int] = [:]
+    #else
+    @exclusivity(unchecked) var keyByID: [ObjectID: Int] = [:]
+    #endif
     /// Inserted objects in insertion order (may include ones deleted since).
+    #if DEBUG
     var insertedKeys: [Int] = []
+    #else
+    @exclusivity(unchecked) var insertedKeys: [Int] = []
+    #endif
     /// Deleted objects in deletion order.
+    #if DEBUG
     var deletedKeys: [Int] = []
+    #else
+    @exclusivity(unchecked) var deletedKeys: [Int] = []
+    #endif
     /// Saved objects with changed properties.
+    #if DEBUG
     var updatedKeys = Set<Int>()
+    #else
+    @exclusivity(unchecked) var updatedKeys = Set<Int>()
+    #endif
     /// Temporary IDs are this UUID plus a counter.
     let temporaryNamespace = UUID()
 
@@ -260,8 +283,9 @@ public final class ManagedObjectContext {
     /// Records that a saved object's property changed.
     func markChanged(_ object: ManagedObject, _ index: Int) {
         guard !object.isInserted else { return }
+        // An object with changes is already in `updatedKeys` (both are cleared together).
+        if object.changedIndexes.isEmpty { updatedKeys.insert(object.key) }
         object.changedIndexes.insert(index)
-        updatedKeys.insert(object.key)
     }
 }
 

@@ -6,7 +6,8 @@ final class EntityRuntime: Sendable {
     let entity: EntityDescription
     let name: String
     let ancestry: [String]
-    let indexByName: [String: Int]
+    private let indexByName: [String: Int]
+    private let names: [String]
     let objectClass: ManagedObject.Type
     /// Property index → kind, for every property.
     let kinds: [PropertyKind]
@@ -17,10 +18,12 @@ final class EntityRuntime: Sendable {
     /// Property indexes of to-one and to-many relationships.
     let toOneIndexes: [Int]
     let toManyIndexes: [Int]
-    /// For each relationship index, the inverse's property index in any destination object.
-    let inverseIndex: [Int: Int]
-    /// For each relationship index, how the store keeps it.
-    let storage: [Int: RelationshipStorage]
+    /// By property index: the inverse's property index in any destination object (relationships with an inverse).
+    let inverseIndex: [Int?]
+    /// By property index: how the store keeps a relationship (nil for attributes).
+    let storage: [RelationshipStorage?]
+    /// By property index: whether the property is a transient attribute.
+    let isTransientAttribute: [Bool]
     /// Whether any attribute is transient (then saves copy only the persistent ones).
     let hasTransientAttributes: Bool
     /// Whether any property has a model rule (required, bounds, pattern, counts) to check at save.
@@ -39,14 +42,15 @@ final class EntityRuntime: Sendable {
         self.name = entity.name
         self.ancestry = entity.ancestry
         self.indexByName = Dictionary(uniqueKeysWithValues: entity.properties.enumerated().map { ($1.name, $0) })
+        self.names = entity.properties.map(\.name)
         self.objectClass = objectClass
         var kinds: [PropertyKind] = []
         var initial: [AttributeValue?] = []
         var persistent: [Int] = []
         var toOne: [Int] = []
         var toMany: [Int] = []
-        var inverse: [Int: Int] = [:]
-        var storage: [Int: RelationshipStorage] = [:]
+        var inverse = [Int?](repeating: nil, count: entity.properties.count)
+        var storage = [RelationshipStorage?](repeating: nil, count: entity.properties.count)
         for (index, property) in entity.properties.enumerated() {
             switch property {
             case .attribute(let attribute):
@@ -78,6 +82,7 @@ final class EntityRuntime: Sendable {
         self.toManyIndexes = toMany
         self.inverseIndex = inverse
         self.storage = storage
+        self.isTransientAttribute = entity.properties.map { $0.attribute?.isTransient ?? false }
     }
 
     func relationship(at index: Int) -> RelationshipInfo? {
@@ -85,6 +90,13 @@ final class EntityRuntime: Sendable {
         case .toOne(let r), .toMany(let r): r
         case .attribute: nil
         }
+    }
+
+    /// The index of a property by name. Small entities are scanned: short Swift
+    /// strings compare by their raw bits, which is cheaper than hashing.
+    func propertyIndex(named name: String) -> Int? {
+        if names.count <= 16 { return names.firstIndex(of: name) }
+        return indexByName[name]
     }
 
     /// Whether this entity is `name` or one of its subentities.

@@ -129,7 +129,7 @@ extension ManagedObject {
 
     func locate(_ key: String) throws(ContextError) -> (ManagedObjectContext, Int) {
         guard let context = managedObjectContext else { throw ContextError.detachedObject(objectID.uriString) }
-        guard let index = runtime.indexByName[key] else {
+        guard let index = runtime.propertyIndex(named: key) else {
             throw ContextError.unknownKey(entity: runtime.name, key: key)
         }
         return (context, index)
@@ -138,7 +138,7 @@ extension ManagedObject {
     func setAttribute(_ index: Int, _ value: AttributeValue?, in context: ManagedObjectContext) {
         guard attributes[index] != value else { return }
         attributes[index] = value
-        if case .attribute(let attribute) = runtime.kinds[index], attribute.isTransient { return }
+        if runtime.isTransientAttribute[index] { return }
         context.markChanged(self, index)
     }
 }

@@ -21,37 +21,93 @@ import FerryModel
 ///     var employees: RelationshipSet { self[toMany: "employees"] }
 /// }
 /// ```
+///
+/// ## Performance note
+/// The per-object state below is read and written on every property access.
+/// In release builds its dynamic exclusivity checks are turned off
+/// (`@exclusivity(unchecked)`): an object is confined to its context's
+/// isolation domain, so the compiler already rules out concurrent access, and
+/// the checks cost about 10% of a bulk insert (docs/PERFORMANCE.md). Debug
+/// builds, and so the test suite, keep them on to catch overlapping accesses.
 open class ManagedObject: Hashable, CustomStringConvertible {
     let runtime: EntityRuntime
     /// The context-local handle other objects use to point at this one.
     let key: Int
 
     /// The object's ID: temporary until the first save, then permanent.
+    #if DEBUG
     public internal(set) var objectID: ObjectID
+    #else
+    @exclusivity(unchecked) public internal(set) var objectID: ObjectID
+    #endif
     /// The context the object is registered with; nil once the context was
     /// reset or deallocated, or after the object was deleted and saved.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     /// Whether the object's values have not been loaded yet.
+    #if DEBUG
     public internal(set) var isFault: Bool
+    #else
+    @exclusivity(unchecked) public internal(set) var isFault: Bool
+    #endif
     /// Whether the object was inserted and not yet saved.
+    #if DEBUG
     public internal(set) var isInserted = false
+    #else
+    @exclusivity(unchecked) public internal(set) var isInserted = false
+    #endif
     /// Whether the object is scheduled for deletion at the next save (or was deleted by it).
+    #if DEBUG
     public internal(set) var isDeleted = false
+    #else
+    @exclusivity(unchecked) public internal(set) var isDeleted = false
+    #endif
 
     // Current values, by property index.
+    #if DEBUG
     var attributes: [AttributeValue?]
+    #else
+    @exclusivity(unchecked) var attributes: [AttributeValue?]
+    #endif
+    #if DEBUG
     var toOne: [Int?]
+    #else
+    @exclusivity(unchecked) var toOne: [Int?]
+    #endif
+    #if DEBUG
     var toMany: [Int: RelationshipMembers] = [:]
+    #else
+    @exclusivity(unchecked) var toMany: [Int: RelationshipMembers] = [:]
+    #endif
     /// True for objects this context inserted: a to-many it never loaded is empty,
     /// so loading it needs no store query.
+    #if DEBUG
     var unloadedToManyIsEmpty = false
+    #else
+    @exclusivity(unchecked) var unloadedToManyIsEmpty = false
+    #endif
     // Committed values (as last read from or written to the store).
+    #if DEBUG
     var committedAttributes: [AttributeValue?]
+    #else
+    @exclusivity(unchecked) var committedAttributes: [AttributeValue?]
+    #endif
+    #if DEBUG
     var committedToOne: [Int?]
+    #else
+    @exclusivity(unchecked) var committedToOne: [Int?]
+    #endif
+    #if DEBUG
     var version: Int64 = 0
+    #else
+    @exclusivity(unchecked) var version: Int64 = 0
+    #endif
     /// Property indexes changed since the last save.
-    var changedIndexes = Set<Int>()
+    #if DEBUG
+    var changedIndexes = PropertyIndexSet()
+    #else
+    @exclusivity(unchecked) var changedIndexes = PropertyIndexSet()
+    #endif
 
     /// Creates an object. Only contexts create objects; subclasses inherit this initializer.
     public required init(_ construction: ObjectConstruction) {
@@ -116,33 +172,53 @@ public struct ObjectConstruction {
 @available(*, unavailable, message: "a managed object belongs to its context's isolation domain; send its objectID instead")
 extension ManagedObject: @unchecked Sendable {}
 
-/// The members of one loaded to-many relationship: an ordered list plus a set
-/// for membership tests, and the committed list for computing what a save adds
-/// and removes.
+/// The members of one loaded to-many relationship: an ordered list, with a
+/// hash index for membership tests once it grows past 32 members (small
+/// relationships are cheaper to scan than to hash), and the committed list
+/// for computing what a save adds and removes.
 struct RelationshipMembers {
-    var ordered: [Int]
-    var members: Set<Int>
+    private(set) var ordered: [Int]
+    private var index: Set<Int>?
     var committed: [Int]
+
+    private static let indexThreshold = 32
 
     init(_ keys: [Int], committed: [Int]? = nil) {
         ordered = keys
-        members = Set(keys)
+        index = keys.count > Self.indexThreshold ? Set(keys) : nil
         self.committed = committed ?? keys
     }
 
+    func contains(_ key: Int) -> Bool {
+        index?.contains(key) ?? ordered.contains(key)
+    }
+
     mutating func insert(_ key: Int, at position: Int? = nil) -> Bool {
-        guard members.insert(key).inserted else { return false }
+        guard !contains(key) else { return false }
         if let position, position >= 0, position < ordered.count {
             ordered.insert(key, at: position)
         } else {
             ordered.append(key)
         }
+        if index != nil {
+            index?.insert(key)
+        } else if ordered.count > Self.indexThreshold {
+            index = Set(ordered)
+        }
         return true
     }
 
     mutating func remove(_ key: Int) -> Bool {
-        guard members.remove(key) != nil else { return false }
-        if let index = ordered.lastIndex(of: key) { ordered.remove(at: index) }
+        guard contains(key) else { return false }
+        index?.remove(key)
+        if let position = ordered.lastIndex(of: key) { ordered.remove(at: position) }
         return true
+    }
+
+    /// Moves a member to `position` (clamped), keeping the others in order.
+    mutating func move(_ key: Int, to position: Int) {
+        guard let from = ordered.firstIndex(of: key) else { return }
+        ordered.remove(at: from)
+        ordered.insert(key, at: min(max(position, 0), ordered.count))
     }
 }

@@ -103,22 +103,3 @@ final class Person: ManagedObject {
     }
     var employees: RelationshipSet { self[toMany: "employees"] }
 }
-
-extension ManagedObjectContext {
-    /// Inserts an object and sets values, for brevity in tests.
-    @discardableResult
-    func make(_ entity: String, _ values: [String: Any] = [:]) throws -> ManagedObject {
-        let object = try insert(entityName: entity)
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) { try object.setValue(value, forKey: key) }
-        return object
-    }
-
-    func all(_ entity: String, sortedBy key: String? = nil) throws -> [ManagedObject] {
-        try fetch(FetchRequest(entityName: entity, sortDescriptors: key.map { [FetchSortDescriptor($0)] } ?? []))
-    }
-}
-
-extension ManagedObject {
-    func string(_ key: String) throws -> String? { try value(forKey: key) as? String }
-    func objects(_ key: String) throws -> Set<ManagedObject> { try value(forKey: key) as? Set<ManagedObject> ?? [] }
-}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// Runs the built `ferry` executable, as an operator or a script would.
+public enum FerryProcess {
+    /// What a run printed and how it ended.
+    public struct Result: Sendable {
+        public let status: Int32
+        public let standardOutput: String
+        public let standardError: String
+    }
+
+    /// Why the binary could not be run.
+    public struct NotFound: Error, CustomStringConvertible {
+        public let searched: [String]
+        public var description: String {
+            "the ferry executable was not found (looked in \(searched.joined(separator: ", "))); run `swift build` first"
+        }
+    }
+
+    /// The `ferry` binary next to the running test bundle, or in `.build/debug`.
+    public static func executable() throws -> URL {
+        let nextToTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ferry").path
+        let candidates = [nextToTests, "\(SampleModels.repositoryRoot)/.build/debug/ferry"]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw NotFound(searched: candidates)
+        }
+        return URL(fileURLWithPath: found)
+    }
+
+    /// Runs `ferry arguments…`, feeding `input` on standard input, in `directory`.
+    public static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = try executable()
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let output = Pipe()
+        let error = Pipe()
+        let stdin = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        try stdin.fileHandleForWriting.close()
+        // Read both pipes before waiting, so a large output cannot block the child.
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus,
+                      standardOutput: String(decoding: outputData, as: UTF8.self),
+                      standardError: String(decoding: errorData, as: UTF8.self))
+    }
+}

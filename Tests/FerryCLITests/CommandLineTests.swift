@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+import FerryStore
+import FerryTestSupport
+
+@Suite("The ferry command line")
+struct CommandLineTests {
+    let orgChart = SampleModels.path("OrgChart")
+    let orders = SampleModels.path("Orders")
+
+    func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
+
+    @Test("model check --json prints exactly the documented shape")
+    func modelCheckJSON() throws {
+        let result = try FerryProcess.run(["model", "check", "--json", orgChart])
+        #expect(result.status == 0)
+        let expected = #"{"entities":[{"name":"Organization","parent":null,"abstract":false,"attributes":[{"name":"id","type":"Integer 16","optional":true},{"name":"name","type":"String","optional":true}],"relationships":[{"name":"leader","destination":"Person","toMany":false,"deleteRule":"Nullify","inverse":null,"optional":true}]},{"name":"Person","parent":null,"abstract":false,"attributes":[{"name":"id","type":"Integer 64","optional":true},{"name":"name","type":"String","optional":true}],"relationships":[{"name":"employees","destination":"Person","toMany":true,"deleteRule":"Nullify","inverse":"manager","optional":true},{"name":"manager","destination":"Person","toMany":false,"deleteRule":"Nullify","inverse":"employees","optional":true}]}]}"#
+        #expect(result.standardOutput == expected + "\n")
+    }
+
+    @Test("model check reads every shared fixture and reports inheritance")
+    func modelCheckFixtures() throws {
+        let path = "\(SampleModels.sharedFixturesDirectory)/ashalkhakov__FreeCoreData__EmployeeDirectory.xcdatamodel.contents"
+        let result = try FerryProcess.run(["model", "check", "--json", path])
+        #expect(result.status == 0)
+        let json = try JSONValue.parse(result.standardOutput)
+        guard case .array(let entities)? = json["entities"] else { Issue.record("no entities"); return }
+        let person = entities.first { $0["name"] == .string("Person") }
+        #expect(person?["abstract"] == .bool(true))
+        let employee = entities.first { $0["name"] == .string("Employee") }
+        #expect(employee?["parent"] == .string("Person"))
+        let plain = try FerryProcess.run(["model", "check", path])
+        #expect(plain.standardOutput.hasPrefix("ok: 5 entities, version hash "))
+    }
+
+    @Test("model check on a bad file names the file, line and problem, and exits 1")
+    func modelCheckBad() throws {
+        let directory = TemporaryDirectory()
+        let bad = directory.file("Bad.xcdatamodel")
+        try FileManager.default.createDirectory(atPath: bad, withIntermediateDirectories: true)
+        try Data("<model>\n<entity name=\"A\">\n<attribute name=\"x\" attributeType=\"Quaternion\"/>\n</entity>\n</model>".utf8)
+            .write(to: URL(fileURLWithPath: bad + "/contents"))
+        let result = try FerryProcess.run(["model", "check", bad])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("\(bad)/contents:3"))
+        #expect(result.standardError.contains("attributeType 'Quaternion' is not supported"))
+        #expect(result.standardOutput.isEmpty)
+    }
+
+    @Test("init creates a store and prints its UUID; it refuses an existing path")
+    func initStore() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        let result = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        #expect(result.status == 0)
+        let uuid = result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(UUID(uuidString: uuid) != nil)
+        let again = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("already exists"))
+    }
+
+    @Test("put applies JSON-lines saves and prints refs; dump reads them back canonically")
+    func putAndDump() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        let uuid = try FerryProcess.run(["init", "--store", store, "--model", orgChart]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let operations = """
+            [{"op":"insert","entity":"Person","ref":"john","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"jane","values":{"id":2,"name":"Jane","manager":"john"}}]
+            [{"op":"insert","entity":"Organization","ref":"acme","values":{"name":"Acme","leader":"john"}},{"op":"update","object":"jane","values":{"name":"Jane Doe"}}]
+            """
+        try Data(operations.utf8).write(to: URL(fileURLWithPath: directory.file("ops.jsonl")))
+        let put = try FerryProcess.run(["put", "--store", store, "--model", orgChart, directory.file("ops.jsonl")])
+        #expect(put.status == 0, "\(put.standardError)")
+        let refs = try JSONValue.parse(put.standardOutput)
+        #expect(refs["john"] == .string("x-coredata://\(uuid)/Person/p1"))
+        #expect(refs["jane"] == .string("x-coredata://\(uuid)/Person/p2"))
+        #expect(refs["acme"] == .string("x-coredata://\(uuid)/Organization/p1"))
+        let dump = try FerryProcess.run(["dump", "--store", store, "--model", orgChart])
+        #expect(dump.status == 0)
+        #expect(lines(dump.standardOutput) == [
+            #"{"entity":"Organization","uri":"x-coredata://\#(uuid)/Organization/p1","values":{"id":0,"leader":"x-coredata://\#(uuid)/Person/p1","name":"Acme"}}"#,
+            #"{"entity":"Person","uri":"x-coredata://\#(uuid)/Person/p1","values":{"employees":["x-coredata://\#(uuid)/Person/p2"],"id":1,"manager":null,"name":"John"}}"#,
+            #"{"entity":"Person","uri":"x-coredata://\#(uuid)/Person/p2","values":{"employees":[],"id":2,"manager":"x-coredata://\#(uuid)/Person/p1","name":"Jane Doe"}}"#,
+        ])
+        // A later put can name earlier objects by URI, from standard input.
+        let delete = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"],
+                                          input: #"[{"op":"delete","object":"x-coredata://\#(uuid)/Person/p2"}]"#)
+        #expect(delete.status == 0, "\(delete.standardError)")
+        #expect(delete.standardOutput == "{}\n")
+        #expect(lines(try FerryProcess.run(["dump", "--store", store, "--model", orgChart]).standardOutput).count == 2)
+        // A copy of the file (same UUID) dumps byte-identically.
+        try FileManager.default.copyItem(atPath: store, toPath: directory.file("copy.sqlite"))
+        let original = try FerryProcess.run(["dump", "--store", store, "--model", orgChart]).standardOutput
+        let copy = try FerryProcess.run(["dump", "--store", directory.file("copy.sqlite"), "--model", orgChart]).standardOutput
+        #expect(original == copy)
+    }
+
+    @Test("A save that fails validation writes nothing, prints JSON errors on stderr and exits 1")
+    func putValidationFailure() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", orders])
+        let input = """
+            [{"op":"insert","entity":"Customer","ref":"ann","values":{"name":"Ann"}}]
+            [{"op":"insert","entity":"Customer","ref":"nameless","values":{"info":"?"}},{"op":"insert","entity":"Order","ref":"o","values":{"customer":"ann"}}]
+            """
+        let result = try FerryProcess.run(["put", "--store", store, "--model", orders, "-"], input: input)
+        #expect(result.status == 1)
+        let refs = try JSONValue.parse(result.standardOutput)
+        #expect(refs.objectMembers?.map(\.0) == ["ann"], "the first save committed")
+        let report = try JSONValue.parse(result.standardError)
+        #expect(report["error"] == .string("validation failed"))
+        #expect(report["save"] == .integer(2))
+        #expect(report["committedSaves"] == .integer(1))
+        guard case .array(let errors)? = report["errors"] else { Issue.record("no errors array"); return }
+        let described = errors.map { "\($0["ref"]?.stringValue ?? "-").\($0["key"]?.stringValue ?? "-"):\($0["code"]?.text ?? "")" }
+        #expect(Set(described) == ["nameless.name:1570", "o.date:1570"])
+        let dump = try FerryProcess.run(["dump", "--store", store, "--model", orders])
+        #expect(lines(dump.standardOutput).count == 1)
+    }
+
+    @Test("A Deny rule refusal is reported the same way")
+    func putDeny() throws {
+        let directory = TemporaryDirectory()
+        let model = directory.file("Deny.xcdatamodel")
+        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
+        try Data("""
+            <model><entity name="Team"><relationship name="members" optional="YES" toMany="YES" deletionRule="Deny" destinationEntity="Member" inverseName="team" inverseEntity="Member"/></entity>
+            <entity name="Member"><relationship name="team" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Team" inverseName="members" inverseEntity="Team"/></entity></model>
+            """.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", model])
+        let setup = try FerryProcess.run(["put", "--store", store, "--model", model, "-"],
+                                         input: #"[{"op":"insert","entity":"Team","ref":"t"},{"op":"insert","entity":"Member","ref":"m","values":{"team":"t"}}]"#)
+        let team = try #require(try JSONValue.parse(setup.standardOutput)["t"]?.stringValue)
+        let result = try FerryProcess.run(["put", "--store", store, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(team)"}]"#)
+        #expect(result.status == 1)
+        let report = try JSONValue.parse(result.standardError)
+        #expect(report["code"] == .integer(1600))
+        #expect(result.standardError.contains("members"))
+        #expect(result.standardError.contains(team))
+        #expect(lines(try FerryProcess.run(["dump", "--store", store, "--model", model]).standardOutput).count == 2)
+    }
+
+    @Test("A malformed file is rejected whole, nothing written")
+    func putMalformed() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        let input = "[{\"op\":\"insert\",\"entity\":\"Person\",\"ref\":\"a\"}]\n[{\"op\":\"insert\",\"entity\":\"Person\",\"values\":{\"id\":\"seven\"}}]\n"
+        let result = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: input)
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("Integer 64 takes a whole number"))
+        #expect(result.standardError.contains("save 2, operation 1"))
+        #expect(try FerryProcess.run(["dump", "--store", store, "--model", orgChart]).standardOutput.isEmpty)
+        let broken = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: "[{\"op\":")
+        #expect(broken.status == 1)
+        #expect(broken.standardError.contains("not valid JSON"))
+    }
+
+    @Test("Store commands explain a missing store, a missing file and a wrong model")
+    func operatorErrors() throws {
+        let directory = TemporaryDirectory()
+        let missing = try FerryProcess.run(["dump", "--store", directory.file("none.sqlite"), "--model", orgChart])
+        #expect(missing.status == 1)
+        #expect(missing.standardError.contains("ferry init"))
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        let noFile = try FerryProcess.run(["put", "--store", store, "--model", orgChart, directory.file("nope.json")])
+        #expect(noFile.status == 1)
+        #expect(noFile.standardError.contains("cannot read"))
+        let wrongModel = try FerryProcess.run(["dump", "--store", store, "--model", orders])
+        #expect(wrongModel.status == 1)
+        #expect(wrongModel.standardError.contains("incompatible"))
+        #expect(wrongModel.standardError.contains("entity 'Person' was removed"))
+        let usage = try FerryProcess.run(["frobnicate"])
+        #expect(usage.status == 64)
+    }
+}

@@ -5,6 +5,8 @@
 // Prints objects/s for both and the ratio; run it in release mode:
 //
 //     swift run -c release FerryBenchmarks [--count N] [--batch B] [--runs R]
+//
+// Each run measures both sides in fresh child processes (see measureInChild).
 import Foundation
 import GRDBSQLite
 import FerryModel
@@ -15,8 +17,8 @@ import FerryTestSupport
 struct Settings {
     var count = 100_000
     var batch = 1_000
-    var runs = 3
-    /// Run one side only ("raw" or "ferry"), for profiling.
+    var runs = 5
+    /// Run one side only ("raw" or "ferry"), once: the child mode, also handy for profiling.
     var only: String?
 
     init(arguments: [String]) {
@@ -123,16 +125,49 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String) th
     }
 }
 
+/// Runs one side in a fresh child process and returns its time: a run leaves
+/// 100,000 freed objects behind, and the next run in the same process pays for
+/// the fragmented heap, which would bias the comparison.
+func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    process.arguments = ["--only", side, "--runs", "1", "--count", "\(settings.count)", "--batch", "\(settings.batch)"]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0,
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("seconds ") }),
+          let value = Double(line.dropFirst("seconds ".count)) else {
+        throw RawSQLiteError.failed("the \(side) run failed: \(text)")
+    }
+    return value
+}
+
 let settings = Settings(arguments: CommandLine.arguments)
 do {
     let model = try SampleModels.load("OrgChart")
-    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs (change recording off)")
+    if let side = settings.only {
+        // Child mode: one side, one run, machine-readable.
+        let directory = TemporaryDirectory(prefix: "ferry-bench")
+        let time = side == "raw"
+            ? try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
+            : try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
+        print("seconds \(time)")
+        exit(0)
+    }
+    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, each in a fresh process (change recording off)")
     var bestFerry = Double.infinity
     var bestRaw = Double.infinity
     for run in 1...settings.runs {
-        let directory = TemporaryDirectory(prefix: "ferry-bench")
-        let raw = settings.only == "ferry" ? 1 : try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
-        let ferry = settings.only == "raw" ? 1 : try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
+        // Alternate the order so neither side always runs on a warmer machine.
+        let order = run % 2 == 1 ? ["raw", "ferry"] : ["ferry", "raw"]
+        var times: [String: Double] = [:]
+        for side in order { times[side] = try measureInChild(side, settings) }
+        let raw = times["raw"] ?? .infinity
+        let ferry = times["ferry"] ?? .infinity
         bestRaw = min(bestRaw, raw)
         bestFerry = min(bestFerry, ferry)
         print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry %.3f s", run, raw, ferry))

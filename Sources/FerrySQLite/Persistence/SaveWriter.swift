@@ -22,10 +22,14 @@ struct SaveWriter {
         }
 
         var statements: [Int: Statement] = [:]
+        var lastStatement: (number: Int, statement: Statement)?
         var plans = PlanCache(layout: layout)
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey else { continue }
-            if let statement = statements[plan.number] {
+            if let last = lastStatement, last.number == plan.number {
+                try bindAndRun(last.statement, key: key, plan: plan, insert: insert, resolve: resolve)
+            } else if let statement = statements[plan.number] {
+                lastStatement = (plan.number, statement)
                 try bindAndRun(statement, key: key, plan: plan, insert: insert, resolve: resolve)
             } else {
                 // First use in this transaction: GRDB checks and binds the arguments.
@@ -33,6 +37,7 @@ struct SaveWriter {
                 statement.setUncheckedArguments(StatementArguments(insertValues(key: key, plan: plan, insert: insert, resolve: resolve)))
                 try statement.execute()
                 statements[plan.number] = statement
+                lastStatement = (plan.number, statement)
             }
         }
 

@@ -186,11 +186,10 @@ extension ManagedObjectContext {
             guard let object = registry[key], object.isDeleted else { continue }
             unregister(object)
         }
-        keyByID.reserveCapacity(keyByID.count + order.inserted.count)
         for (key, permanent) in zip(order.inserted, result.permanentIDs) {
             guard let object = registry[key] else { continue }
             object.objectID = permanent
-            keyByID[permanent] = key
+            indexPermanentID(ofKey: key)
             object.isInserted = false
             commit(object, version: 1)
         }

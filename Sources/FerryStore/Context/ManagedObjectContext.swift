@@ -30,10 +30,13 @@ public final class ManagedObjectContext {
     @exclusivity(unchecked) var registry: [ManagedObject?] = []
     #endif
     #if DEBUG
-    var keyByID: [ObjectID: Int] = [:]
+    private var indexedKeys: [ObjectID: Int] = [:]
     #else
-    @exclusivity(unchecked) var keyByID: [ObjectID: Int] = [:]
+    @exclusivity(unchecked) private var indexedKeys: [ObjectID: Int] = [:]
     #endif
+    /// Objects saved since the last ID lookup, not yet in `indexedKeys`: indexing
+    /// waits until a lookup needs it, so bulk saves do not pay for it.
+    private var unindexedKeys: [Int] = []
     /// Inserted objects in insertion order (may include ones deleted since).
     #if DEBUG
     var insertedKeys: [Int] = []
@@ -102,7 +105,25 @@ public final class ManagedObjectContext {
                   object.objectID == id else { return nil }
             return object
         }
-        return keyByID[id].flatMap { registry[$0] }
+        return key(forPermanentID: id).flatMap { registry[$0] }
+    }
+
+    /// The registry key of a permanent ID, indexing recently saved objects first.
+    private func key(forPermanentID id: ObjectID) -> Int? {
+        if !unindexedKeys.isEmpty {
+            indexedKeys.reserveCapacity(indexedKeys.count + unindexedKeys.count)
+            for key in unindexedKeys {
+                guard let object = registry[key], !object.objectID.isTemporaryID else { continue }
+                indexedKeys[object.objectID] = key
+            }
+            unindexedKeys.removeAll(keepingCapacity: true)
+        }
+        return indexedKeys[id]
+    }
+
+    /// Records that the object at `key` now has a permanent ID.
+    func indexPermanentID(ofKey key: Int) {
+        unindexedKeys.append(key)
     }
 
     /// The object for `id`: the registered one, or a fault that loads its values
@@ -209,7 +230,8 @@ public final class ManagedObjectContext {
     public func reset() {
         for object in registry { object?.managedObjectContext = nil }
         registry.removeAll()
-        keyByID.removeAll()
+        indexedKeys.removeAll()
+        unindexedKeys.removeAll()
         insertedKeys.removeAll()
         deletedKeys.removeAll()
         updatedKeys.removeAll()
@@ -217,13 +239,13 @@ public final class ManagedObjectContext {
 
     // MARK: - Registration
 
-    /// Registers a new object. Temporary IDs are not put in `keyByID`: their
+    /// Registers a new object. Temporary IDs are not indexed: their
     /// counter is the registry key (see ``registeredObject(for:)``).
     func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool) -> ManagedObject {
         let key = registry.count
         let object = runtime.objectClass.init(ObjectConstruction(runtime: runtime, key: key, objectID: id, context: self, isFault: isFault))
         registry.append(object)
-        if !id.isTemporaryID { keyByID[id] = key }
+        if !id.isTemporaryID { indexedKeys[id] = key }
         return object
     }
 
@@ -273,7 +295,9 @@ public final class ManagedObjectContext {
     }
 
     func unregister(_ object: ManagedObject) {
-        if !object.objectID.isTemporaryID { keyByID[object.objectID] = nil }
+        if !object.objectID.isTemporaryID, key(forPermanentID: object.objectID) == object.key {
+            indexedKeys[object.objectID] = nil
+        }
         registry[object.key] = nil
         object.managedObjectContext = nil
     }

@@ -13,6 +13,9 @@ final class EntityRuntime: Sendable {
     let kinds: [PropertyKind]
     /// Values a new object starts with (defaults), by property index.
     let initialAttributes: [AttributeValue?]
+    /// All-nil arrays that new objects and faults share until their first write.
+    let emptyToOne: [Int?]
+    let emptyAttributes: [AttributeValue?]
     /// Property indexes of persistent attributes.
     let persistentAttributeIndexes: [Int]
     /// Property indexes of to-one and to-many relationships.
@@ -77,6 +80,8 @@ final class EntityRuntime: Sendable {
         self.hasModelRules = entity.attributes.contains { !$0.isOptional || !$0.validation.isEmpty }
             || entity.relationships.contains { !$0.isOptional || $0.minCount > 0 || $0.maxCount > 0 }
         self.initialAttributes = initial
+        self.emptyToOne = Array(repeating: nil, count: kinds.count)
+        self.emptyAttributes = Array(repeating: nil, count: kinds.count)
         self.persistentAttributeIndexes = persistent
         self.toOneIndexes = toOne
         self.toManyIndexes = toMany

@@ -116,9 +116,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         objectID = construction.objectID
         managedObjectContext = construction.context
         isFault = construction.isFault
-        let count = construction.runtime.kinds.count
-        attributes = construction.isFault ? Array(repeating: nil, count: count) : construction.runtime.initialAttributes
-        toOne = Array(repeating: nil, count: count)
+        attributes = construction.isFault ? construction.runtime.emptyAttributes : construction.runtime.initialAttributes
+        toOne = construction.runtime.emptyToOne
         committedAttributes = attributes
         committedToOne = toOne
     }

@@ -38,21 +38,6 @@ struct Settings {
     }
 }
 
-final class Person: ManagedObject {
-    var id: Int64? {
-        get { self[attribute: "id"] }
-        set { self[attribute: "id"] = newValue }
-    }
-    var name: String? {
-        get { self[attribute: "name"] }
-        set { self[attribute: "name"] = newValue }
-    }
-    var manager: Person? {
-        get { self[toOne: "manager"] }
-        set { self[toOne: "manager"] = newValue }
-    }
-}
-
 /// The manager of person i is person i/10: a tree with fan-out 10, always an earlier object.
 func managerIndex(of index: Int) -> Int? { index == 0 ? nil : index / 10 }
 
@@ -64,13 +49,13 @@ func seconds(_ body: () throws -> Void) rethrows -> Double {
 
 func ferryInsert(_ settings: Settings, model: ManagedObjectModel, path: String) throws -> Double {
     let store = try SQLiteStore(path: path, model: model)
-    let container = try PersistentContainer(store: store, classes: ["Person": Person.self])
+    let container = try PersistentContainer(store: store, classes: ["Person": OrgChartPerson.self])
     let context = container.newContext()
-    var people: [Person] = []
+    var people: [OrgChartPerson] = []
     people.reserveCapacity(settings.count)
     return try seconds {
         for index in 0..<settings.count {
-            let person = try context.insert(Person.self)
+            let person = try context.insert(OrgChartPerson.self)
             person.id = Int64(index)
             person.name = "Person \(index)"
             person.manager = managerIndex(of: index).map { people[$0] }

@@ -88,18 +88,4 @@ enum TestModels {
 }
 
 /// The OrgChart sample's Person, with typed accessors.
-final class Person: ManagedObject {
-    var id: Int64? {
-        get { self[attribute: "id"] }
-        set { self[attribute: "id"] = newValue }
-    }
-    var name: String? {
-        get { self[attribute: "name"] }
-        set { self[attribute: "name"] = newValue }
-    }
-    var manager: Person? {
-        get { self[toOne: "manager"] }
-        set { self[toOne: "manager"] = newValue }
-    }
-    var employees: RelationshipSet { self[toMany: "employees"] }
-}
+typealias Person = OrgChartPerson

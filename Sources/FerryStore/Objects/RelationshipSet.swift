@@ -12,7 +12,9 @@ public struct RelationshipSet: Sequence {
         return context
     }
 
-    /// The members (in order for ordered relationships).
+    /// The members (in order for ordered relationships). Empty when they cannot
+    /// be loaded (the owner's context is gone, or its row was deleted elsewhere);
+    /// `value(forKey:)` reports those cases as errors.
     public var objects: [ManagedObject] {
         (try? context().destinations(of: owner, index)) ?? []
     }

@@ -34,6 +34,10 @@ public struct ManagedObjectModel: Sendable, Hashable {
             guard !entity.name.isEmpty else {
                 throw ModelError(.inconsistentModel, "an entity has an empty name")
             }
+            try Self.checkIdentifier(entity.name, "entity '\(entity.name)'")
+            for property in entity.ownAttributes.map(\.name) + entity.ownRelationships.map(\.name) + entity.ownFetchedProperties.map(\.name) {
+                try Self.checkIdentifier(property, "entity '\(entity.name)' property '\(property)'")
+            }
             guard byName[entity.name] == nil else {
                 throw ModelError(.inconsistentModel, "entity '\(entity.name)' is defined twice; entity names must be unique")
             }
@@ -61,6 +65,18 @@ public struct ManagedObjectModel: Sendable, Hashable {
         self.configurations = configurations
         self.userInfo = userInfo
         self.versionIdentifier = versionIdentifier
+    }
+
+    /// Names must be identifiers (a letter or `_`, then letters, digits or `_`),
+    /// as Xcode's editor requires; they become SQL table and column names.
+    static func checkIdentifier(_ name: String, _ place: String) throws(ModelError) {
+        guard !name.isEmpty else { return }
+        let scalars = Array(name.unicodeScalars)
+        func isLetter(_ c: Unicode.Scalar) -> Bool { c.isASCII && (c.properties.isAlphabetic || c == "_") }
+        func isDigit(_ c: Unicode.Scalar) -> Bool { c.isASCII && ("0"..."9").contains(c) }
+        guard isLetter(scalars[0]), scalars.dropFirst().allSatisfy({ isLetter($0) || isDigit($0) }) else {
+            throw ModelError(.inconsistentModel, "\(place): the name must start with a letter or _ and hold only ASCII letters, digits and _")
+        }
     }
 
     /// The entity with this name, or nil.

@@ -64,6 +64,9 @@ struct ModelBuilderTests {
         ("template of unknown entity", { try ManagedObjectModel { Entity("A"); FetchTemplate("t", entity: "B") } }, "fetches entity 'B'"),
         ("min above max", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "A", toMany: true, minCount: 3, maxCount: 2) } } }, "minCount 3 is above maxCount 2"),
         ("ordered to-one", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "A", ordered: true) } } }, "only to-many"),
+        ("entity name with SQL in it", { try ManagedObjectModel { Entity("A\"; DROP TABLE x; --") } }, "the name must start with a letter"),
+        ("property name with a space", { try ManagedObjectModel { Entity("A") { Attribute("first name", .string) } } }, "property 'first name'"),
+        ("property name starting with a digit", { try ManagedObjectModel { Entity("A") { Relationship("2b", to: "A") } } }, "the name must start with a letter"),
         ("constraint on unknown key", { try ManagedObjectModel { Entity("A", uniquenessConstraints: [["nope"]]) } }, "uniqueness constraint on 'nope'"),
     ]
 

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+/// The in-memory store and the SQLite store must mean the same thing: the same
+/// random saves leave the same content, and the same random queries (compiled
+/// to SQL on one side, evaluated in memory on the other) return the same objects.
+@Suite("Store parity: in-memory and SQLite agree")
+struct StoreParityTests {
+    /// A small deterministic generator (SplitMix64), so a failing seed can be replayed.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let names = ["Ann", "Bob", "ann", "Émile", "Zoë", "bob", "Al", ""]
+
+    func randomValue(_ random: inout Generator) -> PredicateValue {
+        switch Int.random(in: 0..<4, using: &random) {
+        case 0: .null
+        case 1: .attribute(.string(Self.names.randomElement(using: &random) ?? "Ann"))
+        default: .attribute(.integer(Int64.random(in: -2...12, using: &random)))
+        }
+    }
+
+    func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
+        let choice = Int.random(in: 0..<(depth > 1 ? 2 : 5), using: &random)
+        switch choice {
+        case 0:
+            return .comparison(keyPath: "name", ComparisonOperator.allCases.randomElement(using: &random) ?? .equal,
+                               .attribute(.string(Self.names.randomElement(using: &random) ?? "Ann")))
+        case 1:
+            let keyPath = ["id", "manager.id", "manager.manager.id"].randomElement(using: &random) ?? "id"
+            let value = randomValue(&random)
+            let op: ComparisonOperator = value == .null ? [.equal, .notEqual].randomElement(using: &random) ?? .equal
+                : ComparisonOperator.allCases.randomElement(using: &random) ?? .equal
+            if case .attribute(.string) = value { return .comparison(keyPath: "manager.name", op, value) }
+            return .comparison(keyPath: keyPath, op, value)
+        case 2: return .and([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
+        case 3: return .or([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
+        default: return .not(randomPredicate(&random, depth: depth + 1))
+        }
+    }
+
+    /// Applies one random save to every context, choosing objects by position so both sides pick the same ones.
+    func randomSave(_ random: inout Generator, _ contexts: [ManagedObjectContext]) throws {
+        let operations = Int.random(in: 1...6, using: &random)
+        var plan: [(kind: Int, a: Int, b: Int, name: String?, id: Int64)] = []
+        for _ in 0..<operations {
+            plan.append((Int.random(in: 0..<10, using: &random), Int.random(in: 0..<1000, using: &random), Int.random(in: 0..<1000, using: &random),
+                         Bool.random(using: &random) ? Self.names.randomElement(using: &random) : nil, Int64.random(in: 0...10, using: &random)))
+        }
+        for context in contexts {
+            for step in plan {
+                let people = try context.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("id"), FetchSortDescriptor("name")]))
+                    .sorted { ($0.objectID.primaryKey ?? Int64.max, $0.objectID.uriString) < ($1.objectID.primaryKey ?? Int64.max, $1.objectID.uriString) }
+                switch step.kind {
+                case 0...4 where true:
+                    let person = try context.make("Person", ["id": step.id])
+                    try person.setValue(step.name, forKey: "name")
+                    if !people.isEmpty, step.a % 3 != 0 { try person.setValue(people[step.a % people.count], forKey: "manager") }
+                case 5...7 where !people.isEmpty:
+                    let person = people[step.a % people.count]
+                    try person.setValue(step.name, forKey: "name")
+                    try person.setValue(step.b % 4 == 0 ? nil : people[step.b % people.count], forKey: "manager")
+                case 8...9 where !people.isEmpty:
+                    context.delete(people[step.a % people.count])
+                default:
+                    continue
+                }
+            }
+            try context.save()
+        }
+    }
+
+    func normalizedDump(_ container: PersistentContainer) throws -> [String] {
+        var lines: [String] = []
+        try StoreDump(store: container.store).write { lines.append($0) }
+        return lines.map { $0.replacingOccurrences(of: container.store.identifier.uuidString, with: "STORE") }
+    }
+
+    @Test("Random saves and random queries agree", arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func parity(seed: UInt64) throws {
+        print("StoreParityTests seed \(seed)")
+        var random = Generator(state: seed)
+        let model = try SampleModels.load("OrgChart")
+        let memory = try TestContainer(model: model, kind: .memory)
+        let sqlite = try TestContainer(model: model, kind: .sqlite)
+        // Same UUID-free content requires the same primary keys, which both stores hand out in insert order.
+        let contexts = [memory.context(), sqlite.context()]
+        for _ in 0..<25 { try randomSave(&random, contexts) }
+        let dump = try normalizedDump(sqlite.container)
+        #expect(dump.count >= 20, "the random saves leave real data (seed \(seed))")
+        #expect(try normalizedDump(memory.container) == dump, "seed \(seed)")
+
+        let readers = [memory.context(), sqlite.context()]
+        var partial = 0
+        for _ in 0..<60 {
+            let predicate = randomPredicate(&random)
+            let request = FetchRequest(entityName: "Person", predicate: predicate,
+                                       sortDescriptors: [FetchSortDescriptor("name", ascending: Bool.random(using: &random)), FetchSortDescriptor("id")])
+            let results = try readers.map { try $0.fetch(request).map { $0.objectID.primaryKey ?? -1 } }
+            #expect(results[0] == results[1], "seed \(seed): \(predicate)")
+            let counts = try readers.map { try $0.count(for: request) }
+            #expect(counts[0] == counts[1] && counts[0] == results[0].count, "seed \(seed): count of \(predicate)")
+            if !results[0].isEmpty && results[0].count < dump.filter({ $0.contains("\"Person\"") }).count { partial += 1 }
+        }
+        #expect(partial >= 10, "enough queries select some but not all objects (seed \(seed))")
+    }
+}

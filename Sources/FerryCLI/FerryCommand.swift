@@ -2,6 +2,7 @@ import ArgumentParser
 
 /// The `ferry` command line: operator and test tools for Ferry stores.
 public struct FerryCommand: ParsableCommand {
+    /// The command's name, help and subcommands.
     public static let configuration = CommandConfiguration(
         commandName: "ferry",
         abstract: "Core Data-style object-graph stores on SQLite, and their replication.",
@@ -12,6 +13,7 @@ public struct FerryCommand: ParsableCommand {
         subcommands: [ModelCommand.self, InitCommand.self, PutCommand.self, DumpCommand.self]
     )
 
+    /// Creates the command (argument parsing fills it in).
     public init() {}
 }
 

@@ -13,6 +13,7 @@
 /// ```
 @resultBuilder
 public enum ModelBuilder {
+    // The result-builder protocol: entities and templates are collected in order.
     public static func buildExpression(_ entity: Entity) -> [ModelComponent] { [.entity(entity.description)] }
     public static func buildExpression(_ template: FetchTemplate) -> [ModelComponent] { [.template(template.template)] }
     public static func buildBlock(_ parts: [ModelComponent]...) -> [ModelComponent] { parts.flatMap { $0 } }
@@ -31,6 +32,7 @@ public enum ModelComponent: Sendable {
 /// Collects the properties of an ``Entity``.
 @resultBuilder
 public enum EntityBuilder {
+    // The result-builder protocol: attributes and relationships are collected in order.
     public static func buildExpression(_ attribute: Attribute) -> [PropertyDescription] { [.attribute(attribute.description)] }
     public static func buildExpression(_ relationship: Relationship) -> [PropertyDescription] { [.relationship(relationship.description)] }
     public static func buildBlock(_ parts: [PropertyDescription]...) -> [PropertyDescription] { parts.flatMap { $0 } }

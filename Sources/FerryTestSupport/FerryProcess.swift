@@ -4,13 +4,17 @@ import Foundation
 public enum FerryProcess {
     /// What a run printed and how it ended.
     public struct Result: Sendable {
+        /// The exit status.
         public let status: Int32
+        /// Everything written to standard output.
         public let standardOutput: String
+        /// Everything written to standard error.
         public let standardError: String
     }
 
     /// Why the binary could not be run.
     public struct NotFound: Error, CustomStringConvertible {
+        /// The paths that were tried.
         public let searched: [String]
         public var description: String {
             "the ferry executable was not found (looked in \(searched.joined(separator: ", "))); run `swift build` first"

@@ -15,7 +15,6 @@ final class StoreLayout: Sendable {
     /// How to write and read one entity's rows (a class, so lookups do not copy it).
     final class EntityPlan: Sendable {
         let entity: EntityDescription
-        let rootName: String
         let rootNumber: Int
         let number: Int
         let table: String
@@ -31,7 +30,6 @@ final class StoreLayout: Sendable {
         init(entity: EntityDescription, rootNumber: Int, number: Int, table: String, readPositions: [Int?],
              entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot]) {
             self.entity = entity
-            self.rootName = entity.rootName
             self.rootNumber = rootNumber
             self.number = number
             self.table = table

@@ -80,12 +80,12 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { uriString }
 }
 
-/// The parts of an object URI, before they are checked against a store.
+/// The parts of an object URI, before they are checked against a store
+/// (a temporary ID has no store and no primary key).
 struct ObjectURIComponents: Equatable {
     var store: UUID?
     var entityName: String
     var primaryKey: Int64?
-    var isTemporary = false
 
     /// Splits `x-coredata://<UUID>/<Entity>/p<N>` (or the temporary form).
     static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
@@ -103,7 +103,7 @@ struct ObjectURIComponents: Equatable {
             guard reference.hasPrefix("t"), reference.count > 37, UUID(uuidString: String(reference.dropFirst().prefix(36))) != nil else {
                 return .failure(.malformed(text, "a URI without a store UUID must be a temporary ID t<UUID><N>"))
             }
-            return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil, isTemporary: true))
+            return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil))
         }
         guard let store = UUID(uuidString: host) else {
             return .failure(.malformed(text, "'\(host)' is not a store UUID"))
@@ -111,7 +111,7 @@ struct ObjectURIComponents: Equatable {
         guard reference.hasPrefix("p"), let key = Int64(reference.dropFirst()), key > 0 else {
             return .failure(.malformed(text, "the last part must be p<N> with N a positive row number"))
         }
-        return .success(ObjectURIComponents(store: store, entityName: entity, primaryKey: key, isTemporary: false))
+        return .success(ObjectURIComponents(store: store, entityName: entity, primaryKey: key))
     }
 }
 

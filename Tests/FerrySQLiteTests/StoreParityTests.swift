@@ -32,9 +32,23 @@ struct StoreParityTests {
         }
     }
 
+    static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", ""]
+
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
-        let choice = Int.random(in: 0..<(depth > 1 ? 2 : 5), using: &random)
+        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 7), using: &random)
         switch choice {
+        case 2:
+            let op = StringOperator.allCases.randomElement(using: &random) ?? .beginsWith
+            let options = StringOptions(rawValue: Int.random(in: 0...3, using: &random))
+            let keyPath = Bool.random(using: &random) ? "name" : "manager.name"
+            let candidates = op == .matches ? Self.patterns.filter { (try? NSRegularExpression(pattern: $0)) != nil } : Self.patterns
+            return .stringMatch(keyPath: keyPath, op, candidates.randomElement(using: &random) ?? "a", options)
+        case 3:
+            let values = (0..<Int.random(in: 0...3, using: &random)).map { _ in randomValue(&random) }.filter {
+                if case .attribute(.string) = $0 { return false }
+                return true
+            }
+            return .membership(keyPath: Bool.random(using: &random) ? "id" : "manager.id", values)
         case 0:
             return .comparison(keyPath: "name", ComparisonOperator.allCases.randomElement(using: &random) ?? .equal,
                                .attribute(.string(Self.names.randomElement(using: &random) ?? "Ann")))
@@ -45,8 +59,8 @@ struct StoreParityTests {
                 : ComparisonOperator.allCases.randomElement(using: &random) ?? .equal
             if case .attribute(.string) = value { return .comparison(keyPath: "manager.name", op, value) }
             return .comparison(keyPath: keyPath, op, value)
-        case 2: return .and([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
-        case 3: return .or([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
+        case 4: return .and([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
+        case 5: return .or([randomPredicate(&random, depth: depth + 1), randomPredicate(&random, depth: depth + 1)])
         default: return .not(randomPredicate(&random, depth: depth + 1))
         }
     }

@@ -143,6 +143,8 @@ struct FetchTests {
         (FetchRequest(entityName: "Person", predicate: .equal("employees.name", .string("x"))), .toManyKeyNotAllowed(entity: "Person", key: "employees", keyPath: "employees.name")),
         (FetchRequest(entityName: "Person", predicate: .equal("name.first", .string("x"))), .notARelationship(entity: "Person", key: "name", keyPath: "name.first")),
         (FetchRequest(entityName: "Person", where: "id", equals: .string("one")), .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "string(\"one\")")),
+        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "name", .matches, "(", [])), .invalidRegularExpression(entity: "Person", keyPath: "name", pattern: "(")),
+        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "id", .beginsWith, "1", [])), .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "BEGINSWITH, which needs a String attribute")),
     ]
 
     @Test("Bad requests fail with an error naming the entity and key", arguments: badRequests.indices)

@@ -61,6 +61,28 @@ struct SQLQuery {
             return "NOT (\(try compile(inner)))"
         case .comparison(let keyPath, let op, let value):
             return try comparison(keyPath, op, value)
+        case .stringMatch(let keyPath, let op, let pattern, let options):
+            let (column, _) = try columnExpression(keyPath)
+            arguments.append(op.rawValue.databaseValue)
+            arguments.append(Int64(options.rawValue).databaseValue)
+            arguments.append(pattern.databaseValue)
+            return "ifnull(ferry_match(?, ?, \(column), ?), 0)"
+        case .membership(let keyPath, let values):
+            let (column, final) = try columnExpression(keyPath)
+            var parts: [String] = []
+            let present = values.filter { $0 != .null }
+            if !present.isEmpty {
+                for value in present {
+                    switch value {
+                    case .attribute(let constant): arguments.append(bindable(constant, for: final))
+                    case .object(let id): arguments.append((id.primaryKey ?? -1).databaseValue)
+                    case .null: continue
+                    }
+                }
+                parts.append("ifnull(\(column) IN (\(present.map { _ in "?" }.joined(separator: ", "))), 0)")
+            }
+            if present.count != values.count { parts.append("\(column) IS NULL") }
+            return parts.isEmpty ? "0" : parts.joined(separator: " OR ")
         }
     }
 

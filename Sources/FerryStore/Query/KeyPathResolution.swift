@@ -53,6 +53,8 @@ public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
     case typeMismatch(entity: String, keyPath: String, expected: String, value: String)
     /// The fetch names an entity the model does not have.
     case unknownEntity(String)
+    /// A MATCHES pattern is not a valid ICU regular expression.
+    case invalidRegularExpression(entity: String, keyPath: String, pattern: String)
 
     public var description: String {
         switch self {
@@ -66,6 +68,8 @@ public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
             "key path '\(keyPath)' of entity '\(entity)' holds \(expected); cannot compare it with \(value)"
         case .unknownEntity(let name):
             "the model has no entity named '\(name)'"
+        case .invalidRegularExpression(let entity, let keyPath, let pattern):
+            "key path '\(keyPath)' of entity '\(entity)': MATCHES pattern '\(pattern)' is not a valid regular expression"
         }
     }
 }

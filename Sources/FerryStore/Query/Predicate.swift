@@ -12,6 +12,11 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case alwaysFalse
     /// Compares the value at a key path with a constant.
     case comparison(keyPath: String, ComparisonOperator, PredicateValue)
+    /// Matches the string at a key path (`BEGINSWITH`, `CONTAINS`, `ENDSWITH`,
+    /// `LIKE`, `MATCHES`, or equality with `[c]`/`[d]`); nil never matches.
+    case stringMatch(keyPath: String, StringOperator, String, StringOptions)
+    /// The value at a key path is one of the constants (`IN {…}`).
+    case membership(keyPath: String, [PredicateValue])
     /// All sub-predicates hold.
     case and([FetchPredicate])
     /// At least one sub-predicate holds.
@@ -38,6 +43,30 @@ public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case lessOrEqual = "<="
     case greater = ">"
     case greaterOrEqual = ">="
+}
+
+/// The string operators of a ``FetchPredicate``.
+public enum StringOperator: String, Sendable, Hashable, CaseIterable {
+    /// `==[c]` and friends: equality under the options.
+    case equal = "=="
+    case beginsWith = "BEGINSWITH"
+    case contains = "CONTAINS"
+    case endsWith = "ENDSWITH"
+    /// Whole-string match with `*` and `?` wildcards.
+    case like = "LIKE"
+    /// Whole-string match of an ICU regular expression.
+    case matches = "MATCHES"
+}
+
+/// `[c]` case-insensitive and `[d]` diacritic-insensitive string comparison.
+public struct StringOptions: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    /// Creates options from their raw bits.
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// `[c]`: Unicode case folding.
+    public static let caseInsensitive = StringOptions(rawValue: 1)
+    /// `[d]`: diacritics are ignored.
+    public static let diacriticInsensitive = StringOptions(rawValue: 2)
 }
 
 /// A constant on the right-hand side of a comparison.

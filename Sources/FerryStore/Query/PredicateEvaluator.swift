@@ -33,6 +33,28 @@ package struct PredicateEvaluator {
             return try !evaluate(inner, valueAt: valueAt)
         case .comparison(let keyPath, let op, let constant):
             return Self.compare(try valueAt(keyPath), op, constant)
+        case .stringMatch(let keyPath, let op, let pattern, let options):
+            guard case .attribute(.string(let text)) = try valueAt(keyPath) else { return false }
+            return Self.match(text, op, pattern, options)
+        case .membership(let keyPath, let values):
+            let value = try valueAt(keyPath)
+            return values.contains { Self.equal(value, $0) }
+        }
+    }
+
+    /// The string operators' meaning, shared with the SQLite store's SQL function.
+    package static func match(_ text: String, _ op: StringOperator, _ pattern: String, _ options: StringOptions) -> Bool {
+        let c = options.contains(.caseInsensitive)
+        let d = options.contains(.diacriticInsensitive)
+        switch op {
+        case .equal:
+            return StringMatching.normalized(text, caseInsensitive: c, diacriticInsensitive: d).precomposedStringWithCanonicalMapping
+                == StringMatching.normalized(pattern, caseInsensitive: c, diacriticInsensitive: d).precomposedStringWithCanonicalMapping
+        case .beginsWith: return StringMatching.beginsWith(text, pattern, caseInsensitive: c, diacriticInsensitive: d)
+        case .contains: return StringMatching.contains(text, pattern, caseInsensitive: c, diacriticInsensitive: d)
+        case .endsWith: return StringMatching.endsWith(text, pattern, caseInsensitive: c, diacriticInsensitive: d)
+        case .like: return StringMatching.like(text, pattern, caseInsensitive: c, diacriticInsensitive: d)
+        case .matches: return StringMatching.matches(text, pattern, caseInsensitive: c, diacriticInsensitive: d) ?? false
         }
     }
 
@@ -100,6 +122,18 @@ extension FetchRequest {
         case .comparison(let keyPath, _, let value):
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             try value.check(against: path, keyPath: keyPath, entity: entity.name)
+        case .stringMatch(let keyPath, let op, let pattern, _):
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            guard path.final.attribute?.type == .string else {
+                throw QueryError.typeMismatch(entity: entity.name, keyPath: keyPath, expected: path.final.attribute?.type.xcodeName ?? "a relationship",
+                                              value: "\(op.rawValue), which needs a String attribute")
+            }
+            if op == .matches, (try? NSRegularExpression(pattern: pattern)) == nil {
+                throw QueryError.invalidRegularExpression(entity: entity.name, keyPath: keyPath, pattern: pattern)
+            }
+        case .membership(let keyPath, let values):
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            for value in values { try value.check(against: path, keyPath: keyPath, entity: entity.name) }
         }
     }
 }

@@ -1,0 +1,354 @@
+import Foundation
+import FerryModel
+
+extension FetchPredicate {
+    /// Parses a Core Data predicate format string and checks it against `entity`.
+    ///
+    /// ```swift
+    /// let predicate = try FetchPredicate(format: "manager.name ==[c] %@ AND id BETWEEN {1, 10}",
+    ///                                    arguments: ["john"], entity: "Person", model: model)
+    /// ```
+    ///
+    /// `%@` takes a value (`String`, any integer, `Double`, `Float`, `Decimal`,
+    /// `Bool`, `Date`, `Data`, `UUID`, `URL`, `ObjectID`, `ManagedObject`, nil, or an
+    /// array of these for `IN`); `%K` a key path; `%d`/`%i`/`%ld` an integer; `%f` a
+    /// number; `%s` a string. `$NAME` takes its value from `variables` (all must
+    /// be given, as with Core Data's templates).
+    /// - Throws: ``PredicateFormatError`` quoting the predicate and pointing at the problem.
+    public init(format: String, arguments: [Any?] = [], variables: [String: Any?] = [:],
+                entity entityName: String, model: ManagedObjectModel) throws(PredicateFormatError) {
+        guard let entity = model.entity(named: entityName) else {
+            throw PredicateFormatError(code: .unknownKey, predicate: format, position: 0,
+                                 message: "the model has no entity named '\(entityName)'", entity: nil, key: nil)
+        }
+        let parsed: (syntax: PredicateSyntax, argumentCount: Int)
+        do {
+            parsed = try PredicateParser.parse(format)
+        } catch {
+            throw PredicateFormatError(code: .syntax, predicate: format, position: error.position, message: error.message, entity: entityName, key: nil)
+        }
+        if parsed.argumentCount != arguments.count {
+            throw PredicateFormatError(code: .argument, predicate: format, position: 0,
+                                 message: "the predicate uses \(parsed.argumentCount) format argument(s) but \(arguments.count) were given",
+                                 entity: entityName, key: nil)
+        }
+        let binder = PredicateBinder(source: format, entity: entity, model: model, arguments: arguments, variables: variables)
+        self = try binder.bind(parsed.syntax)
+    }
+}
+
+extension FetchRequest {
+    /// A request for `entityName` filtered by a predicate format string.
+    /// - Throws: ``PredicateFormatError`` for a bad predicate.
+    public init(entityName: String, format: String, arguments: [Any?] = [], model: ManagedObjectModel) throws(PredicateFormatError) {
+        self.init(entityName: entityName, predicate: try FetchPredicate(format: format, arguments: arguments, entity: entityName, model: model))
+    }
+}
+
+/// Turns a parsed predicate into a checked ``FetchPredicate`` for one entity.
+struct PredicateBinder {
+    let source: String
+    let entity: EntityDescription
+    let model: ManagedObjectModel
+    let arguments: [Any?]
+    let variables: [String: Any?]
+
+    func bind(_ syntax: PredicateSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        switch syntax {
+        case .constant(let value): return value ? .alwaysTrue : .alwaysFalse
+        case .and(let parts): return .and(try parts.map { part throws(PredicateFormatError) in try bind(part) })
+        case .or(let parts): return .or(try parts.map { part throws(PredicateFormatError) in try bind(part) })
+        case .not(let inner): return .not(try bind(inner))
+        case .comparison(let comparison): return try bind(comparison)
+        }
+    }
+
+    // MARK: - Comparisons
+
+    private func bind(_ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        if let modifier = comparison.modifier {
+            throw error(.unsupported, at: comparison.lhs.position, "\(modifier.rawValue) over to-many key paths is not supported yet")
+        }
+        var op = comparison.operator
+        var keySide = comparison.lhs
+        var valueSide = comparison.rhs
+        if !isKeyPathLike(keySide), isKeyPathLike(valueSide) {
+            // `3 < age` reads as `age > 3`; only the symmetric and ordering operators can be turned around.
+            guard let flipped = Self.flipped(op) else {
+                throw error(.unsupported, at: comparison.position, "a value on the left of \(op.rawValue) is not supported yet; put the key path on the left")
+            }
+            (keySide, valueSide, op) = (valueSide, keySide, flipped)
+        }
+        guard let path = try keyPath(of: keySide) else {
+            throw error(.unsupported, at: keySide.position, "the left side must be a key path (\(keySide) is not supported here yet)")
+        }
+        if isKeyPathLike(valueSide) {
+            throw error(.unsupported, at: valueSide.position, "comparing two key paths is not supported yet")
+        }
+        let resolved = try resolve(path.keyPath, at: path.position)
+        let options = comparison.options
+        switch op {
+        case .equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual:
+            let value = try value(of: valueSide, for: resolved, keyPath: path.keyPath)
+            if !options.isEmpty {
+                guard op == .equal || op == .notEqual, case .attribute(.string(let text)) = value else {
+                    throw error(.unsupported, at: comparison.position, "[c] and [d] apply to == and != on strings and to the string operators")
+                }
+                let match = FetchPredicate.stringMatch(keyPath: path.keyPath, .equal, text, Self.stringOptions(options))
+                return op == .equal ? match : .not(match)
+            }
+            return .comparison(keyPath: path.keyPath, Self.comparisonOperator(op), value)
+        case .beginsWith, .contains, .endsWith, .like, .matches:
+            guard resolved.final.attribute?.type == .string else {
+                throw error(.typeMismatch, at: path.position, "\(op.rawValue) needs a String attribute; '\(path.keyPath)' is \(Self.describe(resolved))", key: path.keyPath)
+            }
+            guard case .attribute(.string(let pattern)) = try value(of: valueSide, for: resolved, keyPath: path.keyPath) else {
+                throw error(.typeMismatch, at: valueSide.position, "\(op.rawValue) needs a string on the right", key: path.keyPath)
+            }
+            if op == .matches, (try? NSRegularExpression(pattern: pattern)) == nil {
+                throw error(.typeMismatch, at: valueSide.position, "'\(pattern)' is not a valid regular expression", key: path.keyPath)
+            }
+            return .stringMatch(keyPath: path.keyPath, Self.stringOperator(op), pattern, Self.stringOptions(options))
+        case .in:
+            return .membership(keyPath: path.keyPath, try values(of: valueSide, for: resolved, keyPath: path.keyPath))
+        case .between:
+            let bounds = try values(of: valueSide, for: resolved, keyPath: path.keyPath)
+            guard bounds.count == 2 else {
+                throw error(.typeMismatch, at: valueSide.position, "BETWEEN needs exactly two bounds, as in BETWEEN {1, 10}", key: path.keyPath)
+            }
+            return .and([.comparison(keyPath: path.keyPath, .greaterOrEqual, bounds[0]),
+                         .comparison(keyPath: path.keyPath, .lessOrEqual, bounds[1])])
+        }
+    }
+
+    // MARK: - Key paths
+
+    /// The key path an expression names, or nil when it is a value.
+    private func keyPath(of expression: ExpressionSyntax) throws(PredicateFormatError) -> (keyPath: String, position: Int)? {
+        switch expression {
+        case .keyPath(.implicit, let keys, let position):
+            return (keys.joined(separator: "."), position)
+        case .keyPathArgument(let index, let position):
+            guard let text = arguments[index] as? String, !text.isEmpty else {
+                throw error(.argument, at: position, "%K takes a key path as a String; argument \(index + 1) is \(Self.describe(arguments[index]))")
+            }
+            return (text, position)
+        case .keyPath(.evaluatedObject, _, let position):
+            throw error(.unsupported, at: position, "SELF is not supported yet")
+        case .keyPath(.variable(let name), let keys, let position) where !keys.isEmpty:
+            throw error(.unsupported, at: position, "key paths on variables ($\(name).…) are only meaningful in SUBQUERY, which is not supported yet")
+        case .collectionOperator(let op, _, _, let position):
+            throw error(.unsupported, at: position, "@\(op) is not supported yet")
+        case .subquery(_, _, _, let position):
+            throw error(.unsupported, at: position, "SUBQUERY is not supported yet")
+        default:
+            return nil
+        }
+    }
+
+    /// Whether an expression stands for something on the object (rather than a value).
+    private func isKeyPathLike(_ expression: ExpressionSyntax) -> Bool {
+        switch expression {
+        case .keyPath(.implicit, _, _), .keyPathArgument, .keyPath(.evaluatedObject, _, _), .collectionOperator, .subquery: return true
+        case .keyPath(.variable, let keys, _): return !keys.isEmpty
+        default: return false
+        }
+    }
+
+    private func resolve(_ keyPath: String, at position: Int) throws(PredicateFormatError) -> ResolvedKeyPath {
+        do {
+            return try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+        } catch {
+            switch error {
+            case .unknownKey(let entityName, let key, _):
+                throw self.error(.unknownKey, at: position, "'\(entityName)' has no property '\(key)' (in key path '\(keyPath)')", key: keyPath)
+            case .toManyKeyNotAllowed(let entityName, let key, _):
+                throw self.error(.unsupported, at: position, "'\(entityName).\(key)' is a to-many relationship; comparing it needs ANY, ALL or NONE, which is not supported yet", key: keyPath)
+            case .notARelationship(let entityName, let key, _):
+                throw self.error(.unknownKey, at: position, "'\(entityName).\(key)' is an attribute, so the key path cannot continue after it", key: keyPath)
+            default:
+                throw self.error(.unknownKey, at: position, error.description, key: keyPath)
+            }
+        }
+    }
+
+    // MARK: - Values
+
+    private func value(of expression: ExpressionSyntax, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
+        let value: PredicateValue
+        switch expression {
+        case .string(let text, _): value = .attribute(.string(text))
+        case .integer(let number, _): value = .attribute(.integer(number))
+        case .decimal(let text, let position):
+            if path.final.attribute?.type == .decimal, let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+                value = .attribute(.decimal(decimal))
+            } else if let double = Double(text) {
+                value = .attribute(.double(double))
+            } else {
+                throw error(.typeMismatch, at: position, "'\(text)' is not a number", key: keyPath)
+            }
+        case .boolean(let flag, _): value = .attribute(.boolean(flag))
+        case .null: value = .null
+        case .argument(let index, let specifier, let position):
+            value = try convert(arguments[index], specifier: specifier, at: position, what: "argument \(index + 1)", keyPath: keyPath)
+        case .keyPath(.variable(let name), let keys, let position) where keys.isEmpty:
+            guard let entry = variables[name] else {
+                throw error(.argument, at: position, "no value was given for $\(name); pass it in variables", key: keyPath)
+            }
+            value = try convert(entry, specifier: "@", at: position, what: "$\(name)", keyPath: keyPath)
+        case .collection(_, let position):
+            throw error(.typeMismatch, at: position, "a collection only makes sense with IN or BETWEEN", key: keyPath)
+        default:
+            throw error(.unsupported, at: expression.position, "\(expression) is not supported as a value", key: keyPath)
+        }
+        do {
+            try value.check(against: path, keyPath: keyPath, entity: entity.name)
+        } catch {
+            throw self.error(.typeMismatch, at: expression.position, "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
+        }
+        return value
+    }
+
+    /// The values of a collection (`{a, b}`) or of an array argument, for IN and BETWEEN.
+    private func values(of expression: ExpressionSyntax, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> [PredicateValue] {
+        switch expression {
+        case .collection(let elements, _):
+            return try elements.map { element throws(PredicateFormatError) in try value(of: element, for: path, keyPath: keyPath) }
+        case .argument(let index, _, let position):
+            return try convertCollection(arguments[index], at: position, what: "argument \(index + 1)", for: path, keyPath: keyPath)
+        case .keyPath(.variable(let name), let keys, let position) where keys.isEmpty:
+            guard let entry = variables[name] else {
+                throw error(.argument, at: position, "no value was given for $\(name); pass it in variables", key: keyPath)
+            }
+            return try convertCollection(entry, at: position, what: "$\(name)", for: path, keyPath: keyPath)
+        default:
+            throw error(.typeMismatch, at: expression.position, "IN and BETWEEN need a collection such as {1, 2, 3} or an array argument", key: keyPath)
+        }
+    }
+
+    private func convertCollection(_ argument: Any?, at position: Int, what: String, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> [PredicateValue] {
+        let elements: [Any?]
+        switch argument {
+        case let array as [Any?]: elements = array
+        case let array as [Any]: elements = array.map { $0 }
+        case let set as Set<AnyHashable>: elements = set.map { $0.base }
+        default:
+            throw error(.argument, at: position, "IN and BETWEEN need an array; \(what) is \(Self.describe(argument))", key: keyPath)
+        }
+        return try elements.map { element throws(PredicateFormatError) in
+            let value = try convert(element, specifier: "@", at: position, what: "an element of \(what)", keyPath: keyPath)
+            do { try value.check(against: path, keyPath: keyPath, entity: entity.name) } catch {
+                throw self.error(.typeMismatch, at: position, "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
+            }
+            return value
+        }
+    }
+
+    /// Converts a Swift argument to a predicate value, honouring `%d`, `%f`, `%s`.
+    private func convert(_ argument: Any?, specifier: Character, at position: Int, what: String, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
+        guard let argument, !(argument is NSNull) else { return .null }
+        switch specifier {
+        case "d", "i", "u", "D":
+            guard let value = AttributeValue.coerce(argument, to: .integer64) else {
+                throw error(.argument, at: position, "%\(specifier) takes an integer; \(what) is \(Self.describe(argument))", key: keyPath)
+            }
+            return .attribute(value)
+        case "f", "g", "G", "e", "E":
+            guard let value = AttributeValue.coerce(argument, to: .double) else {
+                throw error(.argument, at: position, "%\(specifier) takes a number; \(what) is \(Self.describe(argument))", key: keyPath)
+            }
+            return .attribute(value)
+        case "s":
+            guard let text = argument as? String else {
+                throw error(.argument, at: position, "%s takes a string; \(what) is \(Self.describe(argument))", key: keyPath)
+            }
+            return .attribute(.string(text))
+        default:
+            break
+        }
+        switch argument {
+        case let value as AttributeValue: return .attribute(value)
+        case let id as ObjectID: return .object(id)
+        case let object as ManagedObject: return .object(object.objectID)
+        case let text as String: return .attribute(.string(text))
+        case let flag as Bool: return .attribute(.boolean(flag))
+        case let date as Date: return .attribute(.date(date))
+        case let data as Data: return .attribute(.binaryData(data))
+        case let uuid as UUID: return .attribute(.uuid(uuid))
+        case let url as URL: return .attribute(.uri(url))
+        case let decimal as Decimal: return .attribute(.decimal(decimal))
+        case let double as Double: return .attribute(.double(double))
+        case let float as Float: return .attribute(.float(float))
+        default:
+            if let integer = AttributeValue.coerce(argument, to: .integer64) { return .attribute(integer) }
+            throw error(.argument, at: position, "\(what) is \(Self.describe(argument)), which a predicate cannot compare", key: keyPath)
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func error(_ code: PredicateFormatError.Code, at position: Int, _ message: String, key: String? = nil) -> PredicateFormatError {
+        PredicateFormatError(code: code, predicate: source, position: position, message: message, entity: entity.name, key: key)
+    }
+
+    private static func flipped(_ op: ComparisonSyntax.Operator) -> ComparisonSyntax.Operator? {
+        switch op {
+        case .equal: .equal
+        case .notEqual: .notEqual
+        case .less: .greater
+        case .lessOrEqual: .greaterOrEqual
+        case .greater: .less
+        case .greaterOrEqual: .lessOrEqual
+        default: nil
+        }
+    }
+
+    private static func comparisonOperator(_ op: ComparisonSyntax.Operator) -> ComparisonOperator {
+        switch op {
+        case .notEqual: .notEqual
+        case .less: .less
+        case .lessOrEqual: .lessOrEqual
+        case .greater: .greater
+        case .greaterOrEqual: .greaterOrEqual
+        default: .equal
+        }
+    }
+
+    private static func stringOperator(_ op: ComparisonSyntax.Operator) -> StringOperator {
+        switch op {
+        case .beginsWith: .beginsWith
+        case .endsWith: .endsWith
+        case .like: .like
+        case .matches: .matches
+        case .contains: .contains
+        default: .equal
+        }
+    }
+
+    private static func stringOptions(_ options: ComparisonSyntax.Options) -> StringOptions {
+        var result: StringOptions = []
+        if options.contains(.caseInsensitive) { result.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { result.insert(.diacriticInsensitive) }
+        return result
+    }
+
+    private static func describe(_ path: ResolvedKeyPath) -> String {
+        switch path.final {
+        case .attribute(let attribute): "a \(attribute.type.xcodeName)"
+        case .relationship(let relationship): "a \(relationship.destinationEntityName) relationship"
+        }
+    }
+
+    private static func describe(_ value: PredicateValue) -> String {
+        switch value {
+        case .null: "nil"
+        case .object(let id): "the object \(id.uriString)"
+        case .attribute(let attribute): "the \(attribute.naturalType.xcodeName) \(attribute.modelString)"
+        }
+    }
+
+    private static func describe(_ argument: Any?) -> String {
+        guard let argument else { return "nil" }
+        return "a \(type(of: argument)) (\(argument))"
+    }
+}

@@ -1,0 +1,37 @@
+/// Why a predicate format string cannot be used: what is wrong, where in the
+/// string, and (when known) for which entity and key.
+public struct PredicateFormatError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of problem.
+    public enum Code: String, Sendable, Hashable {
+        /// The text does not follow the predicate grammar.
+        case syntax
+        /// A key path names a property the entity does not have (or cannot be followed).
+        case unknownKey
+        /// A value cannot be compared with the key path's type.
+        case typeMismatch
+        /// A format argument or template variable is missing or of an unusable type.
+        case argument
+        /// Valid Core Data syntax that Ferry does not support yet.
+        case unsupported
+    }
+
+    /// The kind of problem.
+    public let code: Code
+    /// The predicate as given.
+    public let predicate: String
+    /// The character offset the problem is at.
+    public let position: Int
+    /// What is wrong.
+    public let message: String
+    /// The entity the predicate was checked against.
+    public let entity: String?
+    /// The key the problem concerns, if any.
+    public let key: String?
+
+    /// The message, then the predicate with a caret under the position.
+    public var description: String {
+        let context = entity.map { " (entity '\($0)')" } ?? ""
+        let caret = String(repeating: " ", count: max(0, min(position, predicate.count))) + "^"
+        return "\(message)\(context), at offset \(position):\n  \(predicate)\n  \(caret)"
+    }
+}

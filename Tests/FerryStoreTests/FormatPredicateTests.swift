@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerryTestSupport
+
+@Suite("Predicate format strings: binding and fetching")
+struct FormatPredicateTests {
+    static let model = try! SampleModels.load("OrgChart")
+
+    func bind(_ format: String, _ arguments: [(any Sendable)?] = [], variables: [String: Any?] = [:]) throws(PredicateFormatError) -> FetchPredicate {
+        try FetchPredicate(format: format, arguments: arguments.map { $0 as Any? }, variables: variables, entity: "Person", model: Self.model)
+    }
+
+    @Test("Format strings bind to the structured predicates")
+    func binding() throws {
+        #expect(try bind("name == 'John'") == .equal("name", .string("John")))
+        #expect(try bind("3 < id") == .comparison(keyPath: "id", .greater, .attribute(.integer(3))))
+        #expect(try bind("%K >= %d", ["id", 7]) == .comparison(keyPath: "id", .greaterOrEqual, .attribute(.integer(7))))
+        #expect(try bind("manager == nil") == .equal("manager", .null))
+        #expect(try bind("name ==[c] %@", ["JOHN"]) == .stringMatch(keyPath: "name", .equal, "JOHN", .caseInsensitive))
+        #expect(try bind("name !=[cd] 'x'") == .not(.stringMatch(keyPath: "name", .equal, "x", [.caseInsensitive, .diacriticInsensitive])))
+        #expect(try bind("manager.name BEGINSWITH[d] 'jo'") == .stringMatch(keyPath: "manager.name", .beginsWith, "jo", .diacriticInsensitive))
+        #expect(try bind("id IN {1, 2}") == .membership(keyPath: "id", [.attribute(.integer(1)), .attribute(.integer(2))]))
+        let threeOrNil: [(any Sendable)?] = [3, nil]
+        #expect(try bind("id IN %@", [threeOrNil]) == .membership(keyPath: "id", [.attribute(.integer(3)), .null]))
+        let between: FetchPredicate = .and([.comparison(keyPath: "id", .greaterOrEqual, .attribute(.integer(2))),
+                                            .comparison(keyPath: "id", .lessOrEqual, .attribute(.integer(5)))])
+        #expect(try bind("id BETWEEN {2, 5}") == between)
+        #expect(try bind("name == $NAME", variables: ["NAME": "Ann"]) == .equal("name", .string("Ann")))
+        #expect(try bind("TRUEPREDICATE AND NOT FALSEPREDICATE") == .and([.alwaysTrue, .not(.alwaysFalse)]))
+    }
+
+    func seeded(_ kind: TestStoreKind) throws -> TestContainer {
+        let test = try TestContainer(model: Self.model, kind: kind)
+        let context = test.context()
+        let john = try context.make("Person", ["id": Int64(1), "name": "John"])
+        try context.make("Person", ["id": Int64(2), "name": "Jane", "manager": john])
+        try context.make("Person", ["id": Int64(3), "name": "Émile", "manager": john])
+        try context.make("Person", ["id": Int64(4), "name": "jonas"])
+        try context.make("Person", ["id": Int64(5)])
+        try context.save()
+        return test
+    }
+
+    static let queries: [(String, [(any Sendable)?], [Int64])] = [
+        ("name == 'John'", [], [1]),
+        ("name ==[c] 'JOHN'", [], [1]),
+        ("name BEGINSWITH 'J'", [], [1, 2]),
+        ("name BEGINSWITH[c] 'jo'", [], [1, 4]),
+        ("name BEGINSWITH[cd] 'EM'", [], [3]),
+        ("name CONTAINS 'n'", [], [1, 2, 4]),
+        ("name ENDSWITH[c] 'E'", [], [2, 3]),
+        ("name LIKE 'J*n'", [], [1]),
+        ("name LIKE[c] 'j?n*'", [], [2, 4]),
+        ("name MATCHES '[A-Z].*'", [], [1, 2]),
+        ("manager.name == 'John'", [], [2, 3]),
+        ("manager.name == nil", [], [1, 4, 5]),
+        ("name != 'John'", [], [2, 3, 4, 5]),
+        ("id IN {2, 4, 9}", [], [2, 4]),
+        ("id BETWEEN {2, 4}", [], [2, 3, 4]),
+        ("NOT id BETWEEN {2, 4}", [], [1, 5]),
+        ("id > %d AND name != nil", [1], [2, 3, 4]),
+        ("%K < 3 OR name ENDSWITH 'as'", ["id"], [1, 2, 4]),
+        ("name IN %@", [["Jane", "jonas", "nobody"]], [2, 4]),
+        ("TRUEPREDICATE", [], [1, 2, 3, 4, 5]),
+    ]
+
+    @Test("Fetching with format strings gives the same objects on both stores", arguments: queries.indices)
+    func fetching(index: Int) throws {
+        let (format, arguments, expected) = Self.queries[index]
+        for kind in TestStoreKind.allCases {
+            let test = try seeded(kind)
+            let context = test.context()
+            var request = try FetchRequest(entityName: "Person", format: format, arguments: arguments.map { $0 as Any? }, model: Self.model)
+            request.sortDescriptors = [FetchSortDescriptor("id")]
+            let ids = try context.fetch(request).compactMap { try $0.value(forKey: "id") as? Int64 }
+            #expect(ids == expected, "\(kind): \(format)")
+        }
+    }
+
+    static let errors: [(String, [(any Sendable)?], PredicateFormatError.Code, Int, String)] = [
+        ("name ==", [], .syntax, 7, "ends where a value or key was expected"),
+        ("nickname == 'x'", [], .unknownKey, 0, "'Person' has no property 'nickname'"),
+        ("manager.nick == 'x'", [], .unknownKey, 0, "in key path 'manager.nick'"),
+        ("id == 'seven'", [], .typeMismatch, 6, "'id' is a Integer 64; it cannot be compared with the String seven"),
+        ("id BEGINSWITH '1'", [], .typeMismatch, 0, "BEGINSWITH needs a String attribute"),
+        ("name MATCHES '('", [], .typeMismatch, 13, "not a valid regular expression"),
+        ("id BETWEEN {1}", [], .typeMismatch, 11, "exactly two bounds"),
+        ("name == %@", [], .argument, 0, "uses 1 format argument(s) but 0 were given"),
+        ("%K == 1", [3], .argument, 0, "%K takes a key path as a String"),
+        ("id == %d", ["x"], .argument, 6, "%d takes an integer"),
+        ("name == $NAME", [], .argument, 8, "no value was given for $NAME"),
+        ("ANY employees.name == 'x'", [], .unsupported, 4, "ANY over to-many key paths is not supported yet"),
+        ("employees.name == 'x'", [], .unsupported, 0, "is a to-many relationship"),
+        ("employees.@count > 1", [], .unsupported, 10, "@count is not supported yet"),
+        ("SELF == %@", [nil], .unsupported, 0, "SELF is not supported yet"),
+        ("name == id", [], .unsupported, 8, "comparing two key paths"),
+        ("'J' BEGINSWITH name", [], .unsupported, 4, "a value on the left of BEGINSWITH"),
+    ]
+
+    @Test("Bad predicates quote the string and point at the problem", arguments: errors.indices)
+    func badPredicate(index: Int) {
+        let (format, arguments, code, position, message) = Self.errors[index]
+        do {
+            let predicate = try bind(format, arguments)
+            Issue.record("accepted \(format) as \(predicate)")
+        } catch {
+            #expect(error.code == code, "\(format): \(error)")
+            #expect(error.position == position, "\(format): \(error)")
+            #expect(error.message.contains(message), "\(format): \(error.message)")
+            #expect(error.description.contains("\n  \(format)\n"), "the description quotes the predicate")
+            #expect(error.entity == "Person")
+        }
+    }
+}

@@ -177,4 +177,41 @@ struct CommandLineTests {
         let usage = try FerryProcess.run(["frobnicate"])
         #expect(usage.status == 64)
     }
+
+    @Test("query prints matching objects as dump lines, sorted and windowed, or their count")
+    func query() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        let input = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":2,"name":"Jane","manager":"j"}},{"op":"insert","entity":"Person","ref":"e","values":{"id":3,"name":"Émile","manager":"j"}}]"#
+        _ = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: input)
+        let matches = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person",
+                                            "--where", "name BEGINSWITH[cd] 'e' OR manager.name == 'John'", "--sort", "-id"])
+        #expect(matches.status == 0, "\(matches.standardError)")
+        let ids = try lines(matches.standardOutput).map { try JSONValue.parse($0)["values"]?["id"] }
+        #expect(ids == [.integer(3), .integer(2)])
+        let dump = lines(try FerryProcess.run(["dump", "--store", store, "--model", orgChart]).standardOutput)
+        #expect(lines(matches.standardOutput).allSatisfy(dump.contains), "query lines have the dump's canonical form")
+        let window = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--sort", "name", "--limit", "1", "--offset", "1"])
+        #expect(try lines(window.standardOutput).map { try JSONValue.parse($0)["values"]?["name"] } == [.string("John")])
+        let count = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--where", "id >= 2", "--count"])
+        #expect(count.standardOutput == "2\n")
+    }
+
+    @Test("query reports a bad predicate with a caret and exits 1")
+    func queryBadPredicate() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
+        let unknown = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--where", "id == 1 AND nick == 'x'"])
+        #expect(unknown.status == 1)
+        #expect(unknown.standardError.contains("'Person' has no property 'nick'"))
+        #expect(unknown.standardError.contains("  id == 1 AND nick == 'x'\n              ^"))
+        let syntax = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--where", "name =="])
+        #expect(syntax.status == 1)
+        #expect(syntax.standardError.contains("ends where a value or key was expected"))
+        let entity = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Robot"])
+        #expect(entity.status == 1)
+        #expect(entity.standardError.contains("no entity named 'Robot'"))
+    }
 }

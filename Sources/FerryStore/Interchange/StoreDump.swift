@@ -34,6 +34,14 @@ public struct StoreDump {
         for line in lines { try emit(line.text) }
     }
 
+    /// The canonical line for one row (the form `ferry dump` and `ferry query` print).
+    public func line(for row: RowSnapshot) throws -> String {
+        guard let entity = store.model.entity(named: row.objectID.entityName) else {
+            throw QueryError.unknownEntity(row.objectID.entityName)
+        }
+        return try line(for: row, entity: entity)
+    }
+
     private func line(for row: RowSnapshot, entity: EntityDescription) throws -> String {
         var values: [String: JSONValue] = [:]
         for (index, property) in entity.properties.enumerated() where property.isPersistent {

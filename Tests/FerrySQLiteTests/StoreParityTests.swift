@@ -35,8 +35,15 @@ struct StoreParityTests {
     static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", ""]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
-        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 7), using: &random)
+        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 9), using: &random)
         switch choice {
+        case 7:
+            let quantifier = Quantifier.allCases.randomElement(using: &random) ?? .any
+            let keyPath = Bool.random(using: &random) ? "employees" : "manager.employees"
+            return .quantified(quantifier, keyPath: keyPath, randomPredicate(&random, depth: depth + 1))
+        case 8:
+            return .count(keyPath: Bool.random(using: &random) ? "employees" : "manager.employees",
+                          ComparisonOperator.allCases.randomElement(using: &random) ?? .equal, Int64.random(in: 0...3, using: &random))
         case 2:
             let op = StringOperator.allCases.randomElement(using: &random) ?? .beginsWith
             let options = StringOptions(rawValue: Int.random(in: 0...3, using: &random))

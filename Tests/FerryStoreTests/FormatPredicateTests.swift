@@ -29,6 +29,9 @@ struct FormatPredicateTests {
         #expect(try bind("id BETWEEN {2, 5}") == between)
         #expect(try bind("name == $NAME", variables: ["NAME": "Ann"]) == .equal("name", .string("Ann")))
         #expect(try bind("TRUEPREDICATE AND NOT FALSEPREDICATE") == .and([.alwaysTrue, .not(.alwaysFalse)]))
+        #expect(try bind("ANY employees.name BEGINSWITH[c] 'j'") == .quantified(.any, keyPath: "employees", .stringMatch(keyPath: "name", .beginsWith, "j", .caseInsensitive)))
+        #expect(try bind("NONE manager.employees.id > 3") == .quantified(.none, keyPath: "manager.employees", .comparison(keyPath: "id", .greater, .attribute(.integer(3)))))
+        #expect(try bind("employees.@count >= %d", [2]) == .count(keyPath: "employees", .greaterOrEqual, 2))
     }
 
     func seeded(_ kind: TestStoreKind) throws -> TestContainer {
@@ -64,6 +67,15 @@ struct FormatPredicateTests {
         ("%K < 3 OR name ENDSWITH 'as'", ["id"], [1, 2, 4]),
         ("name IN %@", [["Jane", "jonas", "nobody"]], [2, 4]),
         ("TRUEPREDICATE", [], [1, 2, 3, 4, 5]),
+        ("ANY employees.name == 'Jane'", [], [1]),
+        ("ANY employees.name BEGINSWITH[cd] 'e'", [], [1]),
+        ("ALL employees.id > 1", [], [1, 2, 3, 4, 5]),
+        ("ALL employees.id > 2", [], [2, 3, 4, 5]),
+        ("NONE employees.name == 'Jane'", [], [2, 3, 4, 5]),
+        ("employees.@count == 2", [], [1]),
+        ("employees.@count == 0 AND manager != nil", [], [2, 3]),
+        ("ANY manager.employees.id == 3", [], [2, 3]),
+        ("manager.employees.@count > 1", [], [2, 3]),
     ]
 
     @Test("Fetching with format strings gives the same objects on both stores", arguments: queries.indices)
@@ -91,9 +103,13 @@ struct FormatPredicateTests {
         ("%K == 1", [3], .argument, 0, "%K takes a key path as a String"),
         ("id == %d", ["x"], .argument, 6, "%d takes an integer"),
         ("name == $NAME", [], .argument, 8, "no value was given for $NAME"),
-        ("ANY employees.name == 'x'", [], .unsupported, 4, "ANY over to-many key paths is not supported yet"),
-        ("employees.name == 'x'", [], .unsupported, 0, "is a to-many relationship"),
-        ("employees.@count > 1", [], .unsupported, 10, "@count is not supported yet"),
+        ("employees.name == 'x'", [], .unsupported, 0, "compare its members with ANY, ALL or NONE"),
+        ("ANY manager.name == 'x'", [], .typeMismatch, 4, "needs a key path through a to-many relationship"),
+        ("ANY employees == %@", [nil], .unsupported, 4, "comparing the members of 'employees' themselves"),
+        ("ANY employees.nick == 'x'", [], .unknownKey, 4, "'Person' has no property 'nick'"),
+        ("name.@count > 1", [], .typeMismatch, 0, "@count needs a to-many relationship"),
+        ("employees.@count > 'x'", [], .typeMismatch, 19, "@count compares with a whole number"),
+        ("employees.@sum.id > 1", [], .unsupported, 10, "@sum is not supported yet"),
         ("SELF == %@", [nil], .unsupported, 0, "SELF is not supported yet"),
         ("name == id", [], .unsupported, 8, "comparing two key paths"),
         ("'J' BEGINSWITH name", [], .unsupported, 4, "a value on the left of BEGINSWITH"),

@@ -7,17 +7,23 @@ import FerryStore
 /// Values are always bound as parameters. Key paths through to-one
 /// relationships become `LEFT JOIN`s. Comparisons are two-valued, matching the
 /// in-memory evaluator: `==` is `IS`, `!=` is `IS NOT` (so nil != 'x' holds),
-/// and ordering comparisons with NULL are false.
+/// and ordering comparisons with NULL are false. ANY/ALL/NONE and @count on
+/// to-many relationships become correlated `EXISTS` / `COUNT(*)` subqueries,
+/// each compiled by a nested query with its own alias namespace.
 struct SQLQuery {
     let layout: StoreLayout
     let entity: EntityDescription
+    /// The alias of the entity's table (`t0` at the top level).
+    let baseAlias: String
     private(set) var joins: [String] = []
     private var joinAliases: [String: String] = [:]
     private(set) var arguments: [DatabaseValue] = []
+    private var subqueryCount = 0
 
-    init(layout: StoreLayout, entity: EntityDescription) {
+    init(layout: StoreLayout, entity: EntityDescription, baseAlias: String = "t0") {
         self.layout = layout
         self.entity = entity
+        self.baseAlias = baseAlias
     }
 
     /// `SELECT <columns> FROM … WHERE … ORDER BY … LIMIT … OFFSET …`.
@@ -83,6 +89,49 @@ struct SQLQuery {
             }
             if present.count != values.count { parts.append("\(column) IS NULL") }
             return parts.isEmpty ? "0" : parts.joined(separator: " OR ")
+        case .quantified(let quantifier, let keyPath, let inner):
+            let (from, link, alias, destination) = try toManySource(keyPath)
+            var nested = SQLQuery(layout: layout, entity: destination, baseAlias: alias)
+            let condition = try nested.compile(inner)
+            arguments += nested.arguments
+            let fromClause = ([from] + nested.joins).joined(separator: " ")
+            switch quantifier {
+            case .any: return "EXISTS (SELECT 1 FROM \(fromClause) WHERE \(link) AND (\(condition)))"
+            case .all: return "NOT EXISTS (SELECT 1 FROM \(fromClause) WHERE \(link) AND NOT (\(condition)))"
+            case .none: return "NOT EXISTS (SELECT 1 FROM \(fromClause) WHERE \(link) AND (\(condition)))"
+            }
+        case .count(let keyPath, let op, let number):
+            let (from, link, _, _) = try toManySource(keyPath)
+            arguments.append(number.databaseValue)
+            return "(SELECT COUNT(*) FROM \(from) WHERE \(link)) \(op.sqlOperator) ?"
+        }
+    }
+
+    /// The FROM clause and correlation condition that list the members of the
+    /// to-many relationship at `keyPath`, joining to-one hops in this query first.
+    private mutating func toManySource(_ keyPath: String) throws -> (from: String, link: String, alias: String, destination: EntityDescription) {
+        let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: layout.model)
+        let owner = try aliasAfterHops(path.hops, keyPath: keyPath)
+        subqueryCount += 1
+        let alias = "\(baseAlias)s\(subqueryCount)"
+        guard let table = layout.table(of: path.destination) else { throw QueryError.unknownEntity(path.destination.name) }
+        let family = layout.entityFilter(for: path.destination, includesSubentities: true, alias: alias).map { " AND \($0)" } ?? ""
+        switch layout.model.storage(of: path.relationship, in: path.owner) {
+        case .inverseOfForeignKey(let inverse):
+            guard let column = layout.column(of: inverse.name, in: path.destination) else {
+                throw QueryError.unknownKey(entity: path.destination.name, key: inverse.name, keyPath: keyPath)
+            }
+            return ("\(table) \(alias)", "\(alias).\(column) = \(owner).Z_PK\(family)", alias, path.destination)
+        case .joinTable(let joinKey, let sourceIsCanonical):
+            guard let join = layout.mapping.joinTables[SchemaMapping.joinKey(joinKey)] else {
+                throw QueryError.unknownKey(entity: path.owner.name, key: path.relationship.name, keyPath: keyPath)
+            }
+            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
+            let joinAlias = alias + "j"
+            return ("\(join.table) \(joinAlias) JOIN \(table) \(alias) ON \(alias).Z_PK = \(joinAlias).\(theirs)",
+                    "\(joinAlias).\(mine) = \(owner).Z_PK\(family)", alias, path.destination)
+        case .foreignKey:
+            throw QueryError.typeMismatch(entity: path.owner.name, keyPath: keyPath, expected: "a to-many relationship", value: "a to-one")
         }
     }
 
@@ -130,10 +179,19 @@ struct SQLQuery {
     /// The qualified column at the end of a key path, adding joins for its hops.
     private mutating func columnExpression(_ keyPath: String) throws -> (String, PropertyDescription) {
         let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: layout.model)
-        var alias = "t0"
+        let alias = try aliasAfterHops(path.hops, keyPath: keyPath)
+        guard let column = layout.column(of: path.final.name, in: path.finalEntity) else {
+            throw QueryError.unknownKey(entity: path.finalEntity.name, key: path.final.name, keyPath: keyPath)
+        }
+        return ("\(alias).\(column)", path.final)
+    }
+
+    /// The alias of the table reached by following to-one `hops`, joining as needed.
+    private mutating func aliasAfterHops(_ hops: [RelationshipDescription], keyPath: String) throws -> String {
+        var alias = baseAlias
         var current = entity
         var prefix = ""
-        for hop in path.hops {
+        for hop in hops {
             prefix += hop.name + "."
             guard let column = layout.column(of: hop.name, in: current),
                   let destination = layout.model.entity(named: hop.destinationEntityName),
@@ -143,17 +201,14 @@ struct SQLQuery {
             if let existing = joinAliases[prefix] {
                 alias = existing
             } else {
-                let next = "t\(joinAliases.count + 1)"
+                let next = "\(baseAlias)t\(joinAliases.count + 1)"
                 joins.append("LEFT JOIN \(table) \(next) ON \(next).Z_PK = \(alias).\(column)")
                 joinAliases[prefix] = next
                 alias = next
             }
             current = destination
         }
-        guard let column = layout.column(of: path.final.name, in: path.finalEntity) else {
-            throw QueryError.unknownKey(entity: path.finalEntity.name, key: path.final.name, keyPath: keyPath)
-        }
-        return ("\(alias).\(column)", path.final)
+        return alias
     }
 }
 

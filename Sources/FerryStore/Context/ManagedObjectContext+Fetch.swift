@@ -83,7 +83,7 @@ extension ManagedObjectContext {
 
     func matches(_ object: ManagedObject, _ request: FetchRequest) throws -> Bool {
         guard let predicate = request.predicate else { return true }
-        return try PredicateEvaluator().evaluate(predicate) { keyPath in try self.value(at: keyPath, of: object) }
+        return try PredicateEvaluator().evaluate(predicate, on: ContextSubject(context: self, object: object))
     }
 
     /// Follows a key path through to-one relationships, loading faults on the way.
@@ -120,5 +120,28 @@ extension ManagedObjectContext {
             }
             return lhs.0 < rhs.0
         }.map(\.1)
+    }
+}
+
+/// An object of a context, as predicates see it (loading faults on the way).
+struct ContextSubject: PredicateSubject {
+    let context: ManagedObjectContext
+    let object: ManagedObject
+
+    func value(at keyPath: String) throws -> KeyPathValue {
+        try context.value(at: keyPath, of: object)
+    }
+
+    func members(at keyPath: String) throws -> [ContextSubject] {
+        let path = try ToManyKeyPath.resolve(keyPath, from: object.entity, in: context.model)
+        var owner = object
+        for hop in path.hops {
+            try context.fulfillFault(owner)
+            guard let index = owner.runtime.propertyIndex(named: hop.name),
+                  let next = owner.toOne[index].flatMap({ context.object(forKey: $0) }) else { return [] }
+            owner = next
+        }
+        guard let index = owner.runtime.propertyIndex(named: path.relationship.name) else { return [] }
+        return try context.destinations(of: owner, index).filter { !$0.isDeleted }.map { ContextSubject(context: context, object: $0) }
     }
 }

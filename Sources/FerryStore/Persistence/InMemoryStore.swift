@@ -41,7 +41,7 @@ public final class InMemoryStore: PersistentStore {
             let matching = try state.rows.values.filter { row in
                 guard isFetched(row.objectID.entityName, by: request) else { return false }
                 guard let predicate = request.predicate else { return true }
-                return try PredicateEvaluator().evaluate(predicate) { try value(at: $0, of: row, in: state) }
+                return try PredicateEvaluator().evaluate(predicate, on: RowSubject(store: self, state: state, row: row))
             }
             let sorted = try sort(matching, by: request.sortDescriptors, in: state)
             let start = min(request.fetchOffset, sorted.count)
@@ -67,35 +67,39 @@ public final class InMemoryStore: PersistentStore {
     }
 
     public func relatedObjectIDs(of id: ObjectID, relationship name: String) throws -> [ObjectID] {
-        guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name) else {
+        guard let entity = model.entity(named: id.entityName), entity.relationship(named: name) != nil else {
             throw QueryError.unknownKey(entity: id.entityName, key: name, keyPath: name)
         }
-        return state.withLock { state in
-            var members: [ObjectID]
-            switch model.storage(of: relationship, in: entity) {
-            case .foreignKey:
-                guard let index = entity.propertyIndex(named: name), let target = state.rows[id]?.toOne[index] else { return [] }
-                return [target]
-            case .inverseOfForeignKey(let inverse):
-                members = state.rows.values.filter { row in
-                    guard row.objectID.entityName != "", let rowEntity = model.entity(named: row.objectID.entityName),
-                          rowEntity.isKind(of: relationship.destinationEntityName),
-                          let index = rowEntity.propertyIndex(named: inverse.name) else { return false }
-                    return row.toOne[index] == id
-                }.map(\.objectID)
-            case .joinTable(let key, let sourceIsCanonical):
-                let pairs = state.joins[key] ?? []
-                members = sourceIsCanonical
-                    ? pairs.filter { $0.canonical == id }.map(\.other)
-                    : pairs.filter { $0.other == id }.map(\.canonical)
-            }
-            members = members.filter { state.rows[$0] != nil }
-            if relationship.isOrdered, let order = state.order[id]?[name] {
-                let position = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-                return members.sorted { (position[$0] ?? Int.max, $0.primaryKey ?? 0) < (position[$1] ?? Int.max, $1.primaryKey ?? 0) }
-            }
-            return members.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }
+        return state.withLock { state in members(of: id, relationship: name, in: state) }
+    }
+
+    /// The destinations of a relationship of a row, in order for ordered relationships.
+    private func members(of id: ObjectID, relationship name: String, in state: State) -> [ObjectID] {
+        guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name) else { return [] }
+        var members: [ObjectID]
+        switch model.storage(of: relationship, in: entity) {
+        case .foreignKey:
+            guard let index = entity.propertyIndex(named: name), let target = state.rows[id]?.toOne[index] else { return [] }
+            return [target]
+        case .inverseOfForeignKey(let inverse):
+            members = state.rows.values.filter { row in
+                guard let rowEntity = model.entity(named: row.objectID.entityName),
+                      rowEntity.isKind(of: relationship.destinationEntityName),
+                      let index = rowEntity.propertyIndex(named: inverse.name) else { return false }
+                return row.toOne[index] == id
+            }.map(\.objectID)
+        case .joinTable(let key, let sourceIsCanonical):
+            let pairs = state.joins[key] ?? []
+            members = sourceIsCanonical
+                ? pairs.filter { $0.canonical == id }.map(\.other)
+                : pairs.filter { $0.other == id }.map(\.canonical)
         }
+        members = members.filter { state.rows[$0] != nil }
+        if relationship.isOrdered, let order = state.order[id]?[name] {
+            let position = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+            return members.sorted { (position[$0] ?? Int.max, $0.primaryKey ?? 0) < (position[$1] ?? Int.max, $1.primaryKey ?? 0) }
+        }
+        return members.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }
     }
 
     // MARK: - Writing
@@ -207,5 +211,32 @@ public final class InMemoryStore: PersistentStore {
             }
             return (lhs.0.objectID.primaryKey ?? 0) < (rhs.0.objectID.primaryKey ?? 0)
         }.map(\.0)
+    }
+
+    /// A row as predicates see it.
+    private struct RowSubject: PredicateSubject {
+        let store: InMemoryStore
+        let state: State
+        let row: RowSnapshot
+
+        func value(at keyPath: String) throws -> KeyPathValue {
+            try store.value(at: keyPath, of: row, in: state)
+        }
+
+        func members(at keyPath: String) throws -> [RowSubject] {
+            let model = store.model
+            guard let entity = model.entity(named: row.objectID.entityName) else { return [] }
+            let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+            var owner = row
+            for hop in path.hops {
+                guard let ownerEntity = model.entity(named: owner.objectID.entityName),
+                      let index = ownerEntity.propertyIndex(named: hop.name),
+                      let target = owner.toOne[index], let next = state.rows[target] else { return [] }
+                owner = next
+            }
+            return store.members(of: owner.objectID, relationship: path.relationship.name, in: state)
+                .compactMap { state.rows[$0] }
+                .map { RowSubject(store: store, state: state, row: $0) }
+        }
     }
 }

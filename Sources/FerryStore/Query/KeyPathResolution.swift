@@ -41,6 +41,38 @@ package struct ResolvedKeyPath: Sendable, Hashable {
     }
 }
 
+/// A key path that ends in a to-many relationship: to-one hops, then the to-many.
+package struct ToManyKeyPath: Sendable {
+    package var hops: [RelationshipDescription]
+    package var owner: EntityDescription
+    package var relationship: RelationshipDescription
+    package var destination: EntityDescription
+
+    package static func resolve(_ keyPath: String, from entity: EntityDescription, in model: ManagedObjectModel) throws(QueryError) -> ToManyKeyPath {
+        let steps = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var current = entity
+        var hops: [RelationshipDescription] = []
+        for (index, step) in steps.enumerated() {
+            guard let relationship = current.relationship(named: step) else {
+                if current.property(named: step) != nil { throw QueryError.notARelationship(entity: current.name, key: step, keyPath: keyPath) }
+                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+            }
+            guard let next = model.entity(named: relationship.destinationEntityName) else {
+                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+            }
+            if relationship.isToMany {
+                guard index == steps.count - 1 else {
+                    throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
+                }
+                return ToManyKeyPath(hops: hops, owner: current, relationship: relationship, destination: next)
+            }
+            hops.append(relationship)
+            current = next
+        }
+        throw QueryError.typeMismatch(entity: entity.name, keyPath: keyPath, expected: "a to-many relationship at the end", value: "a to-one key path")
+    }
+}
+
 /// Why a fetch request cannot run.
 public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A key path names a property the entity does not have.

@@ -17,6 +17,12 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case stringMatch(keyPath: String, StringOperator, String, StringOptions)
     /// The value at a key path is one of the constants (`IN {…}`).
     case membership(keyPath: String, [PredicateValue])
+    /// `ANY`/`ALL`/`NONE`: the members of the to-many relationship at `keyPath`
+    /// (reached through to-one relationships) and a predicate on each member.
+    /// `ALL` holds for an empty relationship, `ANY` does not.
+    case quantified(Quantifier, keyPath: String, FetchPredicate)
+    /// `keyPath.@count op n`: the number of members of a to-many relationship.
+    case count(keyPath: String, ComparisonOperator, Int64)
     /// All sub-predicates hold.
     case and([FetchPredicate])
     /// At least one sub-predicate holds.
@@ -43,6 +49,11 @@ public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case lessOrEqual = "<="
     case greater = ">"
     case greaterOrEqual = ">="
+}
+
+/// How many members of a to-many relationship must match.
+public enum Quantifier: String, Sendable, Hashable, CaseIterable {
+    case any = "ANY", all = "ALL", none = "NONE"
 }
 
 /// The string operators of a ``FetchPredicate``.

@@ -1,6 +1,15 @@
 import Foundation
 import FerryModel
 
+/// Something a predicate can be evaluated on: an object of a context, or a row
+/// of the in-memory store.
+package protocol PredicateSubject {
+    /// The value at a key path through to-one relationships.
+    func value(at keyPath: String) throws -> KeyPathValue
+    /// The members of the to-many relationship at the end of a key path.
+    func members(at keyPath: String) throws -> [Self]
+}
+
 /// The value found at the end of a key path on one object.
 package enum KeyPathValue: Sendable, Hashable {
     case null
@@ -18,27 +27,36 @@ package enum KeyPathValue: Sendable, Hashable {
 package struct PredicateEvaluator {
     package init() {}
 
-    /// Evaluates `predicate`; `valueAt` returns the value at a key path of the object.
-    package func evaluate(_ predicate: FetchPredicate, valueAt: (String) throws -> KeyPathValue) rethrows -> Bool {
+    /// Evaluates `predicate` on one object (or row).
+    package func evaluate<Subject: PredicateSubject>(_ predicate: FetchPredicate, on subject: Subject) throws -> Bool {
         switch predicate {
         case .alwaysTrue: return true
         case .alwaysFalse: return false
         case .and(let parts):
-            for part in parts where try !evaluate(part, valueAt: valueAt) { return false }
+            for part in parts where try !evaluate(part, on: subject) { return false }
             return true
         case .or(let parts):
-            for part in parts where try evaluate(part, valueAt: valueAt) { return true }
+            for part in parts where try evaluate(part, on: subject) { return true }
             return false
         case .not(let inner):
-            return try !evaluate(inner, valueAt: valueAt)
+            return try !evaluate(inner, on: subject)
         case .comparison(let keyPath, let op, let constant):
-            return Self.compare(try valueAt(keyPath), op, constant)
+            return Self.compare(try subject.value(at: keyPath), op, constant)
         case .stringMatch(let keyPath, let op, let pattern, let options):
-            guard case .attribute(.string(let text)) = try valueAt(keyPath) else { return false }
+            guard case .attribute(.string(let text)) = try subject.value(at: keyPath) else { return false }
             return Self.match(text, op, pattern, options)
         case .membership(let keyPath, let values):
-            let value = try valueAt(keyPath)
+            let value = try subject.value(at: keyPath)
             return values.contains { Self.equal(value, $0) }
+        case .quantified(let quantifier, let keyPath, let inner):
+            let members = try subject.members(at: keyPath)
+            switch quantifier {
+            case .any: return try members.contains { try evaluate(inner, on: $0) }
+            case .all: return try members.allSatisfy { try evaluate(inner, on: $0) }
+            case .none: return try !members.contains { try evaluate(inner, on: $0) }
+            }
+        case .count(let keyPath, let op, let number):
+            return Self.compare(.attribute(.integer(Int64(try subject.members(at: keyPath).count))), op, .attribute(.integer(number)))
         }
     }
 
@@ -134,6 +152,11 @@ extension FetchRequest {
         case .membership(let keyPath, let values):
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             for value in values { try value.check(against: path, keyPath: keyPath, entity: entity.name) }
+        case .quantified(_, let keyPath, let inner):
+            let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+            try check(inner, entity: path.destination, model: model)
+        case .count(let keyPath, _, _):
+            _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         }
     }
 }

@@ -67,7 +67,10 @@ struct PredicateBinder {
 
     private func bind(_ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
         if let modifier = comparison.modifier {
-            throw error(.unsupported, at: comparison.lhs.position, "\(modifier.rawValue) over to-many key paths is not supported yet")
+            return try bindQuantified(comparison, modifier)
+        }
+        if case .collectionOperator("count", .keyPath(.implicit, let keys, let position), let rest, _) = comparison.lhs, rest.isEmpty {
+            return try bindCount(keyPath: keys.joined(separator: "."), at: position, comparison)
         }
         var op = comparison.operator
         var keySide = comparison.lhs
@@ -121,6 +124,72 @@ struct PredicateBinder {
         }
     }
 
+    // MARK: - To-many
+
+    /// `ANY employees.name == 'x'`: split the key path after its to-many step and bind
+    /// the rest of the comparison against the destination entity.
+    private func bindQuantified(_ comparison: ComparisonSyntax, _ modifier: ComparisonSyntax.Modifier) throws(PredicateFormatError) -> FetchPredicate {
+        guard case .keyPath(.implicit, let keys, let position) = comparison.lhs else {
+            throw error(.unsupported, at: comparison.lhs.position, "\(modifier.rawValue) needs a key path through a to-many relationship on the left")
+        }
+        var current = entity
+        for (index, key) in keys.enumerated() {
+            guard let relationship = current.relationship(named: key) else { break }
+            guard let destination = model.entity(named: relationship.destinationEntityName) else { break }
+            if relationship.isToMany {
+                let collection = keys[...index].joined(separator: ".")
+                let rest = Array(keys[(index + 1)...])
+                guard !rest.isEmpty else {
+                    throw error(.unsupported, at: position, "comparing the members of '\(collection)' themselves is not supported yet; compare one of their keys", key: collection)
+                }
+                var inner = comparison
+                inner.modifier = nil
+                inner.lhs = .keyPath(root: .implicit, keys: rest, position: position)
+                let binder = PredicateBinder(source: source, entity: destination, model: model, arguments: arguments, variables: variables)
+                let quantifier: Quantifier = switch modifier {
+                case .any: .any
+                case .all: .all
+                case .notAny: .none
+                }
+                return .quantified(quantifier, keyPath: collection, try binder.bind(.comparison(inner)))
+            }
+            current = destination
+        }
+        throw error(.typeMismatch, at: position, "\(modifier.rawValue) needs a key path through a to-many relationship; '\(keys.joined(separator: "."))' has none", key: keys.joined(separator: "."))
+    }
+
+    /// `employees.@count > 2`.
+    private func bindCount(keyPath: String, at position: Int, _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        do {
+            _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+        } catch {
+            throw self.error(.typeMismatch, at: position, "@count needs a to-many relationship; \(error.description)", key: keyPath)
+        }
+        let op: ComparisonOperator
+        switch comparison.operator {
+        case .equal: op = .equal
+        case .notEqual: op = .notEqual
+        case .less: op = .less
+        case .lessOrEqual: op = .lessOrEqual
+        case .greater: op = .greater
+        case .greaterOrEqual: op = .greaterOrEqual
+        default: throw error(.unsupported, at: comparison.position, "@count compares with ==, !=, <, <=, > or >=", key: keyPath)
+        }
+        let number: Int64
+        switch comparison.rhs {
+        case .integer(let value, _): number = value
+        case .argument(let index, let specifier, let valuePosition):
+            guard case .attribute(.integer(let value)) = try convert(arguments[index], specifier: specifier == "@" ? "d" : specifier,
+                                                                      at: valuePosition, what: "argument \(index + 1)", keyPath: keyPath) else {
+                throw error(.argument, at: valuePosition, "@count compares with a whole number", key: keyPath)
+            }
+            number = value
+        default:
+            throw error(.typeMismatch, at: comparison.rhs.position, "@count compares with a whole number", key: keyPath)
+        }
+        return .count(keyPath: keyPath, op, number)
+    }
+
     // MARK: - Key paths
 
     /// The key path an expression names, or nil when it is a value.
@@ -163,7 +232,7 @@ struct PredicateBinder {
             case .unknownKey(let entityName, let key, _):
                 throw self.error(.unknownKey, at: position, "'\(entityName)' has no property '\(key)' (in key path '\(keyPath)')", key: keyPath)
             case .toManyKeyNotAllowed(let entityName, let key, _):
-                throw self.error(.unsupported, at: position, "'\(entityName).\(key)' is a to-many relationship; comparing it needs ANY, ALL or NONE, which is not supported yet", key: keyPath)
+                throw self.error(.unsupported, at: position, "'\(entityName).\(key)' is a to-many relationship; compare its members with ANY, ALL or NONE, or count them with @count", key: keyPath)
             case .notARelationship(let entityName, let key, _):
                 throw self.error(.unknownKey, at: position, "'\(entityName).\(key)' is an attribute, so the key path cannot continue after it", key: keyPath)
             default:

@@ -68,7 +68,7 @@ public final class SQLiteStore: PersistentStore {
         self.identifier = opened.identifier
         self.model = model
         self.path = path
-        self.layout = StoreLayout(model: model, mapping: opened.mapping)
+        self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
     }
 
     // MARK: - PersistentStore

@@ -105,12 +105,13 @@ struct FormatPredicateTests {
         ("name == $NAME", [], .argument, 8, "no value was given for $NAME"),
         ("employees.name == 'x'", [], .unsupported, 0, "compare its members with ANY, ALL or NONE"),
         ("ANY manager.name == 'x'", [], .typeMismatch, 4, "needs a key path through a to-many relationship"),
-        ("ANY employees == %@", [nil], .unsupported, 4, "comparing the members of 'employees' themselves"),
+        ("SELF == 3", [], .typeMismatch, 8, "SELF compares with objects or object IDs"),
+        ("SELF IN %@", ["x"], .argument, 8, "SELF IN needs an array"),
+        ("SELF > %@", [nil], .unsupported, 5, "SELF compares with ==, != or IN"),
         ("ANY employees.nick == 'x'", [], .unknownKey, 4, "'Person' has no property 'nick'"),
         ("name.@count > 1", [], .typeMismatch, 0, "@count needs a to-many relationship"),
         ("employees.@count > 'x'", [], .typeMismatch, 19, "@count compares with a whole number"),
         ("employees.@sum.id > 1", [], .unsupported, 10, "@sum is not supported yet"),
-        ("SELF == %@", [nil], .unsupported, 0, "SELF is not supported yet"),
         ("name == id", [], .unsupported, 8, "comparing two key paths"),
         ("'J' BEGINSWITH name", [], .unsupported, 4, "a value on the left of BEGINSWITH"),
     ]
@@ -128,5 +129,36 @@ struct FormatPredicateTests {
             #expect(error.description.contains("\n  \(format)\n"), "the description quotes the predicate")
             #expect(error.entity == "Person")
         }
+    }
+
+    @Test("SELF against an object, an object ID or a list, and ANY over the members themselves", arguments: TestStoreKind.allCases)
+    func selfComparisons(kind: TestStoreKind) throws {
+        let test = try seeded(kind)
+        let context = test.context()
+        func ids(_ format: String, _ arguments: [Any?]) throws -> [Int64] {
+            var request = try FetchRequest(entityName: "Person", format: format, arguments: arguments, model: Self.model)
+            request.sortDescriptors = [FetchSortDescriptor("id")]
+            return try context.fetch(request).compactMap { try $0.value(forKey: "id") as? Int64 }
+        }
+        let byID = try Dictionary(uniqueKeysWithValues: context.all("Person").map { (try $0.value(forKey: "id") as? Int64 ?? 0, $0) })
+        let john = try #require(byID[1])
+        let jane = try #require(byID[2])
+        #expect(try ids("SELF == %@", [john]) == [1])
+        #expect(try ids("SELF == %@", [jane.objectID]) == [2])
+        #expect(try ids("SELF != %@", [john]) == [2, 3, 4, 5])
+        #expect(try ids("SELF IN %@", [[john, jane.objectID]]) == [1, 2])
+        #expect(try ids("NOT SELF IN %@", [[john]]) == [2, 3, 4, 5])
+        #expect(try ids("ANY employees == %@", [jane]) == [1])
+        #expect(try ids("NONE employees IN %@", [[jane]]) == [2, 3, 4, 5])
+        #expect(try ids("manager == %@ AND SELF != %@", [john, jane]) == [3])
+        // An ID from another store matches nothing.
+        let other = try TestContainer(model: Self.model, kind: kind)
+        let otherContext = other.context()
+        let stranger = try otherContext.make("Person", ["id": Int64(1)])
+        try otherContext.save()
+        #expect(try ids("SELF == %@", [stranger.objectID]) == [])
+        // Unsaved objects are matched in memory.
+        let pending = try context.make("Person", ["id": Int64(9)])
+        #expect(try ids("SELF == %@", [pending]) == [9])
     }
 }

@@ -100,6 +100,22 @@ struct SQLQuery {
             case .all: return "NOT EXISTS (SELECT 1 FROM \(fromClause) WHERE \(link) AND NOT (\(condition)))"
             case .none: return "NOT EXISTS (SELECT 1 FROM \(fromClause) WHERE \(link) AND (\(condition)))"
             }
+        case .selfIn(let ids):
+            // Group the keys by entity; IDs of other stores or of entities outside this table never match.
+            var keysByEntity: [Int: [Int64]] = [:]
+            for id in ids where id.storeIdentifier == layout.storeIdentifier {
+                guard let key = id.primaryKey, let idEntity = layout.model.entity(named: id.entityName),
+                      idEntity.isKind(of: entity.rootName), let number = layout.number(of: id.entityName) else { continue }
+                keysByEntity[number, default: []].append(key)
+            }
+            guard !keysByEntity.isEmpty else { return "0" }
+            var groups: [String] = []
+            for (number, keys) in keysByEntity.sorted(by: { $0.key < $1.key }) {
+                arguments.append(Int64(number).databaseValue)
+                arguments += keys.map(\.databaseValue)
+                groups.append("(\(baseAlias).Z_ENT = ? AND \(baseAlias).Z_PK IN (\(keys.map { _ in "?" }.joined(separator: ", "))))")
+            }
+            return groups.joined(separator: " OR ")
         case .count(let keyPath, let op, let number):
             let (from, link, _, _) = try toManySource(keyPath)
             arguments.append(number.databaseValue)

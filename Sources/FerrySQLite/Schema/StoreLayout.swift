@@ -7,6 +7,8 @@ import FerryStore
 final class StoreLayout: Sendable {
     let model: ManagedObjectModel
     let mapping: SchemaMapping
+    /// The store's UUID: object IDs of other stores never match a row here.
+    let storeIdentifier: UUID
     let entityNames: [Int: String]
     /// Per root table: the columns a fetch selects, in order (`Z_PK`, `Z_ENT`, `Z_OPT` first).
     let selectColumns: [String: [String]]
@@ -46,9 +48,10 @@ final class StoreLayout: Sendable {
         case toOneEntity(Int)
     }
 
-    init(model: ManagedObjectModel, mapping: SchemaMapping) {
+    init(model: ManagedObjectModel, mapping: SchemaMapping, storeIdentifier: UUID) {
         self.model = model
         self.mapping = mapping
+        self.storeIdentifier = storeIdentifier
         self.entityNames = mapping.entityNamesByNumber
         var selects: [String: [String]] = [:]
         for table in Set(mapping.entities.values.map(\.table)) {

@@ -128,6 +128,8 @@ struct ContextSubject: PredicateSubject {
     let context: ManagedObjectContext
     let object: ManagedObject
 
+    var objectID: ObjectID { object.objectID }
+
     func value(at keyPath: String) throws -> KeyPathValue {
         try context.value(at: keyPath, of: object)
     }

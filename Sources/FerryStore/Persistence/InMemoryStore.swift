@@ -219,6 +219,8 @@ public final class InMemoryStore: PersistentStore {
         let state: State
         let row: RowSnapshot
 
+        var objectID: ObjectID { row.objectID }
+
         func value(at keyPath: String) throws -> KeyPathValue {
             try store.value(at: keyPath, of: row, in: state)
         }

@@ -23,6 +23,8 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case quantified(Quantifier, keyPath: String, FetchPredicate)
     /// `keyPath.@count op n`: the number of members of a to-many relationship.
     case count(keyPath: String, ComparisonOperator, Int64)
+    /// `SELF IN {…}` / `SELF == x`: the evaluated object is one of these.
+    case selfIn([ObjectID])
     /// All sub-predicates hold.
     case and([FetchPredicate])
     /// At least one sub-predicate holds.

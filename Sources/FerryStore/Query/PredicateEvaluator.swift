@@ -8,6 +8,8 @@ package protocol PredicateSubject {
     func value(at keyPath: String) throws -> KeyPathValue
     /// The members of the to-many relationship at the end of a key path.
     func members(at keyPath: String) throws -> [Self]
+    /// The subject's own ID.
+    var objectID: ObjectID { get }
 }
 
 /// The value found at the end of a key path on one object.
@@ -57,6 +59,8 @@ package struct PredicateEvaluator {
             }
         case .count(let keyPath, let op, let number):
             return Self.compare(.attribute(.integer(Int64(try subject.members(at: keyPath).count))), op, .attribute(.integer(number)))
+        case .selfIn(let ids):
+            return ids.contains(subject.objectID)
         }
     }
 
@@ -157,6 +161,8 @@ extension FetchRequest {
             try check(inner, entity: path.destination, model: model)
         case .count(let keyPath, _, _):
             _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+        case .selfIn:
+            return
         }
     }
 }

@@ -82,6 +82,11 @@ struct PredicateBinder {
             }
             (keySide, valueSide, op) = (valueSide, keySide, flipped)
         }
+        // `SELF.name` is `name`; bare `SELF` compares the object itself.
+        if case .keyPath(.evaluatedObject, let keys, let position) = keySide {
+            if keys.isEmpty { return try bindSelf(op, valueSide, at: comparison.position) }
+            keySide = .keyPath(root: .implicit, keys: keys, position: position)
+        }
         guard let path = try keyPath(of: keySide) else {
             throw error(.unsupported, at: keySide.position, "the left side must be a key path (\(keySide) is not supported here yet)")
         }
@@ -124,6 +129,69 @@ struct PredicateBinder {
         }
     }
 
+    // MARK: - SELF
+
+    /// `SELF == %@`, `SELF != %@`, `SELF IN %@` with objects or object IDs.
+    func bindSelf(_ op: ComparisonSyntax.Operator, _ valueSide: ExpressionSyntax, at position: Int) throws(PredicateFormatError) -> FetchPredicate {
+        switch op {
+        case .equal, .notEqual:
+            let ids = try objectIDs(of: valueSide, collection: false)
+            return op == .equal ? .selfIn(ids) : .not(.selfIn(ids))
+        case .in:
+            return .selfIn(try objectIDs(of: valueSide, collection: true))
+        default:
+            throw error(.unsupported, at: position, "SELF compares with ==, != or IN")
+        }
+    }
+
+    private func objectIDs(of expression: ExpressionSyntax, collection: Bool) throws(PredicateFormatError) -> [ObjectID] {
+        let argument: Any?
+        let what: String
+        switch expression {
+        case .argument(let index, _, _):
+            argument = arguments[index]
+            what = "argument \(index + 1)"
+        case .keyPath(.variable(let name), let keys, let position) where keys.isEmpty:
+            guard let entry = variables[name] else {
+                throw error(.argument, at: position, "no value was given for $\(name); pass it in variables")
+            }
+            argument = entry
+            what = "$\(name)"
+        case .null:
+            return []
+        default:
+            throw error(.typeMismatch, at: expression.position, "SELF compares with objects or object IDs given as arguments")
+        }
+        func id(_ element: Any?) -> ObjectID? {
+            switch element {
+            case let id as ObjectID: id
+            case let object as ManagedObject: object.objectID
+            default: nil
+            }
+        }
+        if collection {
+            let elements: [Any?]
+            switch argument {
+            case let array as [Any?]: elements = array
+            case let array as [Any]: elements = array.map { $0 }
+            case let set as Set<ManagedObject>: elements = Array(set)
+            default:
+                throw error(.argument, at: expression.position, "SELF IN needs an array of objects or object IDs; \(what) is \(Self.describe(argument))")
+            }
+            return try elements.map { element throws(PredicateFormatError) in
+                guard let found = id(element) else {
+                    throw error(.argument, at: expression.position, "SELF IN needs objects or object IDs; \(what) holds \(Self.describe(element))")
+                }
+                return found
+            }
+        }
+        guard argument != nil, !(argument is NSNull) else { return [] }
+        guard let found = id(argument) else {
+            throw error(.argument, at: expression.position, "SELF compares with an object or an object ID; \(what) is \(Self.describe(argument))")
+        }
+        return [found]
+    }
+
     // MARK: - To-many
 
     /// `ANY employees.name == 'x'`: split the key path after its to-many step and bind
@@ -139,18 +207,19 @@ struct PredicateBinder {
             if relationship.isToMany {
                 let collection = keys[...index].joined(separator: ".")
                 let rest = Array(keys[(index + 1)...])
-                guard !rest.isEmpty else {
-                    throw error(.unsupported, at: position, "comparing the members of '\(collection)' themselves is not supported yet; compare one of their keys", key: collection)
-                }
-                var inner = comparison
-                inner.modifier = nil
-                inner.lhs = .keyPath(root: .implicit, keys: rest, position: position)
-                let binder = PredicateBinder(source: source, entity: destination, model: model, arguments: arguments, variables: variables)
                 let quantifier: Quantifier = switch modifier {
                 case .any: .any
                 case .all: .all
                 case .notAny: .none
                 }
+                let binder = PredicateBinder(source: source, entity: destination, model: model, arguments: arguments, variables: variables)
+                if rest.isEmpty {
+                    // `ANY employees == %@`: the members themselves.
+                    return .quantified(quantifier, keyPath: collection, try binder.bindSelf(comparison.operator, comparison.rhs, at: comparison.position))
+                }
+                var inner = comparison
+                inner.modifier = nil
+                inner.lhs = .keyPath(root: .implicit, keys: rest, position: position)
                 return .quantified(quantifier, keyPath: collection, try binder.bind(.comparison(inner)))
             }
             current = destination
@@ -202,8 +271,11 @@ struct PredicateBinder {
                 throw error(.argument, at: position, "%K takes a key path as a String; argument \(index + 1) is \(Self.describe(arguments[index]))")
             }
             return (text, position)
-        case .keyPath(.evaluatedObject, _, let position):
-            throw error(.unsupported, at: position, "SELF is not supported yet")
+        case .keyPath(.evaluatedObject, let keys, let position):
+            guard !keys.isEmpty else {
+                throw error(.unsupported, at: position, "SELF can only be compared with objects, with ==, != or IN")
+            }
+            return (keys.joined(separator: "."), position)
         case .keyPath(.variable(let name), let keys, let position) where !keys.isEmpty:
             throw error(.unsupported, at: position, "key paths on variables ($\(name).…) are only meaningful in SUBQUERY, which is not supported yet")
         case .collectionOperator(let op, _, _, let position):

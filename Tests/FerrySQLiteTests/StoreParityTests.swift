@@ -35,8 +35,14 @@ struct StoreParityTests {
     static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", ""]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
-        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 9), using: &random)
+        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 10), using: &random)
         switch choice {
+        case 9:
+            let function = CollectionFunction.allCases.randomElement(using: &random) ?? .sum
+            let value: PredicateValue = Int.random(in: 0..<5, using: &random) == 0 ? .null : .attribute(.integer(Int64.random(in: 0...12, using: &random)))
+            let op: ComparisonOperator = value == .null ? [.equal, .notEqual].randomElement(using: &random) ?? .equal
+                : ComparisonOperator.allCases.randomElement(using: &random) ?? .equal
+            return .aggregate(function, keyPath: Bool.random(using: &random) ? "employees" : "manager.employees", key: "id", op, value)
         case 7:
             let quantifier = Quantifier.allCases.randomElement(using: &random) ?? .any
             let keyPath = Bool.random(using: &random) ? "employees" : "manager.employees"

@@ -76,6 +76,12 @@ struct FormatPredicateTests {
         ("employees.@count == 0 AND manager != nil", [], [2, 3]),
         ("ANY manager.employees.id == 3", [], [2, 3]),
         ("manager.employees.@count > 1", [], [2, 3]),
+        ("employees.@sum.id == 5", [], [1]),
+        ("employees.@sum.id == 0", [], [2, 3, 4, 5]),
+        ("employees.@avg.id > 2", [], [1]),
+        ("employees.@avg.id == nil", [], [2, 3, 4, 5]),
+        ("employees.@max.id == 3 AND employees.@min.id == 2", [], [1]),
+        ("manager.employees.@max.id >= 3", [], [2, 3]),
     ]
 
     @Test("Fetching with format strings gives the same objects on both stores", arguments: queries.indices)
@@ -111,7 +117,9 @@ struct FormatPredicateTests {
         ("ANY employees.nick == 'x'", [], .unknownKey, 4, "'Person' has no property 'nick'"),
         ("name.@count > 1", [], .typeMismatch, 0, "@count needs a to-many relationship"),
         ("employees.@count > 'x'", [], .typeMismatch, 19, "@count compares with a whole number"),
-        ("employees.@sum.id > 1", [], .unsupported, 10, "@sum is not supported yet"),
+        ("employees.@sum.name > 1", [], .typeMismatch, 10, "@sum needs a number attribute"),
+        ("employees.@max > 1", [], .typeMismatch, 10, "@max needs one attribute of the members"),
+        ("name.@avg.id > 1", [], .typeMismatch, 0, "@avg needs a to-many relationship"),
         ("name == id", [], .unsupported, 8, "comparing two key paths"),
         ("'J' BEGINSWITH name", [], .unsupported, 4, "a value on the left of BEGINSWITH"),
     ]

@@ -116,6 +116,37 @@ struct SQLQuery {
                 groups.append("(\(baseAlias).Z_ENT = ? AND \(baseAlias).Z_PK IN (\(keys.map { _ in "?" }.joined(separator: ", "))))")
             }
             return groups.joined(separator: " OR ")
+        case .aggregate(let function, let keyPath, let key, let op, let value):
+            let (from, link, alias, destination) = try toManySource(keyPath)
+            guard let column = layout.column(of: key, in: destination) else {
+                throw QueryError.unknownKey(entity: destination.name, key: key, keyPath: key)
+            }
+            let isDecimal = destination.attribute(named: key)?.type == .decimal
+            let operand = isDecimal ? "CAST(\(alias).\(column) AS REAL)" : "\(alias).\(column)"
+            let call = switch function {
+            case .sum: "TOTAL(\(operand))"
+            case .avg: "AVG(\(operand))"
+            case .min: "MIN(\(operand))"
+            case .max: "MAX(\(operand))"
+            }
+            let aggregate = "(SELECT \(call) FROM \(from) WHERE \(link))"
+            switch value {
+            case .null:
+                switch op {
+                case .equal: return "\(aggregate) IS NULL"
+                case .notEqual: return "\(aggregate) IS NOT NULL"
+                default: return "0"
+                }
+            case .attribute(let constant):
+                arguments.append(ValueCodec.databaseValue(constant.numericValue.map(AttributeValue.double) ?? constant))
+            case .object:
+                return "0"
+            }
+            switch op {
+            case .equal: return "\(aggregate) IS ?"
+            case .notEqual: return "\(aggregate) IS NOT ?"
+            default: return "ifnull(\(aggregate) \(op.sqlOperator) ?, 0)"
+            }
         case .count(let keyPath, let op, let number):
             let (from, link, _, _) = try toManySource(keyPath)
             arguments.append(number.databaseValue)

@@ -25,6 +25,10 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case count(keyPath: String, ComparisonOperator, Int64)
     /// `SELF IN {…}` / `SELF == x`: the evaluated object is one of these.
     case selfIn([ObjectID])
+    /// `keyPath.@sum.key op value` and `@avg`, `@min`, `@max`: an aggregate of
+    /// one numeric or date attribute over a to-many relationship's members.
+    /// `@sum` of no members is 0; `@avg`, `@min` and `@max` of none are nil.
+    case aggregate(CollectionFunction, keyPath: String, key: String, ComparisonOperator, PredicateValue)
     /// All sub-predicates hold.
     case and([FetchPredicate])
     /// At least one sub-predicate holds.
@@ -51,6 +55,11 @@ public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case lessOrEqual = "<="
     case greater = ">"
     case greaterOrEqual = ">="
+}
+
+/// The aggregate functions of key paths (`@sum`, `@avg`, `@min`, `@max`).
+public enum CollectionFunction: String, Sendable, Hashable, CaseIterable {
+    case sum, avg, min, max
 }
 
 /// How many members of a to-many relationship must match.

@@ -61,6 +61,31 @@ package struct PredicateEvaluator {
             return Self.compare(.attribute(.integer(Int64(try subject.members(at: keyPath).count))), op, .attribute(.integer(number)))
         case .selfIn(let ids):
             return ids.contains(subject.objectID)
+        case .aggregate(let function, let keyPath, let key, let op, let constant):
+            let values = try subject.members(at: keyPath).compactMap { member -> AttributeValue? in
+                if case .attribute(let value) = try member.value(at: key) { return value }
+                return nil
+            }
+            return Self.compare(Self.aggregate(function, values), op, constant)
+        }
+    }
+
+    /// The aggregate of member values, as SQLite computes it: `@sum` of none is 0
+    /// (SQLite's TOTAL), the others are nil; numbers aggregate as Double, dates by time.
+    static func aggregate(_ function: CollectionFunction, _ values: [AttributeValue]) -> KeyPathValue {
+        switch function {
+        case .sum:
+            return .attribute(.double(values.compactMap(\.numericValue).reduce(0, +)))
+        case .avg:
+            let numbers = values.compactMap(\.numericValue)
+            return numbers.isEmpty ? .null : .attribute(.double(numbers.reduce(0, +) / Double(numbers.count)))
+        case .min, .max:
+            let best = values.reduce(nil as AttributeValue?) { current, value in
+                guard let current else { return value }
+                let order = AttributeValue.compare(value, current)
+                return (function == .min ? order == .orderedAscending : order == .orderedDescending) ? value : current
+            }
+            return best.map(KeyPathValue.attribute) ?? .null
         }
     }
 
@@ -163,6 +188,15 @@ extension FetchRequest {
             _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         case .selfIn:
             return
+        case .aggregate(let function, let keyPath, let key, _, let value):
+            let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+            let member = try ResolvedKeyPath.resolve(key, from: path.destination, in: model)
+            guard let attribute = member.final.attribute, member.hops.isEmpty,
+                  attribute.type.isNumeric || (attribute.type == .date && (function == .min || function == .max)) else {
+                throw QueryError.typeMismatch(entity: path.destination.name, keyPath: "\(keyPath).@\(function.rawValue).\(key)",
+                                              expected: "a number attribute (or a date for @min/@max)", value: "'\(key)'")
+            }
+            try value.check(against: member, keyPath: key, entity: path.destination.name)
         }
     }
 }

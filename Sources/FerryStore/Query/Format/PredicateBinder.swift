@@ -72,6 +72,10 @@ struct PredicateBinder {
         if case .collectionOperator("count", .keyPath(.implicit, let keys, let position), let rest, _) = comparison.lhs, rest.isEmpty {
             return try bindCount(keyPath: keys.joined(separator: "."), at: position, comparison)
         }
+        if case .collectionOperator(let op, .keyPath(.implicit, let keys, let position), let rest, let opPosition) = comparison.lhs,
+           let function = CollectionFunction(rawValue: op) {
+            return try bindAggregate(function, keyPath: keys.joined(separator: "."), key: rest, at: position, operatorAt: opPosition, comparison)
+        }
         var op = comparison.operator
         var keySide = comparison.lhs
         var valueSide = comparison.rhs
@@ -227,6 +231,38 @@ struct PredicateBinder {
         throw error(.typeMismatch, at: position, "\(modifier.rawValue) needs a key path through a to-many relationship; '\(keys.joined(separator: "."))' has none", key: keys.joined(separator: "."))
     }
 
+    /// `employees.@sum.salary > 100`, `@avg`, `@min`, `@max`.
+    private func bindAggregate(_ function: CollectionFunction, keyPath: String, key: [String], at position: Int, operatorAt opPosition: Int,
+                               _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        let path: ToManyKeyPath
+        do {
+            path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+        } catch {
+            throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)", key: keyPath)
+        }
+        guard key.count == 1 else {
+            throw error(.typeMismatch, at: opPosition, "@\(function.rawValue) needs one attribute of the members after it, as in \(keyPath).@\(function.rawValue).price", key: keyPath)
+        }
+        let binder = PredicateBinder(source: source, entity: path.destination, model: model, arguments: arguments, variables: variables)
+        let member = try binder.resolve(key[0], at: opPosition)
+        guard let attribute = member.final.attribute,
+              attribute.type.isNumeric || (attribute.type == .date && (function == .min || function == .max)) else {
+            throw error(.typeMismatch, at: opPosition, "@\(function.rawValue) needs a number attribute (or a date for @min and @max); '\(key[0])' is \(Self.describe(member))", key: keyPath)
+        }
+        let op: ComparisonOperator
+        switch comparison.operator {
+        case .equal: op = .equal
+        case .notEqual: op = .notEqual
+        case .less: op = .less
+        case .lessOrEqual: op = .lessOrEqual
+        case .greater: op = .greater
+        case .greaterOrEqual: op = .greaterOrEqual
+        default: throw error(.unsupported, at: comparison.position, "@\(function.rawValue) compares with ==, !=, <, <=, > or >=", key: keyPath)
+        }
+        let value = try binder.value(of: comparison.rhs, for: member, keyPath: key[0])
+        return .aggregate(function, keyPath: keyPath, key: key[0], op, value)
+    }
+
     /// `employees.@count > 2`.
     private func bindCount(keyPath: String, at position: Int, _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
         do {
@@ -296,7 +332,7 @@ struct PredicateBinder {
         }
     }
 
-    private func resolve(_ keyPath: String, at position: Int) throws(PredicateFormatError) -> ResolvedKeyPath {
+    func resolve(_ keyPath: String, at position: Int) throws(PredicateFormatError) -> ResolvedKeyPath {
         do {
             return try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
         } catch {
@@ -315,7 +351,7 @@ struct PredicateBinder {
 
     // MARK: - Values
 
-    private func value(of expression: ExpressionSyntax, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
+    func value(of expression: ExpressionSyntax, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
         let value: PredicateValue
         switch expression {
         case .string(let text, _): value = .attribute(.string(text))
@@ -473,7 +509,7 @@ struct PredicateBinder {
         return result
     }
 
-    private static func describe(_ path: ResolvedKeyPath) -> String {
+    static func describe(_ path: ResolvedKeyPath) -> String {
         switch path.final {
         case .attribute(let attribute): "a \(attribute.type.xcodeName)"
         case .relationship(let relationship): "a \(relationship.destinationEntityName) relationship"

@@ -35,8 +35,11 @@ struct StoreParityTests {
     static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", ""]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
-        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 10), using: &random)
+        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 11), using: &random)
         switch choice {
+        case 10:
+            return .subqueryCount(keyPath: Bool.random(using: &random) ? "employees" : "manager.employees", randomPredicate(&random, depth: depth + 1),
+                                  ComparisonOperator.allCases.randomElement(using: &random) ?? .equal, Int64.random(in: 0...2, using: &random))
         case 9:
             let function = CollectionFunction.allCases.randomElement(using: &random) ?? .sum
             let value: PredicateValue = Int.random(in: 0..<5, using: &random) == 0 ? .null : .attribute(.integer(Int64.random(in: 0...12, using: &random)))

@@ -32,6 +32,9 @@ struct FormatPredicateTests {
         #expect(try bind("ANY employees.name BEGINSWITH[c] 'j'") == .quantified(.any, keyPath: "employees", .stringMatch(keyPath: "name", .beginsWith, "j", .caseInsensitive)))
         #expect(try bind("NONE manager.employees.id > 3") == .quantified(.none, keyPath: "manager.employees", .comparison(keyPath: "id", .greater, .attribute(.integer(3)))))
         #expect(try bind("employees.@count >= %d", [2]) == .count(keyPath: "employees", .greaterOrEqual, 2))
+        #expect(try bind("SUBQUERY(employees, $e, $e.id > 2 AND $e.name != nil).@count > 0")
+                == .subqueryCount(keyPath: "employees", .and([.comparison(keyPath: "id", .greater, .attribute(.integer(2))),
+                                                              .comparison(keyPath: "name", .notEqual, .null)]), .greater, 0))
     }
 
     func seeded(_ kind: TestStoreKind) throws -> TestContainer {
@@ -82,6 +85,9 @@ struct FormatPredicateTests {
         ("employees.@avg.id == nil", [], [2, 3, 4, 5]),
         ("employees.@max.id == 3 AND employees.@min.id == 2", [], [1]),
         ("manager.employees.@max.id >= 3", [], [2, 3]),
+        ("SUBQUERY(employees, $e, $e.name BEGINSWITH[cd] 'e').@count == 1", [], [1]),
+        ("SUBQUERY(employees, $e, $e.id >= 2).@count == 2", [], [1]),
+        ("SUBQUERY(manager.employees, $x, $x.id != 2).@count == 1", [], [2, 3]),
     ]
 
     @Test("Fetching with format strings gives the same objects on both stores", arguments: queries.indices)
@@ -118,6 +124,10 @@ struct FormatPredicateTests {
         ("name.@count > 1", [], .typeMismatch, 0, "@count needs a to-many relationship"),
         ("employees.@count > 'x'", [], .typeMismatch, 19, "@count compares with a whole number"),
         ("employees.@sum.name > 1", [], .typeMismatch, 10, "@sum needs a number attribute"),
+        ("SUBQUERY(employees, $e, name == 'x').@count > 0", [], .unsupported, 24, "name the members' keys through $e"),
+        ("SUBQUERY(employees, $e, $e.nick == 'x').@count > 0", [], .unknownKey, 24, "'Person' has no property 'nick'"),
+        ("SUBQUERY(name, $e, $e.id == 1).@count > 0", [], .typeMismatch, 9, "SUBQUERY needs a to-many relationship"),
+        ("SUBQUERY(employees, $e, $e.id == 1) == 1", [], .unsupported, 0, "SUBQUERY is supported as SUBQUERY(…).@count"),
         ("employees.@max > 1", [], .typeMismatch, 10, "@max needs one attribute of the members"),
         ("name.@avg.id > 1", [], .typeMismatch, 0, "@avg needs a to-many relationship"),
         ("name == id", [], .unsupported, 8, "comparing two key paths"),

@@ -147,6 +147,14 @@ struct SQLQuery {
             case .notEqual: return "\(aggregate) IS NOT ?"
             default: return "ifnull(\(aggregate) \(op.sqlOperator) ?, 0)"
             }
+        case .subqueryCount(let keyPath, let inner, let op, let number):
+            let (from, link, alias, destination) = try toManySource(keyPath)
+            var nested = SQLQuery(layout: layout, entity: destination, baseAlias: alias)
+            let condition = try nested.compile(inner)
+            arguments += nested.arguments
+            arguments.append(number.databaseValue)
+            let fromClause = ([from] + nested.joins).joined(separator: " ")
+            return "(SELECT COUNT(*) FROM \(fromClause) WHERE \(link) AND (\(condition))) \(op.sqlOperator) ?"
         case .count(let keyPath, let op, let number):
             let (from, link, _, _) = try toManySource(keyPath)
             arguments.append(number.databaseValue)

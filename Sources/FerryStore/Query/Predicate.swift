@@ -23,6 +23,8 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case quantified(Quantifier, keyPath: String, FetchPredicate)
     /// `keyPath.@count op n`: the number of members of a to-many relationship.
     case count(keyPath: String, ComparisonOperator, Int64)
+    /// `SUBQUERY(keyPath, $x, predicate).@count op n`: how many members match a predicate.
+    case subqueryCount(keyPath: String, FetchPredicate, ComparisonOperator, Int64)
     /// `SELF IN {…}` / `SELF == x`: the evaluated object is one of these.
     case selfIn([ObjectID])
     /// `keyPath.@sum.key op value` and `@avg`, `@min`, `@max`: an aggregate of

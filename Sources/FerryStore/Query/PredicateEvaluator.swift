@@ -61,6 +61,9 @@ package struct PredicateEvaluator {
             return Self.compare(.attribute(.integer(Int64(try subject.members(at: keyPath).count))), op, .attribute(.integer(number)))
         case .selfIn(let ids):
             return ids.contains(subject.objectID)
+        case .subqueryCount(let keyPath, let inner, let op, let number):
+            let matching = try subject.members(at: keyPath).count { try evaluate(inner, on: $0) }
+            return Self.compare(.attribute(.integer(Int64(matching))), op, .attribute(.integer(number)))
         case .aggregate(let function, let keyPath, let key, let op, let constant):
             let values = try subject.members(at: keyPath).compactMap { member -> AttributeValue? in
                 if case .attribute(let value) = try member.value(at: key) { return value }
@@ -188,6 +191,9 @@ extension FetchRequest {
             _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         case .selfIn:
             return
+        case .subqueryCount(let keyPath, let inner, _, _):
+            let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+            try check(inner, entity: path.destination, model: model)
         case .aggregate(let function, let keyPath, let key, _, let value):
             let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
             let member = try ResolvedKeyPath.resolve(key, from: path.destination, in: model)

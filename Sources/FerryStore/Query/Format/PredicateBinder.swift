@@ -69,6 +69,9 @@ struct PredicateBinder {
         if let modifier = comparison.modifier {
             return try bindQuantified(comparison, modifier)
         }
+        if case .collectionOperator("count", .subquery(let collection, let variable, let inner, let position), let rest, _) = comparison.lhs, rest.isEmpty {
+            return try bindSubqueryCount(collection, variable: variable, inner, at: position, comparison)
+        }
         if case .collectionOperator("count", .keyPath(.implicit, let keys, let position), let rest, _) = comparison.lhs, rest.isEmpty {
             return try bindCount(keyPath: keys.joined(separator: "."), at: position, comparison)
         }
@@ -263,6 +266,59 @@ struct PredicateBinder {
         return .aggregate(function, keyPath: keyPath, key: key[0], op, value)
     }
 
+    /// `SUBQUERY(employees, $e, $e.age > 30).@count > 0`: the inner predicate is
+    /// bound against the members, with `$e.key` naming a member's key.
+    private func bindSubqueryCount(_ collection: ExpressionSyntax, variable: String, _ inner: PredicateSyntax, at position: Int,
+                                   _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        guard case .keyPath(.implicit, let keys, let keyPosition) = collection else {
+            throw error(.unsupported, at: collection.position, "SUBQUERY's collection must be a key path to a to-many relationship")
+        }
+        let keyPath = keys.joined(separator: ".")
+        let path: ToManyKeyPath
+        do {
+            path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
+        } catch {
+            throw self.error(.typeMismatch, at: keyPosition, "SUBQUERY needs a to-many relationship; \(error.description)", key: keyPath)
+        }
+        let binder = PredicateBinder(source: source, entity: path.destination, model: model, arguments: arguments, variables: variables)
+        let member = try binder.bind(try Self.rootingKeys(of: inner, at: variable, source: source, entity: entity.name))
+        let counted = try bindCount(keyPath: keyPath, at: position, comparison)
+        guard case .count(_, let op, let number) = counted else { return counted }
+        return .subqueryCount(keyPath: keyPath, member, op, number)
+    }
+
+    /// Rewrites `$x.key` as `key` inside a SUBQUERY predicate; other key paths
+    /// (the outer object's) are not supported there yet.
+    private static func rootingKeys(of syntax: PredicateSyntax, at variable: String, source: String, entity: String) throws(PredicateFormatError) -> PredicateSyntax {
+        func rooted(_ expression: ExpressionSyntax) throws(PredicateFormatError) -> ExpressionSyntax {
+            switch expression {
+            case .keyPath(.variable(let name), let keys, let position) where name == variable:
+                guard !keys.isEmpty else {
+                    throw PredicateFormatError(code: .unsupported, predicate: source, position: position,
+                                               message: "comparing the SUBQUERY variable itself is not supported yet; compare one of its keys", entity: entity, key: nil)
+                }
+                return .keyPath(root: .implicit, keys: keys, position: position)
+            case .keyPath(.implicit, _, let position), .keyPath(.evaluatedObject, _, let position):
+                throw PredicateFormatError(code: .unsupported, predicate: source, position: position,
+                                           message: "inside SUBQUERY, name the members' keys through $\(variable); keys of the outer object are not supported yet", entity: entity, key: nil)
+            case .collectionOperator(let op, let base, let keys, let position):
+                return .collectionOperator(op: op, base: try rooted(base), keys: keys, position: position)
+            default:
+                return expression
+            }
+        }
+        switch syntax {
+        case .constant: return syntax
+        case .and(let parts): return .and(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
+        case .or(let parts): return .or(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
+        case .not(let inner): return .not(try rootingKeys(of: inner, at: variable, source: source, entity: entity))
+        case .comparison(var comparison):
+            comparison.lhs = try rooted(comparison.lhs)
+            comparison.rhs = try rooted(comparison.rhs)
+            return .comparison(comparison)
+        }
+    }
+
     /// `employees.@count > 2`.
     private func bindCount(keyPath: String, at position: Int, _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
         do {
@@ -317,7 +373,7 @@ struct PredicateBinder {
         case .collectionOperator(let op, _, _, let position):
             throw error(.unsupported, at: position, "@\(op) is not supported yet")
         case .subquery(_, _, _, let position):
-            throw error(.unsupported, at: position, "SUBQUERY is not supported yet")
+            throw error(.unsupported, at: position, "SUBQUERY is supported as SUBQUERY(…).@count compared with a number")
         default:
             return nil
         }

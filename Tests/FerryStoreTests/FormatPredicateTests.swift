@@ -180,3 +180,52 @@ struct FormatPredicateTests {
         #expect(try ids("SELF == %@", [pending]) == [9])
     }
 }
+
+@Suite("Fetch request templates")
+struct FetchTemplateTests {
+    @Test("A template runs with its variables substituted; the template itself is unchanged", arguments: TestStoreKind.allCases)
+    func template(kind: TestStoreKind) throws {
+        let model = try SampleModels.load("OrgChart")
+        let test = try TestContainer(model: model, kind: kind)
+        let context = test.context()
+        for name in ["Ann", "Bob", "Ann"] { try context.make("Person", ["name": name]) }
+        try context.save()
+        let request = try FetchRequest(template: "personByName", substitutionVariables: ["NAME": "Ann"], model: model)
+        #expect(request.entityName == "Person")
+        #expect(try context.count(for: request) == 2)
+        let other = try FetchRequest(template: "personByName", substitutionVariables: ["NAME": "Bob"], model: model)
+        #expect(try context.count(for: other) == 1)
+        #expect(model.fetchRequestTemplate(named: "personByName")?.predicate == "name == $NAME")
+    }
+
+    @Test("Every variable must be given, and unknown templates are named")
+    func missing() throws {
+        let model = try SampleModels.load("OrgChart")
+        #expect(throws: PredicateFormatError.self) { try FetchRequest(template: "personByName", model: model) }
+        do {
+            _ = try FetchRequest(template: "nope", model: model)
+            Issue.record("found a template named nope")
+        } catch {
+            #expect(error.message.contains("no fetch request template named 'nope' (it has: personByName)"))
+        }
+    }
+
+    @Test("The templates of a real model file bind against their entities")
+    func fixtureTemplates() throws {
+        let model = try XcodeModelReader.read(at: "\(SampleModels.sharedFixturesDirectory)/rentzsch__mogenerator__test.xcdatamodel.contents")
+        let store = InMemoryStore(model: model)
+        let container = try PersistentContainer(store: store)
+        let context = container.newContext()
+        let parent = try context.make("Parent", ["parentName": "Zeus", "humanName": "Zeus"])
+        try context.make("Child", ["childName": "Ares", "parent": parent, "humanName": "Ares"])
+        try context.save()
+        let all = try FetchRequest(template: "allHumans", model: model)
+        #expect(try context.count(for: all) == 2, "Human's subentities are included")
+        let byParentName = try FetchRequest(template: "byParentName", substitutionVariables: ["parentName": "Zeus"], model: model)
+        #expect(try context.fetch(byParentName).compactMap { try $0.value(forKey: "childName") as? String } == ["Ares"])
+        let byParent = try FetchRequest(template: "byParent", substitutionVariables: ["parent": parent], model: model)
+        #expect(try context.count(for: byParent) == 1)
+        let byName = try FetchRequest(template: "byHumanName", substitutionVariables: ["humanName": "Ares"], model: model)
+        #expect(try context.fetch(byName).map(\.entity.name) == ["Child"])
+    }
+}

@@ -45,6 +45,27 @@ extension FetchRequest {
     }
 }
 
+extension FetchRequest {
+    /// A request from one of the model's fetch request templates, with its
+    /// `$VARIABLES` replaced (Core Data's `fetchRequestFromTemplate(withName:substitutionVariables:)`).
+    /// Every variable the template uses must be given; the template is not changed.
+    /// - Throws: ``PredicateFormatError``: `.unknownKey` for an unknown template
+    ///   name, `.argument` for a missing variable, and any error of the predicate.
+    public init(template name: String, substitutionVariables: [String: Any?] = [:], model: ManagedObjectModel) throws(PredicateFormatError) {
+        guard let template = model.fetchRequestTemplate(named: name) else {
+            let known = model.fetchRequestTemplates.keys.sorted().joined(separator: ", ")
+            throw PredicateFormatError(code: .unknownKey, predicate: "", position: 0,
+                                       message: "the model has no fetch request template named '\(name)' (it has: \(known.isEmpty ? "none" : known))",
+                                       entity: nil, key: name)
+        }
+        var predicate: FetchPredicate?
+        if let format = template.predicate {
+            predicate = try FetchPredicate(format: format, variables: substitutionVariables, entity: template.entityName, model: model)
+        }
+        self.init(entityName: template.entityName, predicate: predicate, fetchLimit: template.fetchLimit)
+    }
+}
+
 /// Turns a parsed predicate into a checked ``FetchPredicate`` for one entity.
 struct PredicateBinder {
     let source: String

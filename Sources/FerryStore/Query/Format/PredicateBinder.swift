@@ -273,15 +273,8 @@ struct PredicateBinder {
               attribute.type.isNumeric || (attribute.type == .date && (function == .min || function == .max)) else {
             throw error(.typeMismatch, at: opPosition, "@\(function.rawValue) needs a number attribute (or a date for @min and @max); '\(key[0])' is \(Self.describe(member))", key: keyPath)
         }
-        let op: ComparisonOperator
-        switch comparison.operator {
-        case .equal: op = .equal
-        case .notEqual: op = .notEqual
-        case .less: op = .less
-        case .lessOrEqual: op = .lessOrEqual
-        case .greater: op = .greater
-        case .greaterOrEqual: op = .greaterOrEqual
-        default: throw error(.unsupported, at: comparison.position, "@\(function.rawValue) compares with ==, !=, <, <=, > or >=", key: keyPath)
+        guard let op = Self.numericOperator(comparison.operator) else {
+            throw error(.unsupported, at: comparison.position, "@\(function.rawValue) compares with ==, !=, <, <=, > or >=", key: keyPath)
         }
         let value = try binder.value(of: comparison.rhs, for: member, keyPath: key[0])
         return .aggregate(function, keyPath: keyPath, key: key[0], op, value)
@@ -347,15 +340,8 @@ struct PredicateBinder {
         } catch {
             throw self.error(.typeMismatch, at: position, "@count needs a to-many relationship; \(error.description)", key: keyPath)
         }
-        let op: ComparisonOperator
-        switch comparison.operator {
-        case .equal: op = .equal
-        case .notEqual: op = .notEqual
-        case .less: op = .less
-        case .lessOrEqual: op = .lessOrEqual
-        case .greater: op = .greater
-        case .greaterOrEqual: op = .greaterOrEqual
-        default: throw error(.unsupported, at: comparison.position, "@count compares with ==, !=, <, <=, > or >=", key: keyPath)
+        guard let op = Self.numericOperator(comparison.operator) else {
+            throw error(.unsupported, at: comparison.position, "@count compares with ==, !=, <, <=, > or >=", key: keyPath)
         }
         let number: Int64
         switch comparison.rhs {
@@ -557,15 +543,21 @@ struct PredicateBinder {
         }
     }
 
-    private static func comparisonOperator(_ op: ComparisonSyntax.Operator) -> ComparisonOperator {
+    /// The comparison operators that also apply to numbers (counts, aggregates); nil for the others.
+    private static func numericOperator(_ op: ComparisonSyntax.Operator) -> ComparisonOperator? {
         switch op {
+        case .equal: .equal
         case .notEqual: .notEqual
         case .less: .less
         case .lessOrEqual: .lessOrEqual
         case .greater: .greater
         case .greaterOrEqual: .greaterOrEqual
-        default: .equal
+        default: nil
         }
+    }
+
+    private static func comparisonOperator(_ op: ComparisonSyntax.Operator) -> ComparisonOperator {
+        numericOperator(op) ?? .equal
     }
 
     private static func stringOperator(_ op: ComparisonSyntax.Operator) -> StringOperator {

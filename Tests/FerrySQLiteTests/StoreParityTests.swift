@@ -22,7 +22,8 @@ struct StoreParityTests {
         }
     }
 
-    static let names = ["Ann", "Bob", "ann", "Émile", "Zoë", "bob", "Al", ""]
+    // Includes LIKE metacharacters and the Kelvin sign (U+212A), which folds to "k".
+    static let names = ["Ann", "Bob", "ann", "Émile", "Zoë", "bob", "Al", "", "50%_off", "a\\b", "\u{212A}elvin", "kelvin"]
 
     func randomValue(_ random: inout Generator) -> PredicateValue {
         switch Int.random(in: 0..<4, using: &random) {
@@ -32,7 +33,7 @@ struct StoreParityTests {
         }
     }
 
-    static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", ""]
+    static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", "", "%", "_", "0%_", "\\", "ke", "K", "LVIN"]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
         let choice = Int.random(in: 0..<(depth > 1 ? 4 : 11), using: &random)

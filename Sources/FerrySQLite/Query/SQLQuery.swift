@@ -69,6 +69,17 @@ struct SQLQuery {
             return try comparison(keyPath, op, value)
         case .stringMatch(let keyPath, let op, let pattern, let options):
             let (column, _) = try columnExpression(keyPath)
+            if let like = Self.asciiLikePattern(op, pattern, options) {
+                // Exact fast path: an all-ASCII value compares under Unicode folding
+                // exactly as under SQLite's ASCII case-insensitive LIKE; values with
+                // other characters go through ferry_match.
+                arguments.append(Self.nonASCIIGlob.databaseValue)
+                arguments.append(op.rawValue.databaseValue)
+                arguments.append(Int64(options.rawValue).databaseValue)
+                arguments.append(pattern.databaseValue)
+                arguments.append(like.databaseValue)
+                return "ifnull(CASE WHEN \(column) GLOB ? THEN ferry_match(?, ?, \(column), ?) ELSE \(column) LIKE ? ESCAPE '\\' END, 0)"
+            }
             arguments.append(op.rawValue.databaseValue)
             arguments.append(Int64(options.rawValue).databaseValue)
             arguments.append(pattern.databaseValue)
@@ -159,6 +170,27 @@ struct SQLQuery {
             let (from, link, _, _) = try toManySource(keyPath)
             arguments.append(number.databaseValue)
             return "(SELECT COUNT(*) FROM \(from) WHERE \(link)) \(op.sqlOperator) ?"
+        }
+    }
+
+    /// Matches any value holding a character outside ASCII (a GLOB class of U+0001…U+007F, negated).
+    static let nonASCIIGlob = "*[^\u{01}-\u{7F}]*"
+
+    /// The SQLite LIKE pattern equivalent to a case-insensitive string operator
+    /// with an all-ASCII pattern, for all-ASCII values; nil when there is none.
+    static func asciiLikePattern(_ op: StringOperator, _ pattern: String, _ options: StringOptions) -> String? {
+        guard options.contains(.caseInsensitive), pattern.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0 }) else { return nil }
+        var escaped = ""
+        for character in pattern {
+            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        switch op {
+        case .equal: return escaped
+        case .beginsWith: return escaped + "%"
+        case .endsWith: return "%" + escaped
+        case .contains: return "%" + escaped + "%"
+        case .like, .matches: return nil
         }
     }
 

@@ -25,13 +25,14 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
+            if argument == "--predicates" { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             case ("--count", let v?) where v > 0: count = v
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|ferry]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|ferry] [--predicates]\n".utf8))
                 exit(64)
             }
         }
@@ -134,6 +135,10 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
 let settings = Settings(arguments: CommandLine.arguments)
 do {
     let model = try SampleModels.load("OrgChart")
+    if CommandLine.arguments.contains("--predicates") {
+        try PredicateWorkload.run(count: settings.count, runs: 3, model: model)
+        exit(0)
+    }
     if let side = settings.only {
         // Child mode: one side, one run, machine-readable.
         let directory = TemporaryDirectory(prefix: "ferry-bench")

@@ -73,12 +73,13 @@ struct SQLQuery {
                 // Exact fast path: an all-ASCII value compares under Unicode folding
                 // exactly as under SQLite's ASCII case-insensitive LIKE; values with
                 // other characters go through ferry_match.
-                arguments.append(Self.nonASCIIGlob.databaseValue)
+                // A text is all ASCII exactly when its length in characters equals its length in bytes.
+                arguments.append(like.databaseValue)
                 arguments.append(op.rawValue.databaseValue)
                 arguments.append(Int64(options.rawValue).databaseValue)
                 arguments.append(pattern.databaseValue)
-                arguments.append(like.databaseValue)
-                return "ifnull(CASE WHEN \(column) GLOB ? THEN ferry_match(?, ?, \(column), ?) ELSE \(column) LIKE ? ESCAPE '\\' END, 0)"
+                return "ifnull(CASE WHEN length(\(column)) = length(CAST(\(column) AS BLOB)) THEN \(column) LIKE ? ESCAPE '\\' "
+                    + "ELSE ferry_match(?, ?, \(column), ?) END, 0)"
             }
             arguments.append(op.rawValue.databaseValue)
             arguments.append(Int64(options.rawValue).databaseValue)
@@ -172,9 +173,6 @@ struct SQLQuery {
             return "(SELECT COUNT(*) FROM \(from) WHERE \(link)) \(op.sqlOperator) ?"
         }
     }
-
-    /// Matches any value holding a character outside ASCII (a GLOB class of U+0001…U+007F, negated).
-    static let nonASCIIGlob = "*[^\u{01}-\u{7F}]*"
 
     /// The SQLite LIKE pattern equivalent to a case-insensitive string operator
     /// with an all-ASCII pattern, for all-ASCII values; nil when there is none.

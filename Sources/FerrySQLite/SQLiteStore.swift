@@ -133,28 +133,18 @@ public final class SQLiteStore: PersistentStore {
 
     public func relatedObjectIDs(of id: ObjectID, relationship name: String) throws -> [ObjectID] {
         guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name),
-              let key = id.primaryKey, let destination = model.entity(named: relationship.destinationEntityName),
-              let destinationTable = layout.table(of: destination) else {
+              let key = id.primaryKey else {
             throw QueryError.unknownKey(entity: id.entityName, key: name, keyPath: name)
         }
+        guard relationship.isToMany else {
+            return try rows(for: [id])[id]?.toOne[entity.propertyIndex(named: name) ?? 0].map { [$0] } ?? []
+        }
+        guard let source = layout.memberSource(of: relationship, in: entity, alias: "d") else { return [] }
+        let family = source.familyFilter.map { " AND \($0)" } ?? ""
+        let order = source.orderColumn.map { "\($0), " } ?? ""
+        let sql = "SELECT d.Z_PK, d.Z_ENT FROM \(source.from) WHERE \(source.ownerColumn) = ?\(family) ORDER BY \(order)d.Z_PK"
         let names = layout.entityNames
         let store = identifier
-        let familyFilter = layout.entityFilter(for: destination, includesSubentities: true, alias: "d").map { " AND \($0)" } ?? ""
-        let sql: String
-        switch model.storage(of: relationship, in: entity) {
-        case .foreignKey:
-            return try rows(for: [id])[id]?.toOne[entity.propertyIndex(named: name) ?? 0].map { [$0] } ?? []
-        case .inverseOfForeignKey(let inverse):
-            guard let column = layout.column(of: inverse.name, in: destination) else { return [] }
-            let order = layout.mapping.entities[destination.name]?.orderColumns[inverse.name].map { "d.\($0), " } ?? ""
-            sql = "SELECT d.Z_PK, d.Z_ENT FROM \(destinationTable) d WHERE d.\(column) = ?\(familyFilter) ORDER BY \(order)d.Z_PK"
-        case .joinTable(let joinKey, let sourceIsCanonical):
-            guard let join = layout.mapping.joinTables[SchemaMapping.joinKey(joinKey)] else { return [] }
-            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
-            let orderColumn = sourceIsCanonical ? join.canonicalOrderColumn : join.otherOrderColumn
-            let order = orderColumn.map { "j.\($0), " } ?? ""
-            sql = "SELECT d.Z_PK, d.Z_ENT FROM \(join.table) j JOIN \(destinationTable) d ON d.Z_PK = j.\(theirs) WHERE j.\(mine) = ?\(familyFilter) ORDER BY \(order)d.Z_PK"
-        }
         return try read { db in
             try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [key]).compactMap { row -> ObjectID? in
                 guard let name = names[row[1]] else { return nil }

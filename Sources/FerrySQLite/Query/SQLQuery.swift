@@ -199,25 +199,11 @@ struct SQLQuery {
         let owner = try aliasAfterHops(path.hops, keyPath: keyPath)
         subqueryCount += 1
         let alias = "\(baseAlias)s\(subqueryCount)"
-        guard let table = layout.table(of: path.destination) else { throw QueryError.unknownEntity(path.destination.name) }
-        let family = layout.entityFilter(for: path.destination, includesSubentities: true, alias: alias).map { " AND \($0)" } ?? ""
-        switch layout.model.storage(of: path.relationship, in: path.owner) {
-        case .inverseOfForeignKey(let inverse):
-            guard let column = layout.column(of: inverse.name, in: path.destination) else {
-                throw QueryError.unknownKey(entity: path.destination.name, key: inverse.name, keyPath: keyPath)
-            }
-            return ("\(table) \(alias)", "\(alias).\(column) = \(owner).Z_PK\(family)", alias, path.destination)
-        case .joinTable(let joinKey, let sourceIsCanonical):
-            guard let join = layout.mapping.joinTables[SchemaMapping.joinKey(joinKey)] else {
-                throw QueryError.unknownKey(entity: path.owner.name, key: path.relationship.name, keyPath: keyPath)
-            }
-            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
-            let joinAlias = alias + "j"
-            return ("\(join.table) \(joinAlias) JOIN \(table) \(alias) ON \(alias).Z_PK = \(joinAlias).\(theirs)",
-                    "\(joinAlias).\(mine) = \(owner).Z_PK\(family)", alias, path.destination)
-        case .foreignKey:
-            throw QueryError.typeMismatch(entity: path.owner.name, keyPath: keyPath, expected: "a to-many relationship", value: "a to-one")
+        guard let source = layout.memberSource(of: path.relationship, in: path.owner, alias: alias) else {
+            throw QueryError.unknownKey(entity: path.owner.name, key: path.relationship.name, keyPath: keyPath)
         }
+        let family = source.familyFilter.map { " AND \($0)" } ?? ""
+        return (source.from, "\(source.ownerColumn) = \(owner).Z_PK\(family)", alias, path.destination)
     }
 
     private mutating func comparison(_ keyPath: String, _ op: ComparisonOperator, _ value: PredicateValue) throws -> String {

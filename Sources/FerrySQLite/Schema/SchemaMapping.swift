@@ -14,7 +14,6 @@ struct SchemaMapping: Codable, Sendable, Equatable {
     struct EntityMapping: Codable, Sendable, Equatable {
         var number: Int
         var table: String
-        var root: String
         var parent: String?
         /// Property name → column (attributes and to-one relationships).
         var columns: [String: String]
@@ -55,8 +54,8 @@ struct SchemaMapping: Codable, Sendable, Equatable {
         var nextNumber = (entities.values.map(\.number).max() ?? 0) + 1
         for entity in Self.numberingOrder(model) where entities[entity.name] == nil {
             let rootTable = "Z" + entity.rootName.uppercased()
-            entities[entity.name] = EntityMapping(number: nextNumber, table: rootTable, root: entity.rootName,
-                                                  parent: entity.parentName, columns: [:], entityColumns: [:], orderColumns: [:])
+            entities[entity.name] = EntityMapping(number: nextNumber, table: rootTable, parent: entity.parentName,
+                                                  columns: [:], entityColumns: [:], orderColumns: [:])
             nextNumber += 1
         }
         for entity in Self.numberingOrder(model) {

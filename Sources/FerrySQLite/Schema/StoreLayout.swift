@@ -111,6 +111,37 @@ final class StoreLayout: Sendable {
         return "\(alias).Z_ENT = \(number(of: entity.name) ?? -1)"
     }
 
+    /// How SQL lists the members of a to-many relationship of `owner`, with the
+    /// destination table under `alias`: the FROM clause, the qualified column
+    /// that holds the owner's `Z_PK`, the order column for ordered relationships,
+    /// and the `Z_ENT` condition for the destination's family. Nil for to-one.
+    struct MemberSource {
+        var from: String
+        var ownerColumn: String
+        var orderColumn: String?
+        var familyFilter: String?
+    }
+
+    func memberSource(of relationship: RelationshipDescription, in owner: EntityDescription, alias: String) -> MemberSource? {
+        guard let destination = model.entity(named: relationship.destinationEntityName), let table = table(of: destination) else { return nil }
+        let family = entityFilter(for: destination, includesSubentities: true, alias: alias)
+        switch model.storage(of: relationship, in: owner) {
+        case .foreignKey:
+            return nil
+        case .inverseOfForeignKey(let inverse):
+            guard let column = column(of: inverse.name, in: destination) else { return nil }
+            let order = mapping.entities[destination.name]?.orderColumns[inverse.name].map { "\(alias).\($0)" }
+            return MemberSource(from: "\(table) \(alias)", ownerColumn: "\(alias).\(column)", orderColumn: order, familyFilter: family)
+        case .joinTable(let joinKey, let sourceIsCanonical):
+            guard let join = mapping.joinTables[SchemaMapping.joinKey(joinKey)] else { return nil }
+            let (mine, theirs) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
+            let joinAlias = alias + "j"
+            let order = (sourceIsCanonical ? join.canonicalOrderColumn : join.otherOrderColumn).map { "\(joinAlias).\($0)" }
+            return MemberSource(from: "\(join.table) \(joinAlias) JOIN \(table) \(alias) ON \(alias).Z_PK = \(joinAlias).\(theirs)",
+                                ownerColumn: "\(joinAlias).\(mine)", orderColumn: order, familyFilter: family)
+        }
+    }
+
     /// The select list of a table, qualified with `alias`.
     func selectList(ofTable table: String, alias: String) -> String {
         (selectColumns[table] ?? []).map { "\(alias).\($0)" }.joined(separator: ", ")

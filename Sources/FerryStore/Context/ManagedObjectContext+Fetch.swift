@@ -73,12 +73,12 @@ extension ManagedObjectContext {
 
     func hasPendingChanges(inFamilyOf entity: EntityDescription) -> Bool {
         let root = entity.rootName
-        func inFamily(_ key: Int) -> Bool { registry[key]?.entity.rootName == root }
+        func inFamily(_ key: Int) -> Bool { registry[key]?.runtime.entity.rootName == root }
         return insertedKeys.contains(where: inFamily) || deletedKeys.contains(where: inFamily) || updatedKeys.contains(where: inFamily)
     }
 
     func isFetched(_ object: ManagedObject, by request: FetchRequest) -> Bool {
-        request.includesSubentities ? object.entity.isKind(of: request.entityName) : object.entity.name == request.entityName
+        request.includesSubentities ? object.runtime.isKind(of: request.entityName) : object.runtime.name == request.entityName
     }
 
     func matches(_ object: ManagedObject, _ request: FetchRequest) throws -> Bool {
@@ -89,15 +89,9 @@ extension ManagedObjectContext {
     /// Follows a key path through to-one relationships, loading faults on the way.
     func value(at keyPath: String, of object: ManagedObject) throws -> KeyPathValue {
         let path = try ResolvedKeyPath.resolve(keyPath, from: object.entity, in: model)
-        var current = object
-        for hop in path.hops {
-            try fulfillFault(current)
-            guard let index = current.entity.propertyIndex(named: hop.name),
-                  let next = current.toOne[index].flatMap({ registry[$0] }) else { return .null }
-            current = next
-        }
+        guard let current = try follow(path.hops, from: object) else { return .null }
         try fulfillFault(current)
-        guard let index = current.entity.propertyIndex(named: path.final.name) else { return .null }
+        guard let index = current.runtime.propertyIndex(named: path.final.name) else { return .null }
         switch current.runtime.kinds[index] {
         case .attribute:
             return current.attributes[index].map(KeyPathValue.attribute) ?? .null
@@ -108,17 +102,24 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The object reached by following to-one `hops` (loading faults), nil at an empty link.
+    func follow(_ hops: [RelationshipDescription], from object: ManagedObject) throws -> ManagedObject? {
+        var current = object
+        for hop in hops {
+            try fulfillFault(current)
+            guard let index = current.runtime.propertyIndex(named: hop.name),
+                  let next = current.toOne[index].flatMap({ registry[$0] }) else { return nil }
+            current = next
+        }
+        return current
+    }
+
     func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) throws -> [ManagedObject] {
         let keyed = try objects.enumerated().map { offset, object in
             (offset, object, try descriptors.map { try value(at: $0.keyPath, of: object) })
         }
         return keyed.sorted { lhs, rhs in
-            for (position, descriptor) in descriptors.enumerated() {
-                let order = PredicateEvaluator.order(lhs.2[position], rhs.2[position])
-                if order == .orderedSame { continue }
-                return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
-            }
-            return lhs.0 < rhs.0
+            PredicateEvaluator.precedes(lhs.2, rhs.2, by: descriptors) ?? (lhs.0 < rhs.0)
         }.map(\.1)
     }
 }
@@ -136,14 +137,7 @@ struct ContextSubject: PredicateSubject {
 
     func members(at keyPath: String) throws -> [ContextSubject] {
         let path = try ToManyKeyPath.resolve(keyPath, from: object.entity, in: context.model)
-        var owner = object
-        for hop in path.hops {
-            try context.fulfillFault(owner)
-            guard let index = owner.runtime.propertyIndex(named: hop.name),
-                  let next = owner.toOne[index].flatMap({ context.object(forKey: $0) }) else { return [] }
-            owner = next
-        }
-        guard let index = owner.runtime.propertyIndex(named: path.relationship.name) else { return [] }
+        guard let owner = try context.follow(path.hops, from: object), let index = owner.runtime.propertyIndex(named: path.relationship.name) else { return [] }
         return try context.destinations(of: owner, index).filter { !$0.isDeleted }.map { ContextSubject(context: context, object: $0) }
     }
 }

@@ -20,9 +20,11 @@ extension ManagedObjectContext {
         } catch {
             throw SaveError.storeFailed(error.description)
         }
-        let failures = validatePendingChanges()
+        // Updated objects are validated and written in key order, so errors and writes are deterministic.
+        let updatedInOrder = updatedKeys.sorted()
+        let failures = validatePendingChanges(updatedInOrder)
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
-        let (request, order) = makeSaveRequest()
+        let (request, order) = makeSaveRequest(updatedInOrder)
         let result: SaveResult
         do {
             result = try store.save(request)
@@ -71,7 +73,7 @@ extension ManagedObjectContext {
 
     // MARK: - Validation
 
-    func validatePendingChanges() -> [ValidationError] {
+    func validatePendingChanges(_ updatedInOrder: [Int]) -> [ValidationError] {
         var failures: [ValidationError] = []
         let validator = ObjectValidator(context: self)
         for key in deletedKeys {
@@ -84,7 +86,7 @@ extension ManagedObjectContext {
             failures += validator.modelRuleFailures(of: object)
             failures += validator.custom(object, .insert) { try object.validateForInsert() }
         }
-        for key in updatedKeys.sorted() {
+        for key in updatedInOrder {
             guard let object = registry[key], object.isUpdated else { continue }
             failures += validator.modelRuleFailures(of: object)
             failures += validator.custom(object, .update) { try object.validateForUpdate() }
@@ -100,7 +102,7 @@ extension ManagedObjectContext {
         var updated: [Int] = []
     }
 
-    func makeSaveRequest() -> (SaveRequest, RequestOrder) {
+    func makeSaveRequest(_ updatedInOrder: [Int]) -> (SaveRequest, RequestOrder) {
         var request = SaveRequest()
         var order = RequestOrder()
         request.inserts.reserveCapacity(insertedKeys.count)
@@ -120,7 +122,7 @@ extension ManagedObjectContext {
             order.inserted.append(key)
             appendToManyChanges(of: object, to: &request)
         }
-        for key in updatedKeys.sorted() {
+        for key in updatedInOrder {
             guard let object = registry[key], object.isUpdated else { continue }
             var attributes: [Int: AttributeValue?] = [:]
             var toOne: [Int: ObjectID?] = [:]

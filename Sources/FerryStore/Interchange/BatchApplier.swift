@@ -38,6 +38,10 @@ public struct BatchApplier {
         for (saveIndex, operations) in batch.saves.enumerated() {
             let saveNumber = saveIndex + 1
             var refsInSave: [(String, ManagedObject)] = []
+            /// The refs of this save's objects, by their (temporary) URI, for error reports.
+            func refNames() -> [String: String] {
+                Dictionary(refsInSave.map { ($0.1.objectID.uriString, $0.0) }, uniquingKeysWith: { first, _ in first })
+            }
             do {
                 // Create every object first, so that values may refer to refs inserted later in the same save.
                 var created: [ManagedObject] = []
@@ -61,20 +65,18 @@ public struct BatchApplier {
                 }
             } catch {
                 // The check pass makes this unreachable for well-formed input; report it like a save failure.
-                let names = Dictionary(refsInSave.map { ($0.1.objectID.uriString, $0.0) }, uniquingKeysWith: { a, _ in a })
+                let names = refNames()
                 context.rollback()
                 outcome.failure = (saveNumber, .storeFailed("\(error)"), names)
                 return outcome
             }
             do {
-                let names = Dictionary(refsInSave.map { ($0.1.objectID.uriString, $0.0) }, uniquingKeysWith: { a, _ in a })
-                do {
-                    try context.save()
-                } catch {
-                    context.rollback()
-                    outcome.failure = (saveNumber, error, names)
-                    return outcome
-                }
+                try context.save()
+            } catch {
+                let names = refNames()
+                context.rollback()
+                outcome.failure = (saveNumber, error, names)
+                return outcome
             }
             for (ref, object) in refsInSave { outcome.refs[ref] = object.objectID.uriString }
             outcome.committedSaves = saveNumber
@@ -84,7 +86,7 @@ public struct BatchApplier {
 
     // MARK: - Checking
 
-    /// Checks every operation against the model and the store; returns each ref's entity.
+    /// Checks every operation against the model and the store.
     private func check(_ batch: OperationBatch, context: ManagedObjectContext) throws(InterchangeError) {
         let model = container.model
         var entityOfRef: [String: String] = [:]

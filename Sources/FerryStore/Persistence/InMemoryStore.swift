@@ -186,14 +186,7 @@ public final class InMemoryStore: PersistentStore {
     private func value(at keyPath: String, of row: RowSnapshot, in state: State) throws -> KeyPathValue {
         guard let entity = model.entity(named: row.objectID.entityName) else { return .null }
         let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
-        var current = row
-        for hop in path.hops {
-            guard let currentEntity = model.entity(named: current.objectID.entityName),
-                  let index = currentEntity.propertyIndex(named: hop.name),
-                  let targetID = current.toOne[index], let target = state.rows[targetID] else { return .null }
-            current = target
-        }
-        guard let currentEntity = model.entity(named: current.objectID.entityName),
+        guard let current = follow(path.hops, from: row, in: state), let currentEntity = model.entity(named: current.objectID.entityName),
               let index = currentEntity.propertyIndex(named: path.final.name) else { return .null }
         switch path.final {
         case .attribute: return current.attributes[index].map(KeyPathValue.attribute) ?? .null
@@ -201,15 +194,22 @@ public final class InMemoryStore: PersistentStore {
         }
     }
 
+    /// The row reached by following to-one `hops`, nil at an empty or dangling link.
+    private func follow(_ hops: [RelationshipDescription], from row: RowSnapshot, in state: State) -> RowSnapshot? {
+        var current = row
+        for hop in hops {
+            guard let entity = model.entity(named: current.objectID.entityName),
+                  let index = entity.propertyIndex(named: hop.name),
+                  let target = current.toOne[index], let next = state.rows[target] else { return nil }
+            current = next
+        }
+        return current
+    }
+
     private func sort(_ rows: [RowSnapshot], by descriptors: [FetchSortDescriptor], in state: State) throws -> [RowSnapshot] {
         let keyed = try rows.map { row in (row, try descriptors.map { try value(at: $0.keyPath, of: row, in: state) }) }
         return keyed.sorted { lhs, rhs in
-            for (position, descriptor) in descriptors.enumerated() {
-                let order = PredicateEvaluator.order(lhs.1[position], rhs.1[position])
-                if order == .orderedSame { continue }
-                return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
-            }
-            return (lhs.0.objectID.primaryKey ?? 0) < (rhs.0.objectID.primaryKey ?? 0)
+            PredicateEvaluator.precedes(lhs.1, rhs.1, by: descriptors) ?? ((lhs.0.objectID.primaryKey ?? 0) < (rhs.0.objectID.primaryKey ?? 0))
         }.map(\.0)
     }
 
@@ -229,13 +229,7 @@ public final class InMemoryStore: PersistentStore {
             let model = store.model
             guard let entity = model.entity(named: row.objectID.entityName) else { return [] }
             let path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
-            var owner = row
-            for hop in path.hops {
-                guard let ownerEntity = model.entity(named: owner.objectID.entityName),
-                      let index = ownerEntity.propertyIndex(named: hop.name),
-                      let target = owner.toOne[index], let next = state.rows[target] else { return [] }
-                owner = next
-            }
+            guard let owner = store.follow(path.hops, from: row, in: state) else { return [] }
             return store.members(of: owner.objectID, relationship: path.relationship.name, in: state)
                 .compactMap { state.rows[$0] }
                 .map { RowSubject(store: store, state: state, row: $0) }

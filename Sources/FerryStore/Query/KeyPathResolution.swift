@@ -11,33 +11,14 @@ package struct ResolvedKeyPath: Sendable, Hashable {
 
     /// Resolves `keyPath` from `entity`, or throws a ``QueryError`` naming the bad step.
     package static func resolve(_ keyPath: String, from entity: EntityDescription, in model: ManagedObjectModel) throws(QueryError) -> ResolvedKeyPath {
-        let steps = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        var current = entity
-        var hops: [RelationshipDescription] = []
-        for (index, step) in steps.enumerated() {
-            guard let property = current.property(named: step) else {
-                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
-            }
-            let isLast = index == steps.count - 1
-            if isLast {
-                if let relationship = property.relationship, relationship.isToMany {
-                    throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
-                }
-                return ResolvedKeyPath(hops: hops, finalEntity: current, final: property)
-            }
-            guard let relationship = property.relationship else {
-                throw QueryError.notARelationship(entity: current.name, key: step, keyPath: keyPath)
-            }
-            guard !relationship.isToMany else {
-                throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
-            }
-            guard let next = model.entity(named: relationship.destinationEntityName) else {
-                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
-            }
-            hops.append(relationship)
-            current = next
+        let (hops, current, last) = try walkToOnes(keyPath, from: entity, in: model)
+        guard let property = current.property(named: last) else {
+            throw QueryError.unknownKey(entity: current.name, key: last, keyPath: keyPath)
         }
-        throw QueryError.unknownKey(entity: entity.name, key: keyPath, keyPath: keyPath)
+        if let relationship = property.relationship, relationship.isToMany {
+            throw QueryError.toManyKeyNotAllowed(entity: current.name, key: last, keyPath: keyPath)
+        }
+        return ResolvedKeyPath(hops: hops, finalEntity: current, final: property)
     }
 }
 
@@ -49,28 +30,45 @@ package struct ToManyKeyPath: Sendable {
     package var destination: EntityDescription
 
     package static func resolve(_ keyPath: String, from entity: EntityDescription, in model: ManagedObjectModel) throws(QueryError) -> ToManyKeyPath {
-        let steps = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        var current = entity
-        var hops: [RelationshipDescription] = []
-        for (index, step) in steps.enumerated() {
-            guard let relationship = current.relationship(named: step) else {
-                if current.property(named: step) != nil { throw QueryError.notARelationship(entity: current.name, key: step, keyPath: keyPath) }
-                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
-            }
-            guard let next = model.entity(named: relationship.destinationEntityName) else {
-                throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
-            }
-            if relationship.isToMany {
-                guard index == steps.count - 1 else {
-                    throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
-                }
-                return ToManyKeyPath(hops: hops, owner: current, relationship: relationship, destination: next)
-            }
-            hops.append(relationship)
-            current = next
+        let (hops, owner, last) = try walkToOnes(keyPath, from: entity, in: model)
+        guard let relationship = owner.relationship(named: last) else {
+            if owner.property(named: last) != nil { throw QueryError.notARelationship(entity: owner.name, key: last, keyPath: keyPath) }
+            throw QueryError.unknownKey(entity: owner.name, key: last, keyPath: keyPath)
         }
-        throw QueryError.typeMismatch(entity: entity.name, keyPath: keyPath, expected: "a to-many relationship at the end", value: "a to-one key path")
+        guard relationship.isToMany else {
+            throw QueryError.typeMismatch(entity: entity.name, keyPath: keyPath, expected: "a to-many relationship at the end", value: "a to-one key path")
+        }
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw QueryError.unknownKey(entity: owner.name, key: last, keyPath: keyPath)
+        }
+        return ToManyKeyPath(hops: hops, owner: owner, relationship: relationship, destination: destination)
     }
+}
+
+/// Follows every step of `keyPath` but the last as a to-one relationship; returns
+/// the relationships followed, the entity reached, and the last step.
+private func walkToOnes(_ keyPath: String, from entity: EntityDescription, in model: ManagedObjectModel) throws(QueryError)
+    -> (hops: [RelationshipDescription], entity: EntityDescription, last: String) {
+    let steps = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    var current = entity
+    var hops: [RelationshipDescription] = []
+    for step in steps.dropLast() {
+        guard let property = current.property(named: step) else {
+            throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+        }
+        guard let relationship = property.relationship else {
+            throw QueryError.notARelationship(entity: current.name, key: step, keyPath: keyPath)
+        }
+        guard !relationship.isToMany else {
+            throw QueryError.toManyKeyNotAllowed(entity: current.name, key: step, keyPath: keyPath)
+        }
+        guard let next = model.entity(named: relationship.destinationEntityName) else {
+            throw QueryError.unknownKey(entity: current.name, key: step, keyPath: keyPath)
+        }
+        hops.append(relationship)
+        current = next
+    }
+    return (hops, current, steps.last ?? keyPath)
 }
 
 /// Why a fetch request cannot run.

@@ -133,6 +133,17 @@ package struct PredicateEvaluator {
         }
     }
 
+    /// Whether a result with sort keys `lhs` comes before one with `rhs`;
+    /// nil when the descriptors rank them equal (callers break the tie).
+    package static func precedes(_ lhs: [KeyPathValue], _ rhs: [KeyPathValue], by descriptors: [FetchSortDescriptor]) -> Bool? {
+        for (position, descriptor) in descriptors.enumerated() {
+            let order = order(lhs[position], rhs[position])
+            if order == .orderedSame { continue }
+            return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
+        }
+        return nil
+    }
+
     /// Orders two key-path values for sorting: nil first, then by value.
     package static func order(_ lhs: KeyPathValue, _ rhs: KeyPathValue) -> ComparisonResult {
         switch (lhs, rhs) {

@@ -31,7 +31,6 @@ public struct PredicateFormatError: Error, Sendable, Hashable, CustomStringConve
     /// The message, then the predicate with a caret under the position.
     public var description: String {
         let context = entity.map { " (entity '\($0)')" } ?? ""
-        let caret = String(repeating: " ", count: max(0, min(position, predicate.count))) + "^"
-        return "\(message)\(context), at offset \(position):\n  \(predicate)\n  \(caret)"
+        return "\(message)\(context), at offset \(position):\n" + PredicateSyntaxError.quoted(predicate, caretAt: position)
     }
 }

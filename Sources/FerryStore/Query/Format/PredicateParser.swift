@@ -331,7 +331,11 @@ struct PredicateParser {
 extension PredicateSyntaxError {
     /// The message with the source quoted and a caret under the offending character.
     func rendered(in source: String) -> String {
-        let caret = String(repeating: " ", count: max(0, min(position, source.count))) + "^"
-        return "\(message) (at offset \(position))\n  \(source)\n  \(caret)"
+        "\(message) (at offset \(position))\n" + Self.quoted(source, caretAt: position)
+    }
+
+    /// The source indented, with a caret under the character at `position`.
+    static func quoted(_ source: String, caretAt position: Int) -> String {
+        "  \(source)\n  " + String(repeating: " ", count: max(0, min(position, source.count))) + "^"
     }
 }

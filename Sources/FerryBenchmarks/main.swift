@@ -28,7 +28,8 @@ struct Settings {
             if argument == "--predicates" { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
-            case ("--count", let v?) where v > 0: count = v
+            // 0 runs the setup only (with --only), so instruction counts can subtract it.
+            case ("--count", let v?) where v >= 0: count = v
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
@@ -147,6 +148,10 @@ do {
             : try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
         print("seconds \(time)")
         exit(0)
+    }
+    guard settings.count > 0 else {
+        FileHandle.standardError.write(Data("--count 0 is only meaningful with --only\n".utf8))
+        exit(64)
     }
     print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, each in a fresh process (change recording off)")
     var bestFerry = Double.infinity

@@ -7,7 +7,8 @@ struct QueryCommand: ParsableCommand {
         abstract: "Print the objects of an entity that match a predicate, one canonical JSON line each, or their count.",
         discussion: """
             PREDICATE uses Core Data's format syntax, e.g. "name BEGINSWITH[c] 'jo' AND manager != nil". \
-            --sort takes keys separated by commas; a leading - sorts that key descending (name,-id). \
+            --sort takes keys separated by commas; a leading - sorts that key descending, a trailing [c] \
+            sorts a string key ignoring case (name[c],-id). \
             A bad predicate exits 1 with the error and a caret under the offending place.
             """
     )
@@ -20,7 +21,7 @@ struct QueryCommand: ParsableCommand {
     @Option(name: .customLong("where"), help: "A predicate in Core Data's format syntax.")
     var predicate: String?
 
-    @Option(parsing: .unconditional, help: "Sort keys, comma-separated; prefix a key with - for descending.")
+    @Option(parsing: .unconditional, help: "Sort keys, comma-separated; prefix a key with - for descending, suffix [c] to ignore case.")
     var sort: String?
 
     @Option(help: "The most objects to print.")
@@ -64,8 +65,13 @@ struct QueryCommand: ParsableCommand {
     }
 
     private func sortDescriptors() -> [FetchSortDescriptor] {
-        (sort ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.map { key in
-            key.hasPrefix("-") ? FetchSortDescriptor(String(key.dropFirst()), ascending: false) : FetchSortDescriptor(key)
+        (sort ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.map { entry in
+            var key = Substring(entry)
+            let ascending = !key.hasPrefix("-")
+            if !ascending { key = key.dropFirst() }
+            let caseInsensitive = key.lowercased().hasSuffix("[c]")
+            if caseInsensitive { key = key.dropLast(3) }
+            return FetchSortDescriptor(String(key), ascending: ascending, caseInsensitive: caseInsensitive)
         }
     }
 }

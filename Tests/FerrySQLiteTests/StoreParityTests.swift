@@ -36,8 +36,15 @@ struct StoreParityTests {
     static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", "", "%", "_", "0%_", "\\", "ke", "K", "LVIN"]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
-        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 11), using: &random)
+        let choice = Int.random(in: 0..<(depth > 1 ? 4 : 12), using: &random)
         switch choice {
+        case 11:
+            let pairs = [("id", "manager.id"), ("manager.id", "manager.manager.id"), ("name", "manager.name"), ("manager", "manager.manager"), ("SELF_MANAGER", "")]
+            let (left, right) = pairs.randomElement(using: &random) ?? ("id", "manager.id")
+            if left == "SELF_MANAGER" { return .keyPathComparison(keyPath: "manager.manager", .equal, otherKeyPath: "manager") }
+            let op: ComparisonOperator = left == "manager" ? [.equal, .notEqual].randomElement(using: &random) ?? .equal
+                : ComparisonOperator.allCases.randomElement(using: &random) ?? .equal
+            return .keyPathComparison(keyPath: left, op, otherKeyPath: right)
         case 10:
             return .subqueryCount(keyPath: Bool.random(using: &random) ? "employees" : "manager.employees", randomPredicate(&random, depth: depth + 1),
                                   ComparisonOperator.allCases.randomElement(using: &random) ?? .equal, Int64.random(in: 0...2, using: &random))
@@ -138,7 +145,8 @@ struct StoreParityTests {
         for _ in 0..<60 {
             let predicate = randomPredicate(&random)
             let request = FetchRequest(entityName: "Person", predicate: predicate,
-                                       sortDescriptors: [FetchSortDescriptor("name", ascending: Bool.random(using: &random)), FetchSortDescriptor("id")])
+                                       sortDescriptors: [FetchSortDescriptor("name", ascending: Bool.random(using: &random), caseInsensitive: Bool.random(using: &random)),
+                                                         FetchSortDescriptor("id")])
             let results = try readers.map { try $0.fetch(request).map { $0.objectID.primaryKey ?? -1 } }
             #expect(results[0] == results[1], "seed \(seed): \(predicate)")
             let counts = try readers.map { try $0.count(for: request) }

@@ -15,8 +15,15 @@ enum SQLFunctions {
         return PredicateEvaluator.match(text, op, pattern, StringOptions(rawValue: Int(bits)))
     }
 
-    /// Registers the functions on a connection.
+    /// `COLLATE ferry_casefold`: the order of case-insensitive sorts, the same
+    /// Unicode case folding the in-memory sort uses.
+    static let caseFold = DatabaseCollation("ferry_casefold") { lhs, rhs in
+        PredicateEvaluator.caseInsensitiveOrder(lhs, rhs)
+    }
+
+    /// Registers the functions and collations on a connection.
     static func register(on db: Database) {
         db.add(function: match)
+        db.add(collation: caseFold)
     }
 }

@@ -39,7 +39,7 @@ struct SQLQuery {
         if let predicate = request.predicate { conditions.append(try query.compile(predicate)) }
         var order: [String] = []
         for descriptor in request.sortDescriptors {
-            let expression = try query.sortExpression(descriptor.keyPath)
+            let expression = try query.sortExpression(descriptor)
             order.append(expression + (descriptor.ascending ? " ASC" : " DESC"))
         }
         order.append("t0.Z_PK ASC")
@@ -67,6 +67,17 @@ struct SQLQuery {
             return "NOT (\(try compile(inner)))"
         case .comparison(let keyPath, let op, let value):
             return try comparison(keyPath, op, value)
+        case .keyPathComparison(let keyPath, let op, let otherKeyPath):
+            let (left, leftProperty) = try columnExpression(keyPath)
+            let (right, rightProperty) = try columnExpression(otherKeyPath)
+            // Decimals are stored as text: compare them (and anything beside them) as numbers.
+            let numeric = leftProperty.attribute?.type == .decimal || rightProperty.attribute?.type == .decimal
+            let (l, r) = numeric ? ("CAST(\(left) AS REAL)", "CAST(\(right) AS REAL)") : (left, right)
+            switch op {
+            case .equal: return "\(l) IS \(r)"
+            case .notEqual: return "\(l) IS NOT \(r)"
+            default: return "ifnull(\(l) \(op.sqlOperator) \(r), 0)"
+            }
         case .stringMatch(let keyPath, let op, let pattern, let options):
             let (column, _) = try columnExpression(keyPath)
             if let like = Self.asciiLikePattern(op, pattern, options) {
@@ -242,9 +253,13 @@ struct SQLQuery {
         return ValueCodec.databaseValue(converted)
     }
 
-    private mutating func sortExpression(_ keyPath: String) throws -> String {
-        let (column, final) = try columnExpression(keyPath)
-        return final.attribute?.type == .decimal ? "CAST(\(column) AS REAL)" : column
+    private mutating func sortExpression(_ descriptor: FetchSortDescriptor) throws -> String {
+        let (column, final) = try columnExpression(descriptor.keyPath)
+        switch final.attribute?.type {
+        case .decimal?: return "CAST(\(column) AS REAL)"
+        case .string? where descriptor.caseInsensitive: return "\(column) COLLATE ferry_casefold"
+        default: return column
+        }
     }
 
     /// The qualified column at the end of a key path, adding joins for its hops.

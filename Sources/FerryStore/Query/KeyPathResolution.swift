@@ -20,6 +20,33 @@ package struct ResolvedKeyPath: Sendable, Hashable {
         }
         return ResolvedKeyPath(hops: hops, finalEntity: current, final: property)
     }
+
+    /// Checks that this key path's value can be compared with `other`'s by `op`:
+    /// two numbers, two attributes of one type (ordered only for strings and
+    /// dates), or two to-ones into one entity family (equality only).
+    package func checkComparable(with other: ResolvedKeyPath, _ op: ComparisonOperator, keyPath: String, otherKeyPath: String,
+                                 entity: String, model: ManagedObjectModel) throws(QueryError) {
+        let isEquality = op == .equal || op == .notEqual
+        switch (final, other.final) {
+        case (.attribute(let a), .attribute(let b)):
+            if a.type.isNumeric && b.type.isNumeric { return }
+            if a.type == b.type, isEquality || a.type == .string || a.type == .date { return }
+            let what = a.type == b.type ? "\(a.type.xcodeName) values cannot be ordered" : "a \(a.type.xcodeName) cannot be compared with a \(b.type.xcodeName)"
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: a.type.xcodeName,
+                                          value: "'\(otherKeyPath)' (\(b.type.xcodeName)) with \(op.rawValue): \(what)")
+        case (.relationship(let a), .relationship(let b)):
+            let rootA = model.entity(named: a.destinationEntityName)?.rootName
+            let rootB = model.entity(named: b.destinationEntityName)?.rootName
+            guard isEquality, rootA != nil, rootA == rootB else {
+                throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(a.destinationEntityName) object",
+                                              value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object) with \(op.rawValue); objects compare with == or != within one entity family")
+            }
+        case (.attribute(let a), .relationship(let b)):
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: a.type.xcodeName, value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object)")
+        case (.relationship(let a), .attribute(let b)):
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(a.destinationEntityName) object", value: "'\(otherKeyPath)' (\(b.type.xcodeName))")
+        }
+    }
 }
 
 /// A key path that ends in a to-many relationship: to-one hops, then the to-many.

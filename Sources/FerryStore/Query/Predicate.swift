@@ -12,6 +12,10 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     case alwaysFalse
     /// Compares the value at a key path with a constant.
     case comparison(keyPath: String, ComparisonOperator, PredicateValue)
+    /// Compares the values at two key paths of the same object (`manager.id < id`):
+    /// two attributes of comparable types, or two to-ones to the same entity family.
+    /// Nil rules as for constants: `==` holds when both are nil.
+    case keyPathComparison(keyPath: String, ComparisonOperator, otherKeyPath: String)
     /// Matches the string at a key path (`BEGINSWITH`, `CONTAINS`, `ENDSWITH`,
     /// `LIKE`, `MATCHES`, or equality with `[c]`/`[d]`); nil never matches.
     case stringMatch(keyPath: String, StringOperator, String, StringOptions)
@@ -103,17 +107,25 @@ public enum PredicateValue: Sendable, Hashable {
     case object(ObjectID)
 }
 
-/// How to order fetch results: by a key path (through to-one relationships), ascending or not.
+/// How to order fetch results: by a key path (through to-one relationships),
+/// ascending or not, and for strings optionally ignoring case.
+///
+/// Strings sort by their UTF-8 bytes (SQLite's BINARY collation); with
+/// ``caseInsensitive`` they sort by their Unicode case folding instead (Core
+/// Data's `caseInsensitiveCompare:`), so "adam" and "Bob" sort a, B. Nil sorts first.
 public struct FetchSortDescriptor: Sendable, Hashable {
     /// The attribute key path to sort by.
     public var keyPath: String
     /// Ascending (the default) or descending.
     public var ascending: Bool
+    /// Whether a String attribute sorts ignoring case (only for String attributes).
+    public var caseInsensitive: Bool
 
     /// Creates a sort descriptor.
-    public init(_ keyPath: String, ascending: Bool = true) {
+    public init(_ keyPath: String, ascending: Bool = true, caseInsensitive: Bool = false) {
         self.keyPath = keyPath
         self.ascending = ascending
+        self.caseInsensitive = caseInsensitive
     }
 }
 

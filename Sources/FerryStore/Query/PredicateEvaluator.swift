@@ -44,6 +44,13 @@ package struct PredicateEvaluator {
             return try !evaluate(inner, on: subject)
         case .comparison(let keyPath, let op, let constant):
             return Self.compare(try subject.value(at: keyPath), op, constant)
+        case .keyPathComparison(let keyPath, let op, let otherKeyPath):
+            let other: PredicateValue = switch try subject.value(at: otherKeyPath) {
+            case .null: .null
+            case .attribute(let value): .attribute(value)
+            case .object(let id): .object(id)
+            }
+            return Self.compare(try subject.value(at: keyPath), op, other)
         case .stringMatch(let keyPath, let op, let pattern, let options):
             guard case .attribute(.string(let text)) = try subject.value(at: keyPath) else { return false }
             return Self.match(text, op, pattern, options)
@@ -137,11 +144,26 @@ package struct PredicateEvaluator {
     /// nil when the descriptors rank them equal (callers break the tie).
     package static func precedes(_ lhs: [KeyPathValue], _ rhs: [KeyPathValue], by descriptors: [FetchSortDescriptor]) -> Bool? {
         for (position, descriptor) in descriptors.enumerated() {
-            let order = order(lhs[position], rhs[position])
+            let order: ComparisonResult
+            if descriptor.caseInsensitive, case .attribute(.string(let a)) = lhs[position], case .attribute(.string(let b)) = rhs[position] {
+                order = caseInsensitiveOrder(a, b)
+            } else {
+                order = Self.order(lhs[position], rhs[position])
+            }
             if order == .orderedSame { continue }
             return descriptor.ascending ? order == .orderedAscending : order == .orderedDescending
         }
         return nil
+    }
+
+    /// Orders two strings by their Unicode case folding (then canonical
+    /// composition), comparing UTF-8 bytes: the order of case-insensitive
+    /// sorts, shared with the SQLite store's `ferry_casefold` collation.
+    package static func caseInsensitiveOrder(_ a: String, _ b: String) -> ComparisonResult {
+        let x = Array(StringMatching.normalized(a, caseInsensitive: true, diacriticInsensitive: false).precomposedStringWithCanonicalMapping.utf8)
+        let y = Array(StringMatching.normalized(b, caseInsensitive: true, diacriticInsensitive: false).precomposedStringWithCanonicalMapping.utf8)
+        if x == y { return .orderedSame }
+        return x.lexicographicallyPrecedes(y) ? .orderedAscending : .orderedDescending
     }
 
     /// Orders two key-path values for sorting: nil first, then by value.
@@ -169,6 +191,10 @@ extension FetchRequest {
             if path.final.relationship != nil {
                 throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: "a relationship", value: "a sort order (sort by one of its attributes instead)")
             }
+            if sort.caseInsensitive, let type = path.final.attribute?.type, type != .string {
+                throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: type.xcodeName,
+                                              value: "a case-insensitive sort, which needs a String attribute")
+            }
         }
         return entity
     }
@@ -183,6 +209,10 @@ extension FetchRequest {
         case .comparison(let keyPath, _, let value):
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             try value.check(against: path, keyPath: keyPath, entity: entity.name)
+        case .keyPathComparison(let keyPath, let op, let otherKeyPath):
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            let other = try ResolvedKeyPath.resolve(otherKeyPath, from: entity, in: model)
+            try path.checkComparable(with: other, op, keyPath: keyPath, otherKeyPath: otherKeyPath, entity: entity.name, model: model)
         case .stringMatch(let keyPath, let op, let pattern, _):
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             guard path.final.attribute?.type == .string else {

@@ -118,10 +118,10 @@ struct PredicateBinder {
         guard let path = try keyPath(of: keySide) else {
             throw error(.unsupported, at: keySide.position, "the left side must be a key path (\(keySide) is not supported here yet)")
         }
-        if isKeyPathLike(valueSide) {
-            throw error(.unsupported, at: valueSide.position, "comparing two key paths is not supported yet")
-        }
         let resolved = try resolve(path.keyPath, at: path.position)
+        if isKeyPathLike(valueSide) {
+            return try bindKeyPathComparison(path, resolved, op, valueSide, comparison)
+        }
         let options = comparison.options
         switch op {
         case .equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual:
@@ -155,6 +155,33 @@ struct PredicateBinder {
             return .and([.comparison(keyPath: path.keyPath, .greaterOrEqual, bounds[0]),
                          .comparison(keyPath: path.keyPath, .lessOrEqual, bounds[1])])
         }
+    }
+
+    /// `manager.id < id`: two key paths of the same object.
+    private func bindKeyPathComparison(_ path: (keyPath: String, position: Int), _ resolved: ResolvedKeyPath, _ op: ComparisonSyntax.Operator,
+                                       _ valueSide: ExpressionSyntax, _ comparison: ComparisonSyntax) throws(PredicateFormatError) -> FetchPredicate {
+        var otherSide = valueSide
+        if case .keyPath(.evaluatedObject, let keys, let position) = otherSide, !keys.isEmpty {
+            otherSide = .keyPath(root: .implicit, keys: keys, position: position)
+        }
+        guard let other = try keyPath(of: otherSide) else {
+            throw error(.unsupported, at: valueSide.position, "\(valueSide) is not supported on the right of a comparison")
+        }
+        guard let comparisonOperator = Self.numericOperator(op), comparison.options.isEmpty else {
+            throw error(.unsupported, at: comparison.position,
+                        "two key paths compare with ==, !=, <, <=, > or >= (without [c] or [d]); put a constant on the right for \(op.rawValue)",
+                        key: path.keyPath)
+        }
+        let otherResolved = try resolve(other.keyPath, at: other.position)
+        do {
+            try resolved.checkComparable(with: otherResolved, comparisonOperator, keyPath: path.keyPath, otherKeyPath: other.keyPath,
+                                         entity: entity.name, model: model)
+        } catch {
+            throw self.error(.typeMismatch, at: other.position,
+                             "'\(path.keyPath)' is \(Self.describe(resolved)) and '\(other.keyPath)' is \(Self.describe(otherResolved)); they cannot be compared with \(op.rawValue)",
+                             key: path.keyPath)
+        }
+        return .keyPathComparison(keyPath: path.keyPath, comparisonOperator, otherKeyPath: other.keyPath)
     }
 
     // MARK: - SELF

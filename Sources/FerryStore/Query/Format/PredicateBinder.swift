@@ -607,7 +607,7 @@ struct PredicateBinder {
 
     static func describe(_ path: ResolvedKeyPath) -> String {
         switch path.final {
-        case .attribute(let attribute): "a \(attribute.type.xcodeName)"
+        case .attribute(let attribute): "\(attribute.type.xcodeName.first.map { "AEIOU".contains($0) } == true ? "an" : "a") \(attribute.type.xcodeName)"
         case .relationship(let relationship): "a \(relationship.destinationEntityName) relationship"
         }
     }

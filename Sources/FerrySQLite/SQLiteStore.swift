@@ -106,6 +106,26 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
+    public func fetchValues(_ request: FerryStore.FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]] {
+        _ = try request.validated(in: model)
+        let query = try SQLQuery.selectValues(keyPaths, for: request, layout: layout)
+        let names = layout.entityNames
+        let store = identifier
+        return try read { db in
+            try Row.fetchAll(db.cachedStatement(sql: query.sql), arguments: query.arguments).map { row in
+                query.readers.map { reader -> FetchedValue? in
+                    switch reader {
+                    case .attribute(let position, let type):
+                        return ValueCodec.attributeValue(row[position], as: type).map(FetchedValue.attribute)
+                    case .object(let keyPosition, let entityPosition):
+                        guard let key: Int64 = row[keyPosition], let number: Int = row[entityPosition], let name = names[number] else { return nil }
+                        return .object(.permanent(entityName: name, store: store, primaryKey: key))
+                    }
+                }
+            }
+        }
+    }
+
     public func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot] {
         var byTable: [String: [Int64]] = [:]
         for id in ids where id.storeIdentifier == identifier {

@@ -28,10 +28,49 @@ struct SQLQuery {
 
     /// `SELECT <columns> FROM … WHERE … ORDER BY … LIMIT … OFFSET …`.
     static func select(_ columns: String, for request: FerryStore.FetchRequest, layout: StoreLayout) throws -> (sql: String, arguments: StatementArguments) {
+        try select(for: request, layout: layout) { _ in columns }
+    }
+
+    /// How to read one key path's value from a row of a ``selectValues(_:for:layout:)`` statement.
+    enum ValueReader {
+        /// An attribute of this type at this position.
+        case attribute(position: Int, type: AttributeType)
+        /// A to-one destination: its Z_PK and Z_ENT at these positions.
+        case object(keyPosition: Int, entityPosition: Int)
+    }
+
+    /// The statement behind a dictionary fetch: the values at `keyPaths`, joining
+    /// to-one hops (and a to-one's destination, for its entity number).
+    static func selectValues(_ keyPaths: [String], for request: FerryStore.FetchRequest, layout: StoreLayout)
+        throws -> (sql: String, arguments: StatementArguments, readers: [ValueReader]) {
+        var readers: [ValueReader] = []
+        let (sql, arguments) = try select(for: request, layout: layout) { query in
+            var columns: [String] = []
+            for keyPath in keyPaths {
+                let path = try ResolvedKeyPath.resolve(keyPath, from: query.entity, in: layout.model)
+                switch path.final {
+                case .attribute(let attribute):
+                    let (column, _) = try query.columnExpression(keyPath)
+                    readers.append(.attribute(position: columns.count, type: attribute.type))
+                    columns.append(column)
+                case .relationship(let relationship):
+                    let alias = try query.aliasAfterHops(path.hops + [relationship], keyPath: keyPath)
+                    readers.append(.object(keyPosition: columns.count, entityPosition: columns.count + 1))
+                    columns += ["\(alias).Z_PK", "\(alias).Z_ENT"]
+                }
+            }
+            return columns.isEmpty ? "t0.Z_PK" : columns.joined(separator: ", ")
+        }
+        return (sql, arguments, readers)
+    }
+
+    private static func select(for request: FerryStore.FetchRequest, layout: StoreLayout,
+                               columns: (inout SQLQuery) throws -> String) throws -> (sql: String, arguments: StatementArguments) {
         guard let entity = layout.model.entity(named: request.entityName), let table = layout.table(of: entity) else {
             throw QueryError.unknownEntity(request.entityName)
         }
         var query = SQLQuery(layout: layout, entity: entity)
+        let selected = try columns(&query)
         var conditions: [String] = []
         if let filter = layout.entityFilter(for: entity, includesSubentities: request.includesSubentities, alias: "t0") {
             conditions.append(filter)
@@ -43,7 +82,7 @@ struct SQLQuery {
             order.append(expression + (descriptor.ascending ? " ASC" : " DESC"))
         }
         order.append("t0.Z_PK ASC")
-        var sql = "SELECT \(columns) FROM \(table) t0"
+        var sql = "SELECT \(selected) FROM \(table) t0"
         if !query.joins.isEmpty { sql += " " + query.joins.joined(separator: " ") }
         if !conditions.isEmpty { sql += " WHERE " + conditions.map { "(\($0))" }.joined(separator: " AND ") }
         sql += " ORDER BY " + order.joined(separator: ", ")

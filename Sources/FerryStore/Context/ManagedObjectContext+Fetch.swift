@@ -69,6 +69,49 @@ extension ManagedObjectContext {
         return try fetch(request).count
     }
 
+    /// The matching objects' values as dictionaries, keyed by the key paths of
+    /// ``FetchRequest/propertiesToFetch`` (Core Data's dictionary result type).
+    ///
+    /// As in Core Data, this reads the store only: unsaved changes of the
+    /// context are not seen. Nil values are left out of a dictionary. With
+    /// ``FetchRequest/returnsDistinctResults``, equal dictionaries appear once.
+    ///
+    /// ```swift
+    /// var request = try FetchRequest(entityName: "Person", format: "manager != nil", model: model)
+    /// request.propertiesToFetch = ["name", "manager.name"]
+    /// let rows = try context.fetchDictionaries(request)   // [["name": .attribute(.string("Bob")), "manager.name": …], …]
+    /// ```
+    public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: FetchedValue]] {
+        let entity = try request.validated(in: model)
+        let keyPaths = request.propertiesToFetch.isEmpty ? Self.storedProperties(of: entity) : request.propertiesToFetch
+        guard request.returnsDistinctResults else {
+            return try store.fetchValues(request, keyPaths: keyPaths).map { Self.dictionary(keyPaths, $0) }
+        }
+        var unwindowed = request
+        unwindowed.fetchLimit = 0
+        unwindowed.fetchOffset = 0
+        var seen = Set<[FetchedValue?]>()
+        let distinct = try store.fetchValues(unwindowed, keyPaths: keyPaths).filter { seen.insert($0).inserted }
+        let start = min(request.fetchOffset, distinct.count)
+        let window = distinct[start...]
+        return (request.fetchLimit > 0 ? Array(window.prefix(request.fetchLimit)) : Array(window)).map { Self.dictionary(keyPaths, $0) }
+    }
+
+    private static func storedProperties(of entity: EntityDescription) -> [String] {
+        entity.properties.compactMap { property in
+            switch property {
+            case .attribute(let attribute): attribute.isTransient ? nil : attribute.name
+            case .relationship(let relationship): relationship.isToMany ? nil : relationship.name
+            }
+        }
+    }
+
+    private static func dictionary(_ keyPaths: [String], _ values: [FetchedValue?]) -> [String: FetchedValue] {
+        var result: [String: FetchedValue] = [:]
+        for (keyPath, value) in zip(keyPaths, values) where value != nil { result[keyPath] = value }
+        return result
+    }
+
     // MARK: - In-memory matching
 
     func hasPendingChanges(inFamilyOf entity: EntityDescription) -> Bool {

@@ -20,6 +20,11 @@ public protocol PersistentStore: AnyObject, Sendable {
     func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID]
     /// How many rows match a request (limit and offset applied).
     func count(_ request: FetchRequest) throws -> Int
+    /// For each row matching a request (ordered and windowed like ``fetchRows(_:)``),
+    /// the values at `keyPaths` — attributes or to-one relationships, reached
+    /// through to-ones — with nil where there is none. A default implementation
+    /// reads rows one hop at a time; the SQLite store does it in one statement.
+    func fetchValues(_ request: FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]]
     /// The current rows for these IDs; IDs whose row does not exist are absent.
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]
     /// The members of a to-many relationship of a saved object, in order for ordered relationships.
@@ -28,6 +33,48 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// - Throws: ``SaveError/conflict(objectURIs:)`` when a row's version differs
     ///   from the expected one, ``SaveError/storeFailed(_:)`` otherwise.
     func save(_ request: SaveRequest) throws -> SaveResult
+}
+
+/// A value read by a dictionary fetch: an attribute's value, or the object a
+/// to-one relationship points to.
+public enum FetchedValue: Sendable, Hashable {
+    /// An attribute's value.
+    case attribute(AttributeValue)
+    /// A to-one relationship's destination.
+    case object(ObjectID)
+}
+
+extension PersistentStore {
+    /// Reads the matching rows, then follows each key path's to-one hops with
+    /// ``rows(for:)``, one batch per hop.
+    public func fetchValues(_ request: FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]] {
+        let entity = try request.validated(in: model)
+        let rows = try fetchRows(request)
+        var columns: [[FetchedValue?]] = []
+        for keyPath in keyPaths {
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            var current: [RowSnapshot?] = rows
+            for hop in path.hops {
+                let targets = current.map { row in row.flatMap { Self.toOne(hop.name, of: $0, in: model) } }
+                let found = try self.rows(for: Array(Set(targets.compactMap { $0 })))
+                current = targets.map { $0.flatMap { found[$0] } }
+            }
+            columns.append(current.map { row -> FetchedValue? in
+                guard let row, let rowEntity = model.entity(named: row.objectID.entityName),
+                      let index = rowEntity.propertyIndex(named: path.final.name) else { return nil }
+                switch path.final {
+                case .attribute: return row.attributes[index].map(FetchedValue.attribute)
+                case .relationship: return row.toOne[index].map(FetchedValue.object)
+                }
+            })
+        }
+        return rows.indices.map { index in columns.map { $0[index] } }
+    }
+
+    private static func toOne(_ name: String, of row: RowSnapshot, in model: ManagedObjectModel) -> ObjectID? {
+        guard let entity = model.entity(named: row.objectID.entityName), let index = entity.propertyIndex(named: name) else { return nil }
+        return row.toOne[index]
+    }
 }
 
 /// The committed state of one row.

@@ -147,7 +147,16 @@ public struct FetchRequest: Sendable, Hashable {
     /// Whether objects of subentities are returned.
     public var includesSubentities: Bool
     /// Whether unsaved inserts, updates and deletes of the context are taken into account.
+    /// Dictionary fetches ignore it and read the store, as Core Data's do.
     public var includesPendingChanges: Bool
+    /// For ``ManagedObjectContext/fetchDictionaries(_:)``: the key paths to read
+    /// (attributes or to-one relationships, through to-ones). Empty reads every
+    /// persistent attribute and to-one relationship of the entity.
+    public var propertiesToFetch: [String] = []
+    /// For ``ManagedObjectContext/fetchDictionaries(_:)``: whether equal
+    /// dictionaries are returned once (the first in order); limit and offset
+    /// then apply to the distinct results.
+    public var returnsDistinctResults = false
 
     /// Creates a fetch request.
     public init(

@@ -196,6 +196,13 @@ extension FetchRequest {
                                               value: "a case-insensitive sort, which needs a String attribute")
             }
         }
+        for keyPath in propertiesToFetch {
+            let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
+            if let attribute = path.final.attribute, attribute.isTransient {
+                throw QueryError.typeMismatch(entity: path.finalEntity.name, keyPath: keyPath, expected: "a transient attribute",
+                                              value: "a property to fetch (transient values are never stored)")
+            }
+        }
         return entity
     }
 

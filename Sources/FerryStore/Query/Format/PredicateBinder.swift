@@ -403,7 +403,8 @@ struct PredicateBinder {
             }
             return (keys.joined(separator: "."), position)
         case .keyPath(.variable(let name), let keys, let position) where !keys.isEmpty:
-            throw error(.unsupported, at: position, "key paths on variables ($\(name).…) are only meaningful in SUBQUERY, which is not supported yet")
+            throw error(.unsupported, at: position,
+                        "$\(name).\(keys.joined(separator: ".")) is a value, not a key path of the fetched objects; compare it with one of their keys")
         case .collectionOperator(let op, _, _, let position):
             throw error(.unsupported, at: position, "@\(op) is not supported yet")
         case .subquery(_, _, _, let position):
@@ -417,7 +418,6 @@ struct PredicateBinder {
     private func isKeyPathLike(_ expression: ExpressionSyntax) -> Bool {
         switch expression {
         case .keyPath(.implicit, _, _), .keyPathArgument, .keyPath(.evaluatedObject, _, _), .collectionOperator, .subquery: return true
-        case .keyPath(.variable, let keys, _): return !keys.isEmpty
         default: return false
         }
     }
@@ -463,6 +463,8 @@ struct PredicateBinder {
                 throw error(.argument, at: position, "no value was given for $\(name); pass it in variables", key: keyPath)
             }
             value = try convert(entry, specifier: "@", at: position, what: "$\(name)", keyPath: keyPath)
+        case .keyPath(.variable(let name), let keys, let position):
+            value = try variableKeyPathValue(name, keys, at: position, keyPath: keyPath)
         case .collection(_, let position):
             throw error(.typeMismatch, at: position, "a collection only makes sense with IN or BETWEEN", key: keyPath)
         default:
@@ -474,6 +476,39 @@ struct PredicateBinder {
             throw self.error(.typeMismatch, at: expression.position, "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
         }
         return value
+    }
+
+    /// `$FETCH_SOURCE.name`: a key path read from an object given as a variable (a
+    /// fetched property's source), or `$FETCHED_PROPERTY.userInfo.key`.
+    private func variableKeyPathValue(_ name: String, _ keys: [String], at position: Int, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
+        guard let entry = variables[name] else {
+            throw error(.argument, at: position, "no value was given for $\(name); pass it in variables", key: keyPath)
+        }
+        let path = keys.joined(separator: ".")
+        switch entry {
+        case let object as ManagedObject:
+            guard let context = object.managedObjectContext else {
+                throw error(.argument, at: position, "$\(name) is an object no longer registered with a context", key: keyPath)
+            }
+            let found: KeyPathValue
+            do {
+                found = try context.value(at: path, of: object)
+            } catch {
+                throw self.error(.unknownKey, at: position, "$\(name).\(path): \(error)", key: keyPath)
+            }
+            switch found {
+            case .null: return .null
+            case .attribute(let value): return .attribute(value)
+            case .object(let id): return .object(id)
+            }
+        case let property as FetchedPropertyDescription:
+            guard keys.count == 2, keys[0] == "userInfo" else {
+                throw error(.unsupported, at: position, "$\(name) offers userInfo.KEY (the fetched property's user info)", key: keyPath)
+            }
+            return property.userInfo[keys[1]].map { .attribute(.string($0)) } ?? .null
+        default:
+            throw error(.unsupported, at: position, "$\(name).\(path) needs $\(name) to be an object (as $FETCH_SOURCE in a fetched property)", key: keyPath)
+        }
     }
 
     /// The values of a collection (`{a, b}`) or of an array argument, for IN and BETWEEN.

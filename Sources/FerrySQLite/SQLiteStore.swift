@@ -58,7 +58,7 @@ public final class SQLiteStore: PersistentStore {
         var configuration = Configuration()
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "Ferry"
-        configuration.prepareDatabase { db in SQLFunctions.register(on: db) }
+        configuration.prepareDatabase { db in try SQLFunctions.register(on: db) }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {

@@ -22,8 +22,10 @@ struct StoreParityTests {
         }
     }
 
-    // Includes LIKE metacharacters and the Kelvin sign (U+212A), which folds to "k".
-    static let names = ["Ann", "Bob", "ann", "Émile", "Zoë", "bob", "Al", "", "50%_off", "a\\b", "\u{212A}elvin", "kelvin"]
+    // Includes LIKE metacharacters, the Kelvin sign (U+212A), which folds to "k", ß (folds to "ss"),
+    // and an "o" followed by a combining diaeresis (so "Jo\u{308}" does not begin with "Jo").
+    static let names = ["Ann", "Bob", "ann", "Émile", "Zoë", "bob", "Al", "", "50%_off", "a\\b", "\u{212A}elvin", "kelvin",
+                        "Jo\u{308}rg", "Jon", "Straße", "STRASSE"]
 
     func randomValue(_ random: inout Generator) -> PredicateValue {
         switch Int.random(in: 0..<4, using: &random) {
@@ -33,7 +35,8 @@ struct StoreParityTests {
         }
     }
 
-    static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", "", "%", "_", "0%_", "\\", "ke", "K", "LVIN"]
+    static let patterns = ["a", "A", "an", "é", "E", "b*", "*o*", "?l", "z", ".*n", "[a-e].*", "", "%", "_", "0%_", "\\", "ke", "K", "LVIN",
+                           "jo", "JO", "sse", "strasse"]
 
     func randomPredicate(_ random: inout Generator, depth: Int = 0) -> FetchPredicate {
         let choice = Int.random(in: 0..<(depth > 1 ? 4 : 12), using: &random)

@@ -119,22 +119,10 @@ struct SQLQuery {
             }
         case .stringMatch(let keyPath, let op, let pattern, let options):
             let (column, _) = try columnExpression(keyPath)
-            if let like = Self.asciiLikePattern(op, pattern, options) {
-                // Exact fast path: an all-ASCII value compares under Unicode folding
-                // exactly as under SQLite's ASCII case-insensitive LIKE; values with
-                // other characters go through ferry_match.
-                // A text is all ASCII exactly when its length in characters equals its length in bytes.
-                arguments.append(like.databaseValue)
-                arguments.append(op.rawValue.databaseValue)
-                arguments.append(Int64(options.rawValue).databaseValue)
-                arguments.append(pattern.databaseValue)
-                return "ifnull(CASE WHEN length(\(column)) = length(CAST(\(column) AS BLOB)) THEN \(column) LIKE ? ESCAPE '\\' "
-                    + "ELSE ferry_match(?, ?, \(column), ?) END, 0)"
-            }
-            arguments.append(op.rawValue.databaseValue)
+            arguments.append(SQLFunctions.code(of: op).databaseValue)
             arguments.append(Int64(options.rawValue).databaseValue)
             arguments.append(pattern.databaseValue)
-            return "ifnull(ferry_match(?, ?, \(column), ?), 0)"
+            return "ferry_match(?, ?, \(column), ?)"
         case .membership(let keyPath, let values):
             let (column, final) = try columnExpression(keyPath)
             var parts: [String] = []
@@ -221,24 +209,6 @@ struct SQLQuery {
             let (from, link, _, _) = try toManySource(keyPath)
             arguments.append(number.databaseValue)
             return "(SELECT COUNT(*) FROM \(from) WHERE \(link)) \(op.sqlOperator) ?"
-        }
-    }
-
-    /// The SQLite LIKE pattern equivalent to a case-insensitive string operator
-    /// with an all-ASCII pattern, for all-ASCII values; nil when there is none.
-    static func asciiLikePattern(_ op: StringOperator, _ pattern: String, _ options: StringOptions) -> String? {
-        guard options.contains(.caseInsensitive), pattern.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0 }) else { return nil }
-        var escaped = ""
-        for character in pattern {
-            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
-            escaped.append(character)
-        }
-        switch op {
-        case .equal: return escaped
-        case .beginsWith: return escaped + "%"
-        case .endsWith: return "%" + escaped
-        case .contains: return "%" + escaped + "%"
-        case .like, .matches: return nil
         }
     }
 

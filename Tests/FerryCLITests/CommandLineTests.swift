@@ -183,7 +183,7 @@ struct CommandLineTests {
         let directory = TemporaryDirectory()
         let store = directory.file("s.sqlite")
         _ = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
-        let input = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":2,"name":"Jane","manager":"j"}},{"op":"insert","entity":"Person","ref":"e","values":{"id":3,"name":"Émile","manager":"j"}}]"#
+        let input = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":2,"name":"Jane","manager":"j"}},{"op":"insert","entity":"Person","ref":"e","values":{"id":3,"name":"Émile","manager":"j"}},{"op":"insert","entity":"Person","ref":"l","values":{"id":4,"name":"alice"}}]"#
         _ = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: input)
         let matches = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person",
                                             "--where", "name BEGINSWITH[cd] 'e' OR manager.name == 'John'", "--sort", "-id"])
@@ -195,7 +195,18 @@ struct CommandLineTests {
         let window = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--sort", "name", "--limit", "1", "--offset", "1"])
         #expect(try lines(window.standardOutput).map { try JSONValue.parse($0)["values"]?["name"] } == [.string("John")])
         let count = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--where", "id >= 2", "--count"])
-        #expect(count.standardOutput == "2\n")
+        #expect(count.standardOutput == "3\n")
+        func names(_ sort: String) throws -> [JSONValue?] {
+            let result = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--sort", sort])
+            #expect(result.status == 0, "\(result.standardError)")
+            return try lines(result.standardOutput).map { try JSONValue.parse($0)["values"]?["name"] }
+        }
+        #expect(try names("name") == ["Jane", "John", "alice", "Émile"].map { .string($0) }, "bytes: upper case first")
+        #expect(try names("name[c]") == ["alice", "Jane", "John", "Émile"].map { .string($0) }, "ignoring case")
+        #expect(try names("-name[c]") == ["Émile", "John", "Jane", "alice"].map { .string($0) })
+        let badSort = try FerryProcess.run(["query", "--store", store, "--model", orgChart, "Person", "--sort", "id[c]"])
+        #expect(badSort.status == 1)
+        #expect(badSort.standardError.contains("a case-insensitive sort, which needs a String attribute"))
     }
 
     @Test("query reports a bad predicate with a caret and exits 1")

@@ -80,6 +80,8 @@ struct SaveWriter {
             try writeToManyChange(change, resolve: resolve, in: db)
         }
 
+        let recorder = ChangeRecorder(layout: layout, store: store)
+        let tombstones = try recorder.snapshots(of: request.deletes, in: db)
         for delete in request.deletes {
             guard let plan = layout.plans[delete.objectID.entityName], let key = delete.objectID.primaryKey else { continue }
             try db.execute(sql: "DELETE FROM \(plan.table) WHERE Z_PK = ? AND Z_OPT = ?", arguments: [key, delete.expectedVersion])
@@ -97,6 +99,7 @@ struct SaveWriter {
             }
         }
         guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
+        try recorder.recordLocalSave(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 

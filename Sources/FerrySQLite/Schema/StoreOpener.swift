@@ -40,6 +40,7 @@ struct StoreOpener {
                 var opened: Opened?
                 try db.inTransaction(.immediate) {
                     opened = try openInTransaction(db)
+                    try HistorySchema.create(in: db)
                     return .commit
                 }
                 guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }

@@ -54,3 +54,24 @@ extension ManagedObjectModel {
         return other < own ? .joinTable(other, sourceIsCanonical: false) : .joinTable(own, sourceIsCanonical: true)
     }
 }
+
+extension ManagedObjectModel {
+    /// Whether change sets record `relationship` of `entity`: each relationship
+    /// fact is recorded once, on one side. A to-one is recorded unless its
+    /// inverse is a to-one that sorts first (one-to-one: the side whose
+    /// `Entity.relationship` sorts first); a to-many only when it owns its join
+    /// table (many-to-many, one-way to-many). A to-many whose inverse is a
+    /// to-one is never recorded: the to-one side says it all.
+    package func isRecorded(_ relationship: RelationshipDescription, in entity: EntityDescription) -> Bool {
+        guard !relationship.isTransient else { return false }
+        if relationship.isToMany {
+            if case .joinTable(_, sourceIsCanonical: true) = storage(of: relationship, in: entity) { return true }
+            return false
+        }
+        guard let inverse = inverse(of: relationship), !inverse.isToMany,
+              let destination = self.entity(named: relationship.destinationEntityName) else { return true }
+        let own = JoinTableKey(entityName: declaringEntityName(ofProperty: relationship.name, in: entity), relationshipName: relationship.name)
+        let other = JoinTableKey(entityName: declaringEntityName(ofProperty: inverse.name, in: destination), relationshipName: inverse.name)
+        return !(other < own)
+    }
+}

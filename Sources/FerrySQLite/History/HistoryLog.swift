@@ -1,0 +1,136 @@
+import Foundation
+import GRDB
+import FerryStore
+
+/// Reads and writes the history tables inside the caller's transaction.
+struct HistoryLog {
+    let db: Database
+    let store: UUID
+
+    // MARK: - Clock
+
+    /// The next timestamp of this store's hybrid logical clock (stored, so
+    /// every process on the file shares one clock).
+    func tick(now: Date = Date()) throws -> HybridTimestamp {
+        let next = HybridTimestamp.next(after: try lastTimestamp(), now: now)
+        try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)", arguments: [next.rawValue])
+        return next
+    }
+
+    /// Takes in a timestamp seen in a replayed change set, so later local
+    /// timestamps come after it.
+    func receive(_ timestamp: HybridTimestamp) throws {
+        guard timestamp > (try lastTimestamp()) else { return }
+        try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)", arguments: [timestamp.rawValue])
+    }
+
+    func lastTimestamp() throws -> HybridTimestamp {
+        HybridTimestamp(rawValue: try Int64.fetchOne(db, sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'hlc'") ?? 0)
+    }
+
+    // MARK: - Change sets
+
+    func lastSequence(of origin: UUID) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(Z_SEQ) FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ?"),
+                           arguments: [origin.uuidString]) ?? 0
+    }
+
+    /// For each origin, the highest sequence number taken in (applied or quarantined).
+    func vector() throws -> VersionVector {
+        var vector: VersionVector = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, MAX(Z_SEQ) FROM Z_FERRY_CHANGESET GROUP BY Z_ORIGIN") {
+            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            vector[origin] = row[1]
+        }
+        return vector
+    }
+
+    func append(_ changeSet: ChangeSet, status: Int, reason: String?) throws {
+        try append(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                   body: ChangeSetCodec.encode(changeSet), status: status, reason: reason)
+    }
+
+    func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?) throws {
+        try db.execute(sql: """
+            INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)
+            """, arguments: [origin.uuidString, sequence, timestamp.rawValue, status, reason, body])
+    }
+
+    /// The bodies of the change sets not covered by `vector`, in the order this
+    /// store took them in (an order that can be applied as is).
+    func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
+        var result: [String] = []
+        let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET ORDER BY Z_RANK"
+        let cursor = try Row.fetchCursor(db, sql: sql)
+        while let row = try cursor.next() {
+            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            let sequence: Int64 = row[1]
+            if sequence <= vector[origin, default: 0] { continue }
+            result.append(row[2])
+            if let limit, result.count >= limit { break }
+        }
+        return result
+    }
+
+    // MARK: - Merge metadata
+
+    func setClock(root: Int, key: Int64, property: String, timestamp: HybridTimestamp, origin: UUID) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_CLOCK (Z_ROOT, Z_PK, Z_PROPERTY, Z_HLC, Z_ORIGIN) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [root, key, property, timestamp.rawValue, origin.uuidString])
+    }
+
+    /// The (timestamp, origin) of the last write of a property after the insert, if any.
+    func clock(root: Int, key: Int64, property: String) throws -> WriteClock? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ? AND Z_PROPERTY = ?"),
+                                         arguments: [root, key, property]),
+              let text: String = row[1], let origin = UUID(uuidString: text) else { return nil }
+        return WriteClock(timestamp: HybridTimestamp(rawValue: row[0]), origin: origin)
+    }
+
+    func forgetClocks(root: Int, key: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ?").execute(arguments: [root, key])
+    }
+
+    /// Keeps a deleted object's tombstone, so nothing brings it back by accident.
+    func bury(uri: String, entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID) throws {
+        let change = ObjectChange(kind: .delete, uri: uri, entity: entity, values: values)
+        let text = ChangeSetCodec.encode(ChangeSet(origin: origin, sequence: 1, timestamp: timestamp, modelHash: "-", changes: [change]))
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_TOMBSTONE (Z_URI, Z_ENTITY, Z_HLC, Z_ORIGIN, Z_VALUES) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [uri, entity, timestamp.rawValue, origin.uuidString, text])
+    }
+
+    func isBuried(_ uri: String) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?)"), arguments: [uri]) ?? false
+    }
+
+    // MARK: - Identity
+
+    /// The local row of an origin URI: the map for objects born elsewhere,
+    /// the URI itself for objects born here.
+    func row(of uri: String, layout: StoreLayout) throws -> (entity: String, key: Int64)? {
+        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_ROOT, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI = ?"), arguments: [uri]) {
+            let root: Int = row[0]
+            let key: Int64 = row[1]
+            guard let table = layout.entityNames[root].flatMap({ layout.plans[$0]?.table }),
+                  let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [key]),
+                  let entity = layout.entityNames[number] else { return nil }
+            return (entity, key)
+        }
+        return nil
+    }
+
+    func map(uri: String, root: Int, key: Int64) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)").execute(arguments: [uri, root, key])
+    }
+}
+
+/// Who wrote a value last: ordered by timestamp, then by origin UUID.
+struct WriteClock: Comparable {
+    var timestamp: HybridTimestamp
+    var origin: UUID
+
+    static func < (lhs: WriteClock, rhs: WriteClock) -> Bool {
+        if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
+        return lhs.origin.uuidString < rhs.origin.uuidString
+    }
+}

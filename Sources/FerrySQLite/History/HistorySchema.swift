@@ -1,0 +1,46 @@
+import GRDB
+
+/// The tables behind change sets, identity and merging, created with every
+/// store (and added to stores made before them):
+///
+/// - `Z_FERRY_CHANGESET`: every change set this store has — its own and those
+///   it received — in the order it took them in (`Z_RANK`), with its status
+///   (applied or quarantined, with the reason) and its JSON body.
+/// - `Z_FERRY_PENDING`: received change sets not taken in yet: waiting for a
+///   predecessor, or made with another model version.
+/// - `Z_FERRY_OBJECT`: origin URI ↔ local row, for objects inserted elsewhere.
+/// - `Z_FERRY_CLOCK`: per (row, property) the (timestamp, origin) of the last
+///   write after the insert, for last-writer-wins merging.
+/// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
+/// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
+enum HistorySchema {
+    static let statements = [
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_CHANGESET (Z_RANK INTEGER PRIMARY KEY, Z_ORIGIN TEXT NOT NULL, Z_SEQ INTEGER NOT NULL,
+            Z_HLC INTEGER NOT NULL, Z_STATUS INTEGER NOT NULL, Z_REASON TEXT, Z_BODY TEXT NOT NULL, UNIQUE (Z_ORIGIN, Z_SEQ))
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_PENDING (Z_ORIGIN TEXT NOT NULL, Z_SEQ INTEGER NOT NULL, Z_REASON TEXT NOT NULL,
+            Z_BODY TEXT NOT NULL, PRIMARY KEY (Z_ORIGIN, Z_SEQ))
+        """,
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_OBJECT (Z_URI TEXT PRIMARY KEY, Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS Z_FERRY_OBJECT_ROW ON Z_FERRY_OBJECT (Z_ROOT, Z_PK)",
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_CLOCK (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_PROPERTY TEXT NOT NULL,
+            Z_HLC INTEGER NOT NULL, Z_ORIGIN TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_PROPERTY)) WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_TOMBSTONE (Z_URI TEXT PRIMARY KEY, Z_ENTITY TEXT NOT NULL, Z_HLC INTEGER NOT NULL,
+            Z_ORIGIN TEXT NOT NULL, Z_VALUES TEXT NOT NULL)
+        """,
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_STATE (Z_KEY TEXT PRIMARY KEY, Z_VALUE INTEGER NOT NULL)",
+    ]
+
+    /// Status values of `Z_FERRY_CHANGESET.Z_STATUS`.
+    static let applied = 0
+    static let quarantined = 1
+
+    static func create(in db: Database) throws {
+        for statement in statements { try db.execute(sql: statement) }
+    }
+}

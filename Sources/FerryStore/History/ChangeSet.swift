@@ -1,0 +1,95 @@
+import Foundation
+import FerryModel
+
+/// One save, as recorded in a store's history and sent to peers: who made it,
+/// where it stands in its origin's sequence, and what it changed, with every
+/// object named by its origin URI.
+public struct ChangeSet: Sendable, Hashable {
+    /// The wire format version this library writes.
+    public static let formatVersion = 1
+
+    /// The store where the save happened.
+    public var origin: UUID
+    /// The save's place in its origin's history: 1, 2, 3, … without gaps.
+    public var sequence: Int64
+    /// When it happened, on the origin's hybrid logical clock.
+    public var timestamp: HybridTimestamp
+    /// `ManagedObjectContext.transactionAuthor` of the saving context.
+    public var author: String?
+    /// `ManagedObjectContext.name` of the saving context.
+    public var contextName: String?
+    /// The version hash of the model the origin saved with.
+    public var modelHash: String
+    /// The origin's version vector when it saved, for the other origins it had
+    /// applied: a replica applies this set only after those.
+    public var dependencies: [UUID: Int64]
+    /// The changes, in the order they were made.
+    public var changes: [ObjectChange]
+
+    /// Creates a change set.
+    public init(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String? = nil, contextName: String? = nil,
+                modelHash: String, dependencies: [UUID: Int64] = [:], changes: [ObjectChange]) {
+        self.origin = origin
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.author = author
+        self.contextName = contextName
+        self.modelHash = modelHash
+        self.dependencies = dependencies
+        self.changes = changes
+    }
+}
+
+/// What one change set did to one object.
+public struct ObjectChange: Sendable, Hashable {
+    /// The kind of change.
+    public enum Kind: String, Sendable, Hashable {
+        /// A new object, with all its persistent values.
+        case insert
+        /// Changed properties of an existing object.
+        case update
+        /// A removed object, with its last values (the tombstone).
+        case delete
+    }
+
+    /// Insert, update or delete.
+    public var kind: Kind
+    /// The object's origin URI.
+    public var uri: String
+    /// The object's entity.
+    public var entity: String
+    /// Attribute and to-one values: all of them for an insert, the changed ones
+    /// for an update, the last ones for a delete. To-one relationships appear
+    /// only on the side that stores them (the canonical side).
+    public var values: [String: ChangeValue]
+    /// Members added to to-many relationships kept on this side (many-to-many
+    /// and one-way to-many), by relationship name.
+    public var added: [String: [String]]
+    /// Members removed from such relationships.
+    public var removed: [String: [String]]
+
+    /// Creates an object change.
+    public init(kind: Kind, uri: String, entity: String, values: [String: ChangeValue] = [:],
+                added: [String: [String]] = [:], removed: [String: [String]] = [:]) {
+        self.kind = kind
+        self.uri = uri
+        self.entity = entity
+        self.values = values
+        self.added = added
+        self.removed = removed
+    }
+}
+
+/// A property value in a change set.
+public enum ChangeValue: Sendable, Hashable {
+    /// No value (nil attribute, empty to-one).
+    case null
+    /// An attribute value.
+    case attribute(AttributeValue)
+    /// A to-one destination, by origin URI.
+    case object(String)
+}
+
+/// A store's progress: for each origin, the highest sequence number such that
+/// every change set up to it has been received.
+public typealias VersionVector = [UUID: Int64]

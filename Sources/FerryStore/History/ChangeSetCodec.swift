@@ -1,0 +1,238 @@
+import Foundation
+import FerryModel
+
+/// The versioned JSON form of change sets (one line each; see `docs/PROTOCOL.md`).
+///
+/// Writing is canonical: keys sorted, no whitespace, empty parts left out, so a
+/// change set always encodes to the same bytes. Reading checks everything
+/// against the model before anything is applied: format version, UUIDs,
+/// sequence numbers, entity and property names, value types and URIs.
+public enum ChangeSetCodec {
+    /// What reading a line gave.
+    public enum Decoded: Sendable {
+        /// A change set made with this model, fully checked.
+        case changeSet(ChangeSet)
+        /// A well-formed change set made with another model version: to be held, not applied.
+        case otherModel(origin: UUID, sequence: Int64, modelHash: String)
+    }
+
+    // MARK: - Writing
+
+    /// The canonical JSON line of a change set.
+    public static func encode(_ changeSet: ChangeSet) -> String {
+        var members: [String: JSONValue] = [
+            "format": .integer(Int64(ChangeSet.formatVersion)),
+            "origin": .string(changeSet.origin.uuidString),
+            "seq": .integer(changeSet.sequence),
+            "hlc": .integer(changeSet.timestamp.rawValue),
+            "model": .string(changeSet.modelHash),
+            "changes": .array(changeSet.changes.map(encode)),
+        ]
+        if let author = changeSet.author { members["author"] = .string(author) }
+        if let context = changeSet.contextName { members["context"] = .string(context) }
+        if !changeSet.dependencies.isEmpty {
+            members["deps"] = .sortedObject(Dictionary(uniqueKeysWithValues: changeSet.dependencies.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+        }
+        return JSONValue.sortedObject(members).text
+    }
+
+    private static func encode(_ change: ObjectChange) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "op": .string(change.kind.rawValue),
+            "uri": .string(change.uri),
+            "entity": .string(change.entity),
+        ]
+        if !change.values.isEmpty {
+            members[change.kind == .delete ? "tombstone" : "values"] = .sortedObject(change.values.mapValues(encode))
+        }
+        if !change.added.isEmpty { members["added"] = encodeMembers(change.added) }
+        if !change.removed.isEmpty { members["removed"] = encodeMembers(change.removed) }
+        return .sortedObject(members)
+    }
+
+    private static func encode(_ value: ChangeValue) -> JSONValue {
+        switch value {
+        case .null: .null
+        case .attribute(let attribute): AttributeJSON.encode(attribute)
+        case .object(let uri): .string(uri)
+        }
+    }
+
+    private static func encodeMembers(_ members: [String: [String]]) -> JSONValue {
+        .sortedObject(members.mapValues { uris in .array(uris.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map(JSONValue.string)) })
+    }
+
+    /// A version vector as JSON: `{"UUID": seq, …}`.
+    public static func encode(_ vector: VersionVector) -> String {
+        JSONValue.sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) })).text
+    }
+
+    /// Reads a version vector (`{"UUID": seq, …}`).
+    public static func decodeVector(_ text: String) throws(ChangeSetError) -> VersionVector {
+        let json: JSONValue
+        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("the version vector is not JSON: \(error)") }
+        guard let members = json.objectMembers else { throw ChangeSetError.malformed("a version vector is a JSON object {\"STORE-UUID\": SEQ, …}") }
+        var vector: VersionVector = [:]
+        for (key, value) in members {
+            guard let store = UUID(uuidString: key) else { throw ChangeSetError.malformed("'\(key)' in the version vector is not a store UUID") }
+            guard case .integer(let sequence) = value, sequence >= 0 else {
+                throw ChangeSetError.malformed("the version vector's entry for \(key) must be a whole number ≥ 0")
+            }
+            vector[store] = sequence
+        }
+        return vector
+    }
+
+    // MARK: - Reading
+
+    /// Reads and checks one change set against `model`.
+    /// - Throws: ``ChangeSetError`` naming the field and the problem.
+    public static func decode(_ text: String, model: ManagedObjectModel) throws(ChangeSetError) -> Decoded {
+        let json: JSONValue
+        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
+        guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
+        guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
+        guard format == Int64(ChangeSet.formatVersion) else { throw ChangeSetError.unsupportedFormat(Int(format)) }
+        let origin = try uuid(json["origin"], "origin")
+        guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
+        guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
+        guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else { throw ChangeSetError.malformed("'model' (the model version hash) is missing") }
+        guard modelHash == model.versionHash else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash) }
+        let author = try optionalString(json["author"], "author")
+        let contextName = try optionalString(json["context"], "context")
+        var dependencies: [UUID: Int64] = [:]
+        if let deps = json["deps"] {
+            guard let members = deps.objectMembers else { throw ChangeSetError.malformed("'deps' must be an object of store UUIDs to sequence numbers") }
+            for (key, value) in members {
+                guard let store = UUID(uuidString: key), case .integer(let number) = value, number >= 1 else {
+                    throw ChangeSetError.malformed("'deps' entry '\(key)' must map a store UUID to a sequence number ≥ 1")
+                }
+                dependencies[store] = number
+            }
+        }
+        guard case .array(let items)? = json["changes"] else { throw ChangeSetError.malformed("'changes' must be an array") }
+        var changes: [ObjectChange] = []
+        changes.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            changes.append(try decodeChange(item, at: index, model: model))
+        }
+        return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
+                                    contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
+    }
+
+    private static func decodeChange(_ json: JSONValue, at index: Int, model: ManagedObjectModel) throws(ChangeSetError) -> ObjectChange {
+        let place = "changes[\(index)]"
+        guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place) must be an object") }
+        guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
+            throw ChangeSetError.malformed("\(place).op must be \"insert\", \"update\" or \"delete\"")
+        }
+        guard let entityName = json["entity"]?.stringValue, let entity = model.entity(named: entityName) else {
+            throw ChangeSetError.unknownEntity(place: place, entity: json["entity"]?.stringValue ?? "(missing)")
+        }
+        guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place).uri is missing") }
+        try checkURI(uri, entity: entity, model: model, place: "\(place).uri")
+        var change = ObjectChange(kind: kind, uri: uri, entity: entityName)
+        if let values = json[kind == .delete ? "tombstone" : "values"] {
+            guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place).values must be an object") }
+            for (key, value) in members {
+                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: "\(place).values.\(key)")
+            }
+        }
+        for (field, target) in [("added", \ObjectChange.added), ("removed", \ObjectChange.removed)] as [(String, WritableKeyPath<ObjectChange, [String: [String]]>)] {
+            guard let json = json[field] else { continue }
+            guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place).\(field) must be an object") }
+            for (key, list) in members {
+                guard let relationship = entity.relationship(named: key), relationship.isToMany else {
+                    throw ChangeSetError.unknownProperty(place: "\(place).\(field)", entity: entityName, property: key)
+                }
+                guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place).\(field).\(key) must be an array of URIs") }
+                guard let destination = model.entity(named: relationship.destinationEntityName) else { continue }
+                var uris: [String] = []
+                for element in elements {
+                    guard let member = element.stringValue else { throw ChangeSetError.malformed("\(place).\(field).\(key) must hold URI strings") }
+                    try checkURI(member, entity: destination, model: model, place: "\(place).\(field).\(key)", family: true)
+                    uris.append(member)
+                }
+                change[keyPath: target][key] = uris
+            }
+        }
+        return change
+    }
+
+    private static func decodeValue(_ json: JSONValue, key: String, entity: EntityDescription, model: ManagedObjectModel,
+                                    place: String) throws(ChangeSetError) -> ChangeValue {
+        switch entity.property(named: key) {
+        case .attribute(let attribute)? where !attribute.isTransient:
+            switch AttributeJSON.decode(json, as: attribute.type) {
+            case .success(let value): return value.map(ChangeValue.attribute) ?? .null
+            case .failure(let failure): throw ChangeSetError.wrongType(place: place, message: failure.message)
+            }
+        case .relationship(let relationship)? where !relationship.isToMany && !relationship.isTransient:
+            if case .null = json { return .null }
+            guard let uri = json.stringValue, let destination = model.entity(named: relationship.destinationEntityName) else {
+                throw ChangeSetError.wrongType(place: place, message: "a to-one relationship takes an object URI or null; got \(json.kindName)")
+            }
+            try checkURI(uri, entity: destination, model: model, place: place, family: true)
+            return .object(uri)
+        default:
+            throw ChangeSetError.unknownProperty(place: place, entity: entity.name, property: key)
+        }
+    }
+
+    /// A permanent object URI of `entity` (or, with `family`, of one of its subentities).
+    private static func checkURI(_ uri: String, entity: EntityDescription, model: ManagedObjectModel, place: String,
+                                 family: Bool = false) throws(ChangeSetError) {
+        switch ObjectURIComponents.parse(uri) {
+        case .failure(let error):
+            throw ChangeSetError.badURI(place: place, message: error.description)
+        case .success(let parts):
+            guard parts.store != nil else { throw ChangeSetError.badURI(place: place, message: "'\(uri)' is a temporary ID") }
+            guard let named = model.entity(named: parts.entityName),
+                  family ? named.isKind(of: entity.name) : named.name == entity.name else {
+                throw ChangeSetError.badURI(place: place, message: "'\(uri)' does not name a \(entity.name)")
+            }
+        }
+    }
+
+    private static func uuid(_ json: JSONValue?, _ field: String) throws(ChangeSetError) -> UUID {
+        guard let text = json?.stringValue, let value = UUID(uuidString: text) else {
+            throw ChangeSetError.malformed("'\(field)' must be a store UUID")
+        }
+        return value
+    }
+
+    private static func optionalString(_ json: JSONValue?, _ field: String) throws(ChangeSetError) -> String? {
+        switch json {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw ChangeSetError.malformed("'\(field)' must be a string")
+        }
+    }
+}
+
+/// Why a change set was refused before anything was applied.
+public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Not a change set: bad JSON, a missing or mistyped field.
+    case malformed(String)
+    /// Written in a format version this library does not read.
+    case unsupportedFormat(Int)
+    /// An entity the model does not have.
+    case unknownEntity(place: String, entity: String)
+    /// A property the entity does not have (or one that is never recorded).
+    case unknownProperty(place: String, entity: String, property: String)
+    /// A value of the wrong type for its property.
+    case wrongType(place: String, message: String)
+    /// A malformed, temporary or mistyped object URI.
+    case badURI(place: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let message): "malformed change set: \(message)"
+        case .unsupportedFormat(let version): "change set format \(version) is not supported (this Ferry reads format \(ChangeSet.formatVersion)); upgrade Ferry"
+        case .unknownEntity(let place, let entity): "\(place): the model has no entity '\(entity)'"
+        case .unknownProperty(let place, let entity, let property): "\(place): entity '\(entity)' has no recorded property '\(property)'"
+        case .wrongType(let place, let message): "\(place): \(message)"
+        case .badURI(let place, let message): "\(place): \(message)"
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import GRDB
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+/// Every save records one change set, in the save's transaction.
+@Suite("Change sets are recorded on every save")
+struct ChangeRecordingTests {
+    static let model = try! ManagedObjectModel {
+        Entity("Person") {
+            Attribute("name", .string)
+            Attribute("age", .integer16)
+            Attribute("scratch", .string, transient: true)
+            Relationship("manager", to: "Person", inverse: "reports")
+            Relationship("reports", to: "Person", inverse: "manager", toMany: true)
+            Relationship("desk", to: "Desk", inverse: "owner")
+            Relationship("clubs", to: "Club", inverse: "members", toMany: true)
+        }
+        Entity("Desk") { Attribute("number", .integer32); Relationship("owner", to: "Person", inverse: "desk") }
+        Entity("Club") { Attribute("title", .string); Relationship("members", to: "Person", inverse: "clubs", toMany: true) }
+    }
+
+    func open() throws -> (TemporaryDirectory, SQLiteStore, PersistentContainer) {
+        let directory = TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.file("h.sqlite"), model: Self.model)
+        return (directory, store, try PersistentContainer(store: store))
+    }
+
+    @Test("Insert, update and delete each record their change set: sequence, clock, author, model, values")
+    func recording() throws {
+        let (directory, store, container) = try open()
+        defer { withExtendedLifetime(directory) {} }
+        let context = container.newContext()
+        context.transactionAuthor = "importer"
+        context.name = "main"
+        let boss = try context.make("Person", ["name": "Ann", "age": Int16(50), "scratch": "never recorded"])
+        let bob = try context.make("Person", ["name": "Bob", "manager": boss])
+        let desk = try context.make("Desk", ["number": Int32(7), "owner": bob])
+        let club = try context.make("Club", ["title": "Chess"])
+        try club.setValue(Set([bob, boss]), forKey: "members")
+        try context.save()
+
+        var sets = try store.changeSets()
+        try #require(sets.count == 1)
+        let first = sets[0]
+        #expect(first.origin == store.identifier && first.sequence == 1)
+        #expect(first.author == "importer" && first.contextName == "main")
+        #expect(first.modelHash == Self.model.versionHash)
+        #expect(first.changes.map(\.kind) == [.insert, .insert, .insert, .insert])
+        let byURI = Dictionary(uniqueKeysWithValues: first.changes.map { ($0.uri, $0) })
+        let ann = try #require(byURI[boss.objectID.uriString])
+        #expect(ann.values == ["name": .attribute(.string("Ann")), "age": .attribute(.integer(50))], "no transient, no nil, no to-many side")
+        #expect(byURI[bob.objectID.uriString]?.values["manager"] == .object(boss.objectID.uriString))
+        // One-to-one: recorded on one side only (Desk.owner sorts before Person.desk).
+        #expect(byURI[desk.objectID.uriString]?.values["owner"] == .object(bob.objectID.uriString))
+        #expect(byURI[bob.objectID.uriString]?.values["desk"] == nil)
+        // Many-to-many: recorded on the side that owns the join table (Club.members sorts before Person.clubs).
+        #expect(Set(byURI[club.objectID.uriString]?.added["members"] ?? []) == Set([bob.objectID.uriString, boss.objectID.uriString]))
+        #expect(byURI[bob.objectID.uriString]?.added.isEmpty == true)
+
+        try bob.setValue("Robert", forKey: "name")
+        try bob.setValue("scratch only", forKey: "scratch")
+        try context.save()
+        try boss.setValue("scratch only", forKey: "scratch")
+        try context.save()  // only a transient changed: nothing to record
+        context.delete(bob)
+        try context.save()
+
+        sets = try store.changeSets()
+        try #require(sets.count == 3)
+        #expect(sets.map(\.sequence) == [1, 2, 3])
+        #expect(sets[0].timestamp < sets[1].timestamp && sets[1].timestamp < sets[2].timestamp)
+        #expect(sets[1].changes == [ObjectChange(kind: .update, uri: bob.objectID.uriString, entity: "Person", values: ["name": .attribute(.string("Robert"))])])
+        // The delete: Bob's tombstone with his last values; nullify updates of the desk and the club's membership.
+        let delete = try #require(sets[2].changes.first { $0.kind == .delete })
+        #expect(delete.uri == bob.objectID.uriString)
+        #expect(delete.values == ["name": .attribute(.string("Robert")), "manager": .object(boss.objectID.uriString)])
+        #expect(sets[2].changes.contains { $0.kind == .update && $0.uri == desk.objectID.uriString && $0.values["owner"] == .null })
+        #expect(sets[2].changes.contains { $0.kind == .update && $0.uri == club.objectID.uriString && $0.removed["members"] == [bob.objectID.uriString] })
+    }
+
+    @Test("A save that fails records nothing; the state reports the vector")
+    func atomicity() throws {
+        let (directory, store, container) = try open()
+        defer { withExtendedLifetime(directory) {} }
+        let writer = container.newContext()
+        let ann = try writer.make("Person", ["name": "Ann"])
+        try writer.save()
+        let other = container.newContext()
+        let sameAnn = try other.existingObject(with: ann.objectID)
+        try sameAnn.setValue("Annie", forKey: "name")
+        try other.save()
+        try ann.setValue("Anna", forKey: "name")
+        #expect(throws: SaveError.self) { try writer.save() }
+        #expect(try store.changeSets().count == 2, "the conflicting save left no change set")
+        let state = try store.historyState()
+        #expect(state.vector == [store.identifier: 2])
+        #expect(state.json == #"{"model":"\#(Self.model.versionHash)","store":"\#(store.identifier.uuidString)","vector":{"\#(store.identifier.uuidString)":2}}"#)
+    }
+
+    @Test("Two processes' worth of writers on one file share one gap-free sequence")
+    func sharedFile() throws {
+        let (directory, store, container) = try open()
+        defer { withExtendedLifetime(directory) {} }
+        let second = try SQLiteStore(path: store.path, model: Self.model)
+        let secondContainer = try PersistentContainer(store: second)
+        for index in 0..<10 {
+            let context = (index % 2 == 0 ? container : secondContainer).newContext()
+            try context.make("Person", ["name": "P\(index)"])
+            try context.save()
+        }
+        let sets = try store.changeSets()
+        #expect(sets.map(\.sequence) == Array(1...10))
+        #expect(zip(sets, sets.dropFirst()).allSatisfy { $0.timestamp < $1.timestamp })
+    }
+}

@@ -48,17 +48,14 @@ struct ChangeRecorder {
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let plan = layout.plans[id.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
-            for (index, property) in plan.entity.properties.enumerated() {
-                switch property {
-                case .attribute(let attribute) where !attribute.isTransient:
-                    if let value = insert.attributes[index] { values[attribute.name] = .attribute(value) }
-                case .relationship(let relationship) where !relationship.isToMany && layout.model.isRecorded(relationship, in: plan.entity):
-                    if let target = resolve(insert.toOne[index]) { values[relationship.name] = .object(try names.uri(of: target)) }
-                default:
-                    continue
+            for property in plan.recordedProperties {
+                if property.isToOne {
+                    if let target = resolve(insert.toOne[property.index]) { values[property.name] = .object(try names.uri(of: target)) }
+                } else if let value = insert.attributes[property.index] {
+                    values[property.name] = .attribute(value)
                 }
             }
-            let members = membership.removeValue(forKey: id)
+            let members = membership.isEmpty ? nil : membership.removeValue(forKey: id)
             changes.append(ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName, values: values,
                                         added: members?.added ?? [:], removed: [:]))
         }
@@ -97,14 +94,11 @@ struct ChangeRecorder {
             guard let plan = layout.plans[delete.objectID.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
             if let row = tombstones[delete.objectID] {
-                for (index, property) in plan.entity.properties.enumerated() {
-                    switch property {
-                    case .attribute(let attribute) where !attribute.isTransient:
-                        if let value = row.attributes[index] { values[attribute.name] = .attribute(value) }
-                    case .relationship(let relationship) where !relationship.isToMany && layout.model.isRecorded(relationship, in: plan.entity):
-                        if let target = row.toOne[index] { values[relationship.name] = .object(try names.uri(of: target)) }
-                    default:
-                        continue
+                for property in plan.recordedProperties {
+                    if property.isToOne {
+                        if let target = row.toOne[property.index] { values[property.name] = .object(try names.uri(of: target)) }
+                    } else if let value = row.attributes[property.index] {
+                        values[property.name] = .attribute(value)
                     }
                 }
             }
@@ -153,9 +147,9 @@ struct OriginNames {
         if hasForeignObjects == nil {
             hasForeignObjects = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT)") ?? false
         }
-        guard hasForeignObjects == true else { return id.uriString }
+        guard hasForeignObjects == true else { return localURI(of: id) }
         if let known = cache[id] { return known }
-        var uri = id.uriString
+        var uri = localURI(of: id)
         if let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
            let mapped = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),
                                             arguments: [root, key]) {
@@ -163,5 +157,11 @@ struct OriginNames {
         }
         cache[id] = uri
         return uri
+    }
+
+    /// The object's own URI, from its entity's cached prefix.
+    private func localURI(of id: ObjectID) -> String {
+        guard let plan = layout.plans[id.entityName], let key = id.primaryKey else { return id.uriString }
+        return plan.uriPrefix + String(key)
     }
 }

@@ -28,9 +28,14 @@ final class StoreLayout: Sendable {
         let insertSQL: String
         /// What each insert placeholder after Z_PK and Z_ENT holds.
         let insertSlots: [InsertSlot]
+        /// The properties change sets record (attributes and recorded to-ones), sorted by name.
+        let recordedProperties: [RecordedProperty]
+        /// `x-coredata://<store>/<Entity>/p`: an object URI without its key.
+        let uriPrefix: String
 
         init(entity: EntityDescription, rootNumber: Int, number: Int, table: String, readPositions: [Int?],
-             entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot]) {
+             entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot],
+             recordedProperties: [RecordedProperty], uriPrefix: String) {
             self.entity = entity
             self.rootNumber = rootNumber
             self.number = number
@@ -39,7 +44,16 @@ final class StoreLayout: Sendable {
             self.entityColumnPositions = entityColumnPositions
             self.insertSQL = insertSQL
             self.insertSlots = insertSlots
+            self.recordedProperties = recordedProperties
+            self.uriPrefix = uriPrefix
         }
+    }
+
+    /// A property change sets record, by index in its entity.
+    struct RecordedProperty: Sendable {
+        let index: Int
+        let name: String
+        let isToOne: Bool
     }
 
     enum InsertSlot: Sendable {
@@ -88,7 +102,18 @@ final class StoreLayout: Sendable {
                 number: entityMapping.number, table: entityMapping.table,
                 readPositions: readPositions, entityColumnPositions: entityPositions,
                 insertSQL: "INSERT INTO \(entityMapping.table) (\(columns)) VALUES (\(placeholders))",
-                insertSlots: slots)
+                insertSlots: slots,
+                recordedProperties: entity.properties.enumerated().compactMap { index, property -> RecordedProperty? in
+                    switch property {
+                    case .attribute(let attribute) where !attribute.isTransient:
+                        return RecordedProperty(index: index, name: attribute.name, isToOne: false)
+                    case .relationship(let relationship) where !relationship.isToMany && model.isRecorded(relationship, in: entity):
+                        return RecordedProperty(index: index, name: relationship.name, isToOne: true)
+                    default:
+                        return nil
+                    }
+                }.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) },
+                uriPrefix: "x-coredata://\(storeIdentifier.uuidString)/\(entity.name)/p")
         }
         self.plans = plans
     }

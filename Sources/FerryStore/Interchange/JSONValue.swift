@@ -138,7 +138,18 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         }
     }
 
+    /// Appends `value` as a JSON string literal (quoted, escaped).
+    package static func appendQuoted(_ value: String, to output: inout String) {
+        writeString(value, to: &output)
+    }
+
     private static func writeString(_ value: String, to output: inout String) {
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            output += "\""
+            output += value
+            output += "\""
+            return
+        }
         output += "\""
         for scalar in value.unicodeScalars {
             switch scalar {

@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "FerryModel", targets: ["FerryModel"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySQLite", targets: ["FerrySQLite"]),
+        .library(name: "FerrySync", targets: ["FerrySync"]),
         .executable(name: "ferry", targets: ["ferry"]),
     ],
     dependencies: [
@@ -28,12 +29,14 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
+        // Merging change sets from other stores.
+        .target(name: "FerrySync", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
         // Command implementations live in a library so the tests can reach their
         // helpers; the `ferry` executable is only `@main`.
         .target(
             name: "FerryCLI",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -54,6 +57,7 @@ let package = Package(
             dependencies: ["FerrySQLite", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -28,14 +28,129 @@ struct ChangeRecorder {
         return result
     }
 
-    /// Builds and appends the change set of a local save; returns it (nil when
-    /// the save changed nothing that is recorded, e.g. only transient values).
-    @discardableResult
-    func recordLocalSave(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         tombstones: [ObjectID: RowSnapshot], in db: Database) throws -> ChangeSet? {
+    /// Records a save: a local save becomes a new change set of this store; a
+    /// replaying save records the replayed change set, stamps its writes with
+    /// its clock, and records whatever else the save did (delete propagation)
+    /// as a new local change set.
+    func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+                tombstones: [ObjectID: RowSnapshot], in db: Database) throws {
+        let log = HistoryLog(db: db, store: store)
+        guard let replay = request.replay else {
+            var names = OriginNames(layout: layout, db: db)
+            let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
+            try appendLocal(entries, author: request.author, contextName: request.contextName, log: log)
+            return
+        }
+        // Objects born elsewhere keep their origin URI.
+        var replayInserted = Set<ObjectID>()
+        for (insert, id) in zip(request.inserts, insertedIDs) {
+            guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            try log.map(uri: uri, root: root, key: key)
+            replayInserted.insert(id)
+        }
         var names = OriginNames(layout: layout, db: db)
-        var changes: [ObjectChange] = []
-        changes.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
+        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
+        let incoming = replay.changeSet
+        try log.receive(incoming.timestamp)
+        try log.append(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
+                       body: replay.body, status: HistorySchema.applied, reason: nil)
+        var remoteWrites: [ObjectID: Set<String>] = [:]
+        for (id, properties) in replay.writes { if let resolved = resolve(id) { remoteWrites[resolved, default: []].formUnion(properties) } }
+        let remoteDeletes = Set(replay.deletes.compactMap(resolve))
+        var derived: [Entry] = []
+        for entry in entries {
+            switch entry.change.kind {
+            case .insert:
+                if !replayInserted.contains(entry.id) { derived.append(entry) }
+            case .delete:
+                if remoteDeletes.contains(entry.id) {
+                    try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
+                                 timestamp: incoming.timestamp, origin: incoming.origin)
+                    if let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey {
+                        try log.forgetClocks(root: root, key: key)
+                    }
+                } else {
+                    derived.append(entry)
+                }
+            case .update:
+                let written = remoteWrites[entry.id] ?? []
+                var rest = entry.change
+                rest.values = rest.values.filter { !written.contains($0.key) }
+                rest.added = Self.membersNotIn(written, rest.added)
+                rest.removed = Self.membersNotIn(written, rest.removed)
+                for property in written where !replayInserted.contains(entry.id) {
+                    guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
+                    try log.setClock(root: root, key: key, property: property, timestamp: incoming.timestamp, origin: incoming.origin)
+                }
+                if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty {
+                    derived.append(Entry(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
+                }
+            }
+        }
+        for tombstone in replay.tombstonesOnly {
+            try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
+        }
+        try appendLocal(derived, author: "ferry-replay", contextName: nil, log: log)
+    }
+
+    /// Records a replayed change set that changed nothing here (every write lost,
+    /// or it touched only deleted objects), or one that was quarantined.
+    func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?,
+                        tombstones: [(uri: String, entity: String)], in db: Database) throws {
+        let log = HistoryLog(db: db, store: store)
+        try log.receive(changeSet.timestamp)
+        try log.append(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                       body: body, status: status, reason: reason)
+        for tombstone in tombstones {
+            try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
+        }
+    }
+
+    private static func membersNotIn(_ written: Set<String>, _ members: [String: [String]]) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for (relationship, uris) in members {
+            let rest = uris.filter { !written.contains(membershipKey(relationship, $0)) }
+            if !rest.isEmpty { result[relationship] = rest }
+        }
+        return result
+    }
+
+    /// One object's change, with the properties whose clocks it sets.
+    struct Entry {
+        var id: ObjectID
+        var change: ObjectChange
+        var clocked: [String]
+    }
+
+    /// Appends `entries` as a new change set of this store (nothing when empty).
+    private func appendLocal(_ entries: [Entry], author: String?, contextName: String?, log: HistoryLog) throws {
+        guard !entries.isEmpty else { return }
+        let timestamp = try log.tick()
+        let changeSet = ChangeSet(origin: store, sequence: try log.lastSequence(of: store) + 1, timestamp: timestamp,
+                                  author: author, contextName: contextName, modelHash: layout.model.versionHash,
+                                  dependencies: try log.vector().filter { $0.key != store }, changes: entries.map(\.change))
+        try log.append(changeSet, status: HistorySchema.applied, reason: nil)
+        for entry in entries {
+            guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
+            switch entry.change.kind {
+            case .insert:
+                continue
+            case .update:
+                for property in entry.clocked {
+                    try log.setClock(root: root, key: key, property: property, timestamp: timestamp, origin: store)
+                }
+            case .delete:
+                try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values, timestamp: timestamp, origin: store)
+                try log.forgetClocks(root: root, key: key)
+            }
+        }
+    }
+
+    /// The recorded changes of a save, object by object.
+    private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames) throws -> [Entry] {
+        var entries: [Entry] = []
+        entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
         var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
         for change in request.toManyChanges {
             guard let source = resolve(change.source) else { continue }
@@ -44,7 +159,6 @@ struct ChangeRecorder {
             if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
             if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
         }
-
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let plan = layout.plans[id.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
@@ -56,10 +170,9 @@ struct ChangeRecorder {
                 }
             }
             let members = membership.isEmpty ? nil : membership.removeValue(forKey: id)
-            changes.append(ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName, values: values,
-                                        added: members?.added ?? [:], removed: [:]))
+            entries.append(Entry(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName, values: values,
+                                                               added: members?.added ?? [:], removed: [:]), clocked: []))
         }
-        var clocked: [(id: ObjectID, property: String)] = []
         for update in request.updates {
             guard let plan = layout.plans[update.objectID.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
@@ -74,22 +187,17 @@ struct ChangeRecorder {
             }
             let members = membership.removeValue(forKey: update.objectID)
             guard !values.isEmpty || members != nil else { continue }
-            for name in values.keys { clocked.append((update.objectID, name)) }
-            for (relationship, uris) in (members?.added ?? [:]).merging(members?.removed ?? [:], uniquingKeysWith: +) {
-                for uri in uris { clocked.append((update.objectID, Self.membershipKey(relationship, uri))) }
-            }
-            changes.append(ObjectChange(kind: .update, uri: try names.uri(of: update.objectID), entity: update.objectID.entityName,
-                                        values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]))
+            entries.append(Entry(id: update.objectID,
+                                 change: ObjectChange(kind: .update, uri: try names.uri(of: update.objectID), entity: update.objectID.entityName,
+                                                      values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
+                                 clocked: Array(values.keys) + Self.membershipKeys(members)))
         }
-        // Membership changes of objects that had no other change (only their to-many set changed).
+        // Objects whose only change is to a to-many set.
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
-            for (relationship, uris) in members.added.merging(members.removed, uniquingKeysWith: +) {
-                for uri in uris { clocked.append((id, Self.membershipKey(relationship, uri))) }
-            }
-            changes.append(ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
-                                        added: members.added, removed: members.removed))
+            entries.append(Entry(id: id, change: ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
+                                                              added: members.added, removed: members.removed),
+                                 clocked: Self.membershipKeys(members)))
         }
-        var deleted: [(id: ObjectID, uri: String, values: [String: ChangeValue])] = []
         for delete in request.deletes {
             guard let plan = layout.plans[delete.objectID.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
@@ -102,28 +210,17 @@ struct ChangeRecorder {
                     }
                 }
             }
-            let uri = try names.uri(of: delete.objectID)
-            deleted.append((delete.objectID, uri, values))
-            changes.append(ObjectChange(kind: .delete, uri: uri, entity: delete.objectID.entityName, values: values))
+            entries.append(Entry(id: delete.objectID, change: ObjectChange(kind: .delete, uri: try names.uri(of: delete.objectID),
+                                                                           entity: delete.objectID.entityName, values: values), clocked: []))
         }
-        guard !changes.isEmpty else { return nil }
+        return entries
+    }
 
-        let log = HistoryLog(db: db, store: store)
-        let timestamp = try log.tick()
-        let changeSet = ChangeSet(origin: store, sequence: try log.lastSequence(of: store) + 1, timestamp: timestamp,
-                                  author: request.author, contextName: request.contextName, modelHash: layout.model.versionHash,
-                                  dependencies: try log.vector().filter { $0.key != store }, changes: changes)
-        try log.append(changeSet, status: HistorySchema.applied, reason: nil)
-        for (id, property) in clocked {
-            guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
-            try log.setClock(root: root, key: key, property: property, timestamp: timestamp, origin: store)
+    private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
+        guard let members else { return [] }
+        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
+            uris.map { membershipKey(relationship, $0) }
         }
-        for entry in deleted {
-            guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
-            try log.bury(uri: entry.uri, entity: entry.id.entityName, values: entry.values, timestamp: timestamp, origin: store)
-            try log.forgetClocks(root: root, key: key)
-        }
-        return changeSet
     }
 
     /// The clock key of one membership fact: relationship name, a space, member URI.

@@ -45,3 +45,113 @@ extension SQLiteStore {
         }
     }
 }
+
+/// What the replay engine (`FerrySync`) needs from the store, one short read
+/// or write transaction each.
+extension SQLiteStore {
+    /// The local ID of an object named by origin URI: this store's own URIs
+    /// directly, others through the identity map; nil when it never arrived.
+    package func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
+        guard case .success(let parts) = ObjectURIComponents.parse(uri), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
+            return nil
+        }
+        if origin == identifier, let key = parts.primaryKey {
+            return .permanent(entityName: parts.entityName, store: identifier, primaryKey: key)
+        }
+        let layout = self.layout
+        let store = identifier
+        return try read { db in
+            try HistoryLog(db: db, store: store).row(of: uri, layout: layout)
+        }.map { ObjectID.permanent(entityName: $0.entity, store: store, primaryKey: $0.key) }
+    }
+
+    /// Whether an object (by origin URI) was deleted here.
+    package func isBuried(_ uri: String) throws -> Bool {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).isBuried(uri) }
+    }
+
+    /// The (timestamp, origin) of the last write of a property after the object's insert.
+    package func lastWrite(of id: ObjectID, property: String) throws -> (timestamp: HybridTimestamp, origin: UUID)? {
+        guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return nil }
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).clock(root: root, key: key, property: property) }
+            .map { ($0.timestamp, $0.origin) }
+    }
+
+    /// Records a replayed change set without data changes: applied with no
+    /// effect, or quarantined with its reason.
+    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?,
+                                tombstones: [(uri: String, entity: String)] = []) throws {
+        let recorder = ChangeRecorder(layout: layout, store: identifier)
+        try write { db in
+            try recorder.recordReceived(changeSet, body: body, status: quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
+                                        reason: quarantineReason, tombstones: tombstones, in: db)
+        }
+    }
+
+    /// Keeps a received change set that cannot be applied yet (a predecessor is
+    /// missing, or it was made with another model version).
+    package func hold(origin: UUID, sequence: Int64, reason: String, body: String) throws {
+        try write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_PENDING (Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?)",
+                           arguments: [origin.uuidString, sequence, reason, body])
+        }
+    }
+
+    /// The change sets held back, with why.
+    package func held() throws -> [(origin: UUID, sequence: Int64, reason: String, body: String)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_PENDING ORDER BY Z_ORIGIN, Z_SEQ").compactMap { row in
+                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+                return (origin, row[1], row[2], row[3])
+            }
+        }
+    }
+
+    /// Forgets a held change set (it was applied, or turned out a duplicate).
+    package func release(origin: UUID, sequence: Int64) throws {
+        try write { db in
+            try db.execute(sql: "DELETE FROM Z_FERRY_PENDING WHERE Z_ORIGIN = ? AND Z_SEQ = ?", arguments: [origin.uuidString, sequence])
+        }
+    }
+
+    /// The quarantined change sets, with their reasons, in the order received.
+    public func quarantinedChangeSets() throws -> [(origin: UUID, sequence: Int64, reason: String, body: String)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? ORDER BY Z_RANK",
+                             arguments: [HistorySchema.quarantined]).compactMap { row in
+                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+                return (origin, row[1], row[2] ?? "", row[3])
+            }
+        }
+    }
+
+    func write(_ body: (Database) throws -> Void) throws {
+        do {
+            try pool.writeWithoutTransaction { db in
+                try db.inTransaction(.immediate) {
+                    try body(db)
+                    return .commit
+                }
+            }
+        } catch {
+            throw StoreError.storeFailure(Self.describe(error))
+        }
+    }
+}
+
+extension SQLiteStore {
+    public func originURIs() throws -> [ObjectID: String] {
+        let store = identifier
+        return try read { db in
+            var result: [ObjectID: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT") {
+                let uri: String = row[0]
+                guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
+                result[.permanent(entityName: parts.entityName, store: store, primaryKey: row[1])] = uri
+            }
+            return result
+        }
+    }
+}

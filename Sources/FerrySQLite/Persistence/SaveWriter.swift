@@ -99,7 +99,7 @@ struct SaveWriter {
             }
         }
         guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
-        try recorder.recordLocalSave(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, in: db)
+        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 

@@ -14,6 +14,11 @@ extension ManagedObjectContext {
     ///   ``SaveError/conflict(objectURIs:)`` when another writer changed the same
     ///   objects, ``SaveError/storeFailed(_:)`` when the store cannot write.
     public func save() throws(SaveError) {
+        try save(replaying: nil)
+    }
+
+    /// Saves as ``save()``, annotating the store request with a replayed change set.
+    package func save(replaying replay: ReplayAnnotation?) throws(SaveError) {
         guard hasChanges else { return }
         do {
             try propagateDeletes()
@@ -24,7 +29,8 @@ extension ManagedObjectContext {
         let updatedInOrder = updatedKeys.sorted()
         let failures = validatePendingChanges(updatedInOrder)
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
-        let (request, order) = makeSaveRequest(updatedInOrder)
+        var (request, order) = makeSaveRequest(updatedInOrder)
+        request.replay = replay
         let result: SaveResult
         do {
             result = try store.save(request)

@@ -82,13 +82,13 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
 
 /// The parts of an object URI, before they are checked against a store
 /// (a temporary ID has no store and no primary key).
-struct ObjectURIComponents: Equatable {
-    var store: UUID?
-    var entityName: String
-    var primaryKey: Int64?
+package struct ObjectURIComponents: Equatable {
+    package var store: UUID?
+    package var entityName: String
+    package var primaryKey: Int64?
 
     /// Splits `x-coredata://<UUID>/<Entity>/p<N>` (or the temporary form).
-    static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
+    package static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
         let scheme = "x-coredata://"
         guard text.hasPrefix(scheme) else {
             return .failure(.malformed(text, "it must start with x-coredata://"))

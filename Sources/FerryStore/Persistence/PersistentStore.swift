@@ -25,6 +25,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// through to-ones — with nil where there is none. A default implementation
     /// reads rows one hop at a time; the SQLite store does it in one statement.
     func fetchValues(_ request: FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]]
+    /// The origin URI of every object here that was inserted in another store
+    /// (objects born here are named by their own URI). Empty by default.
+    func originURIs() throws -> [ObjectID: String]
     /// The current rows for these IDs; IDs whose row does not exist are absent.
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]
     /// The members of a to-many relationship of a saved object, in order for ordered relationships.
@@ -45,6 +48,8 @@ public enum FetchedValue: Sendable, Hashable {
 }
 
 extension PersistentStore {
+    public func originURIs() throws -> [ObjectID: String] { [:] }
+
     /// Reads the matching rows, then follows each key path's to-one hops with
     /// ``rows(for:)``, one batch per hop.
     public func fetchValues(_ request: FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]] {
@@ -157,9 +162,37 @@ public struct SaveRequest: Sendable {
     public var author: String?
     /// The saving context's name.
     public var contextName: String?
+    /// Set when the save replays a change set from another store: the store
+    /// records that change set (not a new local one) and stamps its writes
+    /// with its clock; whatever else the save changes (delete propagation) is
+    /// recorded as a new local change set.
+    public var replay: ReplayAnnotation?
 
     /// Whether the request writes nothing.
     public var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && toManyChanges.isEmpty }
+}
+
+/// What a replaying save carries besides its writes (see ``SaveRequest/replay``).
+public struct ReplayAnnotation: Sendable {
+    /// The change set being applied.
+    public var changeSet: ChangeSet
+    /// Its canonical text, recorded as received.
+    public var body: String
+    /// The properties the change set wrote, by object (membership facts as
+    /// `relationship + " " + memberURI`).
+    public var writes: [ObjectID: Set<String>] = [:]
+    /// The objects the change set deleted.
+    public var deletes: Set<ObjectID> = []
+    /// The origin URI of each object the replay inserted, by temporary ID.
+    public var originURIs: [ObjectID: String] = [:]
+    /// Deleted objects this store never had: tombstones only.
+    public var tombstonesOnly: [(uri: String, entity: String)] = []
+
+    /// Creates an annotation for `changeSet`.
+    public init(changeSet: ChangeSet, body: String) {
+        self.changeSet = changeSet
+        self.body = body
+    }
 }
 
 /// What a store reports after a save.

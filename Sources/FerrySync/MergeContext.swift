@@ -1,0 +1,147 @@
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+
+/// Merges one change set into a fresh context: the last-writer-wins decisions,
+/// deletes and tombstones, and the repair of references to deleted objects.
+/// The caller saves the context with ``annotation``.
+struct MergeContext {
+    let store: SQLiteStore
+    let context: ManagedObjectContext
+    let changeSet: ChangeSet
+    private(set) var annotation: ReplayAnnotation
+    /// Objects by origin URI (those already looked up, and new inserts).
+    private var objects: [String: ManagedObject] = [:]
+    private var buried: [String: Bool] = [:]
+
+    init(store: SQLiteStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String) {
+        self.store = store
+        self.context = context
+        self.changeSet = changeSet
+        self.annotation = ReplayAnnotation(changeSet: changeSet, body: body)
+    }
+
+    mutating func applyChanges() throws {
+        for change in changeSet.changes {
+            switch change.kind {
+            case .insert:
+                guard try !isBuried(change.uri) else { continue }
+                if let existing = try object(change.uri) {
+                    try write(change, to: existing, isNew: false)
+                } else {
+                    let inserted = try context.insert(entityName: change.entity)
+                    objects[change.uri] = inserted
+                    annotation.originURIs[inserted.objectID] = change.uri
+                    try write(change, to: inserted, isNew: true)
+                }
+            case .update:
+                guard try !isBuried(change.uri) else { continue }
+                guard let target = try object(change.uri) else {
+                    throw MergeProblem.unknownObject(change.uri, place: "an update")
+                }
+                try write(change, to: target, isNew: false)
+            case .delete:
+                if let target = try object(change.uri) {
+                    if !target.isDeleted {
+                        context.delete(target)
+                        annotation.deletes.insert(target.objectID)
+                    }
+                } else if try !isBuried(change.uri) {
+                    annotation.tombstonesOnly.append((change.uri, change.entity))
+                    buried[change.uri] = true
+                }
+            }
+        }
+    }
+
+    // MARK: - Writes
+
+    private mutating func write(_ change: ObjectChange, to target: ManagedObject, isNew: Bool) throws {
+        guard !target.isDeleted else { return }
+        for (name, value) in change.values.sorted(by: { $0.key < $1.key }) {
+            guard try isNew || wins(target, name) else { continue }
+            switch value {
+            case .null:
+                if target.entity.attribute(named: name) != nil {
+                    try target.setAttributeValue(nil, forKey: name)
+                } else {
+                    try target.setToOneValue(nil, forKey: name)
+                }
+            case .attribute(let attribute):
+                try target.setAttributeValue(attribute, forKey: name)
+            case .object(let uri):
+                guard let destination = try reference(uri, from: target, relationship: name) else { continue }
+                try target.setToOneValue(destination, forKey: name)
+            }
+            annotation.writes[target.objectID, default: []].insert(name)
+            if target.isDeleted { return }
+        }
+        for (relationship, uris) in change.added.sorted(by: { $0.key < $1.key }) {
+            for uri in uris.sorted() {
+                let key = relationship + " " + uri
+                guard try isNew || wins(target, key) else { continue }
+                annotation.writes[target.objectID, default: []].insert(key)
+                guard let member = try reference(uri, from: target, relationship: relationship) else { continue }
+                try target.mutableSetValue(forKey: relationship).insert(member)
+                if target.isDeleted { return }
+            }
+        }
+        for (relationship, uris) in change.removed.sorted(by: { $0.key < $1.key }) {
+            for uri in uris.sorted() {
+                let key = relationship + " " + uri
+                guard try isNew || wins(target, key) else { continue }
+                annotation.writes[target.objectID, default: []].insert(key)
+                guard try !isBuried(uri), let member = try object(uri) else { continue }
+                try target.mutableSetValue(forKey: relationship).remove(member)
+            }
+        }
+    }
+
+    /// Whether this change set's write of `property` beats the last one applied here.
+    private func wins(_ target: ManagedObject, _ property: String) throws -> Bool {
+        guard !target.isInserted, let last = try store.lastWrite(of: target.objectID, property: property) else { return true }
+        if changeSet.timestamp != last.timestamp { return changeSet.timestamp > last.timestamp }
+        return changeSet.origin.uuidString > last.origin.uuidString
+    }
+
+    /// The object a reference points to; nil when it was deleted here, after
+    /// repairing the referrer by the deleted side's delete rule (Cascade deletes
+    /// the referrer; Nullify and No Action drop the reference; Deny is refused).
+    private mutating func reference(_ uri: String, from source: ManagedObject, relationship name: String) throws -> ManagedObject? {
+        if try !isBuried(uri), let found = try object(uri), !found.isDeleted { return found }
+        guard try isBuried(uri) || object(uri)?.isDeleted == true else {
+            throw MergeProblem.unknownObject(uri, place: "\(source.entity.name).\(name)")
+        }
+        let inverse = source.entity.relationship(named: name).flatMap { store.model.inverse(of: $0) }
+        switch inverse?.deleteRule {
+        case .cascade?:
+            context.delete(source)
+        case .deny?:
+            throw MergeProblem.deniedReference(from: originURI(of: source), to: uri, relationship: name)
+        default:
+            break
+        }
+        return nil
+    }
+
+    // MARK: - Lookups
+
+    private mutating func isBuried(_ uri: String) throws -> Bool {
+        if let known = buried[uri] { return known }
+        let answer = try store.isBuried(uri)
+        buried[uri] = answer
+        return answer
+    }
+
+    private mutating func object(_ uri: String) throws -> ManagedObject? {
+        if let known = objects[uri] { return known }
+        guard let id = try store.localObjectID(forOriginURI: uri), let found = try? context.existingObject(with: id) else { return nil }
+        objects[uri] = found
+        return found
+    }
+
+    private func originURI(of object: ManagedObject) -> String {
+        objects.first { $0.value === object }?.key ?? object.objectID.uriString
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+
+/// Applies change sets from other stores to a SQLite store, so that stores
+/// that have applied the same change sets hold the same content whatever
+/// order they arrived in. The rules are in `docs/SYNC.md`:
+///
+/// - idempotent: a change set taken in before is a duplicate;
+/// - each origin's change sets apply in sequence order, and only after the
+///   change sets of other origins they depend on; the others wait (held in the store);
+/// - last writer wins per (object, property), by (timestamp, origin);
+/// - deletes win over updates, and tombstones keep deleted objects deleted;
+/// - delete rules run on replay against the local graph, and a reference to an
+///   object already deleted here is repaired by the deleted side's rule;
+///   what that changes is recorded as a new change set of this store;
+/// - a change set that would leave the store invalid is quarantined (kept,
+///   listed, retryable), never dropped.
+///
+/// Each change set is applied in its own short transaction.
+public struct ReplayEngine: Sendable {
+    /// The store change sets are applied to.
+    public let store: SQLiteStore
+    private let container: PersistentContainer
+
+    /// An engine for `store`.
+    public init(store: SQLiteStore) throws {
+        self.store = store
+        self.container = try PersistentContainer(store: store)
+    }
+
+    /// Applies change sets given as JSON lines (empty lines are skipped). Every
+    /// line is checked first; one bad line rejects the whole batch.
+    /// - Throws: ``ReplayError/malformed(line:_:)`` before anything is applied.
+    public func apply(lines: [String]) throws -> ApplyReport {
+        var decoded: [(changeSet: ChangeSet, body: String)] = []
+        var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)] = []
+        for (index, line) in lines.enumerated() where !line.allSatisfy(\.isWhitespace) {
+            do {
+                switch try ChangeSetCodec.decode(line, model: store.model) {
+                case .changeSet(let changeSet): decoded.append((changeSet, line))
+                case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
+                }
+            } catch {
+                throw ReplayError.malformed(line: index + 1, error)
+            }
+        }
+        return try apply(decoded, otherModel: otherModel)
+    }
+
+    /// Applies decoded change sets (their canonical text is recorded).
+    public func apply(_ changeSets: [ChangeSet]) throws -> ApplyReport {
+        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [])
+    }
+
+    private struct Key: Hashable, Comparable {
+        var origin: String
+        var sequence: Int64
+        static func < (lhs: Key, rhs: Key) -> Bool { (lhs.origin, lhs.sequence) < (rhs.origin, rhs.sequence) }
+    }
+
+    private func apply(_ batch: [(changeSet: ChangeSet, body: String)],
+                       otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)]) throws -> ApplyReport {
+        var report = ApplyReport()
+        var vector = try store.historyState().vector
+        for held in otherModel {
+            if held.sequence <= vector[held.origin, default: 0] {
+                report.duplicate += 1
+            } else {
+                try store.hold(origin: held.origin, sequence: held.sequence,
+                               reason: "made with model \(held.hash); this store has model \(store.model.versionHash)", body: held.body)
+                report.waiting += 1
+            }
+        }
+        var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
+        for held in try store.held() {
+            guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model) else { continue }
+            queue[Key(origin: held.origin.uuidString, sequence: held.sequence)] = (changeSet, held.body, true)
+        }
+        for entry in batch {
+            let key = Key(origin: entry.changeSet.origin.uuidString, sequence: entry.changeSet.sequence)
+            if let existing = queue[key], !existing.held {
+                report.duplicate += 1
+                continue
+            }
+            if queue[key] != nil { report.duplicate += 1 }
+            queue[key] = (entry.changeSet, entry.body, queue[key]?.held ?? false)
+        }
+        var progress = true
+        while progress {
+            progress = false
+            for key in queue.keys.sorted() {
+                guard let entry = queue[key] else { continue }
+                let changeSet = entry.changeSet
+                let have = vector[changeSet.origin, default: 0]
+                if changeSet.sequence <= have {
+                    if !entry.held { report.duplicate += 1 }
+                    if entry.held { try store.release(origin: changeSet.origin, sequence: changeSet.sequence) }
+                    queue[key] = nil
+                    progress = true
+                    continue
+                }
+                guard changeSet.sequence == have + 1,
+                      changeSet.dependencies.allSatisfy({ $0.key == store.identifier || vector[$0.key, default: 0] >= $0.value }) else { continue }
+                switch try replay(changeSet, body: entry.body) {
+                case .applied: report.applied += 1
+                case .quarantined: report.quarantined += 1
+                }
+                vector[changeSet.origin] = changeSet.sequence
+                if entry.held { try store.release(origin: changeSet.origin, sequence: changeSet.sequence) }
+                queue[key] = nil
+                progress = true
+            }
+        }
+        for entry in queue.values where !entry.held {
+            let changeSet = entry.changeSet
+            let have = vector[changeSet.origin, default: 0]
+            var missing = changeSet.sequence > have + 1 ? ["\(changeSet.origin.uuidString) \(have + 1)…\(changeSet.sequence - 1)"] : []
+            missing += changeSet.dependencies.filter { vector[$0.key, default: 0] < $0.value }.map { "\($0.key.uuidString) up to \($0.value)" }
+            try store.hold(origin: changeSet.origin, sequence: changeSet.sequence,
+                           reason: "waiting for change sets \(missing.sorted().joined(separator: ", "))", body: entry.body)
+            report.waiting += 1
+        }
+        report.vector = try store.historyState().vector
+        return report
+    }
+
+    enum Outcome { case applied, quarantined }
+
+    /// Applies one change set whose predecessors are all here.
+    private func replay(_ changeSet: ChangeSet, body: String) throws -> Outcome {
+        for _ in 0..<5 {
+            let context = container.newContext()
+            var merge = MergeContext(store: store, context: context, changeSet: changeSet, body: body)
+            do {
+                try merge.applyChanges()
+                if !context.hasChanges {
+                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, tombstones: merge.annotation.tombstonesOnly)
+                    return .applied
+                }
+                try context.save(replaying: merge.annotation)
+                return .applied
+            } catch SaveError.conflict {
+                continue
+            } catch SaveError.validationFailed(let failures) {
+                let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")
+                try store.recordReceived(changeSet, body: body, quarantineReason: reason)
+                return .quarantined
+            } catch let problem as MergeProblem {
+                try store.recordReceived(changeSet, body: body, quarantineReason: problem.description)
+                return .quarantined
+            }
+        }
+        throw ReplayError.busy(origin: changeSet.origin, sequence: changeSet.sequence)
+    }
+}
+
+/// Why a change set cannot be merged as it is (it is quarantined with this reason).
+enum MergeProblem: Error, CustomStringConvertible {
+    case unknownObject(String, place: String)
+    case deniedReference(from: String, to: String, relationship: String)
+
+    var description: String {
+        switch self {
+        case .unknownObject(let uri, let place):
+            "\(place) refers to \(uri), which this store has never received"
+        case .deniedReference(let from, let to, let relationship):
+            "\(from) refers to \(to) through '\(relationship)', but \(to) was deleted here and its delete rule is Deny"
+        }
+    }
+}

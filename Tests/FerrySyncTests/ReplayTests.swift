@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// A replica for tests: a SQLite store on a temporary file, its engine and a context.
+final class Replica {
+    let directory = TemporaryDirectory()
+    let store: SQLiteStore
+    let engine: ReplayEngine
+    let context: ManagedObjectContext
+
+    init(model: ManagedObjectModel) throws {
+        store = try SQLiteStore(path: directory.file("replica.sqlite"), model: model)
+        engine = try ReplayEngine(store: store)
+        context = try PersistentContainer(store: store).newContext()
+    }
+
+    /// Takes in everything `other` has that this replica lacks.
+    @discardableResult
+    func pull(from other: Replica) throws -> ApplyReport {
+        try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector))
+    }
+
+    func dump() throws -> [String] {
+        var lines: [String] = []
+        try StoreDump(store: store).write { lines.append($0) }
+        return lines
+    }
+
+    /// The object with this origin URI, in the replica's context.
+    func object(_ uri: String) throws -> ManagedObject? {
+        guard let id = try store.localObjectID(forOriginURI: uri) else { return nil }
+        return try? context.existingObject(with: id)
+    }
+}
+
+@Suite("Replay: change sets from another store")
+struct ReplayTests {
+    static let model = try! SampleModels.load("OrgChart")
+
+    @Test("Inserts, updates and deletes reach the other store, named by origin URI")
+    func basics() throws {
+        let a = try Replica(model: Self.model)
+        let b = try Replica(model: Self.model)
+        let ann = try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
+        let bob = try a.context.make("Person", ["id": Int64(2), "name": "Bob", "manager": ann])
+        try a.context.save()
+        let report = try b.pull(from: a)
+        #expect(report.applied == 1 && report.duplicate == 0 && report.waiting == 0 && report.quarantined == 0)
+        #expect(try b.dump() == a.dump())
+        #expect(try b.pull(from: a).applied == 0, "nothing new")
+        #expect(try b.engine.apply(lines: a.store.changeSetLines()).duplicate == 1, "idempotent")
+
+        let bobOnB = try #require(try b.object(bob.objectID.uriString))
+        try bobOnB.setValue("Robert", forKey: "name")
+        try b.context.save()
+        try a.pull(from: b)
+        #expect(try a.dump() == b.dump())
+        // Like Core Data's, a context does not see what others write until it refetches.
+        a.context.reset()
+        #expect(try a.object(bob.objectID.uriString)?.string("name") == "Robert")
+        #expect(try b.pull(from: a).applied == 0, "b's own change set is not echoed back")
+
+        a.context.delete(try #require(try a.object(ann.objectID.uriString)))
+        try a.context.save()
+        try b.pull(from: a)
+        #expect(try b.dump() == a.dump())
+        #expect(try b.dump().count == 1)
+    }
+
+    @Test("Concurrent edits: last writer wins per property; deletes win over updates")
+    func conflicts() throws {
+        let a = try Replica(model: Self.model)
+        let b = try Replica(model: Self.model)
+        let ann = try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
+        let bob = try a.context.make("Person", ["id": Int64(2), "name": "Bob"])
+        try a.context.save()
+        try b.pull(from: a)
+        // Both edit Ann: a her name, b her name and id; b's edit is later.
+        try ann.setValue("Ann (a)", forKey: "name")
+        try a.context.save()
+        let annOnB = try #require(try b.object(ann.objectID.uriString))
+        try annOnB.setValue("Ann (b)", forKey: "name")
+        try annOnB.setValue(Int64(10), forKey: "id")
+        try b.context.save()
+        // a deletes Bob while b renames him.
+        a.context.delete(bob)
+        try a.context.save()
+        let bobOnB = try #require(try b.object(bob.objectID.uriString))
+        try bobOnB.setValue("Bobby", forKey: "name")
+        try b.context.save()
+
+        try a.pull(from: b)
+        try b.pull(from: a)
+        #expect(try a.dump() == b.dump())
+        let lines = try a.dump()
+        #expect(lines.count == 1, "Bob stays deleted")
+        #expect(lines.first?.contains("\"name\":\"Ann (b)\"") == true, "b wrote Ann's name last")
+        #expect(lines.first?.contains("\"id\":10") == true)
+    }
+}

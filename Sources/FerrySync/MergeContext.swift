@@ -23,18 +23,29 @@ struct MergeContext {
     }
 
     mutating func applyChanges() throws {
+        try mergeChanges()
+        // Run delete rules now, so that objects this change set inserted and a
+        // rule then deleted leave tombstones: later updates to them are ignored.
+        try context.processPendingChanges()
+        for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) {
+            guard let object = objects[uri], object.isDeleted, object.objectID == id else { continue }
+            annotation.repairDeletes.append((uri, object.entity.name))
+        }
+    }
+
+    private mutating func mergeChanges() throws {
+        // Create the inserted objects first: a change may refer to one inserted later in the set.
+        for change in changeSet.changes where change.kind == .insert {
+            guard try !isBuried(change.uri), try object(change.uri) == nil else { continue }
+            let inserted = try context.insert(entityName: change.entity)
+            objects[change.uri] = inserted
+            annotation.originURIs[inserted.objectID] = change.uri
+        }
         for change in changeSet.changes {
             switch change.kind {
             case .insert:
-                guard try !isBuried(change.uri) else { continue }
-                if let existing = try object(change.uri) {
-                    try write(change, to: existing, isNew: false)
-                } else {
-                    let inserted = try context.insert(entityName: change.entity)
-                    objects[change.uri] = inserted
-                    annotation.originURIs[inserted.objectID] = change.uri
-                    try write(change, to: inserted, isNew: true)
-                }
+                guard try !isBuried(change.uri), let target = try object(change.uri) else { continue }
+                try write(change, to: target, isNew: target.isInserted)
             case .update:
                 guard try !isBuried(change.uri) else { continue }
                 guard let target = try object(change.uri) else {
@@ -71,7 +82,9 @@ struct MergeContext {
             case .attribute(let attribute):
                 try target.setAttributeValue(attribute, forKey: name)
             case .object(let uri):
-                guard let destination = try reference(uri, from: target, relationship: name) else { continue }
+                // A reference to an object deleted here becomes nil (after the deleted side's rule ran).
+                let destination = try reference(uri, from: target, relationship: name)
+                if target.isDeleted { return }
                 try target.setToOneValue(destination, forKey: name)
             }
             annotation.writes[target.objectID, default: []].insert(name)

@@ -136,7 +136,8 @@ public struct ReplayEngine: Sendable {
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {
-                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, tombstones: merge.annotation.tombstonesOnly)
+                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, tombstones: merge.annotation.tombstonesOnly,
+                                             repairDeletes: merge.annotation.repairDeletes)
                     return .applied
                 }
                 try context.save(replaying: merge.annotation)

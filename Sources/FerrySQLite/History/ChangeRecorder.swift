@@ -90,13 +90,13 @@ struct ChangeRecorder {
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
         }
-        try appendLocal(derived, author: "ferry-replay", contextName: nil, log: log)
+        try appendLocal(derived, repairDeletes: replay.repairDeletes, author: "ferry-replay", contextName: nil, log: log)
     }
 
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?,
-                        tombstones: [(uri: String, entity: String)], in db: Database) throws {
+                        tombstones: [(uri: String, entity: String)], repairDeletes: [(uri: String, entity: String)], in db: Database) throws {
         let log = HistoryLog(db: db, store: store)
         try log.receive(changeSet.timestamp)
         try log.append(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
@@ -104,6 +104,7 @@ struct ChangeRecorder {
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }
+        try appendLocal([], repairDeletes: repairDeletes, author: "ferry-replay", contextName: nil, log: log)
     }
 
     private static func membersNotIn(_ written: Set<String>, _ members: [String: [String]]) -> [String: [String]] {
@@ -122,14 +123,20 @@ struct ChangeRecorder {
         var clocked: [String]
     }
 
-    /// Appends `entries` as a new change set of this store (nothing when empty).
-    private func appendLocal(_ entries: [Entry], author: String?, contextName: String?, log: HistoryLog) throws {
-        guard !entries.isEmpty else { return }
+    /// Appends `entries` (and deletes of objects that never reached the store)
+    /// as a new change set of this store (nothing when empty).
+    private func appendLocal(_ entries: [Entry], repairDeletes: [(uri: String, entity: String)] = [],
+                             author: String?, contextName: String?, log: HistoryLog) throws {
+        guard !entries.isEmpty || !repairDeletes.isEmpty else { return }
         let timestamp = try log.tick()
+        let changes = entries.map(\.change) + repairDeletes.map { ObjectChange(kind: .delete, uri: $0.uri, entity: $0.entity) }
         let changeSet = ChangeSet(origin: store, sequence: try log.lastSequence(of: store) + 1, timestamp: timestamp,
                                   author: author, contextName: contextName, modelHash: layout.model.versionHash,
-                                  dependencies: try log.vector().filter { $0.key != store }, changes: entries.map(\.change))
+                                  dependencies: try log.vector().filter { $0.key != store }, changes: changes)
         try log.append(changeSet, status: HistorySchema.applied, reason: nil)
+        for deleted in repairDeletes {
+            try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)
+        }
         for entry in entries {
             guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
             switch entry.change.kind {

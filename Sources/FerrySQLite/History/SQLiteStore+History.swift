@@ -82,11 +82,11 @@ extension SQLiteStore {
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
     package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?,
-                                tombstones: [(uri: String, entity: String)] = []) throws {
+                                tombstones: [(uri: String, entity: String)] = [], repairDeletes: [(uri: String, entity: String)] = []) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
         try write { db in
             try recorder.recordReceived(changeSet, body: body, status: quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
-                                        reason: quarantineReason, tombstones: tombstones, in: db)
+                                        reason: quarantineReason, tombstones: tombstones, repairDeletes: repairDeletes, in: db)
         }
     }
 

@@ -74,6 +74,29 @@ extension ManagedObjectContext {
                     continue
                 }
             }
+            try clearOneWayReferences(to: object)
+        }
+    }
+
+    /// Unlike Core Data, which leaves them dangling, Ferry clears one-way to-one
+    /// references (relationships without an inverse) to a deleted object, so a
+    /// reference never points at nothing and replicas agree on it.
+    private func clearOneWayReferences(to object: ManagedObject) throws(ContextError) {
+        guard !object.objectID.isTemporaryID else { return }
+        for owner in model.entities {
+            for relationship in owner.ownRelationships where !relationship.isToMany && !relationship.isTransient && relationship.inverseName == nil {
+                guard object.runtime.isKind(of: relationship.destinationEntityName) else { continue }
+                let request = FetchRequest(entityName: owner.name, predicate: .equal(relationship.name, .object(object.objectID)))
+                let referrers: [ManagedObject]
+                do {
+                    referrers = try fetch(request)
+                } catch {
+                    throw ContextError.objectInaccessible("\(object.objectID.uriString) (finding references to it failed: \(error))")
+                }
+                for referrer in referrers where !referrer.isDeleted {
+                    try referrer.setToOneValue(nil, forKey: relationship.name)
+                }
+            }
         }
     }
 

@@ -187,6 +187,10 @@ public struct ReplayAnnotation: Sendable {
     public var originURIs: [ObjectID: String] = [:]
     /// Deleted objects this store never had: tombstones only.
     public var tombstonesOnly: [(uri: String, entity: String)] = []
+    /// Objects the change set inserted that a delete rule removed at once (a
+    /// reference to an object deleted here, with Cascade): recorded as deletes
+    /// of a new local change set, so every replica deletes them too.
+    public var repairDeletes: [(uri: String, entity: String)] = []
 
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {

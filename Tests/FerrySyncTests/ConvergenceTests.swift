@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// The invariant of DESIGN.md: stores that have applied the same change sets
+/// hold the same content, whatever order they arrived in. Random operations on
+/// 3–5 replicas, random partial exchanges in random orders, then exchanges
+/// until nothing new flows: every dump must be identical and every change set
+/// taken in everywhere. `FERRY_SOAK=N` runs N seeds instead of 200; a failure
+/// names its seed, and `FERRY_SEED=S` replays that one.
+@Suite("Convergence of random replicas")
+struct ConvergenceTests {
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let seeds: [UInt64] = {
+        let environment = ProcessInfo.processInfo.environment
+        if let seed = environment["FERRY_SEED"].flatMap(UInt64.init) { return [seed] }
+        let count = environment["FERRY_SOAK"].flatMap(Int.init) ?? 200
+        return (1...UInt64(max(count, 1))).map { $0 }
+    }()
+
+    static let orgChart = try! SampleModels.load("OrgChart")
+    static let company = try! SampleModels.load("Company")
+    static let names = ["Ann", "Bob", "Cid", "Dee", "Eve", nil]
+
+    /// One random operation on a replica's context (objects picked by sorted origin URI, so a seed replays exactly).
+    func randomOperation(_ random: inout Generator, on replica: Replica, companyModel: Bool) throws {
+        let context = replica.context
+        func pick(_ entity: String) throws -> ManagedObject? {
+            let all = try context.fetch(FetchRequest(entityName: entity)).filter { !$0.isDeleted }
+            let origins = try replica.store.originURIs()
+            let sorted = all.sorted { (origins[$0.objectID] ?? $0.objectID.uriString) < (origins[$1.objectID] ?? $1.objectID.uriString) }
+            guard !sorted.isEmpty else { return nil }
+            return sorted[Int.random(in: 0..<sorted.count, using: &random)]
+        }
+        let name = Self.names.randomElement(using: &random) ?? nil
+        if companyModel {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0...1:
+                let company = try context.make("Company")
+                try company.setValue(name, forKey: "name")
+                try company.setValue(Bool.random(using: &random) ? "77\(Int.random(in: 0...9, using: &random))" : nil, forKey: "inn")
+            case 2...4:
+                let employee = try context.make("Employee")
+                try employee.setValue(name, forKey: "firstName")
+                try employee.setValue(try pick("Company"), forKey: "company")
+            case 5...6:
+                guard let employee = try pick("Employee") else { return }
+                try employee.setValue(Bool.random(using: &random) ? try pick("Company") : nil, forKey: "company")
+                try employee.setValue(name, forKey: "secondName")
+            case 7:
+                guard let company = try pick("Company") else { return }
+                try company.setValue(name, forKey: "name")
+            case 8:
+                if let company = try pick("Company") { context.delete(company) }  // Cascade to its employees
+            default:
+                if let employee = try pick("Employee") { context.delete(employee) }  // Nullify
+            }
+        } else {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0...2:
+                let person = try context.make("Person", ["id": Int64.random(in: 0...20, using: &random)])
+                try person.setValue(name, forKey: "name")
+                try person.setValue(try pick("Person"), forKey: "manager")
+            case 3...4:
+                guard let person = try pick("Person") else { return }
+                if Bool.random(using: &random) {
+                    try person.setValue(name, forKey: "name")
+                } else {
+                    try person.setValue(Int64.random(in: 0...20, using: &random), forKey: "id")
+                }
+            case 5...6:
+                guard let person = try pick("Person") else { return }
+                let manager = Bool.random(using: &random) ? try pick("Person") : nil
+                try person.setValue(manager === person ? nil : manager, forKey: "manager")
+            case 7:
+                let organization = try context.make("Organization", ["id": Int16.random(in: 0...5, using: &random)])
+                try organization.setValue(try pick("Person"), forKey: "leader")
+            case 8:
+                if let organization = try pick("Organization") { try organization.setValue(try pick("Person"), forKey: "leader") }
+            default:
+                if let person = try pick("Person") { context.delete(person) }  // Nullify: manager, employees, leader
+            }
+        }
+    }
+
+    @Test("Random operations and exchanges converge", arguments: seeds)
+    func converge(seed: UInt64) throws {
+        var random = Generator(state: seed)
+        let companyModel = seed % 2 == 0
+        let model = companyModel ? Self.company : Self.orgChart
+        let replicas = try (0..<(3 + Int(seed % 3))).map { _ in try Replica(model: model) }
+        for _ in 0..<24 {
+            if Int.random(in: 0..<3, using: &random) == 0 {
+                let from = replicas.randomElement(using: &random)
+                let to = replicas.randomElement(using: &random)
+                if let from, let to, from !== to { try to.pull(from: from) }
+                to?.context.reset()
+            } else if let replica = replicas.randomElement(using: &random) {
+                for _ in 0..<Int.random(in: 1...3, using: &random) { try randomOperation(&random, on: replica, companyModel: companyModel) }
+                try replica.context.save()
+            }
+        }
+        // Exchange until nothing new flows (delete propagation may add change sets on the way).
+        var rounds = 0
+        while rounds < 10 {
+            rounds += 1
+            let before = try replicas.map { try $0.store.historyState().vector }
+            for to in replicas { for from in replicas where from !== to { try to.pull(from: from) } }
+            if try replicas.map({ try $0.store.historyState().vector }) == before { break }
+        }
+        #expect(rounds < 10, "seed \(seed): exchanges did not settle")
+        let dumps = try replicas.map { try $0.dump() }
+        for (index, dump) in dumps.enumerated().dropFirst() where dump != dumps[0] {
+            let onlyHere = dump.filter { !dumps[0].contains($0) }
+            let onlyThere = dumps[0].filter { !dump.contains($0) }
+            Issue.record("seed \(seed): replica \(index) differs from replica 0.\nonly in \(index):\n\(onlyHere.joined(separator: "\n"))\nonly in 0:\n\(onlyThere.joined(separator: "\n"))")
+        }
+        let vectors = try replicas.map { try $0.store.historyState().vector }
+        #expect(Set(vectors).count == 1, "seed \(seed): every change set reached every replica")
+        let totalSets = vectors.first?.values.reduce(0, +) ?? 0
+        for replica in replicas {
+            #expect(try replica.store.changeSetLines().count == Int(totalSets), "seed \(seed): none lost, none twice")
+            let quarantined = try replica.store.quarantinedChangeSets().map(\.reason)
+            #expect(quarantined.isEmpty, "seed \(seed): \(quarantined)")
+        }
+    }
+}

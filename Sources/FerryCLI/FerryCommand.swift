@@ -10,7 +10,8 @@ public struct FerryCommand: ParsableCommand {
             Exit status: 0 on success, 1 when the operation failed (invalid model, store, input, \
             or a save refused by validation or a Deny rule), 64 for a usage error.
             """,
-        subcommands: [ModelCommand.self, InitCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self]
+        subcommands: [ModelCommand.self, InitCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self,
+                      StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self]
     )
 
     /// Creates the command (argument parsing fills it in).

@@ -126,10 +126,31 @@ public struct ReplayEngine: Sendable {
         return report
     }
 
+    /// The change sets held back (waiting for a predecessor, or made with another model), with why.
+    public func heldChangeSets() throws -> [(origin: UUID, sequence: Int64, reason: String)] {
+        try store.held().map { ($0.origin, $0.sequence, $0.reason) }
+    }
+
+    /// Applies the quarantined change sets again, in the order they arrived
+    /// (after the cause was fixed, e.g. a validation rule relaxed or a missing
+    /// object restored); those that still fail stay quarantined with their new reason.
+    public func retryQuarantined() throws -> ApplyReport {
+        var report = ApplyReport()
+        for entry in try store.quarantinedChangeSets() {
+            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(entry.body, model: store.model) else { continue }
+            switch try replay(changeSet, body: entry.body, retry: true) {
+            case .applied: report.applied += 1
+            case .quarantined: report.quarantined += 1
+            }
+        }
+        report.vector = try store.historyState().vector
+        return report
+    }
+
     enum Outcome { case applied, quarantined }
 
     /// Applies one change set whose predecessors are all here.
-    private func replay(_ changeSet: ChangeSet, body: String) throws -> Outcome {
+    private func replay(_ changeSet: ChangeSet, body: String, retry: Bool = false) throws -> Outcome {
         for _ in 0..<5 {
             let context = container.newContext()
             var merge = MergeContext(store: store, context: context, changeSet: changeSet, body: body)
@@ -137,19 +158,21 @@ public struct ReplayEngine: Sendable {
                 try merge.applyChanges()
                 if !context.hasChanges {
                     try store.recordReceived(changeSet, body: body, quarantineReason: nil, tombstones: merge.annotation.tombstonesOnly,
-                                             repairDeletes: merge.annotation.repairDeletes)
+                                             repairDeletes: merge.annotation.repairDeletes, retry: retry)
                     return .applied
                 }
-                try context.save(replaying: merge.annotation)
+                var annotation = merge.annotation
+                annotation.isRetry = retry
+                try context.save(replaying: annotation)
                 return .applied
             } catch SaveError.conflict {
                 continue
             } catch SaveError.validationFailed(let failures) {
                 let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")
-                try store.recordReceived(changeSet, body: body, quarantineReason: reason)
+                try store.recordReceived(changeSet, body: body, quarantineReason: reason, retry: retry)
                 return .quarantined
             } catch let problem as MergeProblem {
-                try store.recordReceived(changeSet, body: body, quarantineReason: problem.description)
+                try store.recordReceived(changeSet, body: body, quarantineReason: problem.description, retry: retry)
                 return .quarantined
             }
         }

@@ -52,8 +52,8 @@ struct ChangeRecorder {
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
         let incoming = replay.changeSet
         try log.receive(incoming.timestamp)
-        try log.append(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
-                       body: replay.body, status: HistorySchema.applied, reason: nil)
+        try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
+                       body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
         var remoteWrites: [ObjectID: Set<String>] = [:]
         for (id, properties) in replay.writes { if let resolved = resolve(id) { remoteWrites[resolved, default: []].formUnion(properties) } }
         let remoteDeletes = Set(replay.deletes.compactMap(resolve))
@@ -95,12 +95,12 @@ struct ChangeRecorder {
 
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
-    func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?,
-                        tombstones: [(uri: String, entity: String)], repairDeletes: [(uri: String, entity: String)], in db: Database) throws {
+    func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, tombstones: [(uri: String, entity: String)],
+                        repairDeletes: [(uri: String, entity: String)], retry: Bool, in db: Database) throws {
         let log = HistoryLog(db: db, store: store)
         try log.receive(changeSet.timestamp)
-        try log.append(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
-                       body: body, status: status, reason: reason)
+        try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                       body: body, status: status, reason: reason, retry: retry)
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }

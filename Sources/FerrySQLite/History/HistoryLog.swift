@@ -50,6 +50,15 @@ struct HistoryLog {
                    body: ChangeSetCodec.encode(changeSet), status: status, reason: reason)
     }
 
+    /// Records a received change set, or (`retry`) updates the record of one quarantined before.
+    func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?, retry: Bool) throws {
+        guard retry else {
+            return try append(origin: origin, sequence: sequence, timestamp: timestamp, body: body, status: status, reason: reason)
+        }
+        try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_STATUS = ?, Z_REASON = ? WHERE Z_ORIGIN = ? AND Z_SEQ = ?",
+                       arguments: [status, reason, origin.uuidString, sequence])
+    }
+
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?) throws {
         try db.execute(sql: """
             INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)

@@ -81,12 +81,12 @@ extension SQLiteStore {
 
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
-    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?,
-                                tombstones: [(uri: String, entity: String)] = [], repairDeletes: [(uri: String, entity: String)] = []) throws {
+    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?, tombstones: [(uri: String, entity: String)] = [],
+                                repairDeletes: [(uri: String, entity: String)] = [], retry: Bool = false) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
         try write { db in
             try recorder.recordReceived(changeSet, body: body, status: quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
-                                        reason: quarantineReason, tombstones: tombstones, repairDeletes: repairDeletes, in: db)
+                                        reason: quarantineReason, tombstones: tombstones, repairDeletes: repairDeletes, retry: retry, in: db)
         }
     }
 
@@ -152,6 +152,39 @@ extension SQLiteStore {
                 result[.permanent(entityName: parts.entityName, store: store, primaryKey: row[1])] = uri
             }
             return result
+        }
+    }
+}
+
+extension SQLiteStore {
+    /// The state of the store file at `path` without its model: UUID, the model
+    /// hash it was last opened with, and its version vector. Opens read-only.
+    /// - Throws: ``StoreError`` when the file is missing or not a Ferry store.
+    public static func historyState(atPath path: String) throws(StoreError) -> HistoryState {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw StoreError.cannotOpen(path: path, reason: "no store file here; create one with `ferry init --store \(path) --model MODEL`")
+        }
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            return try queue.read { db in
+                guard try db.tableExists("Z_METADATA"),
+                      let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
+                      let text: String = row[0], let store = UUID(uuidString: text), let plist: Data = row[1],
+                      let metadata = try? JSONDecoder().decode(StoreOpener.Metadata.self, from: plist) else {
+                    throw StoreError.cannotOpen(path: path, reason: "the file is not a Ferry store (no valid Z_METADATA)")
+                }
+                var vector: VersionVector = [:]
+                if try db.tableExists("Z_FERRY_CHANGESET") {
+                    vector = try HistoryLog(db: db, store: store).vector()
+                }
+                return HistoryState(store: store, modelHash: metadata.modelVersionHash, vector: vector)
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.cannotOpen(path: path, reason: describe(error))
         }
     }
 }

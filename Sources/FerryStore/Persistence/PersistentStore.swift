@@ -191,6 +191,8 @@ public struct ReplayAnnotation: Sendable {
     /// reference to an object deleted here, with Cascade): recorded as deletes
     /// of a new local change set, so every replica deletes them too.
     public var repairDeletes: [(uri: String, entity: String)] = []
+    /// Whether this applies a change set quarantined earlier (its record is updated, not added).
+    public var isRetry = false
 
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {

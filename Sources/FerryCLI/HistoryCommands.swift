@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import FerryStore
+import FerrySQLite
+import FerrySync
+
+struct StateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "state",
+        abstract: "Print the store's UUID, model hash and version vector as one JSON line.",
+        discussion: #"Output: {"model":HASH,"store":UUID,"vector":{UUID:SEQ,…}}. The vector says, per origin store, the last change set taken in."#
+    )
+
+    @Option(name: .long, help: "The store file (SQLite).")
+    var store: String
+
+    func run() throws {
+        do {
+            print(try SQLiteStore.historyState(atPath: store).json)
+        } catch {
+            throw CLIError(error)
+        }
+    }
+}
+
+struct HistoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "Print the change sets the store has and a vector does not cover, one JSON line each.",
+        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is. See docs/PROTOCOL.md."
+    )
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(name: .long, help: #"A version vector {"STORE-UUID": SEQ, …}; change sets it covers are left out (default: none)."#)
+    var after: String?
+
+    func run() throws {
+        let vector: VersionVector
+        do {
+            vector = try after.map { text throws(ChangeSetError) in try ChangeSetCodec.decodeVector(text) } ?? [:]
+        } catch {
+            throw CLIError("--after: \(error.description)")
+        }
+        let store = try options.openSQLiteStore()
+        do {
+            for line in try store.changeSetLines(after: vector) { print(line) }
+        } catch {
+            throw CLIError(error)
+        }
+    }
+}
+
+struct ApplyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apply",
+        abstract: "Apply change sets (one JSON line each) from a file or standard input.",
+        discussion: """
+            Every line is checked before anything is applied; a malformed file is rejected whole (exit 1). \
+            Prints {"applied":N,"duplicate":N,"quarantined":N,"vector":{…},"waiting":N}. Change sets whose \
+            predecessors are missing, or made with another model version, are held in the store and applied \
+            when they can be; quarantined ones are listed by `ferry conflicts list`.
+            """
+    )
+
+    @OptionGroup var options: StoreOptions
+
+    @Argument(help: "A file of change-set lines, or - for standard input.")
+    var file: String
+
+    func run() throws {
+        let text = try InputFile.read(file)
+        let store = try options.openSQLiteStore()
+        do {
+            let report = try ReplayEngine(store: store).apply(lines: text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
+            print(report.json)
+        } catch {
+            throw CLIError(error)
+        }
+    }
+}
+
+struct ConflictsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "List or retry quarantined change sets.",
+        subcommands: [List.self, Retry.self]
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print each quarantined change set as {\"origin\",\"seq\",\"reason\"}, one per line, then the held ones."
+        )
+
+        @OptionGroup var options: StoreOptions
+
+        func run() throws {
+            let store = try options.openSQLiteStore()
+            do {
+                for entry in try store.quarantinedChangeSets() {
+                    print(JSONValue.sortedObject(["status": .string("quarantined"), "origin": .string(entry.origin.uuidString),
+                                                  "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)
+                }
+                for entry in try ReplayEngine(store: store).heldChangeSets() {
+                    print(JSONValue.sortedObject(["status": .string("waiting"), "origin": .string(entry.origin.uuidString),
+                                                  "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)
+                }
+            } catch {
+                throw CLIError(error)
+            }
+        }
+    }
+
+    struct Retry: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply the quarantined change sets again (after a fix); print how many applied and how many stay quarantined."
+        )
+
+        @OptionGroup var options: StoreOptions
+
+        func run() throws {
+            let store = try options.openSQLiteStore()
+            do {
+                let report = try ReplayEngine(store: store).retryQuarantined()
+                print(JSONValue.sortedObject(["applied": .integer(Int64(report.applied)), "quarantined": .integer(Int64(report.quarantined))]).text)
+            } catch {
+                throw CLIError(error)
+            }
+        }
+    }
+}
+
+extension StoreOptions {
+    /// Reads the model and opens the existing SQLite store.
+    func openSQLiteStore() throws -> SQLiteStore {
+        let model = try loadModel(model)
+        do {
+            return try SQLiteStore(path: store, model: model, options: .init(createIfMissing: false))
+        } catch {
+            throw CLIError(error)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+import FerryStore
+import FerryTestSupport
+
+/// Syncing two stores through files: `ferry history` on one, `ferry apply` on the other.
+@Suite("Syncing by files with ferry state, history, apply and conflicts")
+struct SyncCommandTests {
+    let orgChart = SampleModels.path("OrgChart")
+
+    func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
+
+    func ferry(_ arguments: [String], input: String? = nil) throws -> FerryProcess.Result {
+        try FerryProcess.run(arguments, input: input)
+    }
+
+    @Test("Two stores converge through history and apply; state shows the vectors")
+    func byFiles() throws {
+        let directory = TemporaryDirectory()
+        let a = directory.file("a.sqlite")
+        let b = directory.file("b.sqlite")
+        for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", orgChart]).status == 0) }
+        let put = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":2,"name":"Jane","manager":"j"}}]"#
+        #expect(try ferry(["put", "--store", a, "--model", orgChart, "-"], input: put).status == 0)
+        #expect(try ferry(["put", "--store", b, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":3,"name":"Bea"}}]"#).status == 0)
+
+        let stateA = try JSONValue.parse(try ferry(["state", "--store", a]).standardOutput)
+        let storeA = try #require(stateA["store"]?.stringValue)
+        #expect(stateA["vector"] == .sortedObject([storeA: .integer(1)]))
+        #expect(stateA["model"]?.stringValue?.count == 64)
+
+        let historyA = try ferry(["history", "--store", a, "--model", orgChart])
+        #expect(lines(historyA.standardOutput).count == 1)
+        let applied = try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: historyA.standardOutput)
+        #expect(applied.status == 0, "\(applied.standardError)")
+        let report = try JSONValue.parse(applied.standardOutput)
+        #expect(report["applied"] == .integer(1) && report["duplicate"] == .integer(0) && report["waiting"] == .integer(0) && report["quarantined"] == .integer(0))
+
+        let vectorB = try #require(try JSONValue.parse(try ferry(["state", "--store", b]).standardOutput)["vector"])
+        let historyB = try ferry(["history", "--store", b, "--model", orgChart, "--after", try JSONValue.parse(try ferry(["state", "--store", a]).standardOutput)["vector"]?.text ?? "{}"])
+        #expect(lines(historyB.standardOutput).count == 1, "only b's own change set; a's is not echoed back")
+        #expect(try ferry(["apply", "--store", a, "--model", orgChart, "-"], input: historyB.standardOutput).status == 0)
+        let dumpA = try ferry(["dump", "--store", a, "--model", orgChart]).standardOutput
+        let dumpB = try ferry(["dump", "--store", b, "--model", orgChart]).standardOutput
+        #expect(dumpA == dumpB)
+        #expect(lines(dumpA).count == 3)
+        #expect(vectorB.objectMembers?.count == 2)
+
+        // Applying the same file again: duplicates only.
+        let again = try JSONValue.parse(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: historyA.standardOutput).standardOutput)
+        #expect(again["duplicate"] == .integer(1) && again["applied"] == .integer(0))
+        #expect(try ferry(["conflicts", "list", "--store", b, "--model", orgChart]).standardOutput == "")
+    }
+
+    @Test("A malformed file is rejected whole, naming the line; nothing is applied")
+    func malformed() throws {
+        let directory = TemporaryDirectory()
+        let a = directory.file("a.sqlite")
+        let b = directory.file("b.sqlite")
+        for store in [a, b] { _ = try ferry(["init", "--store", store, "--model", orgChart]) }
+        _ = try ferry(["put", "--store", a, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":1}}]"#)
+        let good = try ferry(["history", "--store", a, "--model", orgChart]).standardOutput
+        let bad = good + #"{"format":1,"origin":"not-a-uuid"}"# + "\n"
+        let result = try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: bad)
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("line 2"))
+        #expect(result.standardError.contains("'origin' must be a store UUID"))
+        #expect(try ferry(["dump", "--store", b, "--model", orgChart]).standardOutput == "", "nothing applied")
+        let wrongEntity = good.replacingOccurrences(of: "\"Person\"", with: "\"Robot\"")
+        let entityResult = try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: wrongEntity)
+        #expect(entityResult.status == 1)
+        #expect(entityResult.standardError.contains("the model has no entity 'Robot'"))
+        let state = try ferry(["state", "--store", directory.file("missing.sqlite")])
+        #expect(state.status == 1 && state.standardError.contains("no store file here"))
+    }
+
+    @Test("A change set whose predecessor is missing waits, then applies when it arrives")
+    func waiting() throws {
+        let directory = TemporaryDirectory()
+        let a = directory.file("a.sqlite")
+        let b = directory.file("b.sqlite")
+        for store in [a, b] { _ = try ferry(["init", "--store", store, "--model", orgChart]) }
+        for id in 1...2 {
+            _ = try ferry(["put", "--store", a, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":\#(id)}}]"#)
+        }
+        let sets = lines(try ferry(["history", "--store", a, "--model", orgChart]).standardOutput)
+        try #require(sets.count == 2)
+        let second = try JSONValue.parse(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: sets[1]).standardOutput)
+        #expect(second["waiting"] == .integer(1) && second["applied"] == .integer(0))
+        let listed = try ferry(["conflicts", "list", "--store", b, "--model", orgChart]).standardOutput
+        #expect(listed.contains(#""status":"waiting""#) && listed.contains("waiting for change sets"))
+        let first = try JSONValue.parse(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: sets[0]).standardOutput)
+        #expect(first["applied"] == .integer(2), "the held one follows its predecessor")
+        #expect(try ferry(["dump", "--store", b, "--model", orgChart]).standardOutput == (try ferry(["dump", "--store", a, "--model", orgChart]).standardOutput))
+    }
+}

@@ -35,11 +35,15 @@ public final class SQLiteStore: PersistentStore {
         public var createIfMissing: Bool
         /// How long a writer waits for another process's transaction, in seconds.
         public var busyTimeout: TimeInterval
+        /// The UUID a newly created store gets; random when nil (the default).
+        /// Fixed UUIDs are for reproducible tests: two stores must never share one.
+        public var newStoreIdentifier: UUID?
 
         /// Creates options.
-        public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10) {
+        public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil) {
             self.createIfMissing = createIfMissing
             self.busyTimeout = busyTimeout
+            self.newStoreIdentifier = newStoreIdentifier
         }
     }
 
@@ -64,7 +68,7 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             throw StoreError.cannotOpen(path: path, reason: Self.describe(error))
         }
-        let opened = try StoreOpener(pool: pool, path: path, model: model).open()
+        let opened = try StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier).open()
         self.identifier = opened.identifier
         self.model = model
         self.path = path

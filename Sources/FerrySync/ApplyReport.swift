@@ -40,7 +40,7 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .malformed(let line, let error): "line \(line): \(error.description); nothing was applied"
         case .busy(let origin, let sequence):
-            "change set \(sequence) of \(origin.uuidString) met a write conflict 5 times in a row; it was not applied and can be sent again"
+            "change set \(sequence) of \(origin.uuidString) kept meeting write conflicts with other writers; it was not applied and can be sent again"
         }
     }
 }

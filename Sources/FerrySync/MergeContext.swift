@@ -15,11 +15,28 @@ struct MergeContext {
     private var objects: [String: ManagedObject] = [:]
     private var buried: [String: Bool] = [:]
 
-    init(store: SQLiteStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String) {
+    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
+    let refusedDeletes: Set<String>
+
+    init(store: SQLiteStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String, refusedDeletes: Set<String> = []) {
         self.store = store
         self.context = context
         self.changeSet = changeSet
         self.annotation = ReplayAnnotation(changeSet: changeSet, body: body)
+        self.refusedDeletes = refusedDeletes
+    }
+
+    /// The origin URI of an object of this merge.
+    func originURI(of id: ObjectID) -> String? {
+        objects.first { $0.value.objectID == id }?.key
+    }
+
+    private static let existence = "#exists"
+
+    /// Whether this change set's clock is later than (timestamp, origin).
+    private func isLater(than timestamp: HybridTimestamp, _ origin: UUID) -> Bool {
+        if changeSet.timestamp != timestamp { return changeSet.timestamp > timestamp }
+        return changeSet.origin.uuidString > origin.uuidString
     }
 
     mutating func applyChanges() throws {
@@ -52,9 +69,15 @@ struct MergeContext {
                     throw MergeProblem.unknownObject(change.uri, place: "an update")
                 }
                 try write(change, to: target, isNew: false)
+            case .restore:
+                try restore(change)
             case .delete:
                 if let target = try object(change.uri) {
-                    if !target.isDeleted {
+                    if refusedDeletes.contains(change.uri) {
+                        annotation.restored.insert(target.objectID)
+                    } else if let kept = try store.lastWrite(of: target.objectID, property: Self.existence), !isLater(than: kept.timestamp, kept.origin) {
+                        continue  // restored after this delete was made
+                    } else if !target.isDeleted {
                         context.delete(target)
                         annotation.deletes.insert(target.objectID)
                     }
@@ -64,6 +87,33 @@ struct MergeContext {
                 }
             }
         }
+    }
+
+    // MARK: - Restores
+
+    /// A restore wins over a delete older than it: the object comes back (on a
+    /// new row, under its origin URI) with the restore's values.
+    private mutating func restore(_ change: ObjectChange) throws {
+        if try isBuried(change.uri) {
+            guard let tombstone = try store.tombstone(of: change.uri), isLater(than: tombstone.timestamp, tombstone.origin) else { return }
+            let target = try resurrect(change.uri, entity: change.entity)
+            try write(change, to: target, isNew: true)
+            annotation.writes[target.objectID, default: []].formUnion(change.values.keys)
+            annotation.writes[target.objectID, default: []].insert(Self.existence)
+        } else if let target = try object(change.uri) {
+            try write(change, to: target, isNew: false)
+            if try wins(target, Self.existence) { annotation.writes[target.objectID, default: []].insert(Self.existence) }
+        }
+    }
+
+    /// Inserts an object for a deleted origin URI.
+    private mutating func resurrect(_ uri: String, entity: String) throws -> ManagedObject {
+        let target = try context.insert(entityName: entity)
+        objects[uri] = target
+        buried[uri] = false
+        annotation.originURIs[target.objectID] = uri
+        annotation.resurrected.insert(target.objectID)
+        return target
     }
 
     // MARK: - Writes
@@ -131,7 +181,12 @@ struct MergeContext {
         case .cascade?:
             context.delete(source)
         case .deny?:
-            throw MergeProblem.deniedReference(from: originURI(of: source), to: uri, relationship: name)
+            // The delete would have been refused had the reference been here: bring the object back.
+            guard try isBuried(uri), let tombstone = try store.tombstone(of: uri) else { return nil }
+            let restored = try resurrect(uri, entity: tombstone.entity)
+            annotation.restored.insert(restored.objectID)
+            try write(ObjectChange(kind: .restore, uri: uri, entity: tombstone.entity, values: tombstone.values), to: restored, isNew: true)
+            return restored
         default:
             break
         }
@@ -152,9 +207,5 @@ struct MergeContext {
         guard let id = try store.localObjectID(forOriginURI: uri), let found = try? context.existingObject(with: id) else { return nil }
         objects[uri] = found
         return found
-    }
-
-    private func originURI(of object: ManagedObject) -> String {
-        objects.first { $0.value === object }?.key ?? object.objectID.uriString
     }
 }

@@ -151,9 +151,10 @@ public struct ReplayEngine: Sendable {
 
     /// Applies one change set whose predecessors are all here.
     private func replay(_ changeSet: ChangeSet, body: String, retry: Bool = false) throws -> Outcome {
-        for _ in 0..<5 {
+        var refused = Set<String>()
+        for _ in 0..<8 {
             let context = container.newContext()
-            var merge = MergeContext(store: store, context: context, changeSet: changeSet, body: body)
+            var merge = MergeContext(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused)
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {
@@ -168,6 +169,16 @@ public struct ReplayEngine: Sendable {
             } catch SaveError.conflict {
                 continue
             } catch SaveError.validationFailed(let failures) {
+                // A delete refused by Deny against the local graph: keep the object, and restore it everywhere.
+                let denied = failures.filter { $0.code == .relationshipDeniedDelete }.compactMap { failure -> String? in
+                    guard let id = try? container.managedObjectID(forURIString: failure.objectURI),
+                          merge.annotation.deletes.contains(id) else { return nil }
+                    return merge.originURI(of: id)
+                }
+                if denied.count == failures.count, !denied.isEmpty, !Set(denied).isSubset(of: refused) {
+                    refused.formUnion(denied)
+                    continue
+                }
                 let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")
                 try store.recordReceived(changeSet, body: body, quarantineReason: reason, retry: retry)
                 return .quarantined

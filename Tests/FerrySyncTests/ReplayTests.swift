@@ -13,8 +13,8 @@ final class Replica {
     let engine: ReplayEngine
     let context: ManagedObjectContext
 
-    init(model: ManagedObjectModel) throws {
-        store = try SQLiteStore(path: directory.file("replica.sqlite"), model: model)
+    init(model: ManagedObjectModel, identifier: UUID? = nil) throws {
+        store = try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
         engine = try ReplayEngine(store: store)
         context = try PersistentContainer(store: store).newContext()
     }

@@ -34,19 +34,25 @@ struct ChangeRecorder {
     /// as a new local change set.
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                 tombstones: [ObjectID: RowSnapshot], in db: Database) throws {
-        let log = HistoryLog(db: db, store: store)
+        let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
             try appendLocal(entries, author: request.author, contextName: request.contextName, log: log)
             return
         }
-        // Objects born elsewhere keep their origin URI.
-        var replayInserted = Set<ObjectID>()
+        // Objects born elsewhere keep their origin URI; resurrected ones get their URI back.
+        var plainInserts = Set<ObjectID>()
+        var resurrected = Set<ObjectID>()
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             try log.map(uri: uri, root: root, key: key)
-            replayInserted.insert(id)
+            if replay.resurrected.contains(insert.objectID) {
+                try log.unbury(uri)
+                resurrected.insert(id)
+            } else {
+                plainInserts.insert(id)
+            }
         }
         var names = OriginNames(layout: layout, db: db)
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
@@ -56,12 +62,21 @@ struct ChangeRecorder {
                        body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
         var remoteWrites: [ObjectID: Set<String>] = [:]
         for (id, properties) in replay.writes { if let resolved = resolve(id) { remoteWrites[resolved, default: []].formUnion(properties) } }
+        // The change set's writes carry its clock (plain inserts need none: every later write follows them).
+        for (id, properties) in remoteWrites where !plainInserts.contains(id) {
+            guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            for property in properties {
+                try log.setClock(root: root, key: key, property: property, timestamp: incoming.timestamp, origin: incoming.origin)
+            }
+        }
         let remoteDeletes = Set(replay.deletes.compactMap(resolve))
+        let restored = Set(replay.restored.compactMap(resolve))
         var derived: [Entry] = []
         for entry in entries {
+            if restored.contains(entry.id) { continue }
             switch entry.change.kind {
-            case .insert:
-                if !replayInserted.contains(entry.id) { derived.append(entry) }
+            case .insert, .restore:
+                if !plainInserts.contains(entry.id) && !resurrected.contains(entry.id) { derived.append(entry) }
             case .delete:
                 if remoteDeletes.contains(entry.id) {
                     try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
@@ -78,14 +93,26 @@ struct ChangeRecorder {
                 rest.values = rest.values.filter { !written.contains($0.key) }
                 rest.added = Self.membersNotIn(written, rest.added)
                 rest.removed = Self.membersNotIn(written, rest.removed)
-                for property in written where !replayInserted.contains(entry.id) {
-                    guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
-                    try log.setClock(root: root, key: key, property: property, timestamp: incoming.timestamp, origin: incoming.origin)
-                }
                 if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty {
                     derived.append(Entry(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
                 }
             }
+        }
+        // Objects kept or brought back for a Deny rule: a restore with all their values.
+        for id in restored.sorted(by: { $0.uriString < $1.uriString }) {
+            guard let plan = layout.plans[id.entityName], let key = id.primaryKey else { continue }
+            let sql = "SELECT \(layout.selectList(ofTable: plan.table, alias: "t0")) FROM \(plan.table) t0 WHERE t0.Z_PK = ?"
+            guard let row = try Row.fetchOne(db, sql: sql, arguments: [key]), let snapshot = layout.snapshot(from: row, store: UUIDBox(value: store)) else { continue }
+            var values: [String: ChangeValue] = [:]
+            for property in plan.recordedProperties {
+                if property.isToOne {
+                    values[property.name] = try snapshot.toOne[property.index].map { .object(try names.uri(of: $0)) } ?? .null
+                } else {
+                    values[property.name] = snapshot.attributes[property.index].map(ChangeValue.attribute) ?? .null
+                }
+            }
+            derived.append(Entry(id: id, change: ObjectChange(kind: .restore, uri: try names.uri(of: id), entity: id.entityName, values: values),
+                                 clocked: Array(values.keys) + [Self.existence]))
         }
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
@@ -93,11 +120,14 @@ struct ChangeRecorder {
         try appendLocal(derived, repairDeletes: replay.repairDeletes, author: "ferry-replay", contextName: nil, log: log)
     }
 
+    /// The clock key of an object's existence, set by restores.
+    static let existence = "#exists"
+
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, tombstones: [(uri: String, entity: String)],
                         repairDeletes: [(uri: String, entity: String)], retry: Bool, in db: Database) throws {
-        let log = HistoryLog(db: db, store: store)
+        let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
         try log.receive(changeSet.timestamp)
         try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
                        body: body, status: status, reason: reason, retry: retry)
@@ -142,7 +172,7 @@ struct ChangeRecorder {
             switch entry.change.kind {
             case .insert:
                 continue
-            case .update:
+            case .update, .restore:
                 for property in entry.clocked {
                     try log.setClock(root: root, key: key, property: property, timestamp: timestamp, origin: store)
                 }

@@ -6,6 +6,8 @@ import FerryStore
 struct HistoryLog {
     let db: Database
     let store: UUID
+    /// The model hash tombstones are written with (so they decode with the model).
+    var modelHash = "-"
 
     // MARK: - Clock
 
@@ -103,9 +105,22 @@ struct HistoryLog {
     /// Keeps a deleted object's tombstone, so nothing brings it back by accident.
     func bury(uri: String, entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID) throws {
         let change = ObjectChange(kind: .delete, uri: uri, entity: entity, values: values)
-        let text = ChangeSetCodec.encode(ChangeSet(origin: origin, sequence: 1, timestamp: timestamp, modelHash: "-", changes: [change]))
+        let text = ChangeSetCodec.encode(ChangeSet(origin: origin, sequence: 1, timestamp: timestamp, modelHash: modelHash, changes: [change]))
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_TOMBSTONE (Z_URI, Z_ENTITY, Z_HLC, Z_ORIGIN, Z_VALUES) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [uri, entity, timestamp.rawValue, origin.uuidString, text])
+    }
+
+    /// A deleted object's tombstone: its entity, last values (as a one-change
+    /// change set text) and the clock of the delete.
+    func tombstone(_ uri: String) throws -> (entity: String, text: String, clock: WriteClock)? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_ENTITY, Z_VALUES, Z_HLC, Z_ORIGIN FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?"),
+                                         arguments: [uri]),
+              let text: String = row[3], let origin = UUID(uuidString: text) else { return nil }
+        return (row[0], row[1], WriteClock(timestamp: HybridTimestamp(rawValue: row[2]), origin: origin))
+    }
+
+    func unbury(_ uri: String) throws {
+        try db.cachedStatement(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?").execute(arguments: [uri])
     }
 
     func isBuried(_ uri: String) throws -> Bool {

@@ -55,14 +55,27 @@ extension SQLiteStore {
         guard case .success(let parts) = ObjectURIComponents.parse(uri), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
             return nil
         }
+        let layout = self.layout
+        let store = identifier
+        // The map first: it also holds this store's own objects that were deleted and brought back (on a new row).
+        if let mapped = try read({ db in try HistoryLog(db: db, store: store).row(of: uri, layout: layout) }) {
+            return .permanent(entityName: mapped.entity, store: store, primaryKey: mapped.key)
+        }
         if origin == identifier, let key = parts.primaryKey {
             return .permanent(entityName: parts.entityName, store: identifier, primaryKey: key)
         }
-        let layout = self.layout
+        return nil
+    }
+
+    /// A deleted object's tombstone: entity, last values and the delete's clock.
+    package func tombstone(of uri: String) throws -> (entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID)? {
         let store = identifier
-        return try read { db in
-            try HistoryLog(db: db, store: store).row(of: uri, layout: layout)
-        }.map { ObjectID.permanent(entityName: $0.entity, store: store, primaryKey: $0.key) }
+        guard let found = try read({ db in try HistoryLog(db: db, store: store).tombstone(uri) }) else { return nil }
+        var values: [String: ChangeValue] = [:]
+        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(found.text, model: model), let change = changeSet.changes.first {
+            values = change.values
+        }
+        return (found.entity, values, found.clock.timestamp, found.clock.origin)
     }
 
     /// Whether an object (by origin URI) was deleted here.

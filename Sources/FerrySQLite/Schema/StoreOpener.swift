@@ -13,6 +13,8 @@ struct StoreOpener {
     let pool: DatabasePool
     let path: String
     let model: ManagedObjectModel
+    /// The UUID a new store gets (a random one when nil).
+    var newIdentifier: UUID?
 
     struct Opened {
         var identifier: UUID
@@ -66,7 +68,7 @@ struct StoreOpener {
     }
 
     private func create(_ db: Database) throws -> Opened {
-        let identifier = UUID()
+        let identifier = newIdentifier ?? UUID()
         let mapping = SchemaMapping(model: model)
         for statement in SchemaDDL.metadataTables + SchemaDDL.statements(mapping: mapping, model: model, existingColumns: [:]) {
             try db.execute(sql: statement)

@@ -50,6 +50,9 @@ public struct ObjectChange: Sendable, Hashable {
         case update
         /// A removed object, with its last values (the tombstone).
         case delete
+        /// An object brought back after a delete that a Deny rule refused
+        /// somewhere, with all its values; it wins over deletes older than it.
+        case restore
     }
 
     /// Insert, update or delete.
@@ -58,8 +61,8 @@ public struct ObjectChange: Sendable, Hashable {
     public var uri: String
     /// The object's entity.
     public var entity: String
-    /// Attribute and to-one values: all of them for an insert, the changed ones
-    /// for an update, the last ones for a delete. To-one relationships appear
+    /// Attribute and to-one values: all of them for an insert or a restore, the
+    /// changed ones for an update, the last ones for a delete. To-one relationships appear
     /// only on the side that stores them (the canonical side).
     public var values: [String: ChangeValue]
     /// Members added to to-many relationships kept on this side (many-to-many

@@ -178,7 +178,7 @@ public enum ChangeSetCodec {
         let place = "changes[\(index)]"
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place) must be an object") }
         guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
-            throw ChangeSetError.malformed("\(place).op must be \"insert\", \"update\" or \"delete\"")
+            throw ChangeSetError.malformed("\(place).op must be \"insert\", \"update\", \"delete\" or \"restore\"")
         }
         guard let entityName = json["entity"]?.stringValue, let entity = model.entity(named: entityName) else {
             throw ChangeSetError.unknownEntity(place: place, entity: json["entity"]?.stringValue ?? "(missing)")

@@ -193,6 +193,12 @@ public struct ReplayAnnotation: Sendable {
     public var repairDeletes: [(uri: String, entity: String)] = []
     /// Whether this applies a change set quarantined earlier (its record is updated, not added).
     public var isRetry = false
+    /// Objects inserted to bring back a deleted origin URI (by a restore, or to
+    /// honour a Deny rule); their tombstones are removed.
+    public var resurrected: Set<ObjectID> = []
+    /// Objects to record as restored in a new local change set: a delete here
+    /// was refused by Deny, or a deleted object came back for a Deny reference.
+    public var restored: Set<ObjectID> = []
 
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {

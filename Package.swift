@@ -57,7 +57,7 @@ let package = Package(
             dependencies: ["FerrySQLite", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -196,7 +196,7 @@ public enum ChangeSetCodec {
             guard let json = json[field] else { continue }
             guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place).\(field) must be an object") }
             for (key, list) in members {
-                guard let relationship = entity.relationship(named: key), relationship.isToMany else {
+                guard let relationship = entity.relationship(named: key), relationship.isToMany, model.isRecorded(relationship, in: entity) else {
                     throw ChangeSetError.unknownProperty(place: "\(place).\(field)", entity: entityName, property: key)
                 }
                 guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place).\(field).\(key) must be an array of URIs") }
@@ -221,7 +221,7 @@ public enum ChangeSetCodec {
             case .success(let value): return value.map(ChangeValue.attribute) ?? .null
             case .failure(let failure): throw ChangeSetError.wrongType(place: place, message: failure.message)
             }
-        case .relationship(let relationship)? where !relationship.isToMany && !relationship.isTransient:
+        case .relationship(let relationship)? where !relationship.isToMany && model.isRecorded(relationship, in: entity):
             if case .null = json { return .null }
             guard let uri = json.stringValue, let destination = model.entity(named: relationship.destinationEntityName) else {
                 throw ChangeSetError.wrongType(place: place, message: "a to-one relationship takes an object URI or null; got \(json.kindName)")

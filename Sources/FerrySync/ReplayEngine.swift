@@ -30,6 +30,14 @@ public struct ReplayEngine: Sendable {
         self.container = try PersistentContainer(store: store)
     }
 
+    /// An engine that merges through `container` (so the validators registered
+    /// on it apply on replay too), whose store must be a `SQLiteStore`.
+    public init(container: PersistentContainer) throws(ReplayError) {
+        guard let store = container.store as? SQLiteStore else { throw ReplayError.notSQLite }
+        self.store = store
+        self.container = container
+    }
+
     /// Applies change sets given as JSON lines (empty lines are skipped). Every
     /// line is checked first; one bad line rejects the whole batch.
     /// - Throws: ``ReplayError/malformed(line:_:)`` before anything is applied.

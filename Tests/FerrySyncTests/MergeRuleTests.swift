@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// One test per merge rule of docs/SYNC.md, each with two replicas that change
+/// the same data concurrently and then exchange change sets in both orders.
+@Suite("Merge rules")
+struct MergeRuleTests {
+    static let orgChart = try! SampleModels.load("OrgChart")
+    static let company = try! SampleModels.load("Company")
+    static let departments = ConvergenceTests.departments
+
+    /// Exchanges until neither replica takes in anything new.
+    func exchange(_ a: Replica, _ b: Replica) throws {
+        for _ in 0..<5 {
+            let pulled = try b.pull(from: a).applied + a.pull(from: b).applied
+            if pulled == 0 { break }
+        }
+        a.context.reset()
+        b.context.reset()
+    }
+
+    /// Two replicas with the same starting data (made on `a`), and the origin URIs of the named objects.
+    func pair(_ model: ManagedObjectModel, setUp: (ManagedObjectContext) throws -> [String: ManagedObject]) throws -> (Replica, Replica, [String: String]) {
+        let a = try Replica(model: model)
+        let b = try Replica(model: model)
+        let named = try setUp(a.context)
+        try a.context.save()
+        try b.pull(from: a)
+        return (a, b, named.mapValues(\.objectID.uriString))
+    }
+
+    @Test("Double delivery and a repeated insert change nothing")
+    func idempotence() throws {
+        let (a, b, _) = try pair(Self.orgChart) { ["ann": try $0.make("Person", ["id": Int64(1), "name": "Ann"])] }
+        let before = try b.dump()
+        let all = try a.store.changeSetLines()
+        let report = try b.engine.apply(lines: all + all)
+        #expect(report.duplicate == 2 && report.applied == 0)
+        #expect(try b.dump() == before)
+    }
+
+    @Test("Nullify: a reference made concurrently with the delete ends nil everywhere")
+    func nullify() throws {
+        let (a, b, uris) = try pair(Self.orgChart) { context in
+            try Dictionary(uniqueKeysWithValues: ["Ann", "Bob", "Cid"].map { ($0, try context.make("Person", ["name": $0])) })
+        }
+        a.context.reset()
+        let (annURI, bobURI, cidURI) = (uris["Ann"] ?? "", uris["Bob"] ?? "", uris["Cid"] ?? "")
+        let ann = try #require(try a.object(annURI))
+        try #require(try a.object(bobURI)).setValue(ann, forKey: "manager")
+        try a.context.save()
+        try b.pull(from: a)
+        b.context.reset()
+        // a deletes Ann; b, not knowing, makes her Cid's manager.
+        a.context.delete(try #require(try a.object(annURI)))
+        try a.context.save()
+        try #require(try b.object(cidURI)).setValue(try b.object(annURI), forKey: "manager")
+        try b.context.save()
+        try exchange(a, b)
+        #expect(try a.dump() == b.dump())
+        let lines = try a.dump()
+        #expect(lines.count == 2)
+        #expect(lines.allSatisfy { $0.contains("\"manager\":null") })
+    }
+
+    @Test("Cascade: an employee added to a company deleted elsewhere is deleted everywhere, and stays deleted")
+    func cascade() throws {
+        let (a, b, uris) = try pair(Self.company) { ["Initech": try $0.make("Company", ["name": "Initech"])] }
+        let initech = uris["Initech"] ?? ""
+        a.context.delete(try #require(try a.object(initech)))
+        try a.context.save()
+        let milton = try b.context.make("Employee", ["firstName": "Milton", "company": try #require(try b.object(initech))])
+        try b.context.save()
+        let miltonURI = milton.objectID.uriString
+        try b.pull(from: a)  // b: deleting Initech cascades to Milton here
+        try a.pull(from: b)  // a: Milton refers to a deleted company with Cascade
+        try exchange(a, b)
+        #expect(try a.dump() == b.dump())
+        #expect(try a.dump().isEmpty)
+        // A late edit of Milton (made before b learned of the delete) changes nothing.
+        let late = ChangeSet(origin: b.store.identifier, sequence: try b.store.historyState().vector[b.store.identifier, default: 0] + 1,
+                             timestamp: HybridTimestamp.next(after: .zero), modelHash: Self.company.versionHash,
+                             changes: [ObjectChange(kind: .update, uri: miltonURI, entity: "Employee", values: ["secondName": .attribute(.string("W"))])])
+        #expect(try a.engine.apply([late]).applied == 1)
+        #expect(try a.dump().isEmpty, "the tombstone keeps Milton deleted")
+    }
+
+    @Test("Deny: a delete refused elsewhere comes back, with the reference that refused it")
+    func deny() throws {
+        let (a, b, uris) = try pair(Self.departments) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
+        let sales = uris["Sales"] ?? ""
+        a.context.delete(try #require(try a.object(sales)))
+        try a.context.save()
+        try b.context.make("Employee", ["name": "Eve", "department": try #require(try b.object(sales))])
+        try b.context.save()
+        try exchange(a, b)
+        #expect(try a.dump() == b.dump())
+        let lines = try a.dump()
+        #expect(lines.count == 2, "Sales is back, with Eve")
+        #expect(lines.contains { $0.contains("\"name\":\"Sales\"") && $0.contains(sales) })
+        #expect(try a.store.changeSets().contains { $0.changes.contains { $0.kind == .restore && $0.uri == sales } })
+        // Once Eve leaves, a new delete of Sales wins over the restores (it is newer).
+        let eve = try #require(try a.context.fetch(FetchRequest(entityName: "Employee")).first)
+        a.context.delete(eve)
+        a.context.delete(try #require(try a.object(sales)))
+        try a.context.save()
+        try exchange(a, b)
+        #expect(try a.dump() == b.dump())
+        #expect(try b.dump().isEmpty)
+    }
+
+    @Test("Deny, other order: the replica that sees the reference first refuses the delete")
+    func denyOtherOrder() throws {
+        let (a, b, uris) = try pair(Self.departments) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
+        let sales = uris["Sales"] ?? ""
+        a.context.delete(try #require(try a.object(sales)))
+        try a.context.save()
+        try b.context.make("Employee", ["name": "Eve", "department": try #require(try b.object(sales))])
+        try b.context.save()
+        let report = try b.pull(from: a)  // b refuses the delete and records a restore
+        #expect(report.applied == 1 && report.quarantined == 0)
+        #expect(try b.dump().count == 2)
+        try exchange(a, b)
+        #expect(try a.dump() == b.dump())
+        #expect(try a.dump().count == 2)
+    }
+
+    @Test("Validation on replay: a change set that would break a rule is quarantined, listed, and applies on retry after a fix")
+    func quarantine() throws {
+        // The receiving store allows at most two employees per company (a custom rule).
+        let rule = EntityValidator(entityName: "Company") { object, _ in
+            if try object.objects("employee").count > 2 {
+                throw ValidationError(code: .custom, entityName: "Company", objectURI: object.objectID.uriString, key: "employee",
+                                      message: "a company here has at most two employees")
+            }
+        }
+        let a = try Replica(model: Self.company)
+        let b = try Replica(model: Self.company)
+        let strict = try PersistentContainer(store: b.store, validators: [rule])
+        let engine = try ReplayEngine(container: strict)
+        let acme = try a.context.make("Company", ["name": "Acme"])
+        for name in ["Wile", "Road", "Bugs"] { try a.context.make("Employee", ["firstName": name, "company": acme]) }
+        try a.context.save()
+        let report = try engine.apply(lines: a.store.changeSetLines())
+        #expect(report.quarantined == 1 && report.applied == 0)
+        #expect(report.vector[a.store.identifier] == 1, "taken in, so it is not asked for again")
+        let quarantined = try b.store.quarantinedChangeSets()
+        #expect(quarantined.count == 1 && quarantined.first?.reason.contains("at most two employees") == true)
+        #expect(try b.dump().isEmpty, "nothing of it applied")
+        // Nothing is lost: the quarantined set is still in b's history, for other peers.
+        #expect(try b.store.changeSetLines().count == 1)
+        // After the fix (here: the plain engine, without the rule), a retry applies it.
+        let retried = try b.engine.retryQuarantined()
+        #expect(retried.applied == 1 && retried.quarantined == 0)
+        #expect(try b.store.quarantinedChangeSets().isEmpty)
+        #expect(try b.dump() == a.dump())
+    }
+}

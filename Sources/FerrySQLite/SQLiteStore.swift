@@ -203,6 +203,8 @@ public final class SQLiteStore: PersistentStore {
             return try pool.read(body)
         } catch let error as QueryError {
             throw error
+        } catch let error as HistoryError {
+            throw error
         } catch {
             throw StoreError.storeFailure(Self.describe(error))
         }

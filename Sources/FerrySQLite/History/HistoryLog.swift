@@ -33,18 +33,42 @@ struct HistoryLog {
     // MARK: - Change sets
 
     func lastSequence(of origin: UUID) throws -> Int64 {
-        try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(Z_SEQ) FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ?"),
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT Z_SEQ FROM Z_FERRY_VECTOR WHERE Z_ORIGIN = ?"),
                            arguments: [origin.uuidString]) ?? 0
     }
 
     /// For each origin, the highest sequence number taken in (applied or quarantined).
     func vector() throws -> VersionVector {
         var vector: VersionVector = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, MAX(Z_SEQ) FROM Z_FERRY_CHANGESET GROUP BY Z_ORIGIN") {
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ FROM Z_FERRY_VECTOR")) {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             vector[origin] = row[1]
         }
         return vector
+    }
+
+    /// For each origin, the last sequence number purged from the history.
+    func purgedVector() throws -> VersionVector {
+        var vector: VersionVector = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_PURGED FROM Z_FERRY_VECTOR WHERE Z_PURGED > 0") {
+            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            vector[origin] = row[1]
+        }
+        return vector
+    }
+
+    /// Deletes the change sets every vector in `acknowledged` covers; returns how many.
+    func purge(coveredByAll acknowledged: [VersionVector]) throws -> Int {
+        guard !acknowledged.isEmpty else { return 0 }
+        var removed = 0
+        for (origin, last) in try vector() {
+            let floor = min(last, acknowledged.map { $0[origin, default: 0] }.min() ?? 0)
+            guard floor > 0 else { continue }
+            try db.execute(sql: "DELETE FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ <= ?", arguments: [origin.uuidString, floor])
+            removed += db.changesCount
+            try db.execute(sql: "UPDATE Z_FERRY_VECTOR SET Z_PURGED = max(Z_PURGED, ?) WHERE Z_ORIGIN = ?", arguments: [floor, origin.uuidString])
+        }
+        return removed
     }
 
     func append(_ changeSet: ChangeSet, status: Int, reason: String?) throws {
@@ -62,14 +86,20 @@ struct HistoryLog {
     }
 
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)
-            """, arguments: [origin.uuidString, sequence, timestamp.rawValue, status, reason, body])
+            """).execute(arguments: [origin.uuidString, sequence, timestamp.rawValue, status, reason, body])
+        try db.cachedStatement(sql: """
+            INSERT INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES (?, ?) ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
+            """).execute(arguments: [origin.uuidString, sequence])
     }
 
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).
     func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
+        for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
+            throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
+        }
         var result: [String] = []
         let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET ORDER BY Z_RANK"
         let cursor = try Row.fetchCursor(db, sql: sql)
@@ -145,6 +175,21 @@ struct HistoryLog {
 
     func map(uri: String, root: Int, key: Int64) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)").execute(arguments: [uri, root, key])
+    }
+}
+
+/// Why a store cannot give the change sets asked for.
+public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The change sets were purged (every peer listed then had them); the asker
+    /// must be seeded from a copy of a store instead.
+    case purged(origin: UUID, needed: Int64, purgedThrough: Int64)
+
+    public var description: String {
+        switch self {
+        case .purged(let origin, let needed, let through):
+            "change sets \(needed)…\(through) of \(origin.uuidString) were purged from this store's history after every listed peer "
+                + "acknowledged them; a peer that still lacks them must start from a copy of a store (see docs/SYNC.md)"
+        }
     }
 }
 

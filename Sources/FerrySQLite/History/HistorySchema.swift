@@ -13,6 +13,8 @@ import GRDB
 ///   write after the insert, for last-writer-wins merging.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
 /// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
+/// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
+///   last one purged (change sets up to it are no longer in the history).
 enum HistorySchema {
     static let statements = [
         """
@@ -34,6 +36,8 @@ enum HistorySchema {
             Z_ORIGIN TEXT NOT NULL, Z_VALUES TEXT NOT NULL)
         """,
         "CREATE TABLE IF NOT EXISTS Z_FERRY_STATE (Z_KEY TEXT PRIMARY KEY, Z_VALUE INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_VECTOR (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL, Z_PURGED INTEGER NOT NULL DEFAULT 0)",
+        "INSERT OR IGNORE INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) SELECT Z_ORIGIN, MAX(Z_SEQ) FROM Z_FERRY_CHANGESET GROUP BY Z_ORIGIN",
     ]
 
     /// Status values of `Z_FERRY_CHANGESET.Z_STATUS`.

@@ -166,8 +166,8 @@ public struct ReplayEngine: Sendable {
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {
-                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, tombstones: merge.annotation.tombstonesOnly,
-                                             repairDeletes: merge.annotation.repairDeletes, retry: retry)
+                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, writes: merge.annotation.writes,
+                                             tombstones: merge.annotation.tombstonesOnly, repairDeletes: merge.annotation.repairDeletes, retry: retry)
                     return .applied
                 }
                 var annotation = merge.annotation

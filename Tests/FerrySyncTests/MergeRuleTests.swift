@@ -161,3 +161,29 @@ struct MergeRuleTests {
         #expect(try b.dump() == a.dump())
     }
 }
+
+@Suite("Merge rules: clocks")
+struct ClockRuleTests {
+    @Test("A winning write of the value already there still moves the clock, so an older write loses later")
+    func sameValueWrite() throws {
+        let model = try SampleModels.load("OrgChart")
+        let replica = try Replica(model: model)
+        let x = UUID(uuidString: "00000000-0000-4000-8000-00000000000A") ?? UUID()
+        let y = UUID(uuidString: "00000000-0000-4000-8000-00000000000B") ?? UUID()
+        let person = "x-coredata://\(x.uuidString)/Person/p1"
+        let organization = "x-coredata://\(x.uuidString)/Organization/p1"
+        func at(_ time: Int64) -> HybridTimestamp { HybridTimestamp(rawValue: time << 16) }
+        let insert = ChangeSet(origin: x, sequence: 1, timestamp: at(1_000), modelHash: model.versionHash, changes: [
+            ObjectChange(kind: .insert, uri: person, entity: "Person", values: ["name": .attribute(.string("Ann"))]),
+            ObjectChange(kind: .insert, uri: organization, entity: "Organization"),
+        ])
+        let clearsLate = ChangeSet(origin: x, sequence: 2, timestamp: at(5_000), modelHash: model.versionHash, changes: [
+            ObjectChange(kind: .update, uri: organization, entity: "Organization", values: ["leader": .null]),
+        ])
+        let setsEarlier = ChangeSet(origin: y, sequence: 1, timestamp: at(3_000), modelHash: model.versionHash, dependencies: [x: 1], changes: [
+            ObjectChange(kind: .update, uri: organization, entity: "Organization", values: ["leader": .object(person)]),
+        ])
+        #expect(try replica.engine.apply([insert, clearsLate, setsEarlier]).applied == 3)
+        #expect(try replica.dump().contains { $0.contains("Organization") && $0.contains("\"leader\":null") }, "the later (unchanged) nil wins")
+    }
+}

@@ -125,12 +125,21 @@ struct ChangeRecorder {
 
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
-    func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, tombstones: [(uri: String, entity: String)],
-                        repairDeletes: [(uri: String, entity: String)], retry: Bool, in db: Database) throws {
+    func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, writes: [ObjectID: Set<String>],
+                        tombstones: [(uri: String, entity: String)], repairDeletes: [(uri: String, entity: String)], retry: Bool,
+                        in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
         try log.receive(changeSet.timestamp)
         try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
                        body: body, status: status, reason: reason, retry: retry)
+        // Writes that won but wrote the value already here still move the clock,
+        // so an older write arriving later cannot win against them.
+        for (id, properties) in writes where !id.isTemporaryID {
+            guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            for property in properties {
+                try log.setClock(root: root, key: key, property: property, timestamp: changeSet.timestamp, origin: changeSet.origin)
+            }
+        }
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }

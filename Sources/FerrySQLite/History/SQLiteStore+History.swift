@@ -94,12 +94,14 @@ extension SQLiteStore {
 
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
-    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?, tombstones: [(uri: String, entity: String)] = [],
-                                repairDeletes: [(uri: String, entity: String)] = [], retry: Bool = false) throws {
+    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?, writes: [ObjectID: Set<String>] = [:],
+                                tombstones: [(uri: String, entity: String)] = [], repairDeletes: [(uri: String, entity: String)] = [],
+                                retry: Bool = false) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
         try write { db in
             try recorder.recordReceived(changeSet, body: body, status: quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
-                                        reason: quarantineReason, tombstones: tombstones, repairDeletes: repairDeletes, retry: retry, in: db)
+                                        reason: quarantineReason, writes: writes, tombstones: tombstones, repairDeletes: repairDeletes,
+                                        retry: retry, in: db)
         }
     }
 

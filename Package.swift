@@ -46,7 +46,7 @@ let package = Package(
         .executableTarget(
             name: "FerryBenchmarks",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerryTestSupport",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),

@@ -1,4 +1,4 @@
-// Workload W1 of DESIGN.md without change recording: insert N Person objects
+// Workload W1 of DESIGN.md: insert N Person objects
 // (name, id, manager link), B per save, through a Ferry context into a SQLite
 // store, and the same rows through raw sqlite3 prepared statements into an
 // identical schema with the same journal settings (WAL, synchronous=FULL).
@@ -25,7 +25,7 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
-            if argument == "--predicates" { continue }
+            if argument == "--predicates" || argument == "--replay" { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             // 0 runs the setup only (with --only), so instruction counts can subtract it.
@@ -33,7 +33,7 @@ struct Settings {
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|ferry] [--predicates]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|ferry] [--predicates] [--replay]\n".utf8))
                 exit(64)
             }
         }
@@ -136,6 +136,10 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
 let settings = Settings(arguments: CommandLine.arguments)
 do {
     let model = try SampleModels.load("OrgChart")
+    if CommandLine.arguments.contains("--replay") {
+        try ReplayWorkload.run(settings, model: model)
+        exit(0)
+    }
     if CommandLine.arguments.contains("--predicates") {
         try PredicateWorkload.run(count: settings.count, runs: 3, model: model)
         exit(0)
@@ -153,7 +157,7 @@ do {
         FileHandle.standardError.write(Data("--count 0 is only meaningful with --only\n".utf8))
         exit(64)
     }
-    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, each in a fresh process (change recording off)")
+    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, each in a fresh process (every save records its change set)")
     var bestFerry = Double.infinity
     var bestRaw = Double.infinity
     for run in 1...settings.runs {

@@ -40,6 +40,7 @@ struct MergeContext {
     }
 
     mutating func applyChanges() throws {
+        try prefetch()
         try mergeChanges()
         // Run delete rules now, so that objects this change set inserted and a
         // rule then deleted leave tombstones: later updates to them are ignored.
@@ -195,6 +196,24 @@ struct MergeContext {
 
     // MARK: - Lookups
 
+    /// Every URI the change set names, looked up in one read.
+    private var known = Set<String>()
+    private var mapped: [String: ObjectID] = [:]
+
+    private mutating func prefetch() throws {
+        var uris = Set<String>()
+        for change in changeSet.changes {
+            uris.insert(change.uri)
+            for value in change.values.values { if case .object(let uri) = value { uris.insert(uri) } }
+            for members in change.added.values { uris.formUnion(members) }
+            for members in change.removed.values { uris.formUnion(members) }
+        }
+        let found = try store.lookUp(originURIs: uris)
+        for uri in uris { buried[uri] = found.buried.contains(uri) }
+        mapped = found.mapped
+        known = uris
+    }
+
     private mutating func isBuried(_ uri: String) throws -> Bool {
         if let known = buried[uri] { return known }
         let answer = try store.isBuried(uri)
@@ -203,8 +222,21 @@ struct MergeContext {
     }
 
     private mutating func object(_ uri: String) throws -> ManagedObject? {
-        if let known = objects[uri] { return known }
-        guard let id = try store.localObjectID(forOriginURI: uri), let found = try? context.existingObject(with: id) else { return nil }
+        if let found = objects[uri] { return found }
+        let id: ObjectID?
+        if known.contains(uri) {
+            // Prefetched: mapped rows, else this store's own URIs.
+            if let local = mapped[uri] {
+                id = local
+            } else if case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == store.identifier, let key = parts.primaryKey {
+                id = .permanent(entityName: parts.entityName, store: store.identifier, primaryKey: key)
+            } else {
+                id = nil
+            }
+        } else {
+            id = try store.localObjectID(forOriginURI: uri)
+        }
+        guard let id, let found = try? context.existingObject(with: id) else { return nil }
         objects[uri] = found
         return found
     }

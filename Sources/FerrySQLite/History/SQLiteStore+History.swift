@@ -203,3 +203,32 @@ extension SQLiteStore {
         }
     }
 }
+
+extension SQLiteStore {
+    /// For a batch of origin URIs, in one read: which were deleted here, and
+    /// the local IDs of those mapped to rows (objects born elsewhere, or brought back).
+    package func lookUp(originURIs uris: Set<String>) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
+        guard !uris.isEmpty else { return ([], [:]) }
+        let store = identifier
+        let list = Array(uris)
+        return try read { db in
+            var buried = Set<String>()
+            var mapped: [String: ObjectID] = [:]
+            for start in stride(from: 0, to: list.count, by: 500) {
+                let chunk = Array(list[start..<min(start + 500, list.count)])
+                let placeholders = chunk.map { _ in "?" }.joined(separator: ",")
+                for uri in try String.fetchAll(db, sql: "SELECT Z_URI FROM Z_FERRY_TOMBSTONE WHERE Z_URI IN (\(placeholders))",
+                                               arguments: StatementArguments(chunk)) {
+                    buried.insert(uri)
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI IN (\(placeholders))",
+                                            arguments: StatementArguments(chunk)) {
+                    let uri: String = row[0]
+                    guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
+                    mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row[1])
+                }
+            }
+            return (buried, mapped)
+        }
+    }
+}

@@ -53,9 +53,9 @@ public enum JSONValue: Sendable, Hashable, Decodable {
     /// - Throws: ``InterchangeError/malformedJSON(line:reason:)``.
     public static func parse(_ text: String, line: Int? = nil) throws(InterchangeError) -> JSONValue {
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            return try JSONParser.parse(text)
         } catch {
-            throw InterchangeError.malformedJSON(line: line, reason: Self.describe(error))
+            throw InterchangeError.malformedJSON(line: line, reason: error.message)
         }
     }
 
@@ -87,15 +87,6 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }
         init?(intValue: Int) { nil }
-    }
-
-    private static func describe(_ error: Error) -> String {
-        switch error {
-        case DecodingError.dataCorrupted(let context):
-            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
-        default:
-            return "\(error)"
-        }
     }
 
     // MARK: - Writing

@@ -1,0 +1,77 @@
+import Foundation
+import Synchronization
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// Workload W2 of DESIGN.md: replay W1's change sets into an empty store,
+/// against raw sqlite3 inserts of the same rows in the same run; the bytes per
+/// change of the log; and the save latency an application sees while a replay runs.
+enum ReplayWorkload {
+    static func run(_ settings: Settings, model: ManagedObjectModel) throws {
+        let directory = TemporaryDirectory(prefix: "ferry-bench-replay")
+        _ = try ferryInsert(settings, model: model, path: directory.file("origin.sqlite"))
+        let origin = try SQLiteStore(path: directory.file("origin.sqlite"), model: model)
+        let lines = try origin.changeSetLines()
+        let bytes = lines.reduce(0) { $0 + $1.utf8.count + 1 }
+        print("W2 replay: \(settings.count) Person inserts in \(lines.count) change sets; best of \(settings.runs)")
+        print(String(format: "  change-set JSON: %d bytes, %.1f bytes per object change (log and wire carry the same text)",
+                     bytes, Double(bytes) / Double(max(settings.count, 1))))
+
+        var bestReplay = Double.infinity
+        var bestRaw = Double.infinity
+        for run in 1...settings.runs {
+            let replayStore = try SQLiteStore(path: directory.file("replay\(run).sqlite"), model: model)
+            let engine = try ReplayEngine(store: replayStore)
+            var report = ApplyReport()
+            let replay = try seconds { report = try engine.apply(lines: lines) }
+            guard report.applied == lines.count else { throw RawSQLiteError.failed("replay applied \(report.applied) of \(lines.count)") }
+            let raw = try rawInsert(settings, model: model, path: directory.file("raw\(run).sqlite"))
+            bestReplay = min(bestReplay, replay)
+            bestRaw = min(bestRaw, raw)
+            print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry replay %.3f s", run, raw, replay))
+        }
+        let rawRate = Double(settings.count) / bestRaw
+        let replayRate = Double(settings.count) / bestReplay
+        print(String(format: "raw sqlite3 prepared statements: %10.0f objects/s", rawRate))
+        print(String(format: "Ferry replay (ReplayEngine):     %10.0f objects/s", replayRate))
+        print(String(format: "ratio replay/raw: %.2fx (target >= 0.50x)", replayRate / rawRate))
+
+        try latencyDuringReplay(lines: lines, model: model, directory: directory)
+    }
+
+    /// An application saving one object every 10 ms on the store a replay is writing.
+    static func latencyDuringReplay(lines: [String], model: ManagedObjectModel, directory: TemporaryDirectory) throws {
+        let path = directory.file("shared.sqlite")
+        let replayStore = try SQLiteStore(path: path, model: model)
+        let appStore = try SQLiteStore(path: path, model: model)
+        let done = Flag()
+        let replay = Thread {
+            _ = try? ReplayEngine(store: replayStore).apply(lines: lines)
+            done.set()
+        }
+        replay.start()
+        let context = try PersistentContainer(store: appStore).newContext()
+        var latencies: [Double] = []
+        var index = 0
+        while !done.isSet {
+            try context.make("Person", ["id": Int64(-1 - index), "name": "app \(index)"])
+            latencies.append(try seconds { try context.save() })
+            index += 1
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1000 }
+        print(String(format: "  app saves during the replay: %d, latency p50 %.1f ms, p99 %.1f ms, max %.1f ms (target p99 <= 50 ms)",
+                     latencies.count, percentile(0.5), percentile(0.99), (latencies.last ?? 0) * 1000))
+    }
+}
+
+/// A flag one thread sets and another polls.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}

@@ -80,6 +80,14 @@ struct ChangeRecordingTests {
         #expect(delete.values == ["name": .attribute(.string("Robert")), "manager": .object(boss.objectID.uriString)])
         #expect(sets[2].changes.contains { $0.kind == .update && $0.uri == desk.objectID.uriString && $0.values["owner"] == .null })
         #expect(sets[2].changes.contains { $0.kind == .update && $0.uri == club.objectID.uriString && $0.removed["members"] == [bob.objectID.uriString] })
+        // What the store wrote is canonical: decoding and encoding again gives the same bytes.
+        for line in try store.changeSetLines() {
+            guard case .changeSet(let decoded) = try ChangeSetCodec.decode(line, model: Self.model) else {
+                Issue.record("not decodable with the store's model: \(line)")
+                continue
+            }
+            #expect(ChangeSetCodec.encode(decoded) == line)
+        }
     }
 
     @Test("A save that fails records nothing; the state reports the vector")

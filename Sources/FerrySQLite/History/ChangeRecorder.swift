@@ -158,8 +158,11 @@ struct ChangeRecorder {
     /// One object's change, with the properties whose clocks it sets.
     struct Entry {
         var id: ObjectID
+        /// The change; for inserts, its values are in ``insertValues`` instead.
         var change: ObjectChange
         var clocked: [String]
+        /// An insert's values, sorted by name, without nils (written without a dictionary).
+        var insertValues: [(String, ChangeValue)] = []
     }
 
     /// Appends `entries` (and deletes of objects that never reached the store)
@@ -168,11 +171,23 @@ struct ChangeRecorder {
                              author: String?, contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty else { return }
         let timestamp = try log.tick()
-        let changes = entries.map(\.change) + repairDeletes.map { ObjectChange(kind: .delete, uri: $0.uri, entity: $0.entity) }
-        let changeSet = ChangeSet(origin: store, sequence: try log.lastSequence(of: store) + 1, timestamp: timestamp,
-                                  author: author, contextName: contextName, modelHash: layout.model.versionHash,
-                                  dependencies: try log.vector().filter { $0.key != store }, changes: changes)
-        try log.append(changeSet, status: HistorySchema.applied, reason: nil)
+        var writer = ChangeSetWriter(capacity: entries.count * 160)
+        for entry in entries {
+            if entry.change.kind == .insert && entry.change.added.isEmpty {
+                writer.appendInsert(entity: entry.change.entity, uri: entry.change.uri, values: entry.insertValues)
+            } else if entry.change.kind == .insert {
+                var change = entry.change
+                change.values = Dictionary(entry.insertValues, uniquingKeysWith: { first, _ in first })
+                writer.append(change)
+            } else {
+                writer.append(entry.change)
+            }
+        }
+        for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
+        let sequence = try log.lastSequence(of: store) + 1
+        let body = writer.finish(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
+                                 modelHash: layout.model.versionHash, dependencies: try log.vector().filter { $0.key != store })
+        try log.append(origin: store, sequence: sequence, timestamp: timestamp, body: body, status: HistorySchema.applied, reason: nil)
         for deleted in repairDeletes {
             try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)
         }
@@ -207,17 +222,18 @@ struct ChangeRecorder {
         }
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let plan = layout.plans[id.entityName] else { continue }
-            var values: [String: ChangeValue] = [:]
+            var values: [(String, ChangeValue)] = []
+            values.reserveCapacity(plan.recordedProperties.count)
             for property in plan.recordedProperties {
                 if property.isToOne {
-                    if let target = resolve(insert.toOne[property.index]) { values[property.name] = .object(try names.uri(of: target)) }
+                    if let target = resolve(insert.toOne[property.index]) { values.append((property.name, .object(try names.uri(of: target)))) }
                 } else if let value = insert.attributes[property.index] {
-                    values[property.name] = .attribute(value)
+                    values.append((property.name, .attribute(value)))
                 }
             }
             let members = membership.isEmpty ? nil : membership.removeValue(forKey: id)
-            entries.append(Entry(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName, values: values,
-                                                               added: members?.added ?? [:], removed: [:]), clocked: []))
+            entries.append(Entry(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName,
+                                                               added: members?.added ?? [:], removed: [:]), clocked: [], insertValues: values))
         }
         for update in request.updates {
             guard let plan = layout.plans[update.objectID.entityName] else { continue }

@@ -19,101 +19,14 @@ public enum ChangeSetCodec {
     // MARK: - Writing
 
     /// The canonical JSON line of a change set: keys in byte order, no
-    /// whitespace, empty parts left out. Written straight to text (saves record
+    /// whitespace, empty parts left out. Written straight to bytes (saves record
     /// a change set each, so this is on the hot path).
     public static func encode(_ changeSet: ChangeSet) -> String {
-        var out = ""
-        out.reserveCapacity(96 + changeSet.changes.count * 120)
-        out += "{"
-        if let author = changeSet.author {
-            out += "\"author\":"
-            JSONValue.appendQuoted(author, to: &out)
-            out += ","
-        }
-        out += "\"changes\":["
-        for (index, change) in changeSet.changes.enumerated() {
-            if index > 0 { out += "," }
-            append(change, to: &out)
-        }
-        out += "]"
-        if let context = changeSet.contextName {
-            out += ",\"context\":"
-            JSONValue.appendQuoted(context, to: &out)
-        }
-        if !changeSet.dependencies.isEmpty {
-            out += ",\"deps\":"
-            out += encode(changeSet.dependencies)
-        }
-        out += ",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(changeSet.timestamp.rawValue),\"model\":"
-        JSONValue.appendQuoted(changeSet.modelHash, to: &out)
-        out += ",\"origin\":\"\(changeSet.origin.uuidString)\",\"seq\":\(changeSet.sequence)}"
-        return out
-    }
-
-    private static func append(_ change: ObjectChange, to out: inout String) {
-        out += "{"
-        if !change.added.isEmpty {
-            out += "\"added\":"
-            appendMembers(change.added, to: &out)
-            out += ","
-        }
-        out += "\"entity\":"
-        JSONValue.appendQuoted(change.entity, to: &out)
-        out += ",\"op\":\""
-        out += change.kind.rawValue
-        out += "\""
-        if !change.removed.isEmpty {
-            out += ",\"removed\":"
-            appendMembers(change.removed, to: &out)
-        }
-        if change.kind == .delete, !change.values.isEmpty {
-            out += ",\"tombstone\":"
-            appendValues(change.values, to: &out)
-        }
-        out += ",\"uri\":"
-        JSONValue.appendQuoted(change.uri, to: &out)
-        if change.kind != .delete, !change.values.isEmpty {
-            out += ",\"values\":"
-            appendValues(change.values, to: &out)
-        }
-        out += "}"
-    }
-
-    private static func appendValues(_ values: [String: ChangeValue], to out: inout String) {
-        out += "{"
-        var first = true
-        for key in values.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            if !first { out += "," }
-            first = false
-            JSONValue.appendQuoted(key, to: &out)
-            out += ":"
-            switch values[key] ?? .null {
-            case .null: out += "null"
-            case .object(let uri): JSONValue.appendQuoted(uri, to: &out)
-            case .attribute(.integer(let number)): out += String(number)
-            case .attribute(.string(let text)): JSONValue.appendQuoted(text, to: &out)
-            case .attribute(.boolean(let flag)): out += flag ? "true" : "false"
-            case .attribute(let value): out += AttributeJSON.encode(value).text
-            }
-        }
-        out += "}"
-    }
-
-    private static func appendMembers(_ members: [String: [String]], to out: inout String) {
-        out += "{"
-        var first = true
-        for key in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            if !first { out += "," }
-            first = false
-            JSONValue.appendQuoted(key, to: &out)
-            out += ":["
-            for (index, uri) in (members[key] ?? []).sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
-                if index > 0 { out += "," }
-                JSONValue.appendQuoted(uri, to: &out)
-            }
-            out += "]"
-        }
-        out += "}"
+        var writer = ChangeSetWriter()
+        for change in changeSet.changes { writer.append(change) }
+        return writer.finish(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                             author: changeSet.author, contextName: changeSet.contextName, modelHash: changeSet.modelHash,
+                             dependencies: changeSet.dependencies)
     }
 
     /// A version vector as JSON: `{"UUID": seq, …}`.

@@ -1,0 +1,150 @@
+import Foundation
+import FerryModel
+
+/// Writes the canonical JSON of a change set into a byte buffer, change by
+/// change, then the envelope around them (see ``ChangeSetCodec``). Stores use
+/// ``appendInsert(entity:uri:values:)`` to write inserts without building
+/// ``ObjectChange`` values first; both paths give the same bytes.
+package struct ChangeSetWriter {
+    private var changes: [UInt8] = []
+    private var count = 0
+
+    package init(capacity: Int = 0) {
+        changes.reserveCapacity(capacity)
+    }
+
+    /// Whether no change was written.
+    package var isEmpty: Bool { count == 0 }
+
+    /// Appends one change.
+    package mutating func append(_ change: ObjectChange) {
+        separate()
+        changes.append(UInt8(ascii: "{"))
+        if !change.added.isEmpty {
+            raw("\"added\":")
+            members(change.added)
+            raw(",")
+        }
+        raw("\"entity\":")
+        quoted(change.entity)
+        raw(",\"op\":\"")
+        raw(change.kind.rawValue)
+        raw("\"")
+        if !change.removed.isEmpty {
+            raw(",\"removed\":")
+            members(change.removed)
+        }
+        if change.kind == .delete, !change.values.isEmpty {
+            raw(",\"tombstone\":")
+            values(change.values.keys.sorted(by: Self.byteOrder).map { ($0, change.values[$0] ?? .null) })
+        }
+        raw(",\"uri\":")
+        quoted(change.uri)
+        if change.kind != .delete, !change.values.isEmpty {
+            raw(",\"values\":")
+            values(change.values.keys.sorted(by: Self.byteOrder).map { ($0, change.values[$0] ?? .null) })
+        }
+        changes.append(UInt8(ascii: "}"))
+    }
+
+    /// Appends an insert without members: `values` must be sorted by name (byte
+    /// order) and hold only the non-nil values.
+    package mutating func appendInsert(entity: String, uri: String, values: [(String, ChangeValue)]) {
+        separate()
+        raw("{\"entity\":")
+        quoted(entity)
+        raw(",\"op\":\"insert\",\"uri\":")
+        quoted(uri)
+        if !values.isEmpty {
+            raw(",\"values\":")
+            self.values(values)
+        }
+        changes.append(UInt8(ascii: "}"))
+    }
+
+    /// The whole change set's line.
+    package func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
+                        modelHash: String, dependencies: [UUID: Int64]) -> String {
+        var out = ChangeSetWriter(capacity: changes.count + 256)
+        out.raw("{")
+        if let author {
+            out.raw("\"author\":")
+            out.quoted(author)
+            out.raw(",")
+        }
+        out.raw("\"changes\":[")
+        out.changes.append(contentsOf: changes)
+        out.raw("]")
+        if let contextName {
+            out.raw(",\"context\":")
+            out.quoted(contextName)
+        }
+        if !dependencies.isEmpty {
+            out.raw(",\"deps\":")
+            out.raw(ChangeSetCodec.encode(dependencies))
+        }
+        out.raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
+        out.quoted(modelHash)
+        out.raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
+        return String(decoding: out.changes, as: UTF8.self)
+    }
+
+    // MARK: - Pieces
+
+    private static func byteOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+
+    private mutating func separate() {
+        if count > 0 { changes.append(UInt8(ascii: ",")) }
+        count += 1
+    }
+
+    private mutating func raw(_ text: String) {
+        changes.append(contentsOf: text.utf8)
+    }
+
+    private mutating func quoted(_ text: String) {
+        let utf8 = text.utf8
+        if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            changes.append(UInt8(ascii: "\""))
+            changes.append(contentsOf: utf8)
+            changes.append(UInt8(ascii: "\""))
+        } else {
+            var escaped = ""
+            JSONValue.appendQuoted(text, to: &escaped)
+            changes.append(contentsOf: escaped.utf8)
+        }
+    }
+
+    private mutating func values(_ entries: [(String, ChangeValue)]) {
+        changes.append(UInt8(ascii: "{"))
+        for (index, (key, value)) in entries.enumerated() {
+            if index > 0 { changes.append(UInt8(ascii: ",")) }
+            quoted(key)
+            changes.append(UInt8(ascii: ":"))
+            switch value {
+            case .null: raw("null")
+            case .object(let uri): quoted(uri)
+            case .attribute(.integer(let number)): raw(String(number))
+            case .attribute(.string(let text)): quoted(text)
+            case .attribute(.boolean(let flag)): raw(flag ? "true" : "false")
+            case .attribute(let other): raw(AttributeJSON.encode(other).text)
+            }
+        }
+        changes.append(UInt8(ascii: "}"))
+    }
+
+    private mutating func members(_ members: [String: [String]]) {
+        changes.append(UInt8(ascii: "{"))
+        for (index, key) in members.keys.sorted(by: Self.byteOrder).enumerated() {
+            if index > 0 { changes.append(UInt8(ascii: ",")) }
+            quoted(key)
+            raw(":[")
+            for (position, uri) in (members[key] ?? []).sorted(by: Self.byteOrder).enumerated() {
+                if position > 0 { changes.append(UInt8(ascii: ",")) }
+                quoted(uri)
+            }
+            changes.append(UInt8(ascii: "]"))
+        }
+        changes.append(UInt8(ascii: "}"))
+    }
+}

@@ -14,9 +14,13 @@ struct StateCommand: ParsableCommand {
     @Option(name: .long, help: "The store file (SQLite).")
     var store: String
 
+    @Flag(name: .long, help: "Print only the version vector (the form `ferry history --after` takes).")
+    var vector = false
+
     func run() throws {
         do {
-            print(try SQLiteStore.historyState(atPath: store).json)
+            let state = try SQLiteStore.historyState(atPath: store)
+            print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
             throw CLIError(error)
         }

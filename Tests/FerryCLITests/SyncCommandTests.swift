@@ -37,7 +37,9 @@ struct SyncCommandTests {
         #expect(report["applied"] == .integer(1) && report["duplicate"] == .integer(0) && report["waiting"] == .integer(0) && report["quarantined"] == .integer(0))
 
         let vectorB = try #require(try JSONValue.parse(try ferry(["state", "--store", b]).standardOutput)["vector"])
-        let historyB = try ferry(["history", "--store", b, "--model", orgChart, "--after", try JSONValue.parse(try ferry(["state", "--store", a]).standardOutput)["vector"]?.text ?? "{}"])
+        let vectorA = try ferry(["state", "--store", a, "--vector"]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(vectorA == #"{"\#(storeA)":1}"#)
+        let historyB = try ferry(["history", "--store", b, "--model", orgChart, "--after", vectorA])
         #expect(lines(historyB.standardOutput).count == 1, "only b's own change set; a's is not echoed back")
         #expect(try ferry(["apply", "--store", a, "--model", orgChart, "-"], input: historyB.standardOutput).status == 0)
         let dumpA = try ferry(["dump", "--store", a, "--model", orgChart]).standardOutput

@@ -103,3 +103,26 @@ struct ReplayTests {
         #expect(lines.first?.contains("\"id\":10") == true)
     }
 }
+
+@Suite("Identity: either URI form resolves")
+struct IdentityTests {
+    @Test("A context resolves an object by its origin URI and by its local URI")
+    func bothForms() throws {
+        let model = try SampleModels.load("OrgChart")
+        let a = try Replica(model: model)
+        let b = try Replica(model: model)
+        let ann = try a.context.make("Person", ["name": "Ann"])
+        try a.context.save()
+        try b.pull(from: a)
+        let origin = ann.objectID.uriString
+        let container = try PersistentContainer(store: b.store)
+        let context = container.newContext()
+        let byOrigin = try context.existingObject(withURI: origin)
+        #expect(try byOrigin.string("name") == "Ann")
+        #expect(byOrigin.objectID.storeIdentifier == b.store.identifier, "a local object of b")
+        let byLocal = try context.existingObject(withURI: byOrigin.objectID.uriString)
+        #expect(byLocal === byOrigin)
+        let stranger = "x-coredata://\(UUID().uuidString)/Person/p1"
+        #expect(throws: ContextError.self) { try context.existingObject(withURI: stranger) }
+    }
+}

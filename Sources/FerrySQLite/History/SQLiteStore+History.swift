@@ -51,7 +51,7 @@ extension SQLiteStore {
 extension SQLiteStore {
     /// The local ID of an object named by origin URI: this store's own URIs
     /// directly, others through the identity map; nil when it never arrived.
-    package func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
+    public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
         guard case .success(let parts) = ObjectURIComponents.parse(uri), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
             return nil
         }

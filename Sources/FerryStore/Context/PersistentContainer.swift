@@ -65,10 +65,12 @@ public final class PersistentContainer: Sendable {
     }
 
     /// Turns a permanent object URI back into an ID (Core Data's
-    /// `managedObjectID(forURIRepresentation:)`). Like Core Data it does not
-    /// check that the row exists; ``ManagedObjectContext/existingObject(with:)`` does.
-    /// - Throws: ``ContextError/invalidURI(_:)`` for a malformed, temporary or foreign URI
-    ///   or an unknown entity.
+    /// `managedObjectID(forURIRepresentation:)`). It accepts both forms: this
+    /// store's own URIs and the origin URIs of objects that came from other
+    /// stores (change sets and `ferry dump` name objects by origin URI). Like Core
+    /// Data it does not check that the row exists; ``ManagedObjectContext/existingObject(with:)`` does.
+    /// - Throws: ``ContextError/invalidURI(_:)`` for a malformed or temporary URI,
+    ///   a URI of another store that never reached this one, or an unknown entity.
     public func managedObjectID(forURIString uri: String) throws(ContextError) -> ObjectID {
         let components: ObjectURIComponents
         switch ObjectURIComponents.parse(uri) {
@@ -78,14 +80,18 @@ public final class PersistentContainer: Sendable {
         guard let storeID = components.store, let key = components.primaryKey else {
             throw ContextError.invalidURI(.temporary(uri))
         }
-        guard storeID == store.identifier else {
-            throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))
-        }
         guard let entity = model.entity(named: components.entityName) else {
             throw ContextError.invalidURI(.unknownEntity(uri, entity: components.entityName))
         }
         guard !entity.isAbstract else {
             throw ContextError.invalidURI(.malformed(uri, "entity '\(entity.name)' is abstract, so no object has it as its entity"))
+        }
+        // Origin URIs: an object that came from another store, or one of ours brought back on a new row.
+        if let mapped = try? store.localObjectID(forOriginURI: uri) {
+            return mapped
+        }
+        guard storeID == store.identifier else {
+            throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))
         }
         return ObjectID.permanent(entityName: entity.name, store: storeID, primaryKey: key)
     }

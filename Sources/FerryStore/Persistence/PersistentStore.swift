@@ -28,6 +28,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// The origin URI of every object here that was inserted in another store
     /// (objects born here are named by their own URI). Empty by default.
     func originURIs() throws -> [ObjectID: String]
+    /// The local ID of the object an origin URI names, when it came from another
+    /// store (or was brought back on a new row); nil otherwise. Nil by default.
+    func localObjectID(forOriginURI uri: String) throws -> ObjectID?
     /// The current rows for these IDs; IDs whose row does not exist are absent.
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]
     /// The members of a to-many relationship of a saved object, in order for ordered relationships.
@@ -49,6 +52,7 @@ public enum FetchedValue: Sendable, Hashable {
 
 extension PersistentStore {
     public func originURIs() throws -> [ObjectID: String] { [:] }
+    public func localObjectID(forOriginURI uri: String) throws -> ObjectID? { nil }
 
     /// Reads the matching rows, then follows each key path's to-one hops with
     /// ``rows(for:)``, one batch per hop.

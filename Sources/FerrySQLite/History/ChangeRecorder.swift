@@ -55,6 +55,9 @@ struct ChangeRecorder {
             }
         }
         var names = OriginNames(layout: layout, db: db)
+        for (insert, id) in zip(request.inserts, insertedIDs) {
+            if let uri = replay.originURIs[insert.objectID] { names.remember(uri, for: id) }
+        }
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
         let incoming = replay.changeSet
         try log.receive(incoming.timestamp)
@@ -303,11 +306,11 @@ struct OriginNames {
     }
 
     mutating func uri(of id: ObjectID) throws -> String {
+        if let known = cache[id] { return known }
         if hasForeignObjects == nil {
             hasForeignObjects = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT)") ?? false
         }
         guard hasForeignObjects == true else { return localURI(of: id) }
-        if let known = cache[id] { return known }
         var uri = localURI(of: id)
         if let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
            let mapped = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),
@@ -316,6 +319,11 @@ struct OriginNames {
         }
         cache[id] = uri
         return uri
+    }
+
+    /// Records a known origin URI (objects a replay just inserted).
+    mutating func remember(_ uri: String, for id: ObjectID) {
+        cache[id] = uri
     }
 
     /// The object's own URI, from its entity's cached prefix.

@@ -71,7 +71,7 @@ public enum ChangeSetCodec {
         if let deps = json["deps"] {
             guard let members = deps.objectMembers else { throw ChangeSetError.malformed("'deps' must be an object of store UUIDs to sequence numbers") }
             for (key, value) in members {
-                guard let store = UUID(uuidString: key), case .integer(let number) = value, number >= 1 else {
+                guard let store = ObjectURIComponents.uuid(key), case .integer(let number) = value, number >= 1 else {
                     throw ChangeSetError.malformed("'deps' entry '\(key)' must map a store UUID to a sequence number ≥ 1")
                 }
                 dependencies[store] = number
@@ -162,7 +162,7 @@ public enum ChangeSetCodec {
     }
 
     private static func uuid(_ json: JSONValue?, _ field: String) throws(ChangeSetError) -> UUID {
-        guard let text = json?.stringValue, let value = UUID(uuidString: text) else {
+        guard let text = json?.stringValue, let value = ObjectURIComponents.uuid(text) else {
             throw ChangeSetError.malformed("'\(field)' must be a store UUID")
         }
         return value

@@ -88,30 +88,82 @@ package struct ObjectURIComponents: Equatable {
     package var primaryKey: Int64?
 
     /// Splits `x-coredata://<UUID>/<Entity>/p<N>` (or the temporary form).
+    /// Works on the UTF-8 bytes: replay parses several URIs per object.
     package static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
-        let scheme = "x-coredata://"
-        guard text.hasPrefix(scheme) else {
+        let bytes = Array(text.utf8)
+        let scheme = Array("x-coredata://".utf8)
+        guard bytes.count >= scheme.count, bytes[0..<scheme.count].elementsEqual(scheme) else {
             return .failure(.malformed(text, "it must start with x-coredata://"))
         }
-        let parts = text.dropFirst(scheme.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3 else {
+        let slash = UInt8(ascii: "/")
+        var slashes: [Int] = []
+        for index in scheme.count..<bytes.count where bytes[index] == slash { slashes.append(index) }
+        guard slashes.count == 2 else {
             return .failure(.malformed(text, "expected x-coredata://<STORE-UUID>/<Entity>/p<N>"))
         }
-        let (host, entity, reference) = (parts[0], parts[1], parts[2])
-        guard !entity.isEmpty else { return .failure(.malformed(text, "the entity name is empty")) }
+        let host = bytes[scheme.count..<slashes[0]]
+        let entityBytes = bytes[(slashes[0] + 1)..<slashes[1]]
+        let reference = bytes[(slashes[1] + 1)...]
+        guard !entityBytes.isEmpty else { return .failure(.malformed(text, "the entity name is empty")) }
+        let entity = String(decoding: entityBytes, as: UTF8.self)
         if host.isEmpty {
-            guard reference.hasPrefix("t"), reference.count > 37, UUID(uuidString: String(reference.dropFirst().prefix(36))) != nil else {
+            guard reference.first == UInt8(ascii: "t"), reference.count > 37,
+                  uuid(String(decoding: reference.dropFirst().prefix(36), as: UTF8.self)) != nil else {
                 return .failure(.malformed(text, "a URI without a store UUID must be a temporary ID t<UUID><N>"))
             }
             return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil))
         }
-        guard let store = UUID(uuidString: host) else {
-            return .failure(.malformed(text, "'\(host)' is not a store UUID"))
+        guard let store = uuid(bytes: host) else {
+            return .failure(.malformed(text, "'\(String(decoding: host, as: UTF8.self))' is not a store UUID"))
         }
-        guard reference.hasPrefix("p"), let key = Int64(reference.dropFirst()), key > 0 else {
+        var key: Int64 = 0
+        guard reference.first == UInt8(ascii: "p"), reference.count > 1, reference.count <= 19 else {
             return .failure(.malformed(text, "the last part must be p<N> with N a positive row number"))
         }
+        for byte in reference.dropFirst() {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else {
+                return .failure(.malformed(text, "the last part must be p<N> with N a positive row number"))
+            }
+            key = key * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        guard key > 0 else { return .failure(.malformed(text, "the last part must be p<N> with N a positive row number")) }
         return .success(ObjectURIComponents(store: store, entityName: entity, primaryKey: key))
+    }
+
+    /// Parses the 36-character UUID form (8-4-4-4-12 hex digits, either case).
+    /// Foundation's `UUID(uuidString:)` goes through `sscanf` on Linux, which
+    /// dominated URI parsing during replay.
+    package static func uuid(_ text: String) -> UUID? {
+        uuid(bytes: Array(text.utf8)[...])
+    }
+
+    private static func uuid(bytes source: ArraySlice<UInt8>) -> UUID? {
+        let utf8 = Array(source)
+        guard utf8.count == 36 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var byteIndex = 0
+        var position = 0
+        while position < 36 {
+            if position == 8 || position == 13 || position == 18 || position == 23 {
+                guard utf8[position] == UInt8(ascii: "-") else { return nil }
+                position += 1
+                continue
+            }
+            guard let high = hexValue(utf8[position]), let low = hexValue(utf8[position + 1]) else { return nil }
+            bytes[byteIndex] = high << 4 | low
+            byteIndex += 1
+            position += 2
+        }
+        return UUID(bytes: bytes)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }
 

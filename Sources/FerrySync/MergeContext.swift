@@ -121,6 +121,8 @@ struct MergeContext {
 
     private mutating func write(_ change: ObjectChange, to target: ManagedObject, isNew: Bool) throws {
         guard !target.isDeleted else { return }
+        // A plain insert needs no clocks (every later write follows it); a resurrected object does.
+        let clocked = !isNew || annotation.resurrected.contains(target.objectID)
         for (name, value) in change.values.sorted(by: { $0.key < $1.key }) {
             guard try isNew || wins(target, name) else { continue }
             switch value {
@@ -138,14 +140,14 @@ struct MergeContext {
                 if target.isDeleted { return }
                 try target.setToOneValue(destination, forKey: name)
             }
-            annotation.writes[target.objectID, default: []].insert(name)
+            if clocked { annotation.writes[target.objectID, default: []].insert(name) }
             if target.isDeleted { return }
         }
         for (relationship, uris) in change.added.sorted(by: { $0.key < $1.key }) {
             for uri in uris.sorted() {
                 let key = relationship + " " + uri
                 guard try isNew || wins(target, key) else { continue }
-                annotation.writes[target.objectID, default: []].insert(key)
+                if clocked { annotation.writes[target.objectID, default: []].insert(key) }
                 guard let member = try reference(uri, from: target, relationship: relationship) else { continue }
                 try target.mutableSetValue(forKey: relationship).insert(member)
                 if target.isDeleted { return }
@@ -155,7 +157,7 @@ struct MergeContext {
             for uri in uris.sorted() {
                 let key = relationship + " " + uri
                 guard try isNew || wins(target, key) else { continue }
-                annotation.writes[target.objectID, default: []].insert(key)
+                if clocked { annotation.writes[target.objectID, default: []].insert(key) }
                 guard try !isBuried(uri), let member = try object(uri) else { continue }
                 try target.mutableSetValue(forKey: relationship).remove(member)
             }

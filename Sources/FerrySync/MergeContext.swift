@@ -243,3 +243,15 @@ struct MergeContext {
         return found
     }
 }
+
+/// Why a change set cannot be merged as it is (it is quarantined with this reason).
+enum MergeProblem: Error, CustomStringConvertible {
+    case unknownObject(String, place: String)
+
+    var description: String {
+        switch self {
+        case .unknownObject(let uri, let place):
+            "\(place) refers to \(uri), which this store has never received"
+        }
+    }
+}

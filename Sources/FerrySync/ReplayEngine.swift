@@ -198,18 +198,3 @@ public struct ReplayEngine: Sendable {
         throw ReplayError.busy(origin: changeSet.origin, sequence: changeSet.sequence)
     }
 }
-
-/// Why a change set cannot be merged as it is (it is quarantined with this reason).
-enum MergeProblem: Error, CustomStringConvertible {
-    case unknownObject(String, place: String)
-    case deniedReference(from: String, to: String, relationship: String)
-
-    var description: String {
-        switch self {
-        case .unknownObject(let uri, let place):
-            "\(place) refers to \(uri), which this store has never received"
-        case .deniedReference(let from, let to, let relationship):
-            "\(from) refers to \(to) through '\(relationship)', but \(to) was deleted here and its delete rule is Deny"
-        }
-    }
-}

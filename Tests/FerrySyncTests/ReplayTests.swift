@@ -126,3 +126,37 @@ struct IdentityTests {
         #expect(throws: ContextError.self) { try context.existingObject(withURI: stranger) }
     }
 }
+
+@Suite("Held change sets and clocks")
+struct HeldAndClockTests {
+    @Test("A change set of another model version is held, listed with the reason, and never applied or dropped")
+    func otherModel() throws {
+        let model = try SampleModels.load("OrgChart")
+        let replica = try Replica(model: model)
+        let origin = UUID(uuidString: "0000000A-0000-4000-8000-000000000001") ?? UUID()
+        let line = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(origin.uuidString)/Person/p1","values":{"name":"Ann"}}],"format":1,"hlc":65536000,"model":"an-older-model","origin":"\#(origin.uuidString)","seq":1}"#
+        let report = try replica.engine.apply(lines: [line])
+        #expect(report.waiting == 1 && report.applied == 0 && report.duplicate == 0)
+        let held = try replica.engine.heldChangeSets()
+        #expect(held.count == 1)
+        #expect(held.first?.reason.contains("made with model an-older-model") == true)
+        #expect(try replica.dump().isEmpty)
+        #expect(try replica.store.historyState().vector[origin] == nil, "not taken in: it stays held until a store with that model applies it")
+        // Delivered again: still one held copy.
+        _ = try replica.engine.apply(lines: [line])
+        #expect(try replica.engine.heldChangeSets().count == 1)
+    }
+
+    @Test("The hybrid logical clock never goes back, even when the wall clock does")
+    func monotonic() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        let first = HybridTimestamp.next(after: .zero, now: now)
+        #expect(first.milliseconds == 1_700_000_000_000 && first.counter == 0)
+        let second = HybridTimestamp.next(after: first, now: now)
+        #expect(second > first && second.counter == 1)
+        let stepBack = HybridTimestamp.next(after: second, now: now.addingTimeInterval(-60))
+        #expect(stepBack > second && stepBack.milliseconds == first.milliseconds, "a clock stepped back keeps counting on the last time")
+        let later = HybridTimestamp.next(after: stepBack, now: now.addingTimeInterval(1))
+        #expect(later.milliseconds == 1_700_000_001_000 && later.counter == 0)
+    }
+}

@@ -33,11 +33,7 @@ enum ReplayWorkload {
             bestRaw = min(bestRaw, raw)
             print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry replay %.3f s", run, raw, replay))
         }
-        let rawRate = Double(settings.count) / bestRaw
-        let replayRate = Double(settings.count) / bestReplay
-        print(String(format: "raw sqlite3 prepared statements: %10.0f objects/s", rawRate))
-        print(String(format: "Ferry replay (ReplayEngine):     %10.0f objects/s", replayRate))
-        print(String(format: "ratio replay/raw: %.2fx (target >= 0.50x)", replayRate / rawRate))
+        printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestReplay, ferryLabel: "Ferry replay (ReplayEngine):")
 
         try latencyDuringReplay(lines: lines, model: model, directory: directory)
     }

@@ -40,6 +40,15 @@ struct Settings {
     }
 }
 
+/// Prints both sides' rates and their ratio against the 0.5x target.
+func printRates(count: Int, rawSeconds: Double, ferrySeconds: Double, ferryLabel: String) {
+    let rawRate = Double(count) / rawSeconds
+    let ferryRate = Double(count) / ferrySeconds
+    print(String(format: "raw sqlite3 prepared statements: %10.0f objects/s", rawRate))
+    print(ferryLabel.padding(toLength: 33, withPad: " ", startingAt: 0) + String(format: "%10.0f objects/s", ferryRate))
+    print(String(format: "ratio Ferry/raw: %.2fx (target >= 0.50x)", ferryRate / rawRate))
+}
+
 /// The manager of person i is person i/10: a tree with fan-out 10, always an earlier object.
 func managerIndex(of index: Int) -> Int? { index == 0 ? nil : index / 10 }
 
@@ -171,11 +180,7 @@ do {
         bestFerry = min(bestFerry, ferry)
         print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry %.3f s", run, raw, ferry))
     }
-    let rawRate = Double(settings.count) / bestRaw
-    let ferryRate = Double(settings.count) / bestFerry
-    print(String(format: "raw sqlite3 prepared statements: %10.0f objects/s", rawRate))
-    print(String(format: "Ferry context + SQLiteStore:     %10.0f objects/s", ferryRate))
-    print(String(format: "ratio Ferry/raw: %.2fx (target >= 0.50x)", ferryRate / rawRate))
+    printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestFerry, ferryLabel: "Ferry context + SQLiteStore:")
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

@@ -10,17 +10,7 @@ import FerryTestSupport
 /// to SQL on one side, evaluated in memory on the other) return the same objects.
 @Suite("Store parity: in-memory and SQLite agree")
 struct StoreParityTests {
-    /// A small deterministic generator (SplitMix64), so a failing seed can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Generator = SeededGenerator
 
     // Includes LIKE metacharacters, the Kelvin sign (U+212A), which folds to "k", ß (folds to "ss"),
     // and an "o" followed by a combining diaeresis (so "Jo\u{308}" does not begin with "Jo").
@@ -132,7 +122,7 @@ struct StoreParityTests {
     @Test("Random saves and random queries agree", arguments: [1, 2, 3, 4, 5] as [UInt64])
     func parity(seed: UInt64) throws {
         print("StoreParityTests seed \(seed)")
-        var random = Generator(state: seed)
+        var random = Generator(seed: seed)
         let model = try SampleModels.load("OrgChart")
         let memory = try TestContainer(model: model, kind: .memory)
         let sqlite = try TestContainer(model: model, kind: .sqlite)

@@ -14,16 +14,7 @@ import FerryTestSupport
 /// names its seed, and `FERRY_SEED=S` replays that one.
 @Suite("Convergence of random replicas")
 struct ConvergenceTests {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Generator = SeededGenerator
 
     static let seeds: [UInt64] = {
         let environment = ProcessInfo.processInfo.environment
@@ -129,7 +120,7 @@ struct ConvergenceTests {
 
     @Test("Random operations and exchanges converge", arguments: seeds)
     func converge(seed: UInt64) throws {
-        var random = Generator(state: seed)
+        var random = Generator(seed: seed)
         let workload: Workload = [.orgChart, .company, .departments][Int(seed % 3)]
         let model = switch workload {
         case .orgChart: Self.orgChart

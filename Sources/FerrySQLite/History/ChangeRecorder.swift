@@ -58,7 +58,8 @@ struct ChangeRecorder {
         for (insert, id) in zip(request.inserts, insertedIDs) {
             if let uri = replay.originURIs[insert.objectID] { names.remember(uri, for: id) }
         }
-        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
+        // Plain inserts of the change set are recorded by its own text: no entries for them.
+        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts)
         let incoming = replay.changeSet
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
@@ -212,7 +213,7 @@ struct ChangeRecorder {
 
     /// The recorded changes of a save, object by object.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames) throws -> [Entry] {
+                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = []) throws -> [Entry] {
         var entries: [Entry] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
         var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
@@ -223,7 +224,7 @@ struct ChangeRecorder {
             if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
             if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
         }
-        for (insert, id) in zip(request.inserts, insertedIDs) {
+        for (insert, id) in zip(request.inserts, insertedIDs) where !skipped.contains(id) {
             guard let plan = layout.plans[id.entityName] else { continue }
             var values: [(String, ChangeValue)] = []
             values.reserveCapacity(plan.recordedProperties.count)

@@ -80,14 +80,23 @@ public enum ChangeSetCodec {
         guard case .array(let items)? = json["changes"] else { throw ChangeSetError.malformed("'changes' must be an array") }
         var changes: [ObjectChange] = []
         changes.reserveCapacity(items.count)
+        var checked = CheckedURIs()
         for (index, item) in items.enumerated() {
-            changes.append(try decodeChange(item, at: index, model: model))
+            changes.append(try decodeChange(item, at: index, model: model, checked: &checked))
         }
         return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
                                     contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
     }
 
-    private static func decodeChange(_ json: JSONValue, at index: Int, model: ManagedObjectModel) throws(ChangeSetError) -> ObjectChange {
+    /// URIs already found well formed, by the entity they were checked against
+    /// (a change set names the same objects many times).
+    struct CheckedURIs {
+        var exact = Set<String>()
+        var family: [String: Set<String>] = [:]
+    }
+
+    private static func decodeChange(_ json: JSONValue, at index: Int, model: ManagedObjectModel,
+                                     checked: inout CheckedURIs) throws(ChangeSetError) -> ObjectChange {
         let place = "changes[\(index)]"
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place) must be an object") }
         guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
@@ -97,12 +106,12 @@ public enum ChangeSetCodec {
             throw ChangeSetError.unknownEntity(place: place, entity: json["entity"]?.stringValue ?? "(missing)")
         }
         guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place).uri is missing") }
-        try checkURI(uri, entity: entity, model: model, place: "\(place).uri")
+        try checkURI(uri, entity: entity, model: model, place: "\(place).uri", checked: &checked)
         var change = ObjectChange(kind: kind, uri: uri, entity: entityName)
         if let values = json[kind == .delete ? "tombstone" : "values"] {
             guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place).values must be an object") }
             for (key, value) in members {
-                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: "\(place).values.\(key)")
+                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: "\(place).values.\(key)", checked: &checked)
             }
         }
         for (field, target) in [("added", \ObjectChange.added), ("removed", \ObjectChange.removed)] as [(String, WritableKeyPath<ObjectChange, [String: [String]]>)] {
@@ -117,7 +126,7 @@ public enum ChangeSetCodec {
                 var uris: [String] = []
                 for element in elements {
                     guard let member = element.stringValue else { throw ChangeSetError.malformed("\(place).\(field).\(key) must hold URI strings") }
-                    try checkURI(member, entity: destination, model: model, place: "\(place).\(field).\(key)", family: true)
+                    try checkURI(member, entity: destination, model: model, place: "\(place).\(field).\(key)", family: true, checked: &checked)
                     uris.append(member)
                 }
                 change[keyPath: target][key] = uris
@@ -127,7 +136,7 @@ public enum ChangeSetCodec {
     }
 
     private static func decodeValue(_ json: JSONValue, key: String, entity: EntityDescription, model: ManagedObjectModel,
-                                    place: String) throws(ChangeSetError) -> ChangeValue {
+                                    place: String, checked: inout CheckedURIs) throws(ChangeSetError) -> ChangeValue {
         switch entity.property(named: key) {
         case .attribute(let attribute)? where !attribute.isTransient:
             switch AttributeJSON.decode(json, as: attribute.type) {
@@ -139,7 +148,7 @@ public enum ChangeSetCodec {
             guard let uri = json.stringValue, let destination = model.entity(named: relationship.destinationEntityName) else {
                 throw ChangeSetError.wrongType(place: place, message: "a to-one relationship takes an object URI or null; got \(json.kindName)")
             }
-            try checkURI(uri, entity: destination, model: model, place: place, family: true)
+            try checkURI(uri, entity: destination, model: model, place: place, family: true, checked: &checked)
             return .object(uri)
         default:
             throw ChangeSetError.unknownProperty(place: place, entity: entity.name, property: key)
@@ -148,7 +157,11 @@ public enum ChangeSetCodec {
 
     /// A permanent object URI of `entity` (or, with `family`, of one of its subentities).
     private static func checkURI(_ uri: String, entity: EntityDescription, model: ManagedObjectModel, place: String,
-                                 family: Bool = false) throws(ChangeSetError) {
+                                 family: Bool = false, checked: inout CheckedURIs) throws(ChangeSetError) {
+        if family ? checked.family[entity.name]?.contains(uri) == true : checked.exact.contains(uri) { return }
+        defer {
+            if family { checked.family[entity.name, default: []].insert(uri) } else { checked.exact.insert(uri) }
+        }
         switch ObjectURIComponents.parse(uri) {
         case .failure(let error):
             throw ChangeSetError.badURI(place: place, message: error.description)

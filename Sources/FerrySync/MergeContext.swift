@@ -31,8 +31,6 @@ struct MergeContext {
         objects.first { $0.value.objectID == id }?.key
     }
 
-    private static let existence = "#exists"
-
     /// Whether this change set's clock is later than (timestamp, origin).
     private func isLater(than timestamp: HybridTimestamp, _ origin: UUID) -> Bool {
         if changeSet.timestamp != timestamp { return changeSet.timestamp > timestamp }
@@ -76,7 +74,7 @@ struct MergeContext {
                 if let target = try object(change.uri) {
                     if refusedDeletes.contains(change.uri) {
                         annotation.restored.insert(target.objectID)
-                    } else if let kept = try store.lastWrite(of: target.objectID, property: Self.existence), !isLater(than: kept.timestamp, kept.origin) {
+                    } else if let kept = try store.lastWrite(of: target.objectID, property: ReplayAnnotation.existenceKey), !isLater(than: kept.timestamp, kept.origin) {
                         continue  // restored after this delete was made
                     } else if !target.isDeleted {
                         context.delete(target)
@@ -100,10 +98,10 @@ struct MergeContext {
             let target = try resurrect(change.uri, entity: change.entity)
             try write(change, to: target, isNew: true)
             annotation.writes[target.objectID, default: []].formUnion(change.values.keys)
-            annotation.writes[target.objectID, default: []].insert(Self.existence)
+            annotation.writes[target.objectID, default: []].insert(ReplayAnnotation.existenceKey)
         } else if let target = try object(change.uri) {
             try write(change, to: target, isNew: false)
-            if try wins(target, Self.existence) { annotation.writes[target.objectID, default: []].insert(Self.existence) }
+            if try wins(target, ReplayAnnotation.existenceKey) { annotation.writes[target.objectID, default: []].insert(ReplayAnnotation.existenceKey) }
         }
     }
 

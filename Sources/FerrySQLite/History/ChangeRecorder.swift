@@ -17,15 +17,18 @@ struct ChangeRecorder {
     /// The last values of rows about to be deleted, read before the delete.
     func snapshots(of deletes: [SaveRequest.Delete], in db: Database) throws -> [ObjectID: RowSnapshot] {
         var result: [ObjectID: RowSnapshot] = [:]
-        let box = UUIDBox(value: store)
         for delete in deletes {
-            guard let plan = layout.plans[delete.objectID.entityName], let key = delete.objectID.primaryKey else { continue }
-            let sql = "SELECT \(layout.selectList(ofTable: plan.table, alias: "t0")) FROM \(plan.table) t0 WHERE t0.Z_PK = ?"
-            if let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key]), let snapshot = layout.snapshot(from: row, store: box) {
-                result[delete.objectID] = snapshot
-            }
+            if let snapshot = try snapshot(of: delete.objectID, in: db) { result[delete.objectID] = snapshot }
         }
         return result
+    }
+
+    /// One row's current values, read inside the transaction.
+    private func snapshot(of id: ObjectID, in db: Database) throws -> RowSnapshot? {
+        guard let plan = layout.plans[id.entityName], let key = id.primaryKey else { return nil }
+        let sql = "SELECT \(layout.selectList(ofTable: plan.table, alias: "t0")) FROM \(plan.table) t0 WHERE t0.Z_PK = ?"
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key]) else { return nil }
+        return layout.snapshot(from: row, store: UUIDBox(value: store))
     }
 
     /// Records a save: a local save becomes a new change set of this store; a
@@ -42,21 +45,19 @@ struct ChangeRecorder {
             return
         }
         // Objects born elsewhere keep their origin URI; resurrected ones get their URI back.
+        var names = OriginNames(layout: layout, db: db)
         var plainInserts = Set<ObjectID>()
         var resurrected = Set<ObjectID>()
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             try log.map(uri: uri, root: root, key: key)
+            names.remember(uri, for: id)
             if replay.resurrected.contains(insert.objectID) {
                 try log.unbury(uri)
                 resurrected.insert(id)
             } else {
                 plainInserts.insert(id)
             }
-        }
-        var names = OriginNames(layout: layout, db: db)
-        for (insert, id) in zip(request.inserts, insertedIDs) {
-            if let uri = replay.originURIs[insert.objectID] { names.remember(uri, for: id) }
         }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts)
@@ -104,9 +105,7 @@ struct ChangeRecorder {
         }
         // Objects kept or brought back for a Deny rule: a restore with all their values.
         for id in restored.sorted(by: { $0.uriString < $1.uriString }) {
-            guard let plan = layout.plans[id.entityName], let key = id.primaryKey else { continue }
-            let sql = "SELECT \(layout.selectList(ofTable: plan.table, alias: "t0")) FROM \(plan.table) t0 WHERE t0.Z_PK = ?"
-            guard let row = try Row.fetchOne(db, sql: sql, arguments: [key]), let snapshot = layout.snapshot(from: row, store: UUIDBox(value: store)) else { continue }
+            guard let plan = layout.plans[id.entityName], let snapshot = try snapshot(of: id, in: db) else { continue }
             var values: [String: ChangeValue] = [:]
             for property in plan.recordedProperties {
                 if property.isToOne {
@@ -116,16 +115,13 @@ struct ChangeRecorder {
                 }
             }
             derived.append(Entry(id: id, change: ObjectChange(kind: .restore, uri: try names.uri(of: id), entity: id.entityName, values: values),
-                                 clocked: Array(values.keys) + [Self.existence]))
+                                 clocked: Array(values.keys) + [ReplayAnnotation.existenceKey]))
         }
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
         }
         try appendLocal(derived, repairDeletes: replay.repairDeletes, author: "ferry-replay", contextName: nil, log: log)
     }
-
-    /// The clock key of an object's existence, set by restores.
-    static let existence = "#exists"
 
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.

@@ -204,6 +204,9 @@ public struct ReplayAnnotation: Sendable {
     /// was refused by Deny, or a deleted object came back for a Deny reference.
     public var restored: Set<ObjectID> = []
 
+    /// The clock key of an object's existence (set by restores, compared by deletes).
+    public static let existenceKey = "#exists"
+
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {
         self.changeSet = changeSet

@@ -165,8 +165,7 @@ struct MergeContext {
     /// Whether this change set's write of `property` beats the last one applied here.
     private func wins(_ target: ManagedObject, _ property: String) throws -> Bool {
         guard !target.isInserted, let last = try store.lastWrite(of: target.objectID, property: property) else { return true }
-        if changeSet.timestamp != last.timestamp { return changeSet.timestamp > last.timestamp }
-        return changeSet.origin.uuidString > last.origin.uuidString
+        return isLater(than: last.timestamp, last.origin)
     }
 
     /// The object a reference points to; nil when it was deleted here, after

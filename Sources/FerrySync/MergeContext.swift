@@ -211,6 +211,18 @@ struct MergeContext {
         for uri in uris { buried[uri] = found.buried.contains(uri) }
         mapped = found.mapped
         known = uris
+        // Load the objects that exist here in one read, rather than one read each.
+        let existing = uris.compactMap { uri -> ObjectID? in
+            guard !found.buried.contains(uri) else { return nil }
+            return found.mapped[uri] ?? ownObjectID(uri)
+        }
+        try context.registerExisting(existing)
+    }
+
+    /// The ID a URI of this store names (before any mapping).
+    private func ownObjectID(_ uri: String) -> ObjectID? {
+        guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == store.identifier, let key = parts.primaryKey else { return nil }
+        return .permanent(entityName: parts.entityName, store: store.identifier, primaryKey: key)
     }
 
     private mutating func isBuried(_ uri: String) throws -> Bool {
@@ -225,13 +237,7 @@ struct MergeContext {
         let id: ObjectID?
         if known.contains(uri) {
             // Prefetched: mapped rows, else this store's own URIs.
-            if let local = mapped[uri] {
-                id = local
-            } else if case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == store.identifier, let key = parts.primaryKey {
-                id = .permanent(entityName: parts.entityName, store: store.identifier, primaryKey: key)
-            } else {
-                id = nil
-            }
+            id = mapped[uri] ?? ownObjectID(uri)
         } else {
             id = try store.localObjectID(forOriginURI: uri)
         }

@@ -152,6 +152,16 @@ public final class ManagedObjectContext {
         return register(row)
     }
 
+    /// Loads and registers the objects of these IDs that the context does not
+    /// hold yet, in one store read (replay looks up many objects per change set).
+    package func registerExisting(_ ids: [ObjectID]) throws {
+        let missing = ids.filter { !$0.isTemporaryID && registeredObject(for: $0) == nil }
+        guard !missing.isEmpty else { return }
+        for row in try store.rows(for: missing).values where registeredObject(for: row.objectID) == nil {
+            register(row)
+        }
+    }
+
     /// Resolves a URI (permanent form) and returns the existing object.
     public func existingObject(withURI uri: String) throws(ContextError) -> ManagedObject {
         try existingObject(with: container.managedObjectID(forURIString: uri))

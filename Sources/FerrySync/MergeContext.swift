@@ -54,6 +54,7 @@ struct MergeContext {
         for change in changeSet.changes where change.kind == .insert {
             guard try !isBuried(change.uri), try object(change.uri) == nil else { continue }
             let inserted = try context.insert(entityName: change.entity)
+            try clearDefaults(of: inserted, keeping: change.values)
             objects[change.uri] = inserted
             annotation.originURIs[inserted.objectID] = change.uri
         }
@@ -96,12 +97,21 @@ struct MergeContext {
         if try isBuried(change.uri) {
             guard let tombstone = try store.tombstone(of: change.uri), isLater(than: tombstone.timestamp, tombstone.origin) else { return }
             let target = try resurrect(change.uri, entity: change.entity)
+            try clearDefaults(of: target, keeping: change.values)
             try write(change, to: target, isNew: true)
             annotation.writes[target.objectID, default: []].formUnion(change.values.keys)
             annotation.writes[target.objectID, default: []].insert(ReplayAnnotation.existenceKey)
         } else if let target = try object(change.uri) {
             try write(change, to: target, isNew: false)
             if try wins(target, ReplayAnnotation.existenceKey) { annotation.writes[target.objectID, default: []].insert(ReplayAnnotation.existenceKey) }
+        }
+    }
+
+    /// Inserts, restores and tombstones carry every non-nil value, so a default
+    /// they leave out was set to nil where they were made: a new object here must not keep it.
+    private func clearDefaults(of object: ManagedObject, keeping values: [String: ChangeValue]) throws {
+        for attribute in object.entity.attributes where attribute.defaultValue != nil && !attribute.isTransient && values[attribute.name] == nil {
+            try object.setAttributeValue(nil, forKey: attribute.name)
         }
     }
 
@@ -185,6 +195,7 @@ struct MergeContext {
             guard try isBuried(uri), let tombstone = try store.tombstone(of: uri) else { return nil }
             let restored = try resurrect(uri, entity: tombstone.entity)
             annotation.restored.insert(restored.objectID)
+            try clearDefaults(of: restored, keeping: tombstone.values)
             try write(ObjectChange(kind: .restore, uri: uri, entity: tombstone.entity, values: tombstone.values), to: restored, isNew: true)
             return restored
         default:

@@ -23,6 +23,9 @@ public struct ReplayEngine: Sendable {
     /// The store change sets are applied to.
     public let store: SQLiteStore
     private let container: PersistentContainer
+    /// Whether change sets that only insert new objects skip the context
+    /// (``DirectInsertReplay``); tests turn it off to compare the two paths.
+    package var usesDirectInserts = true
 
     /// An engine for `store`.
     public init(store: SQLiteStore) throws {
@@ -159,6 +162,9 @@ public struct ReplayEngine: Sendable {
 
     /// Applies one change set whose predecessors are all here.
     private func replay(_ changeSet: ChangeSet, body: String, retry: Bool = false) throws -> Outcome {
+        if usesDirectInserts, try DirectInsertReplay(store: store, container: container).applyIfEligible(changeSet, body: body, retry: retry) {
+            return .applied
+        }
         var refused = Set<String>()
         for _ in 0..<8 {
             let context = container.newContext()

@@ -13,9 +13,12 @@ final class Replica {
     let engine: ReplayEngine
     let context: ManagedObjectContext
 
-    init(model: ManagedObjectModel, identifier: UUID? = nil) throws {
+    /// `directInserts: false` merges every change set through a context (no fast path).
+    init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true) throws {
         store = try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
-        engine = try ReplayEngine(store: store)
+        var engine = try ReplayEngine(store: store)
+        engine.usesDirectInserts = directInserts
+        self.engine = engine
         context = try PersistentContainer(store: store).newContext()
     }
 

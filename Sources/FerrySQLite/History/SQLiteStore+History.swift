@@ -210,23 +210,35 @@ extension SQLiteStore {
     package func lookUp(originURIs uris: Set<String>) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
         guard !uris.isEmpty else { return ([], [:]) }
         let store = identifier
-        let list = Array(uris)
+        // The URIs go in as one JSON array, so that one cached statement serves any number of them.
+        var list = "["
+        list.reserveCapacity(uris.count * 64)
+        for uri in uris {
+            if list.utf8.count > 1 { list += "," }
+            list += "\""
+            if uri.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
+                for scalar in uri.unicodeScalars {
+                    let needsEscape = scalar == "\"" || scalar == "\\" || scalar.value < 0x20
+                    list += needsEscape ? String(format: "\\u%04x", scalar.value) : String(scalar)
+                }
+            } else {
+                list += uri
+            }
+            list += "\""
+        }
+        list += "]"
         return try read { db in
             var buried = Set<String>()
             var mapped: [String: ObjectID] = [:]
-            for start in stride(from: 0, to: list.count, by: 500) {
-                let chunk = Array(list[start..<min(start + 500, list.count)])
-                let placeholders = chunk.map { _ in "?" }.joined(separator: ",")
-                for uri in try String.fetchAll(db, sql: "SELECT Z_URI FROM Z_FERRY_TOMBSTONE WHERE Z_URI IN (\(placeholders))",
-                                               arguments: StatementArguments(chunk)) {
-                    buried.insert(uri)
-                }
-                for row in try Row.fetchAll(db, sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI IN (\(placeholders))",
-                                            arguments: StatementArguments(chunk)) {
-                    let uri: String = row[0]
-                    guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
-                    mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row[1])
-                }
+            let tombstones = try db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_TOMBSTONE WHERE Z_URI IN (SELECT value FROM json_each(?))")
+            for uri in try String.fetchAll(tombstones, arguments: [list]) {
+                buried.insert(uri)
+            }
+            let objects = try db.cachedStatement(sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI IN (SELECT value FROM json_each(?))")
+            for row in try Row.fetchAll(objects, arguments: [list]) {
+                let uri: String = row[0]
+                guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
+                mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row[1])
             }
             return (buried, mapped)
         }

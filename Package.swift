@@ -11,11 +11,17 @@ let package = Package(
         .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerrySQLite", targets: ["FerrySQLite"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
+        .library(name: "FerryServer", targets: ["FerryServer"]),
+        .library(name: "FerryDaemon", targets: ["FerryDaemon"]),
         .executable(name: "ferry", targets: ["ferry"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -31,13 +37,34 @@ let package = Package(
         ),
         // Merging change sets from other stores.
         .target(name: "FerrySync", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
+        // The HTTP API of docs/PROTOCOL.md and docs/openapi.yaml (Hummingbird 2).
+        .target(
+            name: "FerryServer",
+            dependencies: [
+                "FerryStore", "FerrySQLite", "FerrySync",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The long-running daemon: configuration, peers, the sync loop, the server, systemd notification.
+        .target(
+            name: "FerryDaemon",
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Command implementations live in a library so the tests can reach their
         // helpers; the `ferry` executable is only `@main`.
         .target(
             name: "FerryCLI",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
@@ -58,6 +85,7 @@ let package = Package(
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "FerryDaemonTests", dependencies: ["FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// The `ferry` command line: operator and test tools for Ferry stores.
-public struct FerryCommand: ParsableCommand {
+public struct FerryCommand: AsyncParsableCommand {
     /// The command's name, help and subcommands.
     public static let configuration = CommandConfiguration(
         commandName: "ferry",
@@ -11,7 +11,8 @@ public struct FerryCommand: ParsableCommand {
             or a save refused by validation or a Deny rule), 64 for a usage error.
             """,
         subcommands: [ModelCommand.self, InitCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self,
-                      StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self]
+                      StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self,
+                      RunCommand.self, SyncNowCommand.self, StatusCommand.self]
     )
 
     /// Creates the command (argument parsing fills it in).

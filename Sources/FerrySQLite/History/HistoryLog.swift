@@ -97,20 +97,28 @@ struct HistoryLog {
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).
     func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
+        try page(after: vector, cursor: 0, limit: limit).lines
+    }
+
+    /// The change sets not covered by `vector` with a rank above `cursor`, in
+    /// rank order, and the rank of the last one (the cursor for the next page).
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws -> (lines: [String], cursor: Int64) {
         for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
         }
         var result: [String] = []
-        let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET ORDER BY Z_RANK"
-        let cursor = try Row.fetchCursor(db, sql: sql)
-        while let row = try cursor.next() {
+        var last = cursor
+        let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY, Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK"
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: [cursor])
+        while let row = try rows.next() {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
             result.append(row[2])
+            last = row[3]
             if let limit, result.count >= limit { break }
         }
-        return result
+        return (result, last)
     }
 
     // MARK: - Merge metadata

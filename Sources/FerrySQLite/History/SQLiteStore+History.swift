@@ -37,6 +37,14 @@ extension SQLiteStore {
         return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit) }
     }
 
+    /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
+    /// taken in after position `cursor` (0 for the start), and the cursor for
+    /// the next page. Serving a long history page by page keeps memory flat.
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> (lines: [String], cursor: Int64) {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit) }
+    }
+
     /// The change sets not covered by `vector`, decoded.
     public func changeSets(after vector: VersionVector = [:], limit: Int? = nil) throws -> [ChangeSet] {
         try changeSetLines(after: vector, limit: limit).compactMap { line in

@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import Logging
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryServer
+import FerryDaemon
+
+/// Reads `--config`, turning its error into a one-line CLI error.
+func loadConfiguration(_ path: String) throws -> Configuration {
+    do {
+        return try Configuration.load(path: path)
+    } catch {
+        throw CLIError(error.description)
+    }
+}
+
+/// A client for the daemon this configuration describes, with its admin token.
+func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
+    let tokens: AccessTokens
+    do {
+        tokens = try AccessTokens(file: configuration.server.tokensFile)
+    } catch {
+        throw CLIError("server.tokens_file: \(error)")
+    }
+    guard let token = tokens.adminToken else {
+        throw CLIError("\(configuration.server.tokensFile) has no admin token; add a line 'admin TOKEN' so ferry sync-now and status can talk to the daemon")
+    }
+    let host = ["0.0.0.0", "::", "[::]"].contains(configuration.server.host) ? "127.0.0.1" : configuration.server.host
+    guard let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(configuration.server.port)") else {
+        throw CLIError("server.host and server.port do not make a URL")
+    }
+    return PeerClient(baseURL: url, token: token, timeout: 3600)
+}
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the sync daemon in the foreground (what systemd runs).",
+        discussion: "Serves the HTTP API, pushes new change sets to every peer soon after each save, pulls on sync.pull_interval, and stops cleanly on SIGTERM."
+    )
+
+    @Option(name: .long, help: "The configuration file (YAML; see config/ferry.yaml).")
+    var config: String
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+            return handler
+        }
+        let logger = Logger(label: "ferry")
+        do {
+            try await Daemon.run(configuration, logger: logger) { port in
+                // Written straight to the file descriptor: scripts and tests wait for this line.
+                FileHandle.standardOutput.write(Data("ferry: listening on \(configuration.server.host):\(port)\n".utf8))
+            }
+        } catch let error as DaemonError {
+            throw CLIError(error.description)
+        }
+    }
+}
+
+struct SyncNowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-now",
+        abstract: "Sync with the peers now: through the running daemon, or in this process when none runs.",
+        discussion: "Prints one summary line per peer. Exit status 1 when any peer failed."
+    )
+
+    @Option(name: .long, help: "The configuration file (YAML).")
+    var config: String
+
+    @Option(name: .long, help: "Sync with this peer only (its name in the configuration).")
+    var peer: String?
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        if let peer, !configuration.peers.contains(where: { $0.name == peer }) {
+            throw CLIError("no peer named '\(peer)' in \(config); peers: \(configuration.peers.map(\.name).joined(separator: ", "))")
+        }
+        let client = try localDaemonClient(configuration)
+        do {
+            let answer = try await client.requestSync(peer: peer)
+            try report(daemonAnswer: answer, failed: false)
+            return
+        } catch PeerError.failed(502, _) {
+            // Some peer failed: the daemon's answer is still the per-peer summary.
+            throw CLIError("a peer failed; see the lines above, `ferry status --config \(config)` and the daemon's log")
+        } catch PeerError.unreachable {
+            StandardError.write("ferry: no daemon answers on \(client.baseURL.absoluteString); syncing in this process")
+        } catch {
+            throw CLIError("the daemon refused: \(error)")
+        }
+        let parts: Daemon.Parts
+        do {
+            parts = try Daemon.open(configuration, logger: Logger(label: "ferry-sync-now"))
+        } catch {
+            throw CLIError(error.description)
+        }
+        let showProgress = isatty(STDERR_FILENO) == 1
+        let results = await parts.coordinator.round(peer: peer) { line in
+            if showProgress { StandardError.write(line) }
+        }
+        for result in results { print(result.summary) }
+        if results.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+    }
+
+    private func report(daemonAnswer data: Data, failed: Bool) throws {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let peers = object["peers"] as? [[String: Any]] else {
+            throw CLIError("the daemon's answer was not understood: \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+        var anyFailed = false
+        for peer in peers {
+            let name = peer["peer"] as? String ?? "?"
+            func counts(_ key: String) -> String {
+                let counts = peer[key] as? [String: Any] ?? [:]
+                return ["applied", "duplicate", "waiting", "quarantined"].map { "\(counts[$0] as? Int ?? 0) \($0)" }.joined(separator: ", ")
+            }
+            if let error = peer["error"] as? String {
+                anyFailed = true
+                print("\(name): FAILED (\(error)); pulled \(counts("pulled")); pushed \(counts("pushed"))")
+            } else {
+                print("\(name): ok; pulled \(counts("pulled")); pushed \(counts("pushed"))")
+            }
+        }
+        if anyFailed || failed { throw ExitCode(1) }
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the daemon's peers, last successful syncs, lag, and waiting and quarantined change sets.",
+        discussion: "Prints the daemon's status document (JSON). When no daemon runs, prints the store's own state with \"daemon\": \"not running\"."
+    )
+
+    @Option(name: .long, help: "The configuration file (YAML).")
+    var config: String
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        let client = try localDaemonClient(configuration)
+        do {
+            let data = try await client.status()
+            print(String(decoding: data, as: UTF8.self))
+        } catch PeerError.unreachable {
+            let parts: Daemon.Parts
+            do {
+                parts = try Daemon.open(configuration, logger: Logger(label: "ferry-status"))
+            } catch {
+                throw CLIError(error.description)
+            }
+            let local = await parts.coordinator.statusJSON()
+            print(local.dropLast() + #","daemon":"not running"}"#)
+        }
+    }
+}

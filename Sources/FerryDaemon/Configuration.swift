@@ -1,0 +1,232 @@
+import Foundation
+import Yams
+
+/// The daemon's configuration, read from a YAML file (see `config/ferry.yaml`).
+///
+/// Relative paths are resolved against the file's folder. Every scalar key can
+/// be overridden from the environment: `FERRY_` and the key path in capitals
+/// with `_` between the parts, e.g. `FERRY_SERVER_PORT=7401` for `server.port`
+/// or `FERRY_SYNC_PULL_INTERVAL=10` for `sync.pull_interval`.
+public struct Configuration: Sendable, Equatable {
+    /// The local store.
+    public struct Store: Sendable, Equatable {
+        /// The SQLite file (created when missing).
+        public var path: String
+        /// The model: a `.xcdatamodeld` folder, a `.xcdatamodel` folder or its `contents` file.
+        public var model: String
+    }
+
+    /// The HTTP server peers and `ferry sync-now` talk to.
+    public struct Server: Sendable, Equatable {
+        /// The address to listen on (default `127.0.0.1`).
+        public var host: String
+        /// The port (default 7400).
+        public var port: Int
+        /// The file of accepted bearer tokens: one per line, `peer TOKEN` or
+        /// `admin TOKEN` (a line with only a token is a peer token); `#` starts a comment.
+        public var tokensFile: String
+        /// The largest request body accepted, in bytes (default 64 MiB); larger ones get 413.
+        public var maxBodyBytes: Int
+    }
+
+    /// A store this one replicates with.
+    public struct Peer: Sendable, Equatable {
+        /// A short name for logs, `ferry status` and `sync-now --peer`.
+        public var name: String
+        /// The peer's base URL, e.g. `http://10.0.0.2:7400`.
+        public var url: URL
+        /// The file holding the token this store presents to the peer.
+        public var tokenFile: String
+    }
+
+    /// How often and how much to sync.
+    public struct Sync: Sendable, Equatable {
+        /// Seconds between pulls from each peer (default 30), with ±10 % jitter.
+        public var pullInterval: Double
+        /// Change sets per request (default 500).
+        public var batchSize: Int
+        /// Seconds a request may take before it is abandoned and retried (default 30).
+        public var requestTimeout: Double
+    }
+
+    public var store: Store
+    public var server: Server
+    public var peers: [Peer]
+    public var sync: Sync
+    /// The file the configuration was read from.
+    public var file: String
+}
+
+/// Why a configuration cannot be used; the message names the file and key.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    /// What is wrong, for a person to fix.
+    public let description: String
+}
+
+extension Configuration {
+    /// Every scalar key, by path; the environment can override these.
+    static let scalarKeys = [
+        "store.path", "store.model",
+        "server.host", "server.port", "server.tokens_file", "server.max_body_bytes",
+        "sync.pull_interval", "sync.batch_size", "sync.request_timeout",
+    ]
+    static let sectionKeys: [String: Set<String>] = [
+        "": ["store", "server", "peers", "sync"],
+        "store": ["path", "model"],
+        "server": ["host", "port", "tokens_file", "max_body_bytes"],
+        "sync": ["pull_interval", "batch_size", "request_timeout"],
+        "peer": ["name", "url", "token_file"],
+    ]
+
+    /// Reads and checks the configuration at `path`, applying `environment` overrides.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Configuration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(description: "\(path): cannot read the configuration file (\(error.localizedDescription))")
+        }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return try parse(text, file: path, folder: folder, environment: environment)
+    }
+
+    /// The file as written: every scalar as its text, so the environment can
+    /// override it and the checks below can say exactly what is wrong.
+    struct Document: Decodable {
+        struct Section: Decodable {
+            var values: [String: String] = [:]
+            init(from decoder: Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                values = try container.decode([String: String].self)
+            }
+            init() {}
+        }
+        struct PeerEntry: Decodable {
+            var name: String?
+            var url: String?
+            var tokenFile: String?
+            enum CodingKeys: String, CodingKey { case name, url, tokenFile = "token_file" }
+        }
+        var store: Section?
+        var server: Section?
+        var sync: Section?
+        var peers: [PeerEntry]?
+    }
+
+    /// Parses configuration text; relative paths are resolved against `folder`.
+    static func parse(_ text: String, file: String, folder: String, environment: [String: String]) throws(ConfigurationError) -> Configuration {
+        func fail(_ message: String) -> ConfigurationError { ConfigurationError(description: "\(file): \(message)") }
+        let document: Document
+        do {
+            guard let node = try Yams.compose(yaml: text) else { throw fail("the file is empty; it needs at least store.path, store.model and server.tokens_file") }
+            try checkKeys(node, fail: fail)
+            document = try YAMLDecoder().decode(Document.self, from: node)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch let error as DecodingError {
+            throw fail(describe(error))
+        } catch {
+            throw fail("not valid YAML: \(error)")
+        }
+
+        /// The value of a scalar key: the environment's override, else the file's.
+        func scalar(_ path: String) -> String? {
+            let variable = "FERRY_" + path.replacingOccurrences(of: ".", with: "_").uppercased()
+            if let override = environment[variable] { return override }
+            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+            let section = switch parts[0] {
+            case "store": document.store
+            case "server": document.server
+            default: document.sync
+            }
+            return section?.values[parts[1]]
+        }
+        func string(_ path: String, default value: String? = nil) throws(ConfigurationError) -> String {
+            guard let found = scalar(path) ?? value else { throw fail("missing key \(path)") }
+            guard !found.isEmpty else { throw fail("\(path) is empty") }
+            return found
+        }
+        func number(_ path: String, default value: Double, range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+            guard let text = scalar(path) else { return value }
+            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                throw fail("\(path) must be a number of seconds from \(range.lowerBound) to \(range.upperBound); found '\(text)'")
+            }
+            return number
+        }
+        func integer(_ path: String, default value: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+            guard let text = scalar(path) else { return value }
+            guard let number = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                throw fail("\(path) must be a whole number from \(range.lowerBound) to \(range.upperBound); found '\(text)'")
+            }
+            return number
+        }
+        func resolve(_ path: String) -> String {
+            path.hasPrefix("/") ? path : URL(fileURLWithPath: folder).appendingPathComponent(path).standardizedFileURL.path
+        }
+
+        var peers: [Peer] = []
+        for (index, entry) in (document.peers ?? []).enumerated() {
+            let place = "peers[\(index)]"
+            guard let name = entry.name, !name.isEmpty else { throw fail("missing key \(place).name") }
+            guard let urlText = entry.url else { throw fail("missing key \(place).url") }
+            guard let url = URL(string: urlText), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw fail("\(place).url must be an http:// or https:// URL with a host; found '\(urlText)'")
+            }
+            guard let tokenFile = entry.tokenFile, !tokenFile.isEmpty else { throw fail("missing key \(place).token_file") }
+            guard !peers.contains(where: { $0.name == name }) else { throw fail("two peers are named '\(name)'; names must differ") }
+            peers.append(Peer(name: name, url: url, tokenFile: resolve(tokenFile)))
+        }
+
+        return Configuration(
+            store: Store(path: resolve(try string("store.path")), model: resolve(try string("store.model"))),
+            server: Server(host: try string("server.host", default: "127.0.0.1"),
+                           port: try integer("server.port", default: 7400, range: 0...65535),
+                           tokensFile: resolve(try string("server.tokens_file")),
+                           maxBodyBytes: try integer("server.max_body_bytes", default: 64 << 20, range: 1024...(1 << 32))),
+            peers: peers,
+            sync: Sync(pullInterval: try number("sync.pull_interval", default: 30, range: 0.05...86400),
+                       batchSize: try integer("sync.batch_size", default: 500, range: 1...100_000),
+                       requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600)),
+            file: file
+        )
+    }
+
+    /// Refuses keys the daemon does not know (a typo would otherwise be ignored silently).
+    private static func checkKeys(_ node: Node, fail: (String) -> ConfigurationError) throws(ConfigurationError) {
+        guard let root = node.mapping else { throw fail("the top level must be a mapping of keys (store, server, peers, sync)") }
+        try checkKeys(root, allowed: sectionKeys[""] ?? [], place: "", fail: fail)
+        for (key, value) in root {
+            guard let name = key.string else { continue }
+            if name == "peers" {
+                guard let list = value.sequence else { throw fail("'peers' must be a list of {name, url, token_file}") }
+                for (index, entry) in list.enumerated() {
+                    guard let mapping = entry.mapping else { throw fail("peers[\(index)] must be a mapping with name, url and token_file") }
+                    try checkKeys(mapping, allowed: sectionKeys["peer"] ?? [], place: "peers[\(index)].", fail: fail)
+                }
+            } else {
+                guard let mapping = value.mapping else { throw fail("'\(name)' must be a mapping of keys") }
+                try checkKeys(mapping, allowed: sectionKeys[name] ?? [], place: name + ".", fail: fail)
+                for (child, childValue) in mapping where childValue.scalar == nil {
+                    throw fail("\(name).\(child.string ?? "?") must be a single value, not a list or mapping")
+                }
+            }
+        }
+    }
+
+    private static func checkKeys(_ mapping: Node.Mapping, allowed: Set<String>, place: String,
+                                  fail: (String) -> ConfigurationError) throws(ConfigurationError) {
+        for key in mapping.keys.compactMap(\.string).sorted() where !allowed.contains(key) {
+            throw fail("unknown key \(place)\(key); known keys here: \(allowed.sorted().joined(separator: ", "))")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }
+            return "\(path.isEmpty ? "the file" : String(path)): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryServer
+
+/// Why the daemon cannot start.
+public struct DaemonError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, for a person to fix.
+    public let description: String
+}
+
+/// `ferry run`: the HTTP API, the sync loop and systemd notification in one
+/// `ServiceGroup`, stopped gracefully by SIGTERM or SIGINT.
+public enum Daemon {
+    /// Everything the daemon and `ferry sync-now` need, opened from a configuration.
+    public struct Parts: Sendable {
+        public let configuration: Configuration
+        public let endpoint: ReplicationEndpoint
+        public let coordinator: SyncCoordinator
+        public let tokens: AccessTokens
+    }
+
+    /// Opens the store and reads the tokens and peers of `configuration`.
+    public static func open(_ configuration: Configuration, logger: Logger) throws(DaemonError) -> Parts {
+        let model: ManagedObjectModel
+        do {
+            model = try XcodeModelReader.read(at: configuration.store.model)
+        } catch {
+            throw DaemonError(description: "store.model: \(error)")
+        }
+        let endpoint: ReplicationEndpoint
+        do {
+            let directory = URL(fileURLWithPath: configuration.store.path).deletingLastPathComponent().path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: model))
+        } catch {
+            throw DaemonError(description: "store.path \(configuration.store.path): \(error)")
+        }
+        let tokens: AccessTokens
+        do {
+            tokens = try AccessTokens(file: configuration.server.tokensFile)
+        } catch {
+            throw DaemonError(description: "server.tokens_file: \(error)")
+        }
+        var peers: [(name: String, url: URL, token: String)] = []
+        for peer in configuration.peers {
+            guard let text = try? String(contentsOfFile: peer.tokenFile, encoding: .utf8) else {
+                throw DaemonError(description: "peer \(peer.name): cannot read token_file \(peer.tokenFile)")
+            }
+            let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+                throw DaemonError(description: "peer \(peer.name): token_file \(peer.tokenFile) must hold one token")
+            }
+            peers.append((peer.name, peer.url, token))
+        }
+        let coordinator = SyncCoordinator(endpoint: endpoint, peers: peers, batchSize: configuration.sync.batchSize,
+                                          requestTimeout: configuration.sync.requestTimeout, logger: logger)
+        return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: tokens)
+    }
+
+    /// Runs until SIGTERM or SIGINT. `onListening` hears the bound port once the server accepts connections.
+    public static func run(_ configuration: Configuration, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
+        let parts = try open(configuration, logger: logger)
+        let notifier = SystemdNotifier()
+        let coordinator = parts.coordinator
+        let hooks = FerryAPI.Hooks(
+            status: { await coordinator.statusJSON() },
+            sync: { peer in
+                if let peer, await !coordinator.peerNames.contains(peer) {
+                    return (404, JSONValue.sortedObject(["error": .sortedObject(["message": .string("no peer named '\(peer)' in the configuration")])]).text)
+                }
+                let results = await coordinator.round(peer: peer)
+                let body = JSONValue.sortedObject(["peers": .array(results.map(\.jsonValue))]).text
+                return (results.allSatisfy { $0.error == nil } ? 200 : 502, body)
+            }
+        )
+        let api = FerryAPI(endpoint: parts.endpoint, tokens: parts.tokens, maxBodyBytes: configuration.server.maxBodyBytes, hooks: hooks)
+        let app = Application(
+            router: api.router(),
+            configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? configuration.server.port
+                logger.info("listening on \(configuration.server.host):\(port)")
+                notifier.ready(status: "serving on port \(port)")
+                onListening(port)
+            },
+            logger: logger
+        )
+        let loop = SyncLoop(coordinator: coordinator, endpoint: parts.endpoint, pullInterval: configuration.sync.pullInterval,
+                            notifier: notifier, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: loop)],
+                                                      gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        logger.info("stopped")
+    }
+}

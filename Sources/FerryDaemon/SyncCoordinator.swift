@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import FerryStore
+import FerrySync
+
+/// Runs sync rounds with the configured peers, one round at a time, and keeps
+/// what `ferry status` and `/v1/status` show: per peer the last attempt, the
+/// last success, the last error, and how far apart the two stores are.
+public actor SyncCoordinator {
+    struct PeerRecord {
+        let name: String
+        let url: URL
+        let sync: PeerSync
+        var lastAttempt: Date?
+        var lastSuccess: Date?
+        var lastError: String?
+        var consecutiveFailures = 0
+        var retryAt: Date?
+        var toPull: Int64?
+        var toPush: Int64?
+    }
+
+    /// The local side.
+    public let endpoint: ReplicationEndpoint
+    private var peers: [PeerRecord]
+    private var tail: Task<[PeerSyncResult], Never>?
+    private let logger: Logger
+
+    /// A coordinator for `peers` (name, URL, token) over `endpoint`.
+    public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String)], batchSize: Int,
+                requestTimeout: TimeInterval, logger: Logger) {
+        self.endpoint = endpoint
+        self.logger = logger
+        self.peers = peers.map { peer in
+            PeerRecord(name: peer.name, url: peer.url,
+                       sync: PeerSync(name: peer.name, endpoint: endpoint,
+                                      client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout),
+                                      batchSize: batchSize))
+        }
+    }
+
+    /// The configured peers' names.
+    public var peerNames: [String] { peers.map(\.name) }
+
+    /// One round with `peer` (all peers when nil), after any round already running.
+    /// - Returns: one result per peer; empty when `peer` names none.
+    public func round(peer: String? = nil, pull: Bool = true, push: Bool = true,
+                      progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
+        let previous = tail
+        let task = Task { () -> [PeerSyncResult] in
+            _ = await previous?.value
+            return await self.perform(peer: peer, pull: pull, push: push, progress: progress)
+        }
+        tail = task
+        return await task.value
+    }
+
+    /// The peers whose backoff after a failure has run out (or that never failed).
+    func peersDue(at now: Date) -> [String] {
+        peers.filter { ($0.retryAt ?? .distantPast) <= now }.map(\.name)
+    }
+
+    /// The earliest time a failed peer may be retried.
+    func nextRetry() -> Date? {
+        peers.compactMap(\.retryAt).min()
+    }
+
+    private func perform(peer: String?, pull: Bool, push: Bool, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
+        var results: [PeerSyncResult] = []
+        for index in peers.indices where peer == nil || peers[index].name == peer {
+            peers[index].lastAttempt = Date()
+            let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
+            if let error = result.error {
+                peers[index].consecutiveFailures += 1
+                peers[index].lastError = error.description
+                // Exponential backoff with jitter: 1 s, 2 s, 4 s … up to 60 s.
+                let base = min(60, pow(2, Double(min(peers[index].consecutiveFailures - 1, 6))))
+                peers[index].retryAt = Date().addingTimeInterval(base * Double.random(in: 0.5...1.5))
+                logger.warning("sync with \(peers[index].name) failed: \(error)")
+            } else {
+                peers[index].consecutiveFailures = 0
+                peers[index].lastError = nil
+                peers[index].retryAt = nil
+                peers[index].lastSuccess = result.finished
+                if let lag = await lag(peers[index].sync) {
+                    peers[index].toPull = lag.toPull
+                    peers[index].toPush = lag.toPush
+                }
+                if result.pulled.applied + result.pushed.applied + result.pulled.quarantined > 0 {
+                    logger.info("synced with \(peers[index].name): \(result.summary)")
+                }
+            }
+            results.append(result)
+        }
+        return results
+    }
+
+    /// How many change sets the peer has that this store lacks, and the reverse.
+    private func lag(_ sync: PeerSync) async -> (toPull: Int64, toPush: Int64)? {
+        guard let remote = try? await sync.client.state(), let local = try? await endpoint.state().vector else { return nil }
+        var toPull: Int64 = 0
+        var toPush: Int64 = 0
+        for origin in Set(remote.vector.keys).union(local.keys) {
+            let difference = remote.vector[origin, default: 0] - local[origin, default: 0]
+            if difference > 0 { toPull += difference } else { toPush -= difference }
+        }
+        return (toPull, toPush)
+    }
+
+    /// The status document of `GET /v1/status` and `ferry status`.
+    public func statusJSON() async -> String {
+        var members: [String: JSONValue] = [:]
+        if let state = try? await endpoint.state() {
+            members["store"] = .string(state.store.uuidString)
+            members["model"] = .string(state.modelHash)
+            members["vector"] = .sortedObject(Dictionary(uniqueKeysWithValues: state.vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+        }
+        if let backlog = try? await endpoint.backlog() {
+            members["waiting"] = .integer(Int64(backlog.waiting))
+            members["quarantined"] = .integer(Int64(backlog.quarantined))
+        }
+        let formatter = ISO8601DateFormatter()
+        func date(_ value: Date?) -> JSONValue { value.map { .string(formatter.string(from: $0)) } ?? .null }
+        members["peers"] = .array(peers.map { peer in
+            .sortedObject([
+                "name": .string(peer.name),
+                "url": .string(peer.url.absoluteString),
+                "last_attempt": date(peer.lastAttempt),
+                "last_success": date(peer.lastSuccess),
+                "last_error": peer.lastError.map(JSONValue.string) ?? .null,
+                "consecutive_failures": .integer(Int64(peer.consecutiveFailures)),
+                "to_pull": peer.toPull.map(JSONValue.integer) ?? .null,
+                "to_push": peer.toPush.map(JSONValue.integer) ?? .null,
+            ])
+        })
+        return JSONValue.sortedObject(members).text
+    }
+}
+
+extension PeerSyncResult {
+    /// The result as a JSON object (the answer of `POST /v1/sync`).
+    public var jsonValue: JSONValue {
+        func counts(_ report: ApplyReport) -> JSONValue {
+            .sortedObject(["applied": .integer(Int64(report.applied)), "duplicate": .integer(Int64(report.duplicate)),
+                           "waiting": .integer(Int64(report.waiting)), "quarantined": .integer(Int64(report.quarantined))])
+        }
+        return .sortedObject([
+            "peer": .string(peer),
+            "ok": .bool(error == nil),
+            "error": error.map { .string($0.description) } ?? .null,
+            "pulled": counts(pulled),
+            "pushed": counts(pushed),
+        ])
+    }
+}

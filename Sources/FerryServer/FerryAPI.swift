@@ -1,0 +1,166 @@
+import Foundation
+import Hummingbird
+import Logging
+import FerryStore
+import FerrySQLite
+import FerrySync
+
+/// The HTTP API of a Ferry store (docs/PROTOCOL.md, docs/openapi.yaml):
+///
+/// - `GET /healthz`: liveness, no token needed;
+/// - `GET /v1/state`: store UUID, model hash, version vector;
+/// - `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller
+///   lacks, streamed as JSON lines (NDJSON), page by page so memory stays flat;
+/// - `POST /v1/changesets`: JSON lines in, all checked before any is applied;
+///   answers what was applied, duplicate, waiting and quarantined;
+/// - `GET /v1/status`: the daemon's view of its peers and backlog;
+/// - `POST /v1/sync?peer=NAME` (admin token): a sync round now.
+///
+/// Every `/v1` route needs `Authorization: Bearer TOKEN` with a token of the
+/// tokens file: 401 without detail otherwise, 403 when a peer token asks for
+/// an admin action. Errors are `{"error":{"message":…}}`.
+public struct FerryAPI: Sendable {
+    /// What the daemon adds to the store's own routes.
+    public struct Hooks: Sendable {
+        /// The status document (JSON object text).
+        public var status: @Sendable () async -> String
+        /// Runs a sync round (with one peer, or all when nil); answers (HTTP status, JSON text).
+        public var sync: @Sendable (_ peer: String?) async -> (status: Int, body: String)
+
+        /// Hooks for a server without a sync loop.
+        public static let none = Hooks(status: { "{}" }, sync: { _ in (503, #"{"error":{"message":"this server runs no sync loop"}}"#) })
+
+        /// Creates hooks.
+        public init(status: @escaping @Sendable () async -> String, sync: @escaping @Sendable (String?) async -> (status: Int, body: String)) {
+            self.status = status
+            self.sync = sync
+        }
+    }
+
+    /// Most change sets one pull request may ask for.
+    public static let maximumLimit = 10_000
+    /// Change sets read from the store per streamed chunk.
+    static let pageSize = 100
+
+    let endpoint: ReplicationEndpoint
+    let tokens: AccessTokens
+    let maxBodyBytes: Int
+    let hooks: Hooks
+
+    /// An API over `endpoint`, accepting `tokens`, refusing bodies over `maxBodyBytes` with 413.
+    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none) {
+        self.endpoint = endpoint
+        self.tokens = tokens
+        self.maxBodyBytes = maxBodyBytes
+        self.hooks = hooks
+    }
+
+    /// The routes.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("healthz") { _, _ in Self.json(#"{"status":"ok"}"#) }
+        router.get("v1/state") { request, _ in
+            try authorize(request, .peer)
+            return Self.json(try await endpoint.state().json)
+        }
+        router.get("v1/changesets") { request, _ in
+            try authorize(request, .peer)
+            return try await pull(request)
+        }
+        router.post("v1/changesets") { request, _ in
+            try authorize(request, .peer)
+            return try await push(request)
+        }
+        router.get("v1/status") { request, _ in
+            try authorize(request, .peer)
+            return Self.json(await hooks.status())
+        }
+        router.post("v1/sync") { request, _ in
+            try authorize(request, .admin)
+            let peer = request.uri.queryParameters.get("peer")
+            let answer = await hooks.sync(peer)
+            return Self.json(answer.body, status: HTTPResponse.Status(code: answer.status))
+        }
+        return router
+    }
+
+    // MARK: - Handlers
+
+    private func pull(_ request: Request) async throws -> Response {
+        let vector: VersionVector
+        do {
+            vector = try ChangeSetCodec.decodeVector(request.uri.queryParameters.get("after") ?? "{}")
+        } catch {
+            throw HTTPError(.badRequest, message: "'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error.description)")
+        }
+        let limitText = request.uri.queryParameters.get("limit") ?? "500"
+        guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
+            throw HTTPError(.badRequest, message: "'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
+        }
+        // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
+        let first: (lines: [String], cursor: Int64)
+        do {
+            first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.pageSize))
+        } catch let error as HistoryError {
+            throw HTTPError(.gone, message: "\(error)")
+        }
+        let endpoint = endpoint
+        let body = ResponseBody { writer in
+            var page = first
+            var sent = 0
+            while true {
+                var buffer = ByteBuffer()
+                for line in page.lines {
+                    buffer.writeString(line)
+                    buffer.writeInteger(UInt8(ascii: "\n"))
+                }
+                try await writer.write(buffer)
+                sent += page.lines.count
+                guard sent < limit, page.lines.count == Self.pageSize else { break }
+                page = try await endpoint.page(after: vector, cursor: page.cursor, limit: min(limit - sent, Self.pageSize))
+                if page.lines.isEmpty { break }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: body)
+    }
+
+    private func push(_ request: Request) async throws -> Response {
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: maxBodyBytes)
+        } catch {
+            throw HTTPError(.contentTooLarge, message: "the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+        }
+        guard let text = buffer.getString(at: buffer.readerIndex, length: buffer.readableBytes) else {
+            throw HTTPError(.badRequest, message: "the body must be UTF-8 text: change sets as JSON lines")
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        do {
+            return Self.json(try await endpoint.apply(lines: lines).json)
+        } catch let error as ReplayError {
+            switch error {
+            case .malformed: throw HTTPError(.badRequest, message: error.description)
+            case .busy: throw HTTPError(.serviceUnavailable, message: error.description)
+            case .notSQLite: throw HTTPError(.internalServerError, message: error.description)
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func authorize(_ request: Request, _ needed: AccessTokens.Role) throws {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
+              let role = tokens.role(of: String(header.dropFirst("Bearer ".count))) else {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"], message: "unauthorized")
+        }
+        guard role >= needed else {
+            throw HTTPError(.forbidden, message: "this action needs an admin token")
+        }
+    }
+
+    static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import FerryStore
+
+/// Why a request to a peer failed.
+public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The peer could not be reached or did not answer in time.
+    case unreachable(String)
+    /// The peer refused the token (401) or its role (403).
+    case unauthorized(status: Int)
+    /// The peer answered with an error status.
+    case failed(status: Int, message: String)
+    /// The peer's answer is not what the protocol says.
+    case badAnswer(String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let detail): "unreachable: \(detail)"
+        case .unauthorized(401): "the peer refused our token (401); check token_file against the peer's tokens_file"
+        case .unauthorized(let status): "the peer refused this action for our token (\(status)); it needs an admin token"
+        case .failed(let status, let message): "the peer answered \(status): \(message)"
+        case .badAnswer(let detail): "the peer's answer was not understood: \(detail)"
+        }
+    }
+
+    /// Whether trying again later may succeed (network trouble, a busy or restarting peer).
+    public var isTransient: Bool {
+        switch self {
+        case .unreachable: true
+        case .failed(let status, _): status >= 500 || status == 429 || status == 408
+        case .unauthorized, .badAnswer: false
+        }
+    }
+}
+
+/// A peer's identity and progress, as `GET /v1/state` answers.
+public struct PeerState: Sendable, Equatable {
+    /// The peer's store UUID.
+    public var store: UUID
+    /// The version hash of the peer's model.
+    public var modelHash: String
+    /// What the peer has taken in, per origin.
+    public var vector: VersionVector
+}
+
+/// Talks to one peer's HTTP API (docs/PROTOCOL.md) with URLSession.
+public struct PeerClient: Sendable {
+    /// The peer's base URL.
+    public let baseURL: URL
+    private let token: String
+    private let session: URLSession
+
+    /// A client for the peer at `baseURL`, presenting `token`; each request may take `timeout` seconds.
+    public init(baseURL: URL, token: String, timeout: TimeInterval = 30) {
+        self.baseURL = baseURL
+        self.token = token
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.timeoutIntervalForResource = timeout * 4
+        configuration.httpAdditionalHeaders = ["Accept-Encoding": "gzip"]
+        self.session = URLSession(configuration: configuration)
+    }
+
+    /// `GET /v1/state`.
+    public func state() async throws(PeerError) -> PeerState {
+        let data = try await send("GET", "v1/state")
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let storeText = object["store"] as? String, let store = UUID(uuidString: storeText),
+              let model = object["model"] as? String, let vector = Self.vector(object["vector"]) else {
+            throw PeerError.badAnswer("GET /v1/state did not return {store, model, vector}")
+        }
+        return PeerState(store: store, modelHash: model, vector: vector)
+    }
+
+    /// `GET /v1/changesets`: at most `limit` change sets the peer has and `vector` does not cover.
+    public func pull(after vector: VersionVector, limit: Int) async throws(PeerError) -> [String] {
+        let after = ChangeSetCodec.encode(vector)
+        let data = try await send("GET", "v1/changesets", query: [URLQueryItem(name: "after", value: after), URLQueryItem(name: "limit", value: String(limit))])
+        return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    /// `POST /v1/changesets`: the peer applies the lines (all checked first) and says what it did.
+    public func push(_ lines: [String]) async throws(PeerError) -> ApplyReport {
+        var body = Data()
+        for line in lines { body.append(contentsOf: line.utf8); body.append(0x0A) }
+        let data = try await send("POST", "v1/changesets", body: body, contentType: "application/x-ndjson")
+        guard let report = Self.report(data) else { throw PeerError.badAnswer("POST /v1/changesets did not return a report") }
+        return report
+    }
+
+    /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its JSON answer.
+    public func requestSync(peer: String?) async throws(PeerError) -> Data {
+        try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [])
+    }
+
+    /// `GET /v1/status`: the daemon's status document.
+    public func status() async throws(PeerError) -> Data {
+        try await send("GET", "v1/status")
+    }
+
+    // MARK: - Internals
+
+    private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+                      contentType: String? = nil) async throws(PeerError) -> Data {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        if !query.isEmpty { components?.queryItems = query }
+        guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+        request.httpBody = body
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw PeerError.unreachable("\(method) \(url.path): \(error.localizedDescription)")
+        }
+        guard let http = response as? HTTPURLResponse else { throw PeerError.badAnswer("not an HTTP response") }
+        switch http.statusCode {
+        case 200..<300:
+            return data
+        case 401, 403:
+            throw PeerError.unauthorized(status: http.statusCode)
+        default:
+            throw PeerError.failed(status: http.statusCode, message: Self.errorMessage(data))
+        }
+    }
+
+    static func errorMessage(_ data: Data) -> String {
+        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+            if let error = object["error"] as? [String: Any], let message = error["message"] as? String { return message }
+            if let message = object["error"] as? String { return message }
+        }
+        return String(decoding: data.prefix(300), as: UTF8.self)
+    }
+
+    static func vector(_ value: Any?) -> VersionVector? {
+        guard let object = value as? [String: Any] else { return nil }
+        var vector: VersionVector = [:]
+        for (key, number) in object {
+            guard let origin = UUID(uuidString: key), let sequence = (number as? NSNumber)?.int64Value else { return nil }
+            vector[origin] = sequence
+        }
+        return vector
+    }
+
+    static func report(_ data: Data) -> ApplyReport? {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        var report = ApplyReport()
+        guard let applied = object["applied"] as? Int, let duplicate = object["duplicate"] as? Int,
+              let waiting = object["waiting"] as? Int, let quarantined = object["quarantined"] as? Int,
+              let vector = vector(object["vector"]) else { return nil }
+        report.applied = applied
+        report.duplicate = duplicate
+        report.waiting = waiting
+        report.quarantined = quarantined
+        report.vector = vector
+        return report
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import FerryStore
+
+/// What one sync round with one peer did.
+public struct PeerSyncResult: Sendable, Equatable {
+    /// The peer's name.
+    public var peer: String
+    /// What this store did with the change sets it pulled.
+    public var pulled = ApplyReport()
+    /// What the peer did with the change sets pushed to it.
+    public var pushed = ApplyReport()
+    /// Why the round stopped early, if it did (what was done before stays done).
+    public var error: PeerError?
+    /// When the round ended.
+    public var finished = Date()
+
+    /// Creates an empty result for `peer`.
+    public init(peer: String) { self.peer = peer }
+
+    /// One line for a person: counts, or the error.
+    public var summary: String {
+        let counts = "pulled \(pulled.applied) applied, \(pulled.duplicate) duplicate, \(pulled.waiting) waiting, \(pulled.quarantined) quarantined; "
+            + "pushed \(pushed.applied) applied, \(pushed.duplicate) duplicate, \(pushed.waiting) waiting, \(pushed.quarantined) quarantined"
+        return error.map { "\(peer): FAILED (\($0)); \(counts)" } ?? "\(peer): ok; \(counts)"
+    }
+}
+
+/// One sync round between this store and one peer: pull what the peer has
+/// that this store lacks, then push what the peer lacks, in batches.
+///
+/// Each batch is applied change set by change set in short transactions, and
+/// what to send is computed from the receiver's version vector each time, so a
+/// round cut off at any point (a killed process, a dropped connection) resumes
+/// where it stopped and applies nothing twice. Nothing is sent back to its
+/// origin: the peer's own change sets are covered by its vector.
+public struct PeerSync: Sendable {
+    /// The peer's name (for results and logs).
+    public let name: String
+    /// The local side.
+    public let endpoint: ReplicationEndpoint
+    /// The peer.
+    public let client: PeerClient
+    /// Change sets per request.
+    public let batchSize: Int
+
+    /// A round runner for one peer.
+    public init(name: String, endpoint: ReplicationEndpoint, client: PeerClient, batchSize: Int) {
+        self.name = name
+        self.endpoint = endpoint
+        self.client = client
+        self.batchSize = max(1, batchSize)
+    }
+
+    /// Pulls, then pushes; `progress` hears about each batch.
+    public func run(pull: Bool = true, push: Bool = true, progress: @Sendable (String) -> Void = { _ in }) async -> PeerSyncResult {
+        var result = PeerSyncResult(peer: name)
+        do {
+            if pull { try await self.pull(into: &result, progress: progress) }
+            if push { try await self.push(into: &result, progress: progress) }
+        } catch let error as PeerError {
+            result.error = error
+        } catch {
+            result.error = .badAnswer("\(error)")
+        }
+        result.finished = Date()
+        return result
+    }
+
+    private func pull(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
+        while !Task.isCancelled {
+            let vector = try await endpoint.state().vector
+            let lines = try await client.pull(after: vector, limit: batchSize)
+            guard !lines.isEmpty else { return }
+            let report: ApplyReport
+            do {
+                report = try await endpoint.apply(lines: lines)
+            } catch let error as ReplayError {
+                throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+            }
+            result.pulled.add(report)
+            progress("\(name): pulled \(lines.count) change sets (\(report.applied) applied)")
+            // A short page is the last; a page with nothing new (only held sets) cannot make progress.
+            if lines.count < batchSize || report.applied + report.quarantined == 0 { return }
+        }
+    }
+
+    private func push(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
+        while !Task.isCancelled {
+            let remote = try await client.state()
+            let lines = try await endpoint.lines(after: remote.vector, limit: batchSize)
+            guard !lines.isEmpty else { return }
+            let report = try await client.push(lines)
+            result.pushed.add(report)
+            progress("\(name): pushed \(lines.count) change sets (\(report.applied) applied)")
+            if lines.count < batchSize || report.applied + report.quarantined == 0 { return }
+        }
+    }
+}
+
+extension ApplyReport {
+    /// Adds another report's counts (keeping the later vector).
+    mutating func add(_ other: ApplyReport) {
+        applied += other.applied
+        duplicate += other.duplicate
+        waiting += other.waiting
+        quarantined += other.quarantined
+        vector = other.vector
+    }
+}

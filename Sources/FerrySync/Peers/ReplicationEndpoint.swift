@@ -1,0 +1,46 @@
+import Foundation
+import FerryStore
+import FerrySQLite
+
+/// One store's side of replication: what peers read from it and what they
+/// apply to it, one operation at a time. The HTTP server and the sync loop of a
+/// daemon share one endpoint, so two batches are never replayed at once.
+///
+/// Store work is synchronous SQLite I/O in short transactions; it runs on the
+/// actor's executor, never on a network event loop.
+public actor ReplicationEndpoint {
+    /// The store.
+    public let store: SQLiteStore
+    private let engine: ReplayEngine
+
+    /// An endpoint for `store`.
+    public init(store: SQLiteStore) throws {
+        self.store = store
+        self.engine = try ReplayEngine(store: store)
+    }
+
+    /// The store's UUID, model hash and version vector.
+    public func state() throws -> HistoryState {
+        try store.historyState()
+    }
+
+    /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is.
+    public func lines(after vector: VersionVector, limit: Int) throws -> [String] {
+        try store.changeSetLines(after: vector, limit: limit)
+    }
+
+    /// One page of the change sets not covered by `vector`, after position `cursor` (0 to start).
+    public func page(after vector: VersionVector, cursor: Int64, limit: Int) throws -> (lines: [String], cursor: Int64) {
+        try store.changeSetPage(after: vector, cursor: cursor, limit: limit)
+    }
+
+    /// Applies change sets given as JSON lines; a malformed line rejects all of them.
+    public func apply(lines: [String]) throws -> ApplyReport {
+        try engine.apply(lines: lines)
+    }
+
+    /// How many received change sets are held back and how many are quarantined.
+    public func backlog() throws -> (waiting: Int, quarantined: Int) {
+        (try engine.heldChangeSets().count, try store.quarantinedChangeSets().count)
+    }
+}

@@ -1,3 +1,0 @@
-import FerryCLI
-
-FerryCommand.main()

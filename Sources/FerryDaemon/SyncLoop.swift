@@ -18,8 +18,12 @@ struct SyncLoop: Service {
     static let pollInterval: Duration = .milliseconds(20)
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await loop()
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await loop()
+            }
+        } catch is CancellationError {
+            // Shutdown: a round cut off here resumes on the next start.
         }
         notifier.stopping()
     }

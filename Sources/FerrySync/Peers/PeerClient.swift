@@ -90,9 +90,10 @@ public struct PeerClient: Sendable {
         return report
     }
 
-    /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its JSON answer.
+    /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its
+    /// JSON answer, per-peer results whether they succeeded (200) or not (502).
     public func requestSync(peer: String?) async throws(PeerError) -> Data {
-        try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [])
+        try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [], alsoAccepting: [502])
     }
 
     /// `GET /v1/status`: the daemon's status document.
@@ -103,7 +104,7 @@ public struct PeerClient: Sendable {
     // MARK: - Internals
 
     private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                      contentType: String? = nil) async throws(PeerError) -> Data {
+                      contentType: String? = nil, alsoAccepting: Set<Int> = []) async throws(PeerError) -> Data {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
@@ -122,6 +123,8 @@ public struct PeerClient: Sendable {
         guard let http = response as? HTTPURLResponse else { throw PeerError.badAnswer("not an HTTP response") }
         switch http.statusCode {
         case 200..<300:
+            return data
+        case let status where alsoAccepting.contains(status):
             return data
         case 401, 403:
             throw PeerError.unauthorized(status: http.statusCode)

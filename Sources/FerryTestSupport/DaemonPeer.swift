@@ -1,0 +1,182 @@
+import Foundation
+
+/// A peer for replication tests: its own folder with a store, a tokens file
+/// and a configuration, and a real `ferry run` process on 127.0.0.1 that can
+/// be started, stopped (SIGTERM), killed (SIGKILL) and started again.
+public final class DaemonPeer: @unchecked Sendable {
+    /// The peer's name (other peers' configurations use it).
+    public let name: String
+    /// The folder with the store, tokens and configuration.
+    public let directory: TemporaryDirectory
+    /// The model path.
+    public let model: String
+    /// The token other peers present to this one.
+    public let peerToken: String
+    /// The token `sync-now` and `status` present.
+    public let adminToken: String
+    /// The port it listens on (fixed after the first start, so peers can name it).
+    public private(set) var port: Int
+    private var process: Process?
+    private var peers: [(name: String, url: String, token: String)] = []
+    private let pullInterval: Double
+
+    /// A peer with a fresh store of `model`, listening on a free port.
+    public init(name: String, model: String, pullInterval: Double = 1) throws {
+        self.name = name
+        self.model = model
+        self.directory = TemporaryDirectory(prefix: "ferry-peer-\(name)")
+        self.peerToken = "peer-\(name)-" + UUID().uuidString
+        self.adminToken = "admin-\(name)-" + UUID().uuidString
+        self.pullInterval = pullInterval
+        self.port = try Self.freePort()
+        try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        try writeConfiguration()
+    }
+
+    /// The store file.
+    public var store: String { directory.file("store.sqlite") }
+    /// The configuration file.
+    public var configuration: String { directory.file("ferry.yaml") }
+    /// The base URL.
+    public var url: String { "http://127.0.0.1:\(port)" }
+    /// Whether the daemon process is running.
+    public var isRunning: Bool { process?.isRunning ?? false }
+
+    /// Makes this peer sync with `other` (presenting `token`, by default the right one).
+    public func connect(to other: DaemonPeer, token: String? = nil) throws {
+        peers.append((other.name, other.url, token ?? other.peerToken))
+        try writeConfiguration()
+    }
+
+    private func writeConfiguration() throws {
+        var text = """
+            store:
+              path: store.sqlite
+              model: \(model)
+            server:
+              host: 127.0.0.1
+              port: \(port)
+              tokens_file: tokens
+            sync:
+              pull_interval: \(pullInterval)
+              batch_size: 200
+              request_timeout: 10
+
+            """
+        if !peers.isEmpty {
+            text += "peers:\n"
+            for peer in peers {
+                try peer.token.write(toFile: directory.file("to-\(peer.name).token"), atomically: true, encoding: .utf8)
+                text += "  - name: \(peer.name)\n    url: \(peer.url)\n    token_file: to-\(peer.name).token\n"
+            }
+        }
+        try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+    }
+
+    /// Starts `ferry run` and waits until it listens.
+    public func start() throws {
+        let process = Process()
+        process.executableURL = try FerryProcess.executable()
+        process.arguments = ["run", "--config", configuration]
+        let output = Pipe()
+        process.standardOutput = output
+        let log = FileHandle(forWritingAtPath: directory.file("daemon.log")) ?? {
+            _ = FileManager.default.createFile(atPath: directory.file("daemon.log"), contents: nil)
+            return FileHandle(forWritingAtPath: directory.file("daemon.log"))
+        }()
+        log?.seekToEndOfFile()
+        process.standardError = log ?? FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        // Wait for "ferry: listening on …" (or the process ending).
+        let reader = output.fileHandleForReading
+        var seen = Data()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+            if String(decoding: seen, as: UTF8.self).contains("listening on") { return }
+        }
+        throw DaemonPeerError(description: "\(name) did not start: \(String(decoding: seen, as: UTF8.self)) \(self.log())")
+    }
+
+    /// Stops the daemon with SIGTERM and waits; returns its exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Kills the daemon with SIGKILL (a crash) and waits.
+    public func kill() {
+        guard let process, process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// What the daemon logged so far.
+    public func log() -> String {
+        (try? String(contentsOfFile: directory.file("daemon.log"), encoding: .utf8)) ?? ""
+    }
+
+    /// Runs `ferry` with this peer's store and model appended after `arguments`.
+    public func ferry(_ arguments: [String], input: String? = nil) throws -> FerryProcess.Result {
+        try FerryProcess.run(arguments + ["--store", store, "--model", model], input: input)
+    }
+
+    /// `ferry dump` of the store.
+    public func dump() throws -> String {
+        try ferry(["dump"]).standardOutput
+    }
+
+    /// Saves the objects of one `ferry put` operations array.
+    public func put(_ operations: String) throws {
+        let result = try ferry(["put", "-"], input: operations)
+        guard result.status == 0 else { throw DaemonPeerError(description: "put on \(name) failed: \(result.standardError)") }
+    }
+
+    /// Waits (polling) until `condition` holds, up to `timeout` seconds.
+    public static func waitUntil(timeout: TimeInterval = 30, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return try condition()
+    }
+
+    deinit {
+        if let process, process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// A TCP port nothing listens on now, on 127.0.0.1.
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw DaemonPeerError(description: "socket() failed") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw DaemonPeerError(description: "bind() failed") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A test peer that misbehaved.
+public struct DaemonPeerError: Error, CustomStringConvertible {
+    public let description: String
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+@testable import FerryServer
+import FerryTestSupport
+
+@Suite("Access tokens")
+struct AccessTokensTests {
+    @Test("Roles come from the tokens file; admin may do what a peer may")
+    func roles() throws {
+        let directory = TemporaryDirectory()
+        try """
+            # peers
+            peer 0123456789abcdef0123
+            fedcba9876543210fedc
+
+            admin ADMIN-0123456789abcdef
+            """.write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        let tokens = try AccessTokens(file: directory.file("tokens"))
+        #expect(tokens.role(of: "0123456789abcdef0123") == .peer)
+        #expect(tokens.role(of: "fedcba9876543210fedc") == .peer)
+        #expect(tokens.role(of: "ADMIN-0123456789abcdef") == .admin)
+        #expect(tokens.role(of: "0123456789abcdef012") == nil)
+        #expect(tokens.role(of: "0123456789abcdef01234") == nil)
+        #expect(tokens.role(of: "") == nil)
+        #expect(tokens.adminToken == "ADMIN-0123456789abcdef")
+        #expect(AccessTokens.Role.admin >= .peer && !(AccessTokens.Role.peer >= .admin))
+    }
+
+    @Test("The constant-time comparison is an exact comparison")
+    func comparison() {
+        let samples = ["", "a", "ab", "abc", "abd", "abcd", "ABC", "é", "e\u{301}"]
+        for a in samples {
+            for b in samples {
+                #expect(AccessTokens.constantTimeEqual(Array(a.utf8), Array(b.utf8)) == (Array(a.utf8) == Array(b.utf8)), "\(a) vs \(b)")
+            }
+        }
+    }
+
+    @Test("A bad tokens file is refused with the line, never the token")
+    func errors() throws {
+        let directory = TemporaryDirectory()
+        func message(_ text: String) throws -> String {
+            try text.write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+            do {
+                _ = try AccessTokens(file: directory.file("tokens"))
+                return "no error"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(try message("root SECRET-0123456789abcdef\n").contains("tokens:1: the role must be 'peer' or 'admin'"))
+        #expect(try !message("root SECRET-0123456789abcdef\n").contains("SECRET"))
+        #expect(try message("peer short\n").contains("shorter than 16 characters"))
+        #expect(try message("# nothing\n\n").contains("no tokens"))
+        #expect(try message("peer a b c\n").contains("expected 'peer TOKEN'"))
+        do {
+            _ = try AccessTokens(file: directory.file("missing"))
+            Issue.record("a missing file was accepted")
+        } catch {
+            #expect(error.description.contains("cannot read the tokens file"))
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+@testable import FerryDaemon
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    static let complete = """
+        store:
+          path: data/store.sqlite
+          model: models/OrgChart.xcdatamodeld
+        server:
+          host: 0.0.0.0
+          port: 7401
+          tokens_file: /etc/ferry/tokens
+          max_body_bytes: 1048576
+        peers:
+          - name: berlin
+            url: https://berlin.example.com:7400
+            token_file: tokens/berlin
+        sync:
+          pull_interval: 12.5
+          batch_size: 250
+          request_timeout: 20
+        """
+
+    func parse(_ text: String, environment: [String: String] = [:]) throws(ConfigurationError) -> Configuration {
+        try Configuration.parse(text, file: "/srv/ferry/ferry.yaml", folder: "/srv/ferry", environment: environment)
+    }
+
+    func error(_ text: String, environment: [String: String] = [:]) -> String {
+        do {
+            _ = try parse(text, environment: environment)
+            return "no error"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("Every key is read; relative paths resolve against the file's folder")
+    func complete() throws {
+        let configuration = try parse(Self.complete)
+        #expect(configuration.store.path == "/srv/ferry/data/store.sqlite")
+        #expect(configuration.store.model == "/srv/ferry/models/OrgChart.xcdatamodeld")
+        #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576))
+        #expect(configuration.peers == [.init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin")])
+        #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20))
+    }
+
+    @Test("Defaults for everything but the store and the tokens file")
+    func defaults() throws {
+        let configuration = try parse("store: {path: s.sqlite, model: m.xcdatamodeld}\nserver: {tokens_file: tokens}\n")
+        #expect(configuration.server.host == "127.0.0.1" && configuration.server.port == 7400)
+        #expect(configuration.server.maxBodyBytes == 64 << 20)
+        #expect(configuration.peers.isEmpty)
+        #expect(configuration.sync == .init(pullInterval: 30, batchSize: 500, requestTimeout: 30))
+    }
+
+    @Test("FERRY_* environment variables override scalar keys")
+    func environment() throws {
+        let configuration = try parse(Self.complete, environment: [
+            "FERRY_SERVER_PORT": "9000", "FERRY_SYNC_PULL_INTERVAL": "3", "FERRY_STORE_PATH": "/var/lib/ferry/x.sqlite",
+            "FERRY_SERVER_TOKENS_FILE": "t", "UNRELATED": "1",
+        ])
+        #expect(configuration.server.port == 9000)
+        #expect(configuration.sync.pullInterval == 3)
+        #expect(configuration.store.path == "/var/lib/ferry/x.sqlite")
+        #expect(configuration.server.tokensFile == "/srv/ferry/t")
+        #expect(error(Self.complete, environment: ["FERRY_SERVER_PORT": "seventy"]).contains("server.port must be a whole number from 0 to 65535; found 'seventy'"))
+    }
+
+    @Test("Each bad or missing key gets an error naming the file and the key")
+    func errors() {
+        let cases: [(String, String)] = [
+            ("server: {tokens_file: t}\n", "missing key store.path"),
+            ("store: {path: s}\nserver: {tokens_file: t}\n", "missing key store.model"),
+            ("store: {path: s, model: m}\n", "missing key server.tokens_file"),
+            ("store: {path: s, model: m, colour: red}\nserver: {tokens_file: t}\n", "unknown key store.colour; known keys here: model, path"),
+            ("stor: {path: s}\n", "unknown key stor"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, port: 70000}\n", "server.port must be a whole number from 0 to 65535; found '70000'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {pull_interval: soon}\n", "sync.pull_interval must be a number of seconds"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'ftp://x', token_file: t}\n", "peers[0].url must be an http:// or https:// URL"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x'}\n", "missing key peers[0].token_file"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t}\n  - {name: b, url: 'http://y', token_file: t}\n", "two peers are named 'b'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers: {name: b}\n", "'peers' must be a list"),
+            ("store: [s, m]\n", "'store' must be a mapping"),
+            ("store: {path: [a, b], model: m}\nserver: {tokens_file: t}\n", "store.path must be a single value"),
+            ("", "the file is empty"),
+            ("store: {path: s\n", "not valid YAML"),
+        ]
+        for (text, expected) in cases {
+            let message = error(text)
+            #expect(message.hasPrefix("/srv/ferry/ferry.yaml: "), "\(text)")
+            #expect(message.contains(expected), "\(text) → \(message)")
+        }
+    }
+
+    @Test("The example configuration in config/ is valid")
+    func example() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../config/ferry.yaml").standardizedFileURL.path
+        let configuration = try Configuration.load(path: path, environment: [:])
+        #expect(configuration.store.model.hasSuffix("config/models/OrgChart.xcdatamodeld"))
+        #expect(FileManager.default.fileExists(atPath: configuration.store.model))
+        #expect(!configuration.peers.isEmpty)
+    }
+}

@@ -73,11 +73,12 @@ public final class DaemonPeer: @unchecked Sendable {
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
     }
 
-    /// Starts `ferry run` and waits until it listens.
-    public func start() throws {
+    /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens.
+    public func start(environment: [String: String] = [:]) throws {
         let process = Process()
         process.executableURL = try FerryProcess.executable()
         process.arguments = ["run", "--config", configuration]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output
         let log = FileHandle(forWritingAtPath: directory.file("daemon.log")) ?? {
@@ -178,5 +179,9 @@ public final class DaemonPeer: @unchecked Sendable {
 
 /// A test peer that misbehaved.
 public struct DaemonPeerError: Error, CustomStringConvertible {
+    /// What went wrong.
     public let description: String
+
+    /// Creates an error.
+    public init(description: String) { self.description = description }
 }

@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -44,6 +46,8 @@ let package = Package(
                 "FerryStore", "FerrySQLite", "FerrySync",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // The long-running daemon: configuration, peers, the sync loop, the server, systemd notification.
@@ -55,6 +59,8 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // Command implementations live in a library so the tests can reach their
@@ -85,7 +91,11 @@ let package = Package(
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"], exclude: ["Fixtures"]),
-        .testTarget(name: "FerryDaemonTests", dependencies: ["FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport"]),
+        .testTarget(
+            name: "FerryDaemonTests",
+            dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
+                           .product(name: "Yams", package: "Yams")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

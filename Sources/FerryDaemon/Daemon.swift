@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 import FerryModel
 import FerryStore
@@ -79,7 +81,10 @@ public enum Daemon {
                 return (results.allSatisfy { $0.error == nil } ? 200 : 502, body)
             }
         )
-        let api = FerryAPI(endpoint: parts.endpoint, tokens: parts.tokens, maxBodyBytes: configuration.server.maxBodyBytes, hooks: hooks)
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let api = FerryAPI(endpoint: parts.endpoint, tokens: parts.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
+                           hooks: hooks, metrics: registry)
         let app = Application(
             router: api.router(),
             configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry"),

@@ -1,7 +1,9 @@
 import Foundation
 import Logging
+import Metrics
 import FerryStore
 import FerrySync
+import FerryServer
 
 /// Runs sync rounds with the configured peers, one round at a time, and keeps
 /// what `ferry status` and `/v1/status` show: per peer the last attempt, the
@@ -70,6 +72,11 @@ public actor SyncCoordinator {
         for index in peers.indices where peer == nil || peers[index].name == peer {
             peers[index].lastAttempt = Date()
             let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
+            let name = peers[index].name
+            ReceivedMetrics.record(result.pulled, via: "pull")
+            Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
+            Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
+            Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
             if let error = result.error {
                 peers[index].consecutiveFailures += 1
                 peers[index].lastError = error.description
@@ -85,6 +92,8 @@ public actor SyncCoordinator {
                 if let lag = await lag(peers[index].sync) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
+                    Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
+                    Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_push")]).record(lag.toPush)
                 }
                 if result.pulled.applied + result.pushed.applied + result.pulled.quarantined > 0 {
                     logger.info("synced with \(peers[index].name): \(result.summary)")

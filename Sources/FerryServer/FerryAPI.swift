@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import FerryStore
 import FerrySQLite
 import FerrySync
@@ -46,18 +48,32 @@ public struct FerryAPI: Sendable {
     let tokens: AccessTokens
     let maxBodyBytes: Int
     let hooks: Hooks
+    let metrics: PrometheusCollectorRegistry?
 
-    /// An API over `endpoint`, accepting `tokens`, refusing bodies over `maxBodyBytes` with 413.
-    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none) {
+    /// An API over `endpoint`, accepting `tokens`, refusing bodies over
+    /// `maxBodyBytes` with 413, serving `metrics` (the registry the process's
+    /// `MetricsSystem` was bootstrapped with) at `/metrics`.
+    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none,
+                metrics: PrometheusCollectorRegistry? = nil) {
         self.endpoint = endpoint
         self.tokens = tokens
         self.maxBodyBytes = maxBodyBytes
         self.hooks = hooks
+        self.metrics = metrics
     }
 
     /// The routes.
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
+        // Request counts and latency (http_server_request_duration_seconds), through swift-metrics.
+        router.add(middleware: MetricsMiddleware())
+        if let metrics {
+            router.get("metrics") { request, _ in
+                try authorize(request, .peer)
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+            }
+        }
         router.get("healthz") { _, _ in Self.json(#"{"status":"ok"}"#) }
         router.get("v1/state") { request, _ in
             try authorize(request, .peer)
@@ -138,7 +154,9 @@ public struct FerryAPI: Sendable {
         }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         do {
-            return Self.json(try await endpoint.apply(lines: lines).json)
+            let report = try await endpoint.apply(lines: lines)
+            ReceivedMetrics.record(report, via: "push")
+            return Self.json(report.json)
         } catch let error as ReplayError {
             switch error {
             case .malformed: throw HTTPError(.badRequest, message: error.description)
@@ -162,5 +180,17 @@ public struct FerryAPI: Sendable {
 
     static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Counts of change sets taken in, by how they came (`push` to this server,
+/// `pull` by this daemon) and what became of them.
+public enum ReceivedMetrics {
+    /// Adds one apply's counts to `ferry_changesets_received_total`.
+    public static func record(_ report: ApplyReport, via: String) {
+        for (result, count) in [("applied", report.applied), ("duplicate", report.duplicate),
+                                ("waiting", report.waiting), ("quarantined", report.quarantined)] where count > 0 {
+            Counter(label: "ferry_changesets_received_total", dimensions: [("via", via), ("result", result)]).increment(by: count)
+        }
     }
 }

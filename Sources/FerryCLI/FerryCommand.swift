@@ -19,11 +19,38 @@ public struct FerryCommand: AsyncParsableCommand {
     public init() {}
 }
 
-/// The options every store command shares.
+/// The options every store command shares: `--store` and `--model`, or
+/// `--config` naming a daemon configuration whose `store.path` and `store.model` are used.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: "The store file (SQLite).")
-    var store: String
+    @Option(name: .customLong("store"), help: "The store file (SQLite).")
+    var storeOption: String?
 
-    @Option(name: .long, help: "The model: a .xcdatamodeld folder, a .xcdatamodel folder, or its contents file.")
-    var model: String
+    @Option(name: .customLong("model"), help: "The model: a .xcdatamodeld folder, a .xcdatamodel folder, or its contents file.")
+    var modelOption: String?
+
+    @Option(name: .long, help: "A daemon configuration file (YAML) to take the store and model from, in place of --store and --model.")
+    var config: String?
+
+    func validate() throws {
+        if let config {
+            guard storeOption == nil, modelOption == nil else {
+                throw ValidationError("give either --config or --store and --model, not both")
+            }
+            _ = try loadConfiguration(config)
+        } else if storeOption == nil || modelOption == nil {
+            throw ValidationError("give --store and --model (or --config with a daemon configuration)")
+        }
+    }
+
+    /// The store path (from the configuration when `--config` is given).
+    var store: String {
+        if let config, let configuration = try? loadConfiguration(config) { return configuration.store.path }
+        return storeOption ?? ""
+    }
+
+    /// The model path (from the configuration when `--config` is given).
+    var model: String {
+        if let config, let configuration = try? loadConfiguration(config) { return configuration.store.model }
+        return modelOption ?? ""
+    }
 }

@@ -12,14 +12,22 @@ struct StateCommand: ParsableCommand {
     )
 
     @Option(name: .long, help: "The store file (SQLite).")
-    var store: String
+    var store: String?
+
+    @Option(name: .long, help: "A daemon configuration file (YAML) to take the store from, in place of --store.")
+    var config: String?
 
     @Flag(name: .long, help: "Print only the version vector (the form `ferry history --after` takes).")
     var vector = false
 
+    func validate() throws {
+        guard (store == nil) != (config == nil) else { throw ValidationError("give either --store or --config") }
+    }
+
     func run() throws {
+        let path = try config.map { try loadConfiguration($0).store.path } ?? store ?? ""
         do {
-            let state = try SQLiteStore.historyState(atPath: store)
+            let state = try SQLiteStore.historyState(atPath: path)
             print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
             throw CLIError(error)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import FerryDaemon
+import FerryTestSupport
 
 @Suite("Configuration")
 struct ConfigurationTests {
@@ -101,5 +102,32 @@ struct ConfigurationTests {
         #expect(configuration.store.model.hasSuffix("config/models/OrgChart.xcdatamodeld"))
         #expect(FileManager.default.fileExists(atPath: configuration.store.model))
         #expect(!configuration.peers.isEmpty)
+    }
+}
+
+@Suite("Store commands with --config")
+struct StoreCommandsWithConfigurationTests {
+    @Test("--config stands for --store and --model on every store command; mixing them is a usage error")
+    func config() throws {
+        let peer = try DaemonPeer(name: "cli", model: ReplicationTests.model)
+        #expect(try FerryProcess.run(["init", "--config", peer.configuration]).status == 0)
+        try peer.put("[\(ReplicationTests.person("ann", 1, "Ann"))]")
+        let byPaths = try peer.dump()
+        #expect(!byPaths.isEmpty)
+        #expect(try FerryProcess.run(["dump", "--config", peer.configuration]).standardOutput == byPaths)
+        #expect(try FerryProcess.run(["history", "--config", peer.configuration]).standardOutput == peer.ferry(["history"]).standardOutput)
+        #expect(try FerryProcess.run(["state", "--config", peer.configuration]).standardOutput
+            == FerryProcess.run(["state", "--store", peer.store]).standardOutput)
+        let query = try FerryProcess.run(["query", "--config", peer.configuration, "Person", "--where", "name == 'Ann'", "--count"])
+        #expect(query.status == 0 && query.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(query.standardError)")
+        let put = try FerryProcess.run(["put", "--config", peer.configuration, "-"], input: "[\(ReplicationTests.person("bob", 2, "Bob"))]")
+        #expect(put.status == 0)
+        #expect(try peer.dump().split(separator: "\n").count == 2)
+        let both = try FerryProcess.run(["dump", "--config", peer.configuration, "--store", peer.store])
+        #expect(both.status == 64 && both.standardError.contains("not both"))
+        let neither = try FerryProcess.run(["dump"])
+        #expect(neither.status == 64 && neither.standardError.contains("--config"))
+        let missing = try FerryProcess.run(["dump", "--config", peer.directory.file("nope.yaml")])
+        #expect(missing.status == 1 && missing.standardError.contains("cannot read the configuration file"))
     }
 }

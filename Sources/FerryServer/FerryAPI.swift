@@ -43,6 +43,9 @@ public struct FerryAPI: Sendable {
     public static let maximumLimit = 10_000
     /// Change sets read from the store per streamed chunk.
     static let pageSize = 100
+    /// A pull answer stops after the chunk that passes this many bytes, so one
+    /// answer stays a bounded size whatever the limit; the caller asks again.
+    public static let answerBytes = 8 << 20
 
     let endpoint: ReplicationEndpoint
     let tokens: AccessTokens
@@ -124,15 +127,17 @@ public struct FerryAPI: Sendable {
         let body = ResponseBody { writer in
             var page = first
             var sent = 0
+            var bytes = 0
             while true {
                 var buffer = ByteBuffer()
                 for line in page.lines {
                     buffer.writeString(line)
                     buffer.writeInteger(UInt8(ascii: "\n"))
                 }
+                bytes += buffer.readableBytes
                 try await writer.write(buffer)
                 sent += page.lines.count
-                guard sent < limit, page.lines.count == Self.pageSize else { break }
+                guard sent < limit, page.lines.count == Self.pageSize, bytes < Self.answerBytes else { break }
                 page = try await endpoint.page(after: vector, cursor: page.cursor, limit: min(limit - sent, Self.pageSize))
                 if page.lines.isEmpty { break }
             }

@@ -42,6 +42,8 @@ public struct PeerSync: Sendable {
     public let client: PeerClient
     /// Change sets per request.
     public let batchSize: Int
+    /// Most bytes of change sets in one push (a single larger change set still goes alone).
+    static let requestBytes = 8 << 20
 
     /// A round runner for one peer.
     public init(name: String, endpoint: ReplicationEndpoint, client: PeerClient, batchSize: Int) {
@@ -79,20 +81,26 @@ public struct PeerSync: Sendable {
             }
             result.pulled.add(report)
             progress("\(name): pulled \(lines.count) change sets (\(report.applied) applied)")
-            // A short page is the last; a page with nothing new (only held sets) cannot make progress.
-            if lines.count < batchSize || report.applied + report.quarantined == 0 { return }
+            // The peer may answer fewer than asked (it bounds an answer's bytes): only an empty
+            // answer ends the pull, or one with nothing new (only held sets), which cannot progress.
+            if report.applied + report.quarantined == 0 { return }
         }
     }
 
     private func push(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
         while !Task.isCancelled {
             let remote = try await client.state()
-            let lines = try await endpoint.lines(after: remote.vector, limit: batchSize)
+            var lines = try await endpoint.lines(after: remote.vector, limit: batchSize)
             guard !lines.isEmpty else { return }
+            // Keep a request's body bounded (the peer refuses large ones with 413): at least one line.
+            var bytes = 0
+            if let cut = lines.firstIndex(where: { bytes += $0.utf8.count + 1; return bytes > Self.requestBytes }), cut > 0 {
+                lines.removeSubrange(cut...)
+            }
             let report = try await client.push(lines)
             result.pushed.add(report)
             progress("\(name): pushed \(lines.count) change sets (\(report.applied) applied)")
-            if lines.count < batchSize || report.applied + report.quarantined == 0 { return }
+            if report.applied + report.quarantined == 0 { return }
         }
     }
 }

@@ -1,0 +1,80 @@
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+/// Workloads W3, W4 and W6 of DESIGN.md, with real `ferry` processes on 127.0.0.1
+/// (the release `ferry` binary next to this one: `swift build -c release --product ferry`).
+enum ReplicationWorkload {
+    /// W3 (and W6 with `--count 1000000`): W1 on peer A (its daemon serving), then
+    /// `ferry sync-now` on B (no daemon: it syncs in its own process) over loopback
+    /// HTTP; against raw sqlite3 inserts of the same rows in the same run; and
+    /// the peak resident memory of B's process.
+    static func replicate(_ settings: Settings, model: ManagedObjectModel) throws {
+        let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        let b = try DaemonPeer(name: "b", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        try b.connect(to: a)
+        print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), then `ferry sync-now` on B over loopback HTTP")
+        let saving = try ferryInsert(settings, model: model, path: a.store)
+        print(String(format: "  A saved them in %.2f s", saving))
+        try a.start()
+        guard try FerryProcess.run(["init", "--config", b.configuration]).status == 0 else { throw RawSQLiteError.failed("init B") }
+
+        let process = Process()
+        process.executableURL = try FerryProcess.executable()
+        process.arguments = ["sync-now", "--config", b.configuration]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        var usage = rusage()
+        let elapsed = try seconds {
+            try process.run()
+            process.waitUntilExit()
+        }
+        // The only child waited for so far: its peak resident set.
+        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+        let peakMegabytes = Double(usage.ru_maxrss) / 1024
+        a.stop()
+        guard process.terminationStatus == 0 else { throw RawSQLiteError.failed("sync-now on B failed:\n\(a.log())") }
+        let count = try FerryProcess.run(["query", "--config", b.configuration, "Person", "--count"]).standardOutput
+        guard Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) == settings.count else {
+            throw RawSQLiteError.failed("B has \(count) objects, not \(settings.count)")
+        }
+        // The baseline, best of three (the machine's fsync times vary a lot).
+        let raw = try (1...3).map { try rawInsert(settings, model: model, path: a.directory.file("raw\($0).sqlite")) }.min() ?? .infinity
+        print(String(format: "  raw sqlite3 %.3f s (best of 3), sync-now on B %.3f s (process start, HTTP pulls, replay)", raw, elapsed))
+        printRates(count: settings.count, rawSeconds: raw, ferrySeconds: elapsed, ferryLabel: "Ferry A → B (sync-now):", target: 0.33)
+        print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)", peakMegabytes, settings.count))
+    }
+
+    /// W4: one save on A with both daemons running, until B shows it; p50 and p99 over `samples` saves.
+    static func latency(samples: Int, model: ManagedObjectModel) throws {
+        let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        let b = try DaemonPeer(name: "b", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        try a.start()
+        try b.start()
+        defer { a.stop(); b.stop() }
+        let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
+        let reader = try SQLiteStore(path: b.store, model: model)
+        var latencies: [Double] = []
+        for index in 0..<samples {
+            let person = try writer.insert(entityName: "Person")
+            try person.setValue("W4 \(index)", forKey: "name")
+            let start = DispatchTime.now().uptimeNanoseconds
+            try writer.save()
+            let uri = person.objectID.uriString
+            while try reader.localObjectID(forOriginURI: uri) == nil {
+                guard DispatchTime.now().uptimeNanoseconds - start < 10_000_000_000 else { throw RawSQLiteError.failed("B did not show save \(index) within 10 s") }
+                usleep(500)
+            }
+            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+            usleep(UInt32.random(in: 20_000...60_000))  // saves spread out, not in one burst
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        print(String(format: "W4 latency: %d saves on A until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 50 ms, p99 <= 200 ms)",
+                     samples, percentile(0.5), percentile(0.99), latencies.last ?? 0))
+    }
+}

@@ -16,8 +16,7 @@ public actor SyncCoordinator {
         var lastAttempt: Date?
         var lastSuccess: Date?
         var lastError: String?
-        var consecutiveFailures = 0
-        var retryAt: Date?
+        var retries = RetrySchedule()
         var toPull: Int64?
         var toPush: Int64?
     }
@@ -27,12 +26,16 @@ public actor SyncCoordinator {
     private var peers: [PeerRecord]
     private var tail: Task<[PeerSyncResult], Never>?
     private let logger: Logger
+    private let now: @Sendable () -> Date
+    private var random = SystemRandomNumberGenerator()
 
     /// A coordinator for `peers` (name, URL, token) over `endpoint`.
+    /// `now` is the clock (tests pass their own).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String)], batchSize: Int,
-                requestTimeout: TimeInterval, logger: Logger) {
+                requestTimeout: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
         self.endpoint = endpoint
         self.logger = logger
+        self.now = now
         self.peers = peers.map { peer in
             PeerRecord(name: peer.name, url: peer.url,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
@@ -58,19 +61,21 @@ public actor SyncCoordinator {
     }
 
     /// The peers whose backoff after a failure has run out (or that never failed).
-    func peersDue(at now: Date) -> [String] {
-        peers.filter { ($0.retryAt ?? .distantPast) <= now }.map(\.name)
+    func peersDue() -> [String] {
+        let time = now()
+        return peers.filter { $0.retries.isDue(at: time) }.map(\.name)
     }
 
-    /// The earliest time a failed peer may be retried.
-    func nextRetry() -> Date? {
-        peers.compactMap(\.retryAt).min()
+    /// The failed peers whose backoff has run out.
+    func failedPeersDue() -> [String] {
+        let time = now()
+        return peers.filter { $0.retries.retryAt.map { $0 <= time } ?? false }.map(\.name)
     }
 
     private func perform(peer: String?, pull: Bool, push: Bool, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         var results: [PeerSyncResult] = []
         for index in peers.indices where peer == nil || peers[index].name == peer {
-            peers[index].lastAttempt = Date()
+            peers[index].lastAttempt = now()
             let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
             let name = peers[index].name
             ReceivedMetrics.record(result.pulled, via: "pull")
@@ -78,17 +83,13 @@ public actor SyncCoordinator {
             Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
             Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
             if let error = result.error {
-                peers[index].consecutiveFailures += 1
                 peers[index].lastError = error.description
-                // Exponential backoff with jitter: 1 s, 2 s, 4 s … up to 60 s.
-                let base = min(60, pow(2, Double(min(peers[index].consecutiveFailures - 1, 6))))
-                peers[index].retryAt = Date().addingTimeInterval(base * Double.random(in: 0.5...1.5))
-                logger.warning("sync with \(peers[index].name) failed: \(error)")
+                let delay = peers[index].retries.recordFailure(at: now(), using: &random)
+                logger.warning("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
             } else {
-                peers[index].consecutiveFailures = 0
+                peers[index].retries.recordSuccess()
                 peers[index].lastError = nil
-                peers[index].retryAt = nil
-                peers[index].lastSuccess = result.finished
+                peers[index].lastSuccess = now()
                 if let lag = await lag(peers[index].sync) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
@@ -137,7 +138,7 @@ public actor SyncCoordinator {
                 "last_attempt": date(peer.lastAttempt),
                 "last_success": date(peer.lastSuccess),
                 "last_error": peer.lastError.map(JSONValue.string) ?? .null,
-                "consecutive_failures": .integer(Int64(peer.consecutiveFailures)),
+                "consecutive_failures": .integer(Int64(peer.retries.consecutiveFailures)),
                 "to_pull": peer.toPull.map(JSONValue.integer) ?? .null,
                 "to_push": peer.toPush.map(JSONValue.integer) ?? .null,
             ])

@@ -38,14 +38,14 @@ struct SyncLoop: Service {
                 _ = await coordinator.round()
                 nextPull = Date().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
                 lastVector = try await endpoint.state().vector
-            } else if let retry = await coordinator.nextRetry(), retry <= now {
-                for peer in await coordinator.peersDue(at: now) { _ = await coordinator.round(peer: peer) }
+            } else {
+                for peer in await coordinator.failedPeersDue() { _ = await coordinator.round(peer: peer) }
             }
             let vector = try await endpoint.state().vector
             if vector != lastVector {
                 lastVector = vector
                 // Only peers not in backoff: a down peer is retried on its own schedule.
-                for peer in await coordinator.peersDue(at: Date()) { _ = await coordinator.round(peer: peer, pull: false) }
+                for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false) }
             }
             if let interval = notifier.watchdogInterval, ContinuousClock.now - lastWatchdog >= interval {
                 notifier.watchdog()

@@ -42,10 +42,10 @@ public struct FerryAPI: Sendable {
     /// Most change sets one pull request may ask for.
     public static let maximumLimit = 10_000
     /// Change sets read from the store per streamed chunk.
-    static let pageSize = 100
+    static let pageSize = 16
     /// A pull answer stops after the chunk that passes this many bytes, so one
     /// answer stays a bounded size whatever the limit; the caller asks again.
-    public static let answerBytes = 8 << 20
+    public static let answerBytes = 4 << 20
 
     let endpoint: ReplicationEndpoint
     let tokens: AccessTokens

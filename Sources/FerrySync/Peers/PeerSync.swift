@@ -43,7 +43,7 @@ public struct PeerSync: Sendable {
     /// Change sets per request.
     public let batchSize: Int
     /// Most bytes of change sets in one push (a single larger change set still goes alone).
-    static let requestBytes = 8 << 20
+    static let requestBytes = 4 << 20
 
     /// A round runner for one peer.
     public init(name: String, endpoint: ReplicationEndpoint, client: PeerClient, batchSize: Int) {

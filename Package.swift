@@ -24,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // gzip of request and response bodies (zlib through NIO ByteBuffers); Hummingbird 2 has no compression of its own.
+        .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -38,7 +41,14 @@ let package = Package(
             ]
         ),
         // Merging change sets from other stores.
-        .target(name: "FerrySync", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
+        .target(
+            name: "FerrySync",
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite",
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // The HTTP API of docs/PROTOCOL.md and docs/openapi.yaml (Hummingbird 2).
         .target(
             name: "FerryServer",
@@ -48,6 +58,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ]
         ),
         // The long-running daemon: configuration, peers, the sync loop, the server, systemd notification.
@@ -94,7 +105,8 @@ let package = Package(
         .testTarget(
             name: "FerryDaemonTests",
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
-                           .product(name: "Yams", package: "Yams")]
+                           .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
+                           .product(name: "NIOCore", package: "swift-nio")]
         ),
     ],
     swiftLanguageModes: [.v6]

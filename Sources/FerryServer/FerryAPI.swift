@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import Metrics
 import Prometheus
+import CompressNIO
 import FerryStore
 import FerrySQLite
 import FerrySync
@@ -124,7 +125,11 @@ public struct FerryAPI: Sendable {
             throw HTTPError(.gone, message: "\(error)")
         }
         let endpoint = endpoint
+        let gzip = Self.acceptsGzip(request)
         let body = ResponseBody { writer in
+            // Each chunk is compressed as it goes (a sync flush), so the answer still streams.
+            let compressor = gzip ? CompressionAlgorithm.gzip().compressor : nil
+            try compressor?.startStream()
             var page = first
             var sent = 0
             var bytes = 0
@@ -135,15 +140,26 @@ public struct FerryAPI: Sendable {
                     buffer.writeInteger(UInt8(ascii: "\n"))
                 }
                 bytes += buffer.readableBytes
-                try await writer.write(buffer)
+                if let compressor {
+                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
+                } else {
+                    try await writer.write(buffer)
+                }
                 sent += page.lines.count
                 guard sent < limit, page.lines.count == Self.pageSize, bytes < Self.answerBytes else { break }
                 page = try await endpoint.page(after: vector, cursor: page.cursor, limit: min(limit - sent, Self.pageSize))
                 if page.lines.isEmpty { break }
             }
+            if let compressor {
+                var end = ByteBuffer()
+                try await writer.write(try end.compressStream(with: compressor, flush: .finish))
+                try compressor.finishStream()
+            }
             try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: body)
+        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
+        if gzip { headers[.contentEncoding] = "gzip" }
+        return Response(status: .ok, headers: headers, body: body)
     }
 
     private func push(_ request: Request) async throws -> Response {
@@ -154,7 +170,24 @@ public struct FerryAPI: Sendable {
         } catch {
             throw HTTPError(.contentTooLarge, message: "the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
         }
-        guard let text = buffer.getString(at: buffer.readerIndex, length: buffer.readableBytes) else {
+        var body = buffer
+        switch request.headers[.contentEncoding]?.lowercased() {
+        case nil, "identity":
+            break
+        case "gzip":
+            do {
+                body = try body.decompress(with: .gzip(), maxSize: maxBodyBytes)
+                // (The library may stop a little past maxSize; the limit is checked here too.)
+                guard body.readableBytes <= maxBodyBytes else { throw CompressNIOError.bufferOverflow }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                throw HTTPError(.contentTooLarge, message: "the request body unpacks to more than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+            } catch {
+                throw HTTPError(.badRequest, message: "the body says Content-Encoding: gzip but is not valid gzip data")
+            }
+        case let other?:
+            throw HTTPError(.unsupportedMediaType, message: "Content-Encoding '\(other)' is not supported; send the body as is or gzip")
+        }
+        guard let text = body.getString(at: body.readerIndex, length: body.readableBytes) else {
             throw HTTPError(.badRequest, message: "the body must be UTF-8 text: change sets as JSON lines")
         }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
@@ -172,6 +205,15 @@ public struct FerryAPI: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Whether the caller takes gzip (`Accept-Encoding: gzip`, not `gzip;q=0`).
+    static func acceptsGzip(_ request: Request) -> Bool {
+        let header = request.headers[.acceptEncoding] ?? ""
+        return header.split(separator: ",").contains { part in
+            let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            return fields.first == "gzip" && !fields.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
+        }
+    }
 
     private func authorize(_ request: Request, _ needed: AccessTokens.Role) throws {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),

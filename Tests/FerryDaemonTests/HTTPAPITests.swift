@@ -3,6 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import CompressNIO
+import NIOCore
 import FerryTestSupport
 
 /// The HTTP API of a real `ferry run` process: authentication, limits, errors,
@@ -25,10 +27,11 @@ struct HTTPAPITests {
         let headers: [AnyHashable: Any]
     }
 
-    func request(_ method: String, _ path: String, token: String? = nil, body: Data? = nil) async throws -> Answer {
+    func request(_ method: String, _ path: String, token: String? = nil, body: Data? = nil, headers: [String: String] = [:]) async throws -> Answer {
         var request = URLRequest(url: try #require(URL(string: peer.url + path)))
         request.httpMethod = method
         request.httpBody = body
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         let (data, response) = try await URLSession.shared.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
@@ -115,5 +118,28 @@ struct HTTPAPITests {
         #expect(object["waiting"] as? Int == 0 && object["quarantined"] as? Int == 0)
         #expect((object["peers"] as? [Any])?.isEmpty == true)
         #expect(object["vector"] is [String: Any])
+    }
+
+    @Test("Pulls are gzip-compressed for callers that take gzip; pushes may be gzip; other encodings get 415")
+    func gzip() async throws {
+        let compressed = try await request("GET", "/v1/changesets", token: peerToken, headers: ["Accept-Encoding": "gzip"])
+        #expect(compressed.status == 200)
+        #expect((compressed.headers["Content-Encoding"] as? String) == "gzip")
+        #expect(compressed.body.split(separator: "\n").count == 2, "URLSession unpacks it: \(compressed.body.prefix(80))")
+        let plain = try await request("GET", "/v1/changesets", token: peerToken, headers: ["Accept-Encoding": "identity"])
+        #expect(plain.headers["Content-Encoding"] == nil && plain.body == compressed.body)
+
+        let before = try peer.dump()
+        let garbage = try await request("POST", "/v1/changesets", token: peerToken, body: Data("not gzip".utf8), headers: ["Content-Encoding": "gzip"])
+        #expect(garbage.status == 400 && garbage.body.contains("not valid gzip"))
+        let brotli = try await request("POST", "/v1/changesets", token: peerToken, body: Data("x".utf8), headers: ["Content-Encoding": "br"])
+        #expect(brotli.status == 415)
+        // A small body that unpacks past server.max_body_bytes is refused, not unpacked.
+        var spaces = ByteBuffer(repeating: UInt8(ascii: " "), count: (64 << 20) + 1)
+        let bomb = Data(try spaces.compress(with: .gzip()).readableBytesView)
+        #expect(bomb.count < 200_000)
+        let refused = try await request("POST", "/v1/changesets", token: peerToken, body: bomb, headers: ["Content-Encoding": "gzip"])
+        #expect(refused.status == 413, "\(refused.body)")
+        #expect(try peer.dump() == before)
     }
 }

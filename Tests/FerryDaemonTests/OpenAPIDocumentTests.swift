@@ -50,9 +50,11 @@ struct OpenAPIDocumentTests {
         Operation(method: "POST", path: "/v1/changesets", status: 503): "needs another writer to conflict with a change set eight times in a row",
     ]
 
-    func send(_ peer: DaemonPeer, _ method: String, _ path: String, token: String?, body: Data? = nil) async throws -> (Int, Data) {
+    func send(_ peer: DaemonPeer, _ method: String, _ path: String, token: String?, body: Data? = nil,
+              headers: [String: String] = [:]) async throws -> (Int, Data) {
         var request = URLRequest(url: try #require(URL(string: peer.url + path)))
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.httpBody = body
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         let (data, response) = try await URLSession.shared.data(for: request)
@@ -77,8 +79,9 @@ struct OpenAPIDocumentTests {
         let admin = server.adminToken
 
         var exercised: [Operation: Data] = [:]
-        func check(_ method: String, _ template: String, _ path: String, token: String?, body: Data? = nil, expect status: Int) async throws {
-            let (actual, data) = try await send(server, method, path, token: token, body: body)
+        func check(_ method: String, _ template: String, _ path: String, token: String?, body: Data? = nil,
+                   headers: [String: String] = [:], expect status: Int) async throws {
+            let (actual, data) = try await send(server, method, path, token: token, body: body, headers: headers)
             #expect(actual == status, "\(method) \(path): \(actual) \(String(decoding: data, as: UTF8.self))")
             exercised[Operation(method: method, path: template, status: status)] = data
         }
@@ -92,6 +95,7 @@ struct OpenAPIDocumentTests {
         try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data("{}\n".utf8), expect: 400)
         try await check("POST", "/v1/changesets", "/v1/changesets", token: nil, body: Data(), expect: 401)
         try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data(count: (64 << 20) + 1), expect: 413)
+        try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data("x".utf8), headers: ["Content-Encoding": "br"], expect: 415)
         try await check("GET", "/v1/status", "/v1/status", token: peer, expect: 200)
         try await check("GET", "/v1/status", "/v1/status", token: nil, expect: 401)
         try await check("POST", "/v1/sync", "/v1/sync?peer=up", token: admin, expect: 200)

@@ -3,6 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import FerryStore
+import CompressNIO
+import NIOCore
 
 /// Why a request to a peer failed.
 public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
@@ -82,10 +84,21 @@ public struct PeerClient: Sendable {
     }
 
     /// `POST /v1/changesets`: the peer applies the lines (all checked first) and says what it did.
+    /// The body goes gzip-compressed.
     public func push(_ lines: [String]) async throws(PeerError) -> ApplyReport {
-        var body = Data()
-        for line in lines { body.append(contentsOf: line.utf8); body.append(0x0A) }
-        let data = try await send("POST", "v1/changesets", body: body, contentType: "application/x-ndjson")
+        var buffer = ByteBuffer()
+        for line in lines {
+            buffer.writeString(line)
+            buffer.writeInteger(UInt8(ascii: "\n"))
+        }
+        let body: Data
+        do {
+            let compressed = try buffer.compress(with: .gzip())
+            body = Data(compressed.readableBytesView)
+        } catch {
+            throw PeerError.badAnswer("gzip of the request body failed: \(error)")
+        }
+        let data = try await send("POST", "v1/changesets", body: body, contentType: "application/x-ndjson", contentEncoding: "gzip")
         guard let report = Self.report(data) else { throw PeerError.badAnswer("POST /v1/changesets did not return a report") }
         return report
     }
@@ -104,7 +117,7 @@ public struct PeerClient: Sendable {
     // MARK: - Internals
 
     private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                      contentType: String? = nil, alsoAccepting: Set<Int> = []) async throws(PeerError) -> Data {
+                      contentType: String? = nil, contentEncoding: String? = nil, alsoAccepting: Set<Int> = []) async throws(PeerError) -> Data {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
@@ -112,6 +125,7 @@ public struct PeerClient: Sendable {
         request.httpMethod = method
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+        if let contentEncoding { request.setValue(contentEncoding, forHTTPHeaderField: "Content-Encoding") }
         request.httpBody = body
         let data: Data
         let response: URLResponse

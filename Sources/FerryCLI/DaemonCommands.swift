@@ -28,7 +28,8 @@ func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
         throw CLIError("\(configuration.server.tokensFile) has no admin token; add a line 'admin TOKEN' so ferry sync-now and status can talk to the daemon")
     }
     let host = ["0.0.0.0", "::", "[::]"].contains(configuration.server.host) ? "127.0.0.1" : configuration.server.host
-    guard let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(configuration.server.port)") else {
+    let scheme = configuration.server.tls == nil ? "http" : "https"
+    guard let url = URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(configuration.server.port)") else {
         throw CLIError("server.host and server.port do not make a URL")
     }
     return PeerClient(baseURL: url, token: token, timeout: 3600)

@@ -27,6 +27,16 @@ public struct Configuration: Sendable, Equatable {
         public var tokensFile: String
         /// The largest request body accepted, in bytes (default 64 MiB); larger ones get 413.
         public var maxBodyBytes: Int
+        /// HTTPS: the server's certificate chain and private key (PEM files); plain HTTP when nil.
+        public var tls: TLS?
+    }
+
+    /// The server's certificate and key.
+    public struct TLS: Sendable, Equatable {
+        /// The certificate chain, PEM, the server's own certificate first.
+        public var certificate: String
+        /// The private key, PEM.
+        public var key: String
     }
 
     /// A store this one replicates with.
@@ -67,15 +77,16 @@ extension Configuration {
     /// Every scalar key, by path; the environment can override these.
     static let scalarKeys = [
         "store.path", "store.model",
-        "server.host", "server.port", "server.tokens_file", "server.max_body_bytes",
+        "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.tls.certificate", "server.tls.key",
         "sync.pull_interval", "sync.batch_size", "sync.request_timeout",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync"],
         "store": ["path", "model"],
-        "server": ["host", "port", "tokens_file", "max_body_bytes"],
+        "server": ["host", "port", "tokens_file", "max_body_bytes", "tls"],
+        "server.tls": ["certificate", "key"],
         "sync": ["pull_interval", "batch_size", "request_timeout"],
-        "peer": ["name", "url", "token_file"],
+        "peer": ["name", "url", "token_file", "ca_file"],
     ]
 
     /// Reads and checks the configuration at `path`, applying `environment` overrides.
@@ -101,14 +112,36 @@ extension Configuration {
             }
             init() {}
         }
+        /// The server section: scalars, and the `tls` mapping.
+        struct ServerSection: Decodable {
+            var values: [String: String] = [:]
+            var tls: [String: String]?
+            struct Key: CodingKey {
+                var stringValue: String
+                var intValue: Int? { nil }
+                init(stringValue: String) { self.stringValue = stringValue }
+                init?(intValue: Int) { nil }
+            }
+            init(from decoder: Decoder) throws {
+                let container = try decoder.container(keyedBy: Key.self)
+                for key in container.allKeys {
+                    if key.stringValue == "tls" {
+                        tls = try container.decode([String: String].self, forKey: key)
+                    } else {
+                        values[key.stringValue] = try container.decode(String.self, forKey: key)
+                    }
+                }
+            }
+        }
         struct PeerEntry: Decodable {
             var name: String?
             var url: String?
             var tokenFile: String?
-            enum CodingKeys: String, CodingKey { case name, url, tokenFile = "token_file" }
+            var caFile: String?
+            enum CodingKeys: String, CodingKey { case name, url, tokenFile = "token_file", caFile = "ca_file" }
         }
         var store: Section?
-        var server: Section?
+        var server: ServerSection?
         var sync: Section?
         var peers: [PeerEntry]?
     }
@@ -133,13 +166,13 @@ extension Configuration {
         func scalar(_ path: String) -> String? {
             let variable = "FERRY_" + path.replacingOccurrences(of: ".", with: "_").uppercased()
             if let override = environment[variable] { return override }
-            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
-            let section = switch parts[0] {
-            case "store": document.store
-            case "server": document.server
-            default: document.sync
+            let parts = path.split(separator: ".").map(String.init)
+            switch (parts.first, parts.count) {
+            case ("store", 2): return document.store?.values[parts[1]]
+            case ("server", 2): return document.server?.values[parts[1]]
+            case ("server", 3): return document.server?.tls?[parts[2]]
+            default: return document.sync?.values[parts[1]]
             }
-            return section?.values[parts[1]]
         }
         func string(_ path: String, default value: String? = nil) throws(ConfigurationError) -> String {
             guard let found = scalar(path) ?? value else { throw fail("missing key \(path)") }
@@ -173,8 +206,21 @@ extension Configuration {
                 throw fail("\(place).url must be an http:// or https:// URL with a host; found '\(urlText)'")
             }
             guard let tokenFile = entry.tokenFile, !tokenFile.isEmpty else { throw fail("missing key \(place).token_file") }
+            if entry.caFile != nil {
+                throw fail("\(place).ca_file is not supported: on Linux, URLSession verifies peers only against the system trust store "
+                    + "(FoundationNetworking reads a CA file only on Android). Add the peer's CA there (copy it to "
+                    + "/usr/local/share/ca-certificates/ and run update-ca-certificates) and remove ca_file")
+            }
             guard !peers.contains(where: { $0.name == name }) else { throw fail("two peers are named '\(name)'; names must differ") }
             peers.append(Peer(name: name, url: url, tokenFile: resolve(tokenFile)))
+        }
+
+        var tls: TLS?
+        switch (scalar("server.tls.certificate"), scalar("server.tls.key")) {
+        case (nil, nil): tls = nil
+        case (let certificate?, let key?): tls = TLS(certificate: resolve(certificate), key: resolve(key))
+        case (nil, _): throw fail("missing key server.tls.certificate (server.tls needs both certificate and key)")
+        case (_, nil): throw fail("missing key server.tls.key (server.tls needs both certificate and key)")
         }
 
         return Configuration(
@@ -182,7 +228,8 @@ extension Configuration {
             server: Server(host: try string("server.host", default: "127.0.0.1"),
                            port: try integer("server.port", default: 7400, range: 0...65535),
                            tokensFile: resolve(try string("server.tokens_file")),
-                           maxBodyBytes: try integer("server.max_body_bytes", default: 64 << 20, range: 1024...(1 << 32))),
+                           maxBodyBytes: try integer("server.max_body_bytes", default: 64 << 20, range: 1024...(1 << 32)),
+                           tls: tls),
             peers: peers,
             sync: Sync(pullInterval: try number("sync.pull_interval", default: 30, range: 0.05...86400),
                        batchSize: try integer("sync.batch_size", default: 500, range: 1...100_000),
@@ -207,7 +254,15 @@ extension Configuration {
                 guard let mapping = value.mapping else { throw fail("'\(name)' must be a mapping of keys") }
                 try checkKeys(mapping, allowed: sectionKeys[name] ?? [], place: name + ".", fail: fail)
                 for (child, childValue) in mapping where childValue.scalar == nil {
-                    throw fail("\(name).\(child.string ?? "?") must be a single value, not a list or mapping")
+                    let childName = child.string ?? "?"
+                    if let nested = sectionKeys["\(name).\(childName)"], let childMapping = childValue.mapping {
+                        try checkKeys(childMapping, allowed: nested, place: "\(name).\(childName).", fail: fail)
+                        for (leaf, leafValue) in childMapping where leafValue.scalar == nil {
+                            throw fail("\(name).\(childName).\(leaf.string ?? "?") must be a single value")
+                        }
+                        continue
+                    }
+                    throw fail("\(name).\(childName) must be a single value, not a list or mapping")
                 }
             }
         }

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import Metrics
 import Prometheus
@@ -65,6 +67,23 @@ public enum Daemon {
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: tokens)
     }
 
+    /// Plain HTTP/1.1, or HTTPS with the configured certificate and key (TLS 1.2 or later).
+    static func serverBuilder(_ tls: Configuration.TLS?) throws(DaemonError) -> HTTPServerBuilder {
+        guard let tls else { return .http1() }
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
+            guard !chain.isEmpty else { throw DaemonError(description: "server.tls.certificate \(tls.certificate): no certificate in the file") }
+            let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            configuration.minimumTLSVersion = .tlsv12
+            return try .tls(.http1(), tlsConfiguration: configuration)
+        } catch let error as DaemonError {
+            throw error
+        } catch {
+            throw DaemonError(description: "server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)")
+        }
+    }
+
     /// Runs until SIGTERM or SIGINT. `onListening` hears the bound port once the server accepts connections.
     public static func run(_ configuration: Configuration, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
         let parts = try open(configuration, logger: logger)
@@ -87,6 +106,7 @@ public enum Daemon {
                            hooks: hooks, metrics: registry)
         let app = Application(
             router: api.router(),
+            server: try serverBuilder(configuration.server.tls),
             configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.server.port

@@ -37,8 +37,15 @@ public final class DaemonPeer: @unchecked Sendable {
     public var store: String { directory.file("store.sqlite") }
     /// The configuration file.
     public var configuration: String { directory.file("ferry.yaml") }
-    /// The base URL.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The base URL (https when ``useTLS(certificate:key:)`` was called).
+    public var url: String { "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)" }
+    private var tls: (certificate: String, key: String)?
+
+    /// Serves HTTPS with this PEM certificate chain and key (before ``start(environment:)``).
+    public func useTLS(certificate: String, key: String) throws {
+        tls = (certificate, key)
+        try writeConfiguration()
+    }
     /// Whether the daemon process is running.
     public var isRunning: Bool { process?.isRunning ?? false }
 
@@ -57,7 +64,7 @@ public final class DaemonPeer: @unchecked Sendable {
               host: 127.0.0.1
               port: \(port)
               tokens_file: tokens
-            sync:
+            \(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" } ?? "")sync:
               pull_interval: \(pullInterval)
               batch_size: 200
               request_timeout: 10

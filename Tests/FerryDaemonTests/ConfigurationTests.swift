@@ -14,6 +14,9 @@ struct ConfigurationTests {
           port: 7401
           tokens_file: /etc/ferry/tokens
           max_body_bytes: 1048576
+          tls:
+            certificate: tls/cert.pem
+            key: /etc/ferry/key.pem
         peers:
           - name: berlin
             url: https://berlin.example.com:7400
@@ -42,7 +45,8 @@ struct ConfigurationTests {
         let configuration = try parse(Self.complete)
         #expect(configuration.store.path == "/srv/ferry/data/store.sqlite")
         #expect(configuration.store.model == "/srv/ferry/models/OrgChart.xcdatamodeld")
-        #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576))
+        #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576,
+                                              tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem")))
         #expect(configuration.peers == [.init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin")])
         #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20))
     }
@@ -60,8 +64,9 @@ struct ConfigurationTests {
     func environment() throws {
         let configuration = try parse(Self.complete, environment: [
             "FERRY_SERVER_PORT": "9000", "FERRY_SYNC_PULL_INTERVAL": "3", "FERRY_STORE_PATH": "/var/lib/ferry/x.sqlite",
-            "FERRY_SERVER_TOKENS_FILE": "t", "UNRELATED": "1",
+            "FERRY_SERVER_TOKENS_FILE": "t", "UNRELATED": "1", "FERRY_SERVER_TLS_KEY": "other.key",
         ])
+        #expect(configuration.server.tls?.key == "/srv/ferry/other.key")
         #expect(configuration.server.port == 9000)
         #expect(configuration.sync.pullInterval == 3)
         #expect(configuration.store.path == "/var/lib/ferry/x.sqlite")
@@ -87,6 +92,9 @@ struct ConfigurationTests {
             ("store: {path: [a, b], model: m}\nserver: {tokens_file: t}\n", "store.path must be a single value"),
             ("", "the file is empty"),
             ("store: {path: s\n", "not valid YAML"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key server.tls.pin"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is not supported: on Linux, URLSession verifies peers only against the system trust store"),
         ]
         for (text, expected) in cases {
             let message = error(text)

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
+import NIOCore
 import Logging
 import Metrics
 import Prometheus
@@ -67,16 +68,20 @@ public enum Daemon {
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: tokens)
     }
 
+    /// Connections with no traffic either way for this long are closed (a stalled or vanished peer).
+    static let idleTimeout: TimeAmount = .seconds(60)
+
     /// Plain HTTP/1.1, or HTTPS with the configured certificate and key (TLS 1.2 or later).
     static func serverBuilder(_ tls: Configuration.TLS?) throws(DaemonError) -> HTTPServerBuilder {
-        guard let tls else { return .http1() }
+        let http = HTTPServerBuilder.http1(configuration: .init(idleTimeout: idleTimeout))
+        guard let tls else { return http }
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
             guard !chain.isEmpty else { throw DaemonError(description: "server.tls.certificate \(tls.certificate): no certificate in the file") }
             let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
             var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
             configuration.minimumTLSVersion = .tlsv12
-            return try .tls(.http1(), tlsConfiguration: configuration)
+            return try .tls(http, tlsConfiguration: configuration)
         } catch let error as DaemonError {
             throw error
         } catch {

@@ -84,7 +84,7 @@ struct SyncNowCommand: AsyncParsableCommand {
         }
         let client = try localDaemonClient(configuration)
         do {
-            let answer = try await client.requestSync(peer: peer)
+            let answer = try await withProgress(from: client) { try await client.requestSync(peer: peer) }
             try report(daemonAnswer: answer)
             return
         } catch PeerError.unreachable {
@@ -104,6 +104,24 @@ struct SyncNowCommand: AsyncParsableCommand {
         }
         for result in results { print(result.summary) }
         if results.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+    }
+
+    /// Runs `body` (a request the daemon may take long to answer); on a terminal,
+    /// prints every two seconds how many change sets the store has taken in meanwhile.
+    private func withProgress<T: Sendable>(from client: PeerClient, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard isatty(STDERR_FILENO) == 1 else { return try await body() }
+        let work = Task { try await body() }
+        let progress = Task {
+            let start = (try? await client.state())?.vector.values.reduce(0, +) ?? 0
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(2))
+                if let now = try? await client.state() {
+                    StandardError.write("ferry: syncing… \(now.vector.values.reduce(0, +) - start) change sets taken in so far")
+                }
+            }
+        }
+        defer { progress.cancel() }
+        return try await work.value
     }
 
     /// Prints the daemon's per-peer answer; exit status 1 when a peer failed.

@@ -20,6 +20,12 @@ enum ReplayWorkload {
         print(String(format: "  change-set JSON: %d bytes, %.1f bytes per object change (log and wire carry the same text)",
                      bytes, Double(bytes) / Double(max(settings.count, 1))))
 
+        if CommandLine.arguments.contains("--decode") {
+            // CPU only, no disk: how long checking and decoding W1's change sets takes (part of every replay).
+            let best = try (1...3).map { _ in try seconds { for line in lines { _ = try ChangeSetCodec.decode(line, model: model) } } }.min() ?? 0
+            print(String(format: "  decoding them: %.3f s (best of 3), %.1f µs per object change", best, best * 1e6 / Double(max(settings.count, 1))))
+            return
+        }
         var bestReplay = Double.infinity
         var bestRaw = Double.infinity
         for run in 1...settings.runs {

@@ -95,68 +95,90 @@ public enum ChangeSetCodec {
         var family: [String: Set<String>] = [:]
     }
 
+    /// Where in a change set something is, spelled out only when an error needs it
+    /// (a change set has thousands of values; formatting each place would cost more than decoding).
+    struct Place {
+        let index: Int
+        var path: [String] = []
+
+        func appending(_ part: String) -> Place { Place(index: index, path: path + [part]) }
+        var text: String { (["changes[\(index)]"] + path).joined(separator: ".") }
+    }
+
     private static func decodeChange(_ json: JSONValue, at index: Int, model: ManagedObjectModel,
                                      checked: inout CheckedURIs) throws(ChangeSetError) -> ObjectChange {
-        let place = "changes[\(index)]"
-        guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place) must be an object") }
+        let place = Place(index: index)
+        guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place.text) must be an object") }
         guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
-            throw ChangeSetError.malformed("\(place).op must be \"insert\", \"update\", \"delete\" or \"restore\"")
+            throw ChangeSetError.malformed("\(place.text).op must be \"insert\", \"update\", \"delete\" or \"restore\"")
         }
         guard let entityName = json["entity"]?.stringValue, let entity = model.entity(named: entityName) else {
-            throw ChangeSetError.unknownEntity(place: place, entity: json["entity"]?.stringValue ?? "(missing)")
+            throw ChangeSetError.unknownEntity(place: place.text, entity: json["entity"]?.stringValue ?? "(missing)")
         }
-        guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place).uri is missing") }
-        try checkURI(uri, entity: entity, model: model, place: "\(place).uri", checked: &checked)
+        guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place.text).uri is missing") }
+        try checkURI(uri, entity: entity, model: model, place: place.appending("uri"), checked: &checked)
         var change = ObjectChange(kind: kind, uri: uri, entity: entityName)
-        if let values = json[kind == .delete ? "tombstone" : "values"] {
-            guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place).values must be an object") }
+        let valuesField = kind == .delete ? "tombstone" : "values"
+        if let values = json[valuesField] {
+            guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(valuesField) must be an object") }
+            change.values.reserveCapacity(members.count)
             for (key, value) in members {
-                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: "\(place).values.\(key)", checked: &checked)
+                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: place, field: valuesField, checked: &checked)
             }
         }
-        for (field, target) in [("added", \ObjectChange.added), ("removed", \ObjectChange.removed)] as [(String, WritableKeyPath<ObjectChange, [String: [String]]>)] {
-            guard let json = json[field] else { continue }
-            guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place).\(field) must be an object") }
-            for (key, list) in members {
-                guard let relationship = entity.relationship(named: key), relationship.isToMany, model.isRecorded(relationship, in: entity) else {
-                    throw ChangeSetError.unknownProperty(place: "\(place).\(field)", entity: entityName, property: key)
-                }
-                guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place).\(field).\(key) must be an array of URIs") }
-                guard let destination = model.entity(named: relationship.destinationEntityName) else { continue }
-                var uris: [String] = []
-                for element in elements {
-                    guard let member = element.stringValue else { throw ChangeSetError.malformed("\(place).\(field).\(key) must hold URI strings") }
-                    try checkURI(member, entity: destination, model: model, place: "\(place).\(field).\(key)", family: true, checked: &checked)
-                    uris.append(member)
-                }
-                change[keyPath: target][key] = uris
-            }
+        if let added = json["added"] {
+            change.added = try decodeMembers(added, field: "added", entity: entity, model: model, place: place, checked: &checked)
+        }
+        if let removed = json["removed"] {
+            change.removed = try decodeMembers(removed, field: "removed", entity: entity, model: model, place: place, checked: &checked)
         }
         return change
     }
 
+    private static func decodeMembers(_ json: JSONValue, field: String, entity: EntityDescription, model: ManagedObjectModel,
+                                      place: Place, checked: inout CheckedURIs) throws(ChangeSetError) -> [String: [String]] {
+        guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(field) must be an object") }
+        var result: [String: [String]] = [:]
+        for (key, list) in members {
+            guard let relationship = entity.relationship(named: key), relationship.isToMany, model.isRecorded(relationship, in: entity) else {
+                throw ChangeSetError.unknownProperty(place: "\(place.text).\(field)", entity: entity.name, property: key)
+            }
+            guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place.text).\(field).\(key) must be an array of URIs") }
+            guard let destination = model.entity(named: relationship.destinationEntityName) else { continue }
+            var uris: [String] = []
+            for element in elements {
+                guard let member = element.stringValue else { throw ChangeSetError.malformed("\(place.text).\(field).\(key) must hold URI strings") }
+                try checkURI(member, entity: destination, model: model, place: place.appending(field).appending(key), family: true, checked: &checked)
+                uris.append(member)
+            }
+            result[key] = uris
+        }
+        return result
+    }
+
     private static func decodeValue(_ json: JSONValue, key: String, entity: EntityDescription, model: ManagedObjectModel,
-                                    place: String, checked: inout CheckedURIs) throws(ChangeSetError) -> ChangeValue {
+                                    place: Place, field: String, checked: inout CheckedURIs) throws(ChangeSetError) -> ChangeValue {
         switch entity.property(named: key) {
         case .attribute(let attribute)? where !attribute.isTransient:
             switch AttributeJSON.decode(json, as: attribute.type) {
             case .success(let value): return value.map(ChangeValue.attribute) ?? .null
-            case .failure(let failure): throw ChangeSetError.wrongType(place: place, message: failure.message)
+            case .failure(let failure): throw ChangeSetError.wrongType(place: place.appending(field).appending(key).text, message: failure.message)
             }
         case .relationship(let relationship)? where !relationship.isToMany && model.isRecorded(relationship, in: entity):
             if case .null = json { return .null }
             guard let uri = json.stringValue, let destination = model.entity(named: relationship.destinationEntityName) else {
-                throw ChangeSetError.wrongType(place: place, message: "a to-one relationship takes an object URI or null; got \(json.kindName)")
+                throw ChangeSetError.wrongType(place: place.appending(field).appending(key).text,
+                                               message: "a to-one relationship takes an object URI or null; got \(json.kindName)")
             }
-            try checkURI(uri, entity: destination, model: model, place: place, family: true, checked: &checked)
+            try checkURI(uri, entity: destination, model: model, place: place.appending(field).appending(key), family: true, checked: &checked)
             return .object(uri)
         default:
-            throw ChangeSetError.unknownProperty(place: place, entity: entity.name, property: key)
+            throw ChangeSetError.unknownProperty(place: place.appending(field).appending(key).text, entity: entity.name, property: key)
         }
     }
 
     /// A permanent object URI of `entity` (or, with `family`, of one of its subentities).
-    private static func checkURI(_ uri: String, entity: EntityDescription, model: ManagedObjectModel, place: String,
+    private static func checkURI(_ uri: String, entity: EntityDescription, model: ManagedObjectModel, place: Place,
                                  family: Bool = false, checked: inout CheckedURIs) throws(ChangeSetError) {
         if family ? checked.family[entity.name]?.contains(uri) == true : checked.exact.contains(uri) { return }
         defer {
@@ -164,12 +186,12 @@ public enum ChangeSetCodec {
         }
         switch ObjectURIComponents.parse(uri) {
         case .failure(let error):
-            throw ChangeSetError.badURI(place: place, message: error.description)
+            throw ChangeSetError.badURI(place: place.text, message: error.description)
         case .success(let parts):
-            guard parts.store != nil else { throw ChangeSetError.badURI(place: place, message: "'\(uri)' is a temporary ID") }
+            guard parts.store != nil else { throw ChangeSetError.badURI(place: place.text, message: "'\(uri)' is a temporary ID") }
             guard let named = model.entity(named: parts.entityName),
                   family ? named.isKind(of: entity.name) : named.name == entity.name else {
-                throw ChangeSetError.badURI(place: place, message: "'\(uri)' does not name a \(entity.name)")
+                throw ChangeSetError.badURI(place: place.text, message: "'\(uri)' does not name a \(entity.name)")
             }
         }
     }

@@ -50,7 +50,7 @@ struct ChangeRecorder {
         var resurrected = Set<ObjectID>()
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
-            try log.map(uri: uri, root: root, key: key)
+            try log.map(uri: uri, root: root, key: key, replacing: replay.resurrected.contains(insert.objectID))
             names.remember(uri, for: id)
             if replay.resurrected.contains(insert.objectID) {
                 try log.unbury(uri)

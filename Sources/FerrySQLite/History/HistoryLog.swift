@@ -181,8 +181,21 @@ struct HistoryLog {
         return nil
     }
 
-    func map(uri: String, root: Int, key: Int64) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)").execute(arguments: [uri, root, key])
+    /// Maps an origin URI to a new local row. Only a resurrected object may
+    /// take over its URI's old mapping (`replacing`); for any other insert an
+    /// existing mapping is an error (the URI was inserted twice) and fails the save.
+    func map(uri: String, root: Int, key: Int64, replacing: Bool) throws {
+        let sql = replacing
+            ? "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"
+            : "INSERT INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"
+        try db.cachedStatement(sql: sql).execute(arguments: [uri, root, key])
+    }
+
+    /// Whether any tombstone names an object whose URI starts with `prefix`.
+    func hasTombstones(withPrefix prefix: String) throws -> Bool {
+        // A range on the primary key: every string that starts with the prefix sorts in [prefix, prefix + U+FFFF).
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE WHERE Z_URI >= ? AND Z_URI < ?)"),
+                          arguments: [prefix, prefix + "\u{FFFF}"]) ?? false
     }
 }
 

@@ -30,14 +30,10 @@ struct DirectInsertReplay {
         referenced.subtract(inserted)
 
         // The inserted objects must be new here; the referenced ones must exist.
-        // An insert names an object of the change set's origin (anything else is left to the context path).
+        let found = try store.lookUp(originURIs: inserted.union(referenced))
+        // (An insert names an object of the change set's origin; anything else is left to the context path.)
         let originPrefix = "x-coredata://\(changeSet.origin.uuidString)/"
-        guard !inserted.contains(where: { !$0.hasPrefix(originPrefix) }) else { return false }
-        // Inserted URIs are looked up only if some object of that origin was ever deleted here; that they
-        // are not mapped yet is checked by the save itself (a second mapping of a URI fails it, see below).
-        let checkInserted = try retry || store.hasTombstones(withPrefix: originPrefix)
-        let found = try store.lookUp(originURIs: checkInserted ? inserted.union(referenced) : referenced)
-        guard found.buried.isEmpty, !inserted.contains(where: { found.mapped[$0] != nil }) else { return false }
+        guard found.buried.isEmpty, !inserted.contains(where: { found.mapped[$0] != nil || !$0.hasPrefix(originPrefix) }) else { return false }
         var existing: [String: ObjectID] = [:]
         var own: [(uri: String, id: ObjectID)] = []
         for uri in referenced {
@@ -60,14 +56,7 @@ struct DirectInsertReplay {
         var annotation = ReplayAnnotation(changeSet: changeSet, body: body)
         annotation.isRetry = retry
         guard let request = container.directInsertRequest(for: changeSet, existing: existing, annotation: annotation) else { return false }
-        do {
-            _ = try store.save(request)
-        } catch {
-            // Nothing was written (one transaction). An inserted URI already mapped here (a set inserting
-            // an object twice) fails the save; the context path knows what to do, and so does any other
-            // failure: it meets the same problem and reports it.
-            return false
-        }
+        _ = try store.save(request)
         return true
     }
 

@@ -190,13 +190,6 @@ struct HistoryLog {
             : "INSERT INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"
         try db.cachedStatement(sql: sql).execute(arguments: [uri, root, key])
     }
-
-    /// Whether any tombstone names an object whose URI starts with `prefix`.
-    func hasTombstones(withPrefix prefix: String) throws -> Bool {
-        // A range on the primary key: every string that starts with the prefix sorts in [prefix, prefix + U+FFFF).
-        try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE WHERE Z_URI >= ? AND Z_URI < ?)"),
-                          arguments: [prefix, prefix + "\u{FFFF}"]) ?? false
-    }
 }
 
 /// Why a store cannot give the change sets asked for.

@@ -215,12 +215,6 @@ extension SQLiteStore {
 extension SQLiteStore {
     /// For a batch of origin URIs, in one read: which were deleted here, and
     /// the local IDs of those mapped to rows (objects born elsewhere, or brought back).
-    /// Whether any tombstone names an object whose origin URI starts with `prefix` (one index probe).
-    package func hasTombstones(withPrefix prefix: String) throws -> Bool {
-        let store = identifier
-        return try read { db in try HistoryLog(db: db, store: store).hasTombstones(withPrefix: prefix) }
-    }
-
     package func lookUp(originURIs uris: Set<String>) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
         guard !uris.isEmpty else { return ([], [:]) }
         let store = identifier

@@ -87,10 +87,10 @@ struct SyncNowCommand: AsyncParsableCommand {
             let answer = try await withProgress(from: client) { try await client.requestSync(peer: peer) }
             try report(daemonAnswer: answer)
             return
-        } catch PeerError.unreachable {
+        } catch PeerError.notListening {
             StandardError.write("ferry: no daemon answers on \(client.baseURL.absoluteString); syncing in this process")
         } catch let error as PeerError {
-            throw CLIError("the daemon refused: \(error)")
+            throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
         }
         let parts: Daemon.Parts
         do {
@@ -164,7 +164,7 @@ struct StatusCommand: AsyncParsableCommand {
         do {
             let data = try await client.status()
             print(String(decoding: data, as: UTF8.self))
-        } catch PeerError.unreachable {
+        } catch PeerError.notListening {
             let parts: Daemon.Parts
             do {
                 parts = try Daemon.open(configuration, logger: Logger(label: "ferry-status"))
@@ -173,6 +173,9 @@ struct StatusCommand: AsyncParsableCommand {
             }
             let local = await parts.coordinator.statusJSON()
             print(local.dropLast() + #","daemon":"not running"}"#)
+        } catch {
+            // Something listens but does not answer as the daemon should (e.g. its certificate is not trusted here).
+            throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
         }
     }
 }

@@ -65,6 +65,15 @@ struct TLSTests {
         let sync = try FerryProcess.run(["sync-now", "--config", b.configuration])
         #expect(sync.status == 1 && sync.standardOutput.contains("a: FAILED (unreachable"), "\(sync.standardOutput) \(sync.standardError)")
         #expect(try b.dump().isEmpty)
+
+        // A daemon that runs but cannot be verified is reported as such: not "not running", and no
+        // second, in-process sync beside it.
+        let status = try FerryProcess.run(["status", "--config", a.configuration])
+        #expect(status.status == 1 && status.standardError.contains("did not answer") && !status.standardOutput.contains("not running"),
+                "\(status.standardOutput) \(status.standardError)")
+        let syncA = try FerryProcess.run(["sync-now", "--config", a.configuration])
+        #expect(syncA.status == 1 && syncA.standardError.contains("did not answer") && !syncA.standardError.contains("syncing in this process"),
+                "\(syncA.standardError)")
         #expect(a.stop() == 0)
     }
 }

@@ -8,7 +8,9 @@ import NIOCore
 
 /// Why a request to a peer failed.
 public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// The peer could not be reached or did not answer in time.
+    /// Nothing listens at the peer's address (connection refused).
+    case notListening(String)
+    /// The peer could not be reached, did not answer in time, or failed the TLS check.
     case unreachable(String)
     /// The peer refused the token (401) or its role (403).
     case unauthorized(status: Int)
@@ -19,6 +21,7 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
+        case .notListening(let detail): "not listening: \(detail)"
         case .unreachable(let detail): "unreachable: \(detail)"
         case .unauthorized(401): "the peer refused our token (401); check token_file against the peer's tokens_file"
         case .unauthorized(let status): "the peer refused this action for our token (\(status)); it needs an admin token"
@@ -30,7 +33,7 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Whether trying again later may succeed (network trouble, a busy or restarting peer).
     public var isTransient: Bool {
         switch self {
-        case .unreachable: true
+        case .notListening, .unreachable: true
         case .failed(let status, _): status >= 500 || status == 429 || status == 408
         case .unauthorized, .badAnswer: false
         }
@@ -131,6 +134,8 @@ public struct PeerClient: Sendable {
         let response: URLResponse
         do {
             (data, response) = try await session.data(for: request)
+        } catch let error as URLError where error.code == .cannotConnectToHost {
+            throw PeerError.notListening("\(method) \(url.path): \(error.localizedDescription)")
         } catch {
             throw PeerError.unreachable("\(method) \(url.path): \(error.localizedDescription)")
         }

@@ -107,9 +107,11 @@ struct HistoryLog {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
         }
         var result: [String] = []
-        var last = cursor
+        guard let first = try firstUncoveredRank(by: vector) else { return ([], cursor) }
+        let start = max(cursor, first - 1)
+        var last = start
         let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY, Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK"
-        let rows = try Row.fetchCursor(db, sql: sql, arguments: [cursor])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: [start])
         while let row = try rows.next() {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             let sequence: Int64 = row[1]
@@ -119,6 +121,22 @@ struct HistoryLog {
             if let limit, result.count >= limit { break }
         }
         return (result, last)
+    }
+
+    /// The position of the first change set `vector` does not cover, or nil when it covers them all.
+    /// Each origin's change sets are in this log in sequence order without gaps (purges remove a
+    /// prefix), so for each origin that is the one numbered one past the vector's: one index probe per
+    /// origin, however long the history — a peer that is nearly up to date costs nearly nothing.
+    private func firstUncoveredRank(by vector: VersionVector) throws -> Int64? {
+        var first: Int64?
+        let probe = try db.cachedStatement(sql: "SELECT Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ = ?")
+        for (origin, have) in try self.vector() where vector[origin, default: 0] < have {
+            guard let rank = try Int64.fetchOne(probe, arguments: [origin.uuidString, vector[origin, default: 0] + 1]) else {
+                return 0  // not where it should be (an older store): scan from the start
+            }
+            first = min(first ?? rank, rank)
+        }
+        return first
     }
 
     // MARK: - Merge metadata

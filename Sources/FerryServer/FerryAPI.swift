@@ -187,10 +187,7 @@ public struct FerryAPI: Sendable {
         case let other?:
             throw HTTPError(.unsupportedMediaType, message: "Content-Encoding '\(other)' is not supported; send the body as is or gzip")
         }
-        guard let text = body.getString(at: body.readerIndex, length: body.readableBytes) else {
-            throw HTTPError(.badRequest, message: "the body must be UTF-8 text: change sets as JSON lines")
-        }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
         do {
             let report = try await endpoint.apply(lines: lines)
             ReceivedMetrics.record(report, via: "push")

@@ -120,3 +120,16 @@ struct WireFormatTests {
         #expect(origin == Self.origin && sequence == 3 && hash == "another")
     }
 }
+
+@Suite("JSON lines")
+struct JSONLinesTests {
+    @Test("Cut at newline bytes, empty lines left out, multi-byte characters intact")
+    func split() {
+        let text = "{\"a\":\"é\"}\n\n{\"b\":\"👩‍👩‍👧\"}\r\n{\"c\":1}"
+        let lines = JSONLines.split(Data(text.utf8))
+        #expect(lines == ["{\"a\":\"é\"}", "{\"b\":\"👩‍👩‍👧\"}\r", "{\"c\":1}"])
+        #expect(JSONLines.split(Data()).isEmpty)
+        #expect(JSONLines.split(Data("\n\n".utf8)).isEmpty)
+        #expect(JSONLines.split(Data("x\n".utf8)) == ["x"])
+    }
+}

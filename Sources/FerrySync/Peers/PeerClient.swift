@@ -83,7 +83,7 @@ public struct PeerClient: Sendable {
     public func pull(after vector: VersionVector, limit: Int) async throws(PeerError) -> [String] {
         let after = ChangeSetCodec.encode(vector)
         let data = try await send("GET", "v1/changesets", query: [URLQueryItem(name: "after", value: after), URLQueryItem(name: "limit", value: String(limit))])
-        return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        return JSONLines.split(data)
     }
 
     /// `POST /v1/changesets`: the peer applies the lines (all checked first) and says what it did.

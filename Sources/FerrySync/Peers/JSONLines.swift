@@ -1,0 +1,35 @@
+import Foundation
+
+/// Newline-delimited JSON (one change set per line) cut into lines by bytes.
+///
+/// `String.split(separator: "\n")` walks Characters (grapheme clusters), which
+/// on a multi-megabyte pull answer cost more than applying it; lines are cut
+/// at the byte 0x0A instead (it never occurs inside a UTF-8 sequence). Empty
+/// lines are left out.
+public enum JSONLines {
+    /// The lines of `bytes`.
+    public static func split(_ bytes: UnsafeRawBufferPointer) -> [String] {
+        var lines: [String] = []
+        guard let base = bytes.baseAddress else { return lines }
+        var start = 0
+        while start < bytes.count {
+            let remaining = bytes.count - start
+            let end: Int
+            if let found = memchr(base + start, 0x0A, remaining) {
+                end = base.distance(to: UnsafeRawPointer(found))
+            } else {
+                end = bytes.count
+            }
+            if end > start {
+                lines.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
+            }
+            start = end + 1
+        }
+        return lines
+    }
+
+    /// The lines of `data`.
+    public static func split(_ data: Data) -> [String] {
+        data.withUnsafeBytes { split($0) }
+    }
+}

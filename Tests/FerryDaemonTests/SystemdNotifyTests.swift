@@ -28,6 +28,19 @@ struct SystemdNotifyTests {
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         }
 
+        /// Messages received until `predicate` holds for one of them or `seconds` pass, with when each came.
+        func receiveTimed(seconds: Double) -> [(message: String, at: Date)] {
+            var messages: [(String, Date)] = []
+            let deadline = Date().addingTimeInterval(seconds)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while Date() < deadline {
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                guard count > 0 else { continue }
+                messages.append((String(decoding: buffer[0..<count], as: UTF8.self), Date()))
+            }
+            return messages
+        }
+
         /// Messages received until `predicate` holds for one of them or `seconds` pass.
         func receive(until predicate: (String) -> Bool, seconds: Double = 10) -> [String] {
             var messages: [String] = []
@@ -58,5 +71,28 @@ struct SystemdNotifyTests {
         #expect(peer.stop() == 0)
         let last = socket.receive(until: { $0 == "STOPPING=1" }, seconds: 2)
         #expect(last.contains("STOPPING=1"), "\(last)")
+    }
+
+    @Test("The watchdog keeps being pinged while a long catch-up runs")
+    func watchdogDuringCatchUp() throws {
+        let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 3600)
+        let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 3600)
+        try b.connect(to: a)
+        try a.start()
+        // Enough history that B's first pull takes seconds.
+        for batch in 0..<30 {
+            let operations = (0..<500).map { ReplicationTests.person("p\(batch)_\($0)", batch * 500 + $0, "P\($0)") }
+            try a.put("[" + operations.joined(separator: ",") + "]")
+        }
+        let socket = try NotifySocket(path: b.directory.file("notify.sock"))
+        try b.start(environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
+        let started = Date()
+        let messages = socket.receiveTimed(seconds: 4).filter { $0.message == "WATCHDOG=1" }.map(\.at)
+        let caughtUp = try DaemonPeer.waitUntil(timeout: 60) { try b.dump().split(separator: "\n").count == 15_000 }
+        #expect(caughtUp)
+        let pings = [started] + messages
+        let longestGap = zip(pings, pings.dropFirst()).map { $1.timeIntervalSince($0) }.max() ?? 99
+        // Pings are due every 200 ms; the catch-up itself takes over a second (a ping only between rounds left gaps of that length).
+        #expect(messages.count >= 10 && longestGap < 0.6, "\(messages.count) pings, longest gap \(longestGap) s")
     }
 }

@@ -17,6 +17,7 @@ public actor SyncCoordinator {
         var lastSuccess: Date?
         var lastError: String?
         var retries = RetrySchedule()
+        var syncing = false
         var toPull: Int64?
         var toPush: Int64?
     }
@@ -76,7 +77,9 @@ public actor SyncCoordinator {
         var results: [PeerSyncResult] = []
         for index in peers.indices where peer == nil || peers[index].name == peer {
             peers[index].lastAttempt = now()
+            peers[index].syncing = true
             let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
+            peers[index].syncing = false
             let name = peers[index].name
             ReceivedMetrics.record(result.pulled, via: "pull")
             Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
@@ -139,6 +142,9 @@ public actor SyncCoordinator {
                 "last_success": date(peer.lastSuccess),
                 "last_error": peer.lastError.map(JSONValue.string) ?? .null,
                 "consecutive_failures": .integer(Int64(peer.retries.consecutiveFailures)),
+                // What the session with this peer is doing: a round now, waiting out a backoff, or nothing.
+                "state": .string(peer.syncing ? "syncing" : peer.retries.isDue(at: now()) ? "idle" : "backing_off"),
+                "retry_at": date(peer.retries.retryAt),
                 "to_pull": peer.toPull.map(JSONValue.integer) ?? .null,
                 "to_push": peer.toPush.map(JSONValue.integer) ?? .null,
             ])

@@ -96,6 +96,7 @@ struct ReplicationTests {
 
         let status = try FerryProcess.run(["status", "--config", b.configuration])
         #expect(status.status == 0)
+        #expect(status.standardOutput.contains(#""state":"idle""#) && status.standardOutput.contains(#""retry_at":null"#), "\(status.standardOutput)")
         #expect(status.standardOutput.contains(#""name":"a""#) && status.standardOutput.contains(#""last_success":"20"#), "\(status.standardOutput)")
         #expect(status.standardOutput.contains(#""quarantined":0"#) && status.standardOutput.contains(#""waiting":0"#))
     }
@@ -132,6 +133,11 @@ struct ReplicationTests {
         try a.put("[\(Self.person("ann", 1, "Ann"))]")
         let result = try FerryProcess.run(["sync-now", "--config", a.configuration])
         #expect(result.status == 1)
+        // The failed session waits out its backoff, and says so.
+        let status = try FerryProcess.run(["status", "--config", a.configuration]).standardOutput
+        // (It retries on its own meanwhile, so a status read at that moment says syncing.)
+        #expect((status.contains(#""state":"backing_off""#) || status.contains(#""state":"syncing""#)) && !status.contains(#""consecutive_failures":0"#),
+                "\(status)")
         #expect(result.standardOutput.contains("b: FAILED") && result.standardOutput.contains("401"), "\(result.standardOutput)")
         #expect(try b.dump().isEmpty)
         // The token never reaches a log, on either side.

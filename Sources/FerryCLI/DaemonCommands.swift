@@ -35,6 +35,15 @@ func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
     return PeerClient(baseURL: url, token: token, timeout: 3600)
 }
 
+/// The store, tokens and peers of a configuration, for work done in this process when no daemon runs.
+func openInProcess(_ configuration: Configuration, label: String) throws -> Daemon.Parts {
+    do {
+        return try Daemon.open(configuration, logger: Logger(label: label))
+    } catch {
+        throw CLIError(error.description)
+    }
+}
+
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
@@ -92,12 +101,7 @@ struct SyncNowCommand: AsyncParsableCommand {
         } catch let error as PeerError {
             throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
         }
-        let parts: Daemon.Parts
-        do {
-            parts = try Daemon.open(configuration, logger: Logger(label: "ferry-sync-now"))
-        } catch {
-            throw CLIError(error.description)
-        }
+        let parts = try openInProcess(configuration, label: "ferry-sync-now")
         let showProgress = isatty(STDERR_FILENO) == 1
         let results = await parts.coordinator.round(peer: peer) { line in
             if showProgress { StandardError.write(line) }
@@ -165,12 +169,7 @@ struct StatusCommand: AsyncParsableCommand {
             let data = try await client.status()
             print(String(decoding: data, as: UTF8.self))
         } catch PeerError.notListening {
-            let parts: Daemon.Parts
-            do {
-                parts = try Daemon.open(configuration, logger: Logger(label: "ferry-status"))
-            } catch {
-                throw CLIError(error.description)
-            }
+            let parts = try openInProcess(configuration, label: "ferry-status")
             let local = await parts.coordinator.statusJSON()
             print(local.dropLast() + #","daemon":"not running"}"#)
         } catch {

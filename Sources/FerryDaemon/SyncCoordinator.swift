@@ -93,7 +93,7 @@ public actor SyncCoordinator {
                 peers[index].retries.recordSuccess()
                 peers[index].lastError = nil
                 peers[index].lastSuccess = now()
-                if let lag = await lag(peers[index].sync) {
+                if let lag = await lag(peerVector: result.peerVector) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
                     Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
@@ -108,13 +108,14 @@ public actor SyncCoordinator {
         return results
     }
 
-    /// How many change sets the peer has that this store lacks, and the reverse.
-    private func lag(_ sync: PeerSync) async -> (toPull: Int64, toPush: Int64)? {
-        guard let remote = try? await sync.client.state(), let local = try? await endpoint.state().vector else { return nil }
+    /// How many change sets the peer has that this store lacks, and the reverse, from the
+    /// peer's vector the round last saw (no extra request); nil when the round did not push.
+    private func lag(peerVector: VersionVector?) async -> (toPull: Int64, toPush: Int64)? {
+        guard let remote = peerVector, let local = try? await endpoint.state().vector else { return nil }
         var toPull: Int64 = 0
         var toPush: Int64 = 0
-        for origin in Set(remote.vector.keys).union(local.keys) {
-            let difference = remote.vector[origin, default: 0] - local[origin, default: 0]
+        for origin in Set(remote.keys).union(local.keys) {
+            let difference = remote[origin, default: 0] - local[origin, default: 0]
             if difference > 0 { toPull += difference } else { toPush -= difference }
         }
         return (toPull, toPush)

@@ -39,7 +39,7 @@ struct DirectInsertReplay {
         for uri in referenced {
             if let id = found.mapped[uri] {
                 existing[uri] = id  // mapped and not buried: the row exists
-            } else if let id = ownObjectID(uri) {
+            } else if let id = store.ownObjectID(forURI: uri) {
                 own.append((uri, id))
             } else {
                 return false  // unknown: the context path quarantines it with the reason
@@ -58,13 +58,6 @@ struct DirectInsertReplay {
         guard let request = container.directInsertRequest(for: changeSet, existing: existing, annotation: annotation) else { return false }
         _ = try store.save(request)
         return true
-    }
-
-    /// The ID a URI of this store names.
-    private func ownObjectID(_ uri: String) -> ObjectID? {
-        guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == store.identifier,
-              let key = parts.primaryKey else { return nil }
-        return .permanent(entityName: parts.entityName, store: store.identifier, primaryKey: key)
     }
 }
 

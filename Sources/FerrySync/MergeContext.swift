@@ -225,15 +225,9 @@ struct MergeContext {
         // Load the objects that exist here in one read, rather than one read each.
         let existing = uris.compactMap { uri -> ObjectID? in
             guard !found.buried.contains(uri) else { return nil }
-            return found.mapped[uri] ?? ownObjectID(uri)
+            return found.mapped[uri] ?? store.ownObjectID(forURI: uri)
         }
         try context.registerExisting(existing)
-    }
-
-    /// The ID a URI of this store names (before any mapping).
-    private func ownObjectID(_ uri: String) -> ObjectID? {
-        guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == store.identifier, let key = parts.primaryKey else { return nil }
-        return .permanent(entityName: parts.entityName, store: store.identifier, primaryKey: key)
     }
 
     private mutating func isBuried(_ uri: String) throws -> Bool {
@@ -248,7 +242,7 @@ struct MergeContext {
         let id: ObjectID?
         if known.contains(uri) {
             // Prefetched: mapped rows, else this store's own URIs.
-            id = mapped[uri] ?? ownObjectID(uri)
+            id = mapped[uri] ?? store.ownObjectID(forURI: uri)
         } else {
             id = try store.localObjectID(forOriginURI: uri)
         }

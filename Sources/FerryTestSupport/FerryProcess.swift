@@ -33,8 +33,13 @@ public enum FerryProcess {
 
     /// Runs `ferry arguments…`, feeding `input` on standard input, in `directory`.
     public static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
+        try run(executable: executable().path, arguments, input: input, in: directory)
+    }
+
+    /// Runs any program (`openssl`, `curl`, `systemd-analyze` …) the same way.
+    public static func run(executable: String, _ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
         let process = Process()
-        process.executableURL = try executable()
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let output = Pipe()

@@ -15,16 +15,9 @@ struct SystemdUnitTests {
         let unit = try String(contentsOfFile: Self.unitPath, encoding: .utf8)
             .replacingOccurrences(of: "/usr/local/bin/ferry", with: try FerryProcess.executable().path)
         try unit.write(toFile: directory.file("ferry.service"), atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: analyzer)
-        process.arguments = ["verify", directory.file("ferry.service")]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let result = try FerryProcess.run(executable: analyzer, ["verify", directory.file("ferry.service")])
+        let text = result.standardOutput + result.standardError
+        #expect(result.status == 0, "\(text)")
         // systemd-analyze exits 0 for unknown keys and bad values too (it ignores them), so any output is a failure.
         #expect(text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(text)")
     }

@@ -5,18 +5,10 @@ import FerryTestSupport
 /// HTTPS with a CA and certificate the test makes itself (openssl), checked with curl.
 @Suite("TLS", .serialized)
 struct TLSTests {
-    /// Runs a command, returning its status and output.
+    /// Runs a command, returning its status and standard output (standard error after it).
     func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+        let result = try FerryProcess.run(executable: executable, arguments)
+        return (result.status, result.standardOutput + result.standardError)
     }
 
     /// A CA, and a server certificate for 127.0.0.1 signed by it.

@@ -69,10 +69,18 @@ extension SQLiteStore {
         if let mapped = try read({ db in try HistoryLog(db: db, store: store).row(of: uri, layout: layout) }) {
             return .permanent(entityName: mapped.entity, store: store, primaryKey: mapped.key)
         }
-        if origin == identifier, let key = parts.primaryKey {
-            return .permanent(entityName: parts.entityName, store: identifier, primaryKey: key)
-        }
-        return nil
+        return origin == identifier ? ownObjectID(parts) : nil
+    }
+
+    /// The ID an object URI of this store names by itself (no lookup: the row may
+    /// be gone, or the object may have been brought back on another row).
+    package func ownObjectID(forURI uri: String) -> ObjectID? {
+        guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == identifier else { return nil }
+        return ownObjectID(parts)
+    }
+
+    private func ownObjectID(_ parts: ObjectURIComponents) -> ObjectID? {
+        parts.primaryKey.map { .permanent(entityName: parts.entityName, store: identifier, primaryKey: $0) }
     }
 
     /// A deleted object's tombstone: entity, last values and the delete's clock.

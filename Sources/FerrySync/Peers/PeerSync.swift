@@ -11,6 +11,8 @@ public struct PeerSyncResult: Sendable, Equatable {
     public var pushed = ApplyReport()
     /// Why the round stopped early, if it did (what was done before stays done).
     public var error: PeerError?
+    /// The peer's version vector as last seen in the push (nil when the round did not push).
+    public var peerVector: VersionVector?
     /// When the round ended.
     public var finished = Date()
 
@@ -90,6 +92,7 @@ public struct PeerSync: Sendable {
     private func push(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
         while !Task.isCancelled {
             let remote = try await client.state()
+            result.peerVector = remote.vector
             var lines = try await endpoint.lines(after: remote.vector, limit: batchSize)
             guard !lines.isEmpty else { return }
             // Keep a request's body bounded (the peer refuses large ones with 413): at least one line.
@@ -99,6 +102,7 @@ public struct PeerSync: Sendable {
             }
             let report = try await client.push(lines)
             result.pushed.add(report)
+            result.peerVector = report.vector
             progress("\(name): pushed \(lines.count) change sets (\(report.applied) applied)")
             if report.applied + report.quarantined == 0 { return }
         }

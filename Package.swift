@@ -88,7 +88,16 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
-        .target(name: "FerryTestSupport", dependencies: ["FerryModel", "FerryStore", "FerrySQLite"]),
+        // Helpers for the tests: sample models, real `ferry` processes, a fault-injecting TCP proxy.
+        .target(
+            name: "FerryTestSupport",
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // Benchmarks compare Ferry with raw sqlite3 calls in the same run (docs/PERFORMANCE.md).
         .executableTarget(
             name: "FerryBenchmarks",
@@ -110,6 +119,12 @@ let package = Package(
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
                            .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
                            .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
+        .testTarget(
+            name: "FerryReliabilityTests",
+            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
+                           .product(name: "GRDB", package: "GRDB.swift")]
         ),
     ],
     swiftLanguageModes: [.v6]

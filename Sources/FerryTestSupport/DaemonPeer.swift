@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// A peer for replication tests: its own folder with a store, a tokens file
 /// and a configuration, and a real `ferry run` process on 127.0.0.1 that can
@@ -80,8 +81,10 @@ public final class DaemonPeer: @unchecked Sendable {
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
     }
 
-    /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens.
-    public func start(environment: [String: String] = [:]) throws {
+    /// Starts `ferry run` without waiting for it to listen (to kill it at any moment of its start);
+    /// returns its standard output.
+    @discardableResult
+    public func launch(environment: [String: String] = [:]) throws -> Pipe {
         let process = Process()
         process.executableURL = try FerryProcess.executable()
         process.arguments = ["run", "--config", configuration]
@@ -96,6 +99,12 @@ public final class DaemonPeer: @unchecked Sendable {
         process.standardError = log ?? FileHandle.nullDevice
         try process.run()
         self.process = process
+        return output
+    }
+
+    /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens.
+    public func start(environment: [String: String] = [:]) throws {
+        let output = try launch(environment: environment)
         // Wait for "ferry: listening on …" (or the process ending).
         let reader = output.fileHandleForReading
         var seen = Data()
@@ -140,10 +149,46 @@ public final class DaemonPeer: @unchecked Sendable {
         try ferry(["dump"]).standardOutput
     }
 
-    /// Saves the objects of one `ferry put` operations array.
-    public func put(_ operations: String) throws {
+    /// Saves the objects of one `ferry put` operations array; returns each ref's permanent URI.
+    @discardableResult
+    public func put(_ operations: String) throws -> [String: String] {
         let result = try ferry(["put", "-"], input: operations)
         guard result.status == 0 else { throw DaemonPeerError(description: "put on \(name) failed: \(result.standardError)") }
+        let refs = try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: String]
+        return refs ?? [:]
+    }
+
+    /// The store's change sets (`ferry history`), one JSON line each.
+    public func history() throws -> [String] {
+        try ferry(["history"]).standardOutput.split(separator: "\n").map(String.init)
+    }
+
+    /// The store's version vector (`ferry state`): origin UUID → last sequence number taken in.
+    public func vector() throws -> [String: Int] {
+        let output = try FerryProcess.run(["state", "--store", store]).standardOutput
+        let state = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        return state?["vector"] as? [String: Int] ?? [:]
+    }
+
+    /// What SQLite's `PRAGMA integrity_check` says of the store file (`["ok"]` when sound).
+    public func integrityCheck() throws -> [String] {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: store, configuration: configuration)
+        return try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+    }
+
+    /// Every change set the store holds, as (origin, sequence, status) rows of its log,
+    /// and how many received change sets wait outside it.
+    public func changeSetLog() throws -> (entries: [(origin: String, sequence: Int, status: Int)], pending: Int) {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: store, configuration: configuration)
+        return try queue.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_STATUS FROM Z_FERRY_CHANGESET")
+            let pending = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Z_FERRY_PENDING") ?? 0
+            return (rows.map { (origin: $0[0], sequence: $0[1], status: $0[2]) }, pending)
+        }
     }
 
     /// Waits (polling) until `condition` holds, up to `timeout` seconds.

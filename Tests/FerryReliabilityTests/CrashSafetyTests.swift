@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+import FerryTestSupport
+
+/// Crash safety (issue 6, point 1): `ferry run` killed with SIGKILL at random
+/// moments — while it pulls a large backlog, while it pushes, while it replays —
+/// and restarted each time. Afterwards every change set is in each store exactly
+/// once, SQLite finds the files sound, nothing is quarantined or left waiting,
+/// and the replicas converge.
+///
+/// `FERRY_CRASH_KILLS=N` sets the number of kills (24 by default);
+/// `FERRY_SEED=S` replays one run's schedule of writes and kill moments.
+@Suite("Crash safety: SIGKILL at random moments", .serialized)
+struct CrashSafetyTests {
+    static let model = SampleModels.path("OrgChart")
+
+    /// What a round does before its kill.
+    enum Moment: CaseIterable, CustomStringConvertible {
+        /// B was down while A wrote a backlog; B is killed while it pulls and replays it.
+        case pull
+        /// A is killed while it pushes a backlog to B.
+        case push
+        /// A pushes a large backlog; B is killed while it replays it.
+        case replay
+
+        var description: String {
+            switch self {
+            case .pull: "during a pull"
+            case .push: "during a push"
+            case .replay: "during replay"
+            }
+        }
+    }
+
+    @Test("Killed 24 times while pulling, pushing and replaying: every change set once, files sound, replicas equal")
+    func killsAtRandomMoments() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let kills = environment["FERRY_CRASH_KILLS"].flatMap(Int.init) ?? 24
+        let seed = environment["FERRY_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        var random = SeededGenerator(seed: seed)
+        let context = "seed \(seed) (rerun with FERRY_SEED=\(seed))"
+
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        try a.start()
+        try b.start()
+
+        var nextID = 0
+        var saves = 0
+        var knownURIs: [String: [String]] = [:]
+        /// One save of `count` people on `peer` (each managed by an earlier one of the same save),
+        /// plus updates of objects the peer saved before.
+        func save(on peer: DaemonPeer, count: Int) throws {
+            var operations: [String] = []
+            let first = nextID
+            for offset in 0..<count {
+                let manager = offset > 0 ? #","manager":"r\#(first + offset / 4)""# : ""
+                operations.append(#"{"op":"insert","entity":"Person","ref":"r\#(first + offset)","values":{"id":\#(first + offset),"name":"P\#(first + offset)"\#(manager)}}"#)
+            }
+            nextID += count
+            let own = knownURIs[peer.name] ?? []
+            for _ in 0..<min(3, own.count) {
+                let uri = own[Int.random(in: 0..<own.count, using: &random)]
+                operations.append(#"{"op":"update","object":"\#(uri)","values":{"name":"edited on \#(peer.name) \#(saves)"}}"#)
+            }
+            let refs = try peer.put("[" + operations.joined(separator: ",") + "]")
+            knownURIs[peer.name, default: []] += refs.values.sorted().prefix(5)
+            saves += 1
+        }
+
+        // Each round makes the victim some work, then kills it three times in a row at
+        // random moments, restarting it in between: it must resume where it stopped.
+        let killsPerRound = 3
+        var landedBehind = 0
+        var tally: [String: Int] = [:]
+        for round in 0..<(kills + killsPerRound - 1) / killsPerRound {
+            let moment = Moment.allCases[round % Moment.allCases.count]
+            let victim: DaemonPeer
+            switch moment {
+            case .pull:
+                // B is down while A writes a backlog; B starts, pulls it, and dies somewhere in it.
+                b.stop()
+                for _ in 0..<3 { try save(on: a, count: Int.random(in: 400...800, using: &random)) }
+                try b.launch()
+                victim = b
+            case .push:
+                // A saves while its daemon is down (another process on the file); the daemon
+                // starts, pushes the new change sets to B, and dies somewhere in it.
+                a.stop()
+                for _ in 0..<3 { try save(on: a, count: Int.random(in: 300...600, using: &random)) }
+                try save(on: b, count: Int.random(in: 1...20, using: &random))
+                try a.launch()
+                victim = a
+            case .replay:
+                // A large backlog reaches B as pushes; B dies while replaying them.
+                a.stop()
+                for _ in 0..<2 { try save(on: a, count: Int.random(in: 800...1200, using: &random)) }
+                try a.launch()
+                victim = b
+            }
+            let other = victim === a ? b : a
+            for attempt in 0..<killsPerRound {
+                Thread.sleep(forTimeInterval: Double.random(in: 0.03...0.4, using: &random))
+                victim.kill()
+                tally[moment.description, default: 0] += 1
+                // Did the kill interrupt a catch-up? (The two lacked some of each other's change sets.)
+                if try victim.vector() != other.vector() { landedBehind += 1 }
+                if attempt < killsPerRound - 1 { try victim.launch() }
+            }
+            try victim.start()
+            if !other.isRunning { try other.start() }
+        }
+        let killCount = tally.values.reduce(0, +)
+
+        let converged = try DaemonPeer.waitUntil(timeout: 120) {
+            let dumps = try [a.dump(), b.dump()]
+            return dumps[0] == dumps[1] && dumps[0].split(separator: "\n").count == nextID
+        }
+        #expect(converged, "\(context): the replicas did not converge\nlog a:\n\(a.log().suffix(3000))\nlog b:\n\(b.log().suffix(3000))")
+        #expect(a.stop() == 0 && b.stop() == 0, "\(context): a clean stop after the crashes")
+
+        for peer in [a, b] {
+            #expect(try peer.integrityCheck() == ["ok"], "\(context): \(peer.name)")
+            let log = try peer.changeSetLog()
+            let keys = log.entries.map { "\($0.origin)#\($0.sequence)" }
+            #expect(keys.count == saves && Set(keys).count == saves,
+                    "\(context): \(peer.name) holds \(keys.count) change sets (\(Set(keys).count) distinct) of \(saves) saves")
+            #expect(log.entries.allSatisfy { $0.status == 0 } && log.pending == 0, "\(context): \(peer.name) quarantined or held some")
+            let conflicts = try peer.ferry(["conflicts", "list"])
+            #expect(conflicts.status == 0 && conflicts.standardOutput.isEmpty, "\(context): \(conflicts.standardOutput)")
+        }
+        #expect(try a.vector() == b.vector(), "\(context)")
+        print("crash safety: \(killCount) kills (\(tally.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))), "
+              + "\(landedBehind) while the killed daemon was behind; \(saves) saves, \(nextID) objects; \(context)")
+    }
+}

@@ -124,7 +124,8 @@ let package = Package(
         .testTarget(
             name: "FerryReliabilityTests",
             dependencies: ["FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
-                           .product(name: "GRDB", package: "GRDB.swift")]
+                           .product(name: "GRDB", package: "GRDB.swift")],
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -57,6 +57,9 @@ public struct Configuration: Sendable, Equatable {
         public var batchSize: Int
         /// Seconds a request may take before it is abandoned and retried (default 30).
         public var requestTimeout: Double
+        /// The longest wait between retries of a failing peer, in seconds (default 60):
+        /// retries back off 1 s, 2 s, 4 s … up to this, each ×0.5–1.5.
+        public var maxBackoff: Double = 60
     }
 
     public var store: Store
@@ -78,14 +81,14 @@ extension Configuration {
     static let scalarKeys = [
         "store.path", "store.model",
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.tls.certificate", "server.tls.key",
-        "sync.pull_interval", "sync.batch_size", "sync.request_timeout",
+        "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync"],
         "store": ["path", "model"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "tls"],
         "server.tls": ["certificate", "key"],
-        "sync": ["pull_interval", "batch_size", "request_timeout"],
+        "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff"],
         "peer": ["name", "url", "token_file", "ca_file"],
     ]
 
@@ -233,7 +236,8 @@ extension Configuration {
             peers: peers,
             sync: Sync(pullInterval: try number("sync.pull_interval", default: 30, range: 0.05...86400),
                        batchSize: try integer("sync.batch_size", default: 500, range: 1...100_000),
-                       requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600)),
+                       requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600),
+                       maxBackoff: try number("sync.max_backoff", default: 60, range: 1...86400)),
             file: file
         )
     }

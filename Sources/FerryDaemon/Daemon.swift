@@ -64,7 +64,8 @@ public enum Daemon {
             peers.append((peer.name, peer.url, token))
         }
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: peers, batchSize: configuration.sync.batchSize,
-                                          requestTimeout: configuration.sync.requestTimeout, logger: logger)
+                                          requestTimeout: configuration.sync.requestTimeout,
+                                          retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger)
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: tokens)
     }
 

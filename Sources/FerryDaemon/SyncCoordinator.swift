@@ -16,7 +16,7 @@ public actor SyncCoordinator {
         var lastAttempt: Date?
         var lastSuccess: Date?
         var lastError: String?
-        var retries = RetrySchedule()
+        var retries: RetrySchedule
         var syncing = false
         var toPull: Int64?
         var toPush: Int64?
@@ -30,10 +30,11 @@ public actor SyncCoordinator {
     private let now: @Sendable () -> Date
     private var random = SystemRandomNumberGenerator()
 
-    /// A coordinator for `peers` (name, URL, token) over `endpoint`.
-    /// `now` is the clock (tests pass their own).
+    /// A coordinator for `peers` (name, URL, token) over `endpoint`; a failing peer is
+    /// retried on `retries`. `now` is the clock (tests pass their own).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String)], batchSize: Int,
-                requestTimeout: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
+                requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
+                now: @escaping @Sendable () -> Date = Date.init) {
         self.endpoint = endpoint
         self.logger = logger
         self.now = now
@@ -41,7 +42,8 @@ public actor SyncCoordinator {
             PeerRecord(name: peer.name, url: peer.url,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
                                       client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout),
-                                      batchSize: batchSize))
+                                      batchSize: batchSize),
+                       retries: retries)
         }
     }
 

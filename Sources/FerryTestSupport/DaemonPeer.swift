@@ -20,15 +20,18 @@ public final class DaemonPeer: @unchecked Sendable {
     private var process: Process?
     private var peers: [(name: String, url: String, token: String)] = []
     private let pullInterval: Double
+    private let maxBackoff: Double
 
     /// A peer with a fresh store of `model`, listening on a free port.
-    public init(name: String, model: String, pullInterval: Double = 1) throws {
+    /// `maxBackoff` caps the retry delay of a failing peer (`sync.max_backoff`).
+    public init(name: String, model: String, pullInterval: Double = 1, maxBackoff: Double = 60) throws {
         self.name = name
         self.model = model
         self.directory = TemporaryDirectory(prefix: "ferry-peer-\(name)")
         self.peerToken = "peer-\(name)-" + UUID().uuidString
         self.adminToken = "admin-\(name)-" + UUID().uuidString
         self.pullInterval = pullInterval
+        self.maxBackoff = maxBackoff
         self.port = try Self.freePort()
         try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
         try writeConfiguration()
@@ -50,9 +53,20 @@ public final class DaemonPeer: @unchecked Sendable {
     /// Whether the daemon process is running.
     public var isRunning: Bool { process?.isRunning ?? false }
 
-    /// Makes this peer sync with `other` (presenting `token`, by default the right one).
-    public func connect(to other: DaemonPeer, token: String? = nil) throws {
-        peers.append((other.name, other.url, token ?? other.peerToken))
+    /// "running", or how the last daemon process ended (exit status or signal), for failure messages.
+    public var processState: String {
+        guard let process else { return "never started" }
+        if process.isRunning { return "running" }
+        switch process.terminationReason {
+        case .uncaughtSignal: return "killed by signal \(process.terminationStatus)"
+        default: return "exited with status \(process.terminationStatus)"
+        }
+    }
+
+    /// Makes this peer sync with `other` (presenting `token`, by default the right one),
+    /// at `url` when given (a ``FaultProxy`` in front of it) or directly.
+    public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil) throws {
+        peers.append((other.name, url ?? other.url, token ?? other.peerToken))
         try writeConfiguration()
     }
 
@@ -69,6 +83,7 @@ public final class DaemonPeer: @unchecked Sendable {
               pull_interval: \(pullInterval)
               batch_size: 200
               request_timeout: 10
+              max_backoff: \(maxBackoff)
 
             """
         if !peers.isEmpty {
@@ -178,16 +193,16 @@ public final class DaemonPeer: @unchecked Sendable {
         return try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
     }
 
-    /// Every change set the store holds, as (origin, sequence, status) rows of its log,
-    /// and how many received change sets wait outside it.
-    public func changeSetLog() throws -> (entries: [(origin: String, sequence: Int, status: Int)], pending: Int) {
+    /// Every change set the store holds, as (origin, sequence, status, quarantine reason) rows
+    /// of its log, and how many received change sets wait outside it.
+    public func changeSetLog() throws -> (entries: [(origin: String, sequence: Int, status: Int, reason: String?)], pending: Int) {
         var configuration = Configuration()
         configuration.readonly = true
         let queue = try DatabaseQueue(path: store, configuration: configuration)
         return try queue.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_STATUS FROM Z_FERRY_CHANGESET")
+            let rows = try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_STATUS, Z_REASON FROM Z_FERRY_CHANGESET")
             let pending = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Z_FERRY_PENDING") ?? 0
-            return (rows.map { (origin: $0[0], sequence: $0[1], status: $0[2]) }, pending)
+            return (rows.map { (origin: $0[0], sequence: $0[1], status: $0[2], reason: $0[3]) }, pending)
         }
     }
 

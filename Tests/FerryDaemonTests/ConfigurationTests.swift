@@ -25,6 +25,7 @@ struct ConfigurationTests {
           pull_interval: 12.5
           batch_size: 250
           request_timeout: 20
+          max_backoff: 15
         """
 
     func parse(_ text: String, environment: [String: String] = [:]) throws(ConfigurationError) -> Configuration {
@@ -48,7 +49,7 @@ struct ConfigurationTests {
         #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576,
                                               tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem")))
         #expect(configuration.peers == [.init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin")])
-        #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20))
+        #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20, maxBackoff: 15))
     }
 
     @Test("Defaults for everything but the store and the tokens file")
@@ -57,7 +58,7 @@ struct ConfigurationTests {
         #expect(configuration.server.host == "127.0.0.1" && configuration.server.port == 7400)
         #expect(configuration.server.maxBodyBytes == 64 << 20)
         #expect(configuration.peers.isEmpty)
-        #expect(configuration.sync == .init(pullInterval: 30, batchSize: 500, requestTimeout: 30))
+        #expect(configuration.sync == .init(pullInterval: 30, batchSize: 500, requestTimeout: 30, maxBackoff: 60))
     }
 
     @Test("FERRY_* environment variables override scalar keys")

@@ -1,0 +1,319 @@
+import Foundation
+import Synchronization
+
+/// A TCP proxy on 127.0.0.1 that stands between two daemons and misbehaves on
+/// purpose: it delays traffic, drops connections without an answer, cuts
+/// requests and responses off mid-body, resets connections, and can cut a
+/// link entirely (a partition). Each request (a chunk from the client that
+/// starts with an HTTP method) draws one fault from the current ``FaultPlan``
+/// (seeded, so a run can be replayed): connections are kept alive across
+/// many requests, so drawing per connection would hardly ever fire.
+///
+/// Plain blocking sockets, two threads per connection: it only has to carry a
+/// test's traffic, and being simple matters more here than scale.
+public final class FaultProxy: Sendable {
+    /// How often each fault happens, per request (the rest pass untouched).
+    public struct FaultPlan: Sendable {
+        /// Probability that a request and its response are held back before each chunk.
+        public var delay: Double
+        /// The longest such hold-back, in seconds.
+        public var maxDelay: TimeInterval
+        /// Probability that a request is swallowed and its connection closed without any answer.
+        public var drop: Double
+        /// Probability that a request is cut off at a random byte (the proxy closes both sides).
+        public var truncateRequest: Double
+        /// Probability that a response is cut off at a random byte.
+        public var truncateResponse: Double
+        /// Probability that the connection is reset (TCP RST) part-way through the response.
+        public var reset: Double
+
+        /// Creates a plan.
+        public init(delay: Double = 0, maxDelay: TimeInterval = 0.2, drop: Double = 0, truncateRequest: Double = 0,
+                    truncateResponse: Double = 0, reset: Double = 0) {
+            self.delay = delay
+            self.maxDelay = maxDelay
+            self.drop = drop
+            self.truncateRequest = truncateRequest
+            self.truncateResponse = truncateResponse
+            self.reset = reset
+        }
+
+        /// Every connection passes untouched.
+        public static let none = FaultPlan()
+    }
+
+    /// The fault drawn for one request (``partitioned``: a connection refused by a cut link).
+    public enum Fault: String, Sendable, CaseIterable {
+        case none, delay, drop, truncateRequest, truncateResponse, reset, partitioned
+    }
+
+    private struct State {
+        var plan: FaultPlan
+        var random: SeededGenerator
+        var partitioned = false
+        var counts: [Fault: Int] = [:]
+        var open: Set<Int32> = []
+        var running = true
+    }
+
+    /// The port the proxy listens on.
+    public let port: Int
+    private let upstreamPort: Int
+    private let listener: Int32
+    private let state: Mutex<State>
+
+    /// Starts a proxy on a free port of 127.0.0.1 that forwards to `upstreamPort` there.
+    public init(upstreamPort: Int, plan: FaultPlan = .none, seed: UInt64) throws {
+        self.upstreamPort = upstreamPort
+        self.state = Mutex(State(plan: plan, random: SeededGenerator(seed: seed)))
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw DaemonPeerError(description: "proxy: socket() failed") }
+        var yes: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = Self.loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(descriptor, 64) == 0 else {
+            close(descriptor)
+            throw DaemonPeerError(description: "proxy: cannot listen on 127.0.0.1")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+        self.listener = descriptor
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    /// The URL peers use to reach the upstream daemon through the proxy.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Replaces the fault plan for connections accepted from now on.
+    public func setPlan(_ plan: FaultPlan) {
+        state.withLock { $0.plan = plan }
+    }
+
+    /// Cuts the link (`true`): open connections are reset and new ones closed at once; or heals it.
+    public func setPartitioned(_ partitioned: Bool) {
+        let open = state.withLock { state -> Set<Int32> in
+            state.partitioned = partitioned
+            return partitioned ? state.open : []
+        }
+        for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
+    /// How many requests got each fault so far (``Fault/partitioned``: connections refused).
+    public var counts: [Fault: Int] { state.withLock { $0.counts } }
+
+    /// Stops accepting and closes every open connection.
+    public func stop() {
+        let open = state.withLock { state -> Set<Int32> in
+            state.running = false
+            return state.open
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
+    deinit { stop() }
+
+    // MARK: - Connections
+
+    private func acceptLoop() {
+        while state.withLock({ $0.running }) {
+            let client = accept(listener, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            let refused = state.withLock { state -> Bool in
+                if state.partitioned { state.counts[.partitioned, default: 0] += 1 }
+                return state.partitioned
+            }
+            if refused {
+                close(client)
+                continue
+            }
+            Thread { [self] in serve(client: client) }.start()
+        }
+    }
+
+    /// The next request's fault, the hold-back for a delay, and a random byte count for cuts.
+    private func draw() -> (fault: Fault, hold: TimeInterval, cut: Int) {
+        state.withLock { state in
+            var roll = Double.random(in: 0..<1, using: &state.random)
+            var fault = Fault.none
+            let plan = state.plan
+            for (candidate, probability) in [(Fault.delay, plan.delay), (.drop, plan.drop), (.truncateRequest, plan.truncateRequest),
+                                             (.truncateResponse, plan.truncateResponse), (.reset, plan.reset)] {
+                if roll < probability {
+                    fault = candidate
+                    break
+                }
+                roll -= probability
+            }
+            state.counts[fault, default: 0] += 1
+            return (fault, Double.random(in: 0.001...max(plan.maxDelay, 0.001), using: &state.random),
+                    Int.random(in: 1...8192, using: &state.random))
+        }
+    }
+
+    private func serve(client: Int32) {
+        track(client)
+        defer { untrack(client); close(client) }
+        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard upstream >= 0 else { return }
+        track(upstream)
+        defer { untrack(upstream); close(upstream) }
+        var address = Self.loopback(port: upstreamPort)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { return }
+        let connection = ConnectionFaults()
+        let upwardFinished = DispatchSemaphore(value: 0)
+        Thread { [self] in
+            forwardRequests(from: client, to: upstream, connection: connection)
+            finish(client: client, upstream: upstream, reset: false, connection: connection)
+            upwardFinished.signal()
+        }.start()
+        let reset = forwardResponses(from: upstream, to: client, connection: connection)
+        finish(client: client, upstream: upstream, reset: reset, connection: connection)
+        // Wait for the other direction before the descriptors close.
+        upwardFinished.wait()
+    }
+
+    /// Client to daemon: draws a fault at the start of each request and applies its request side.
+    private func forwardRequests(from client: Int32, to upstream: Int32, connection: ConnectionFaults) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var requestBudget = Int.max
+        var delay: TimeInterval = 0
+        while true {
+            let count = read(client, &buffer, buffer.count)
+            if count <= 0 { return }
+            if Self.startsRequest(buffer[0..<count]) {
+                let (fault, hold, cut) = draw()
+                delay = fault == .delay ? hold : 0
+                connection.setResponseFaults(budget: fault == .truncateResponse || fault == .reset ? cut : Int.max,
+                                             reset: fault == .reset, delay: delay)
+                switch fault {
+                case .drop:
+                    // Swallow the request, answer nothing for a moment, then close.
+                    Thread.sleep(forTimeInterval: 0.3)
+                    return
+                case .truncateRequest:
+                    requestBudget = cut
+                default:
+                    requestBudget = Int.max
+                }
+            }
+            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            let allowed = min(count, requestBudget)
+            guard Self.writeAll(buffer[0..<allowed], to: upstream) else { return }
+            if allowed < count { return }
+            if requestBudget != Int.max {
+                requestBudget -= allowed
+                if requestBudget == 0 { return }
+            }
+        }
+    }
+
+    /// Daemon to client: applies the current request's response faults. Returns whether to reset.
+    private func forwardResponses(from upstream: Int32, to client: Int32, connection: ConnectionFaults) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = read(upstream, &buffer, buffer.count)
+            if count <= 0 { return false }
+            let (allowed, reset, delay) = connection.takeResponseBytes(count)
+            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            guard Self.writeAll(buffer[0..<allowed], to: client) else { return false }
+            if allowed < count { return reset }
+        }
+    }
+
+    private static let methods = ["GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS "].map { Array($0.utf8) }
+
+    private static func startsRequest(_ bytes: ArraySlice<UInt8>) -> Bool {
+        methods.contains { bytes.starts(with: $0) }
+    }
+
+    private static func writeAll(_ bytes: ArraySlice<UInt8>, to target: Int32) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            // MSG_NOSIGNAL: a peer that went away must not end the test process with SIGPIPE.
+            let written = bytes[offset...].withUnsafeBytes { send(target, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+
+    /// Ends a connection: both sides shut (the first direction to finish ends the exchange), with a reset if asked.
+    private func finish(client: Int32, upstream: Int32, reset: Bool, connection: ConnectionFaults) {
+        guard connection.claimFinish() else { return }
+        if reset {
+            // With a zero linger time, the close that follows sends RST instead of FIN;
+            // shutting only the read side wakes the other thread without sending anything.
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            shutdown(client, Int32(SHUT_RD))
+        } else {
+            shutdown(client, Int32(SHUT_RDWR))
+        }
+        shutdown(upstream, Int32(SHUT_RDWR))
+    }
+
+    private func track(_ descriptor: Int32) {
+        state.withLock { _ = $0.open.insert(descriptor) }
+    }
+
+    private func untrack(_ descriptor: Int32) {
+        state.withLock { _ = $0.open.remove(descriptor) }
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+}
+
+/// What the current request of one connection does to its response, and whether
+/// the connection was ended (the two directions race to end it; the first wins).
+private final class ConnectionFaults: Sendable {
+    private struct Response {
+        var budget = Int.max
+        var reset = false
+        var delay: TimeInterval = 0
+        var finished = false
+    }
+
+    private let response = Mutex(Response())
+
+    func setResponseFaults(budget: Int, reset: Bool, delay: TimeInterval) {
+        response.withLock { $0.budget = budget; $0.reset = reset; $0.delay = delay }
+    }
+
+    /// How many of `count` response bytes may pass, whether to reset after a cut, and the hold-back.
+    func takeResponseBytes(_ count: Int) -> (allowed: Int, reset: Bool, delay: TimeInterval) {
+        response.withLock { state in
+            let allowed = min(count, state.budget)
+            if state.budget != Int.max { state.budget -= allowed }
+            return (allowed, state.reset, state.delay)
+        }
+    }
+
+    /// True for the first caller only.
+    func claimFinish() -> Bool {
+        response.withLock { state in
+            defer { state.finished = true }
+            return !state.finished
+        }
+    }
+}

@@ -22,8 +22,13 @@ public final class FaultProxy: Sendable {
         public var drop: Double
         /// Probability that a request is cut off at a random byte (the proxy closes both sides).
         public var truncateRequest: Double
-        /// Probability that a response is cut off at a random byte.
+        /// Probability that a response is cut off at a random byte of its body (or of its
+        /// headers, with ``cutsInsideHeaders``).
         public var truncateResponse: Double
+        /// Whether cut responses may end inside their header block. Off by default: on this
+        /// toolchain URLSession traps (ends the process) on such a response —
+        /// swift-corelibs-foundation#5285, see docs/RELIABILITY.md.
+        public var cutsInsideHeaders = false
         /// Probability that the connection is reset (TCP RST) part-way through the response.
         public var reset: Double
 
@@ -198,8 +203,10 @@ public final class FaultProxy: Sendable {
             if Self.startsRequest(buffer[0..<count]) {
                 let (fault, hold, cut) = draw()
                 delay = fault == .delay ? hold : 0
+                let cutsHeaders = state.withLock { $0.plan.cutsInsideHeaders }
                 connection.setResponseFaults(budget: fault == .truncateResponse || fault == .reset ? cut : Int.max,
-                                             reset: fault == .reset, delay: delay)
+                                             reset: fault == .reset, delay: delay,
+                                             headers: fault == .truncateResponse ? (cutsHeaders ? .cutInside : .skip) : .count)
                 switch fault {
                 case .drop:
                     // Swallow the request, answer nothing for a moment, then close.
@@ -228,7 +235,7 @@ public final class FaultProxy: Sendable {
         while true {
             let count = read(upstream, &buffer, buffer.count)
             if count <= 0 { return false }
-            let (allowed, reset, delay) = connection.takeResponseBytes(count)
+            let (allowed, reset, delay) = connection.takeResponseBytes(buffer[0..<count])
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             guard Self.writeAll(buffer[0..<allowed], to: client) else { return false }
             if allowed < count { return reset }
@@ -287,8 +294,19 @@ public final class FaultProxy: Sendable {
 /// What the current request of one connection does to its response, and whether
 /// the connection was ended (the two directions race to end it; the first wins).
 private final class ConnectionFaults: Sendable {
+    /// Where a cut may fall relative to the response's header block.
+    enum Headers {
+        /// Anywhere: the budget counts from the first byte.
+        case count
+        /// In the body: the budget counts from the end of the headers.
+        case skip
+        /// Inside the header block.
+        case cutInside
+    }
+
     private struct Response {
         var budget = Int.max
+        var headers = Headers.count
         var reset = false
         var delay: TimeInterval = 0
         var finished = false
@@ -296,17 +314,33 @@ private final class ConnectionFaults: Sendable {
 
     private let response = Mutex(Response())
 
-    func setResponseFaults(budget: Int, reset: Bool, delay: TimeInterval) {
-        response.withLock { $0.budget = budget; $0.reset = reset; $0.delay = delay }
+    func setResponseFaults(budget: Int, reset: Bool, delay: TimeInterval, headers: Headers) {
+        response.withLock { $0.budget = budget; $0.reset = reset; $0.delay = delay; $0.headers = headers }
     }
 
-    /// How many of `count` response bytes may pass, whether to reset after a cut, and the hold-back.
-    func takeResponseBytes(_ count: Int) -> (allowed: Int, reset: Bool, delay: TimeInterval) {
+    /// How many of the response bytes `chunk` may pass, whether to reset after a cut, and the hold-back.
+    func takeResponseBytes(_ chunk: ArraySlice<UInt8>) -> (allowed: Int, reset: Bool, delay: TimeInterval) {
         response.withLock { state in
+            let count = chunk.count
+            if state.budget != Int.max, state.headers != .count, let end = Self.headerEnd(in: chunk) {
+                // The first chunk of a cut response: place the cut after, or inside, its headers.
+                state.budget = state.headers == .skip ? end + state.budget : 1 + state.budget % max(end - 1, 1)
+                state.headers = .count
+            }
             let allowed = min(count, state.budget)
             if state.budget != Int.max { state.budget -= allowed }
             return (allowed, state.reset, state.delay)
         }
+    }
+
+    /// The length of the header block (through its blank line) at the start of `chunk`, if it ends there.
+    private static func headerEnd(in chunk: ArraySlice<UInt8>) -> Int? {
+        let bytes = Array(chunk)
+        guard bytes.count >= 4 else { return nil }
+        for index in 0...(bytes.count - 4) where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+            return index + 4
+        }
+        return nil
     }
 
     /// True for the first caller only.

@@ -103,7 +103,17 @@ struct PredicateParserTests {
         ("'x'.length == 1", 4, "cannot follow"),
         ("name == '\\u12'", 9, "four hexadecimal digits"),
         ("items[FIRST] == 1", 5, "array index operators"),
+        // Nesting is bounded before the parser recurses (a few thousand levels used to overflow the stack).
+        (String(repeating: "(", count: 101) + "a == 1" + String(repeating: ")", count: 101), 100, "nests more than 100 levels"),
+        (String(repeating: "NOT ", count: 101) + "a == 1", 400, "nests more than 100 levels"),
+        ("id IN " + String(repeating: "{", count: 200), 106, "nests more than 100 levels"),
     ]
+
+    @Test("100 levels of nesting are still accepted")
+    func deepButAllowed() throws {
+        let source = String(repeating: "(", count: 100) + "a == 1" + String(repeating: ")", count: 100)
+        #expect(try PredicateParser.parse(source).syntax.description == "a == 1")
+    }
 
     @Test("Syntax errors point at the offending character", arguments: rejected.indices)
     func reportsRejected(index: Int) {

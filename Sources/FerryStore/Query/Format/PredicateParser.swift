@@ -26,12 +26,37 @@ struct PredicateParser {
 
     /// Parses `source`; the result also tells how many format arguments it uses.
     static func parse(_ source: String) throws(PredicateSyntaxError) -> (syntax: PredicateSyntax, argumentCount: Int) {
-        var parser = PredicateParser(tokens: try PredicateLexer.tokens(of: source))
+        let tokens = try PredicateLexer.tokens(of: source)
+        try checkNesting(tokens)
+        var parser = PredicateParser(tokens: tokens)
         let syntax = try parser.parsePredicate()
         guard parser.current.kind == .end else {
             throw parser.error("unexpected \(parser.describe(parser.current)) after a complete predicate; join predicates with AND or OR")
         }
         return (syntax, parser.nextArgument)
+    }
+
+    /// How deep parentheses, braces and chains of NOT may nest. The parser recurses
+    /// once per level, so without a bound a hostile predicate of a few thousand `(`
+    /// would overflow the stack; no real predicate comes near it.
+    static let maximumNesting = 100
+
+    /// Refuses predicates nested deeper than ``maximumNesting``, before any recursion.
+    private static func checkNesting(_ tokens: [PredicateToken]) throws(PredicateSyntaxError) {
+        var depth = 0
+        var negations = 0
+        for token in tokens {
+            switch token.kind {
+            case .symbol("("), .symbol("{"): depth += 1
+            case .symbol(")"), .symbol("}"): depth = max(0, depth - 1)
+            default: break
+            }
+            if token.kind == .keyword("NOT") || token.kind == .symbol("!") { negations += 1 } else { negations = 0 }
+            if depth > maximumNesting || negations > maximumNesting {
+                throw PredicateSyntaxError(position: token.position,
+                                           message: "the predicate nests more than \(maximumNesting) levels deep (parentheses, braces or NOT); simplify it")
+            }
+        }
     }
 
     // MARK: - Token access

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+import FerryTestSupport
+
+/// Credentials (issue 6, point 6): a missing, wrong or peer-level token on an
+/// admin route gets 401/403 and changes nothing; a push without a valid token
+/// applies nothing; and no token ever reaches a log, even at trace level.
+@Suite("Credentials", .serialized)
+struct CredentialTests {
+    static let model = SampleModels.path("OrgChart")
+
+    /// `curl` a request; returns the HTTP status and the body.
+    static func curl(_ method: String, _ url: String, token: String?, body: String? = nil) throws -> (status: Int, body: String) {
+        var arguments = ["-sS", "-m", "10", "-X", method, "-w", "\n%{http_code}", url]
+        if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
+        if body != nil { arguments += ["-H", "Content-Type: application/x-ndjson", "--data-binary", "@-"] }
+        let result = try FerryProcess.run(executable: "/usr/bin/curl", arguments, input: body)
+        let lines = result.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? -1, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test("Missing, wrong and peer tokens on admin routes: 401/403, nothing done; pushes without a valid token apply nothing; no token in any log line")
+    func credentials() throws {
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        // Trace level: the most a daemon ever logs.
+        try a.start(environment: ["LOG_LEVEL": "trace"])
+        try b.start(environment: ["LOG_LEVEL": "trace"])
+        try a.put(#"[{"op":"insert","entity":"Person","ref":"p","values":{"id":1,"name":"Ann"}}]"#)
+        #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
+
+        let wrong = "wrong-token-" + UUID().uuidString
+        let before = try b.dump()
+        let vector = try b.vector()
+        // The admin route: a sync round.
+        #expect(try Self.curl("POST", b.url + "/v1/sync", token: nil).status == 401)
+        #expect(try Self.curl("POST", b.url + "/v1/sync", token: wrong).status == 401)
+        let asPeer = try Self.curl("POST", b.url + "/v1/sync", token: b.peerToken)
+        #expect(asPeer.status == 403, "\(asPeer)")
+        #expect(!asPeer.body.contains(b.peerToken) && !asPeer.body.contains(b.adminToken))
+        // A push with a change set made elsewhere: only a valid token gets it applied.
+        let changeSet = try a.history().first ?? ""
+        for token in [nil, wrong, b.peerToken.dropLast() + "x"] as [String?] {
+            let answer = try Self.curl("POST", b.url + "/v1/changesets", token: token, body: changeSet)
+            #expect(answer.status == 401, "\(answer)")
+            // No detail: the same answer whatever was wrong with the token.
+            #expect(answer.body == #"{"error":{"message":"unauthorized"}}"#, "\(answer.body)")
+        }
+        #expect(try b.dump() == before && b.vector() == vector, "a refused request changed the store")
+        // Bearer tokens are compared whole: a prefix of the right one is wrong.
+        #expect(try Self.curl("GET", b.url + "/v1/state", token: String(b.adminToken.prefix(10))).status == 401)
+        // The right admin token works.
+        #expect(try Self.curl("POST", b.url + "/v1/sync", token: b.adminToken).status == 200)
+        let syncNow = try FerryProcess.run(["sync-now", "--config", b.configuration])
+        let status = try FerryProcess.run(["status", "--config", b.configuration])
+        #expect(syncNow.status == 0 && status.status == 0)
+
+        #expect(a.stop() == 0 && b.stop() == 0)
+        let everything = [a.log(), b.log(), syncNow.standardOutput, syncNow.standardError, status.standardOutput, status.standardError]
+        let lines = everything.joined(separator: "\n").split(separator: "\n")
+        #expect(lines.count > 20, "the daemons logged almost nothing at trace level: \(lines.count) lines")
+        for token in [a.peerToken, a.adminToken, b.peerToken, b.adminToken, wrong] {
+            let leaks = lines.filter { $0.contains(token) }
+            #expect(leaks.isEmpty, "a token reached the logs: \(leaks.prefix(2))")
+        }
+        #expect(!lines.contains { $0.localizedCaseInsensitiveContains("bearer ") }, "an Authorization header was logged")
+        print("credentials: \(lines.count) log and output lines checked, no token in any")
+    }
+}

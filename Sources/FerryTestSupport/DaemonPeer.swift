@@ -53,6 +53,15 @@ public final class DaemonPeer: @unchecked Sendable {
     /// Whether the daemon process is running.
     public var isRunning: Bool { process?.isRunning ?? false }
 
+    /// The daemon's resident memory in bytes (`VmRSS` of /proc), while it runs.
+    public var residentMemory: Int? {
+        guard let process, process.isRunning,
+              let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
+        return kilobytes * 1024
+    }
+
     /// "running", or how the last daemon process ended (exit status or signal), for failure messages.
     public var processState: String {
         guard let process else { return "never started" }

@@ -90,7 +90,13 @@ public actor SyncCoordinator {
             if let error = result.error {
                 peers[index].lastError = error.description
                 let delay = peers[index].retries.recordFailure(at: now(), using: &random)
-                logger.warning("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
+                if case .localStore = error {
+                    // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
+                    Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
+                    logger.error("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
+                } else {
+                    logger.warning("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
+                }
             } else {
                 peers[index].retries.recordSuccess()
                 peers[index].lastError = nil

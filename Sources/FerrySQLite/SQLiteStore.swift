@@ -66,7 +66,7 @@ public final class SQLiteStore: PersistentStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: Self.describe(error))
+            throw StoreError.cannotOpen(path: path, reason: Self.describe(error) + Self.writabilityHint(folder: directory))
         }
         let opened = try StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier).open()
         self.identifier = opened.identifier
@@ -208,6 +208,14 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             throw StoreError.storeFailure(Self.describe(error))
         }
+    }
+
+    /// Why SQLite may have failed to open a store in `folder`, when the folder is the cause:
+    /// SQLite needs to write there (the -wal and -shm files) even to read a WAL store.
+    static func writabilityHint(folder: String) -> String {
+        guard access(folder, W_OK) != 0 else { return "" }
+        let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
+        return "; the folder \(folder) \(cause), and the store needs to write there (its -wal and -shm files) — make it writable"
     }
 
     static func describe(_ error: Error) -> String {

@@ -87,9 +87,9 @@ public struct FerryAPI: Sendable {
             try authorize(request, .peer)
             return try await pull(request)
         }
-        router.post("v1/changesets") { request, _ in
+        router.post("v1/changesets") { request, context in
             try authorize(request, .peer)
-            return try await push(request)
+            return try await push(request, logger: context.logger)
         }
         router.get("v1/status") { request, _ in
             try authorize(request, .peer)
@@ -162,7 +162,7 @@ public struct FerryAPI: Sendable {
         return Response(status: .ok, headers: headers, body: body)
     }
 
-    private func push(_ request: Request) async throws -> Response {
+    private func push(_ request: Request, logger: Logger) async throws -> Response {
         var request = request
         let buffer: ByteBuffer
         do {
@@ -198,6 +198,12 @@ public struct FerryAPI: Sendable {
             case .busy: throw HTTPError(.serviceUnavailable, message: error.description)
             case .notSQLite: throw HTTPError(.internalServerError, message: error.description)
             }
+        } catch {
+            // The store failed (disk full, read-only, I/O): what was not applied is not recorded,
+            // and the sender keeps it and sends it again after its backoff.
+            Counter(label: "ferry_store_errors_total", dimensions: [("operation", "push")]).increment()
+            logger.error("could not apply pushed change sets: \(error)")
+            throw HTTPError(.serviceUnavailable, message: "this store cannot take change sets now (\(error)); nothing more was applied; send them again later")
         }
     }
 

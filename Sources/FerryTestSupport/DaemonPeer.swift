@@ -23,11 +23,13 @@ public final class DaemonPeer: @unchecked Sendable {
     private let maxBackoff: Double
 
     /// A peer with a fresh store of `model`, listening on a free port.
-    /// `maxBackoff` caps the retry delay of a failing peer (`sync.max_backoff`).
-    public init(name: String, model: String, pullInterval: Double = 1, maxBackoff: Double = 60) throws {
+    /// `maxBackoff` caps the retry delay of a failing peer (`sync.max_backoff`); `storeFolder`
+    /// puts the store file elsewhere than the peer's folder (on a file system a test mounts).
+    public init(name: String, model: String, pullInterval: Double = 1, maxBackoff: Double = 60, storeFolder: String? = nil) throws {
         self.name = name
         self.model = model
         self.directory = TemporaryDirectory(prefix: "ferry-peer-\(name)")
+        self.store = (storeFolder ?? directory.path) + "/store.sqlite"
         self.peerToken = "peer-\(name)-" + UUID().uuidString
         self.adminToken = "admin-\(name)-" + UUID().uuidString
         self.pullInterval = pullInterval
@@ -38,7 +40,7 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     /// The store file.
-    public var store: String { directory.file("store.sqlite") }
+    public let store: String
     /// The configuration file.
     public var configuration: String { directory.file("ferry.yaml") }
     /// The base URL (https when ``useTLS(certificate:key:)`` was called).
@@ -82,7 +84,7 @@ public final class DaemonPeer: @unchecked Sendable {
     private func writeConfiguration() throws {
         var text = """
             store:
-              path: store.sqlite
+              path: \(store)
               model: \(model)
             server:
               host: 127.0.0.1

@@ -18,6 +18,9 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     case failed(status: Int, message: String)
     /// The peer's answer is not what the protocol says.
     case badAnswer(String)
+    /// This side's store failed (disk full, read-only, I/O error): nothing of the batch was
+    /// taken in, and the next round tries again.
+    case localStore(String)
 
     public var description: String {
         switch self {
@@ -27,13 +30,14 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
         case .unauthorized(let status): "the peer refused this action for our token (\(status)); it needs an admin token"
         case .failed(let status, let message): "the peer answered \(status): \(message)"
         case .badAnswer(let detail): "the peer's answer was not understood: \(detail)"
+        case .localStore(let detail): "this store could not take the change sets: \(detail)"
         }
     }
 
     /// Whether trying again later may succeed (network trouble, a busy or restarting peer).
     public var isTransient: Bool {
         switch self {
-        case .notListening, .unreachable: true
+        case .notListening, .unreachable, .localStore: true
         case .failed(let status, _): status >= 500 || status == 429 || status == 408
         case .unauthorized, .badAnswer: false
         }

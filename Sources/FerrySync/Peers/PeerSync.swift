@@ -80,6 +80,8 @@ public struct PeerSync: Sendable {
                 report = try await endpoint.apply(lines: lines)
             } catch let error as ReplayError {
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+            } catch {
+                throw PeerError.localStore("\(error)")
             }
             result.pulled.add(report)
             progress("\(name): pulled \(lines.count) change sets (\(report.applied) applied)")

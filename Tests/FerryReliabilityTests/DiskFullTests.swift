@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import FerryTestSupport
+
+/// Disk full and read-only store (issue 6, point 8): B's store lives on a small
+/// tmpfs the test mounts. When it fills up, and when it is remounted read-only,
+/// B reports the problem (log, status, metrics), keeps serving what it can,
+/// writes nothing half-done, and recovers by itself once the problem goes.
+/// Mounting needs root; elsewhere the test is skipped and says why.
+@Suite("Disk full and read-only store", .serialized)
+struct DiskFullTests {
+    static let model = SampleModels.path("OrgChart")
+
+    static let canMount: Bool = {
+        guard geteuid() == 0 else { return false }
+        let probe = TemporaryDirectory(prefix: "ferry-mount-probe")
+        guard (try? FerryProcess.run(executable: "/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", probe.path]).status) == 0 else { return false }
+        _ = try? FerryProcess.run(executable: "/bin/umount", [probe.path])
+        return true
+    }()
+
+    static func mount(_ path: String, options: String) throws {
+        let result = try FerryProcess.run(executable: "/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path])
+        guard result.status == 0 else { throw DaemonPeerError(description: "mount failed: \(result.standardError)") }
+    }
+
+    static func remount(_ path: String, _ mode: String) throws {
+        let result = try FerryProcess.run(executable: "/bin/mount", ["-o", "remount,\(mode)", path])
+        guard result.status == 0 else { throw DaemonPeerError(description: "remount \(mode) failed: \(result.standardError)") }
+    }
+
+    /// Fills the file system holding `folder` up to the last byte; returns the filler file.
+    static func fill(_ folder: String) -> String {
+        let filler = folder + "/filler"
+        _ = FileManager.default.createFile(atPath: filler, contents: nil)
+        guard let handle = FileHandle(forWritingAtPath: filler) else { return filler }
+        let block = Data(count: 64 * 1024)
+        var size = block.count
+        while size >= 1 {
+            do { try handle.write(contentsOf: size == block.count ? block : block.prefix(size)) } catch { size /= 2 }
+        }
+        try? handle.close()
+        return filler
+    }
+
+    func status(of peer: DaemonPeer) throws -> String {
+        try FerryProcess.run(["status", "--config", peer.configuration]).standardOutput
+    }
+
+    @Test("A full disk and then a read-only store: reported, reads still served, nothing half-done, recovery on its own",
+          .enabled(if: DiskFullTests.canMount, "needs root to mount a small tmpfs"))
+    func fullThenReadOnly() throws {
+        // B's store (and only the store: its log must stay writable) on a 24 MB tmpfs.
+        let folder = TemporaryDirectory(prefix: "ferry-peer-b-tmpfs")
+        try Self.mount(folder.path, options: "size=24m")
+        defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5, maxBackoff: 2, storeFolder: folder.path)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        try a.start()
+        try b.start()
+        let people = { (prefix: String, count: Int) in
+            "[" + (0..<count).map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#(String(repeating: "x", count: 200))"}}"# }
+                .joined(separator: ",") + "]"
+        }
+        try a.put(people("first", 10))
+        #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
+
+        // 1. The disk fills up.
+        let filler = Self.fill(folder.path)
+        let before = try b.dump()
+        try a.put(people("big", 3000))
+        let reported = DaemonPeer.waitUntil(timeout: 20) { b.log().contains("disk is full") }
+        #expect(reported, "B did not log the full disk:\n\(b.log().suffix(2000))")
+        #expect(b.isRunning, "B ended: \(b.processState)")
+        let statusFull = try status(of: b)
+        #expect(statusFull.contains("disk is full"), "status does not show the problem: \(statusFull)")
+        let metrics = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "-H", "Authorization: Bearer \(b.adminToken)", b.url + "/metrics"]).standardOutput
+        #expect(metrics.contains("ferry_store_errors_total"), "no store error metric")
+        // Reads still served; nothing of the big change set is in B.
+        let health = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", b.url + "/healthz"])
+        #expect(health.standardOutput.contains("ok"))
+        #expect(try b.dump() == before, "B holds part of a change set it could not apply")
+        #expect(try b.integrityCheck() == ["ok"])
+
+        // Space returns: B catches up on its own.
+        try FileManager.default.removeItem(atPath: filler)
+        let recovered = try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() }
+        #expect(recovered, "B did not recover after space returned:\n\(b.log().suffix(2000))")
+
+        // 2. The store's file system is read-only when B starts (a file system cannot be made
+        // read-only under files open for writing; after a reboot it can come up that way). SQLite
+        // must write the -wal and -shm files beside a WAL store even to read it, so B cannot open
+        // the store: it refuses to start with a message that says what to fix (under systemd,
+        // Restart=on-failure tries again until it is fixed), and once the file system is writable
+        // it starts and catches up.
+        b.stop()
+        try Self.remount(folder.path, "ro")
+        try a.put(people("late", 100))
+        let refused = Result { try b.start() }
+        #expect(throws: DaemonPeerError.self) { try refused.get() }
+        #expect(b.log().contains("read-only file system"), "B's message does not name the cause:\n\(b.log().suffix(1000))")
+        try Self.remount(folder.path, "rw")
+        try b.start()
+        let recoveredAgain = try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() }
+        #expect(recoveredAgain, "B did not catch up once the store was writable:\n\(b.log().suffix(2000))")
+        try expectEveryChangeSetOnce(in: [a, b], saves: 3, context: "disk full")
+        #expect(a.stop() == 0 && b.stop() == 0)
+    }
+}

@@ -71,6 +71,11 @@ public struct FerryAPI: Sendable {
         let router = Router()
         // Request counts and latency (http_server_request_duration_seconds), through swift-metrics.
         router.add(middleware: MetricsMiddleware())
+        var allowed: [String: [HTTPRequest.Method]] = [
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/status": [.get], "/v1/sync": [.post],
+        ]
+        if metrics != nil { allowed["/metrics"] = [.get] }
+        router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
         if let metrics {
             router.get("metrics") { request, _ in
                 try authorize(request, .peer)
@@ -109,7 +114,9 @@ public struct FerryAPI: Sendable {
     private func pull(_ request: Request) async throws -> Response {
         let vector: VersionVector
         do {
-            vector = try ChangeSetCodec.decodeVector(request.uri.queryParameters.get("after") ?? "{}")
+            // A form-encoded query writes spaces as '+', which never occurs in a vector's JSON otherwise.
+            let after = (request.uri.queryParameters.get("after") ?? "{}").replacingOccurrences(of: "+", with: " ")
+            vector = try ChangeSetCodec.decodeVector(after)
         } catch {
             throw HTTPError(.badRequest, message: "'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error.description)")
         }
@@ -188,6 +195,9 @@ public struct FerryAPI: Sendable {
             throw HTTPError(.unsupportedMediaType, message: "Content-Encoding '\(other)' is not supported; send the body as is or gzip")
         }
         let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+        guard !lines.isEmpty else {
+            throw HTTPError(.badRequest, message: "the body holds no change sets; send one change set (a JSON object) per line")
+        }
         do {
             let report = try await endpoint.apply(lines: lines)
             ReceivedMetrics.record(report, via: "push")

@@ -104,6 +104,17 @@ struct HTTPAPITests {
         #expect(again.body.contains(#""applied":0"#) && again.body.contains(#""duplicate":1"#))
     }
 
+    @Test("A known path with a method it does not take gets 405 and the methods it takes; an empty push gets 400")
+    func methodNotAllowed() async throws {
+        let answer = try await request("DELETE", "/v1/changesets", token: peerToken)
+        #expect(answer.status == 405 && answer.body.contains("takes GET, POST"), "\(answer.status) \(answer.body)")
+        #expect((answer.headers["Allow"] as? String) == "GET, POST", "\(answer.headers)")
+        #expect(try await request("PUT", "/v1/sync", token: adminToken).status == 405)
+        #expect(try await request("GET", "/v1/nothing-here", token: peerToken).status == 404)
+        let empty = try await request("POST", "/v1/changesets", token: peerToken, body: Data("\n\n".utf8))
+        #expect(empty.status == 400 && empty.body.contains("no change sets"), "\(empty.body)")
+    }
+
     @Test("A body over server.max_body_bytes gets 413")
     func tooLarge() async throws {
         let answer = try await request("POST", "/v1/changesets", token: peerToken, body: Data(repeating: UInt8(ascii: " "), count: (64 << 20) + 1))

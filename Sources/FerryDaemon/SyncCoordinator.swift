@@ -13,11 +13,8 @@ public actor SyncCoordinator {
         let name: String
         let url: URL
         let sync: PeerSync
-        var lastAttempt: Date?
-        var lastSuccess: Date?
-        var lastError: String?
-        var retries: RetrySchedule
-        var syncing = false
+        /// Idle, syncing or backing off; last attempt, success and error.
+        var session: PeerSession
         var toPull: Int64?
         var toPush: Int64?
     }
@@ -43,7 +40,7 @@ public actor SyncCoordinator {
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
                                       client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout),
                                       batchSize: batchSize),
-                       retries: retries)
+                       session: PeerSession(retries: retries))
         }
     }
 
@@ -66,30 +63,41 @@ public actor SyncCoordinator {
     /// The peers whose backoff after a failure has run out (or that never failed).
     func peersDue() -> [String] {
         let time = now()
-        return peers.filter { $0.retries.isDue(at: time) }.map(\.name)
+        return peers.filter { $0.session.canStart(at: time) }.map(\.name)
     }
 
     /// The failed peers whose backoff has run out.
     func failedPeersDue() -> [String] {
         let time = now()
-        return peers.filter { $0.retries.retryAt.map { $0 <= time } ?? false }.map(\.name)
+        return peers.filter { $0.session.consecutiveFailures > 0 && $0.session.canStart(at: time) }.map(\.name)
     }
 
     private func perform(peer: String?, pull: Bool, push: Bool, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         var results: [PeerSyncResult] = []
         for index in peers.indices where peer == nil || peers[index].name == peer {
-            peers[index].lastAttempt = now()
-            peers[index].syncing = true
-            let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
-            peers[index].syncing = false
             let name = peers[index].name
+            do {
+                // Forced: a round asked for (the pull interval, sync-now) runs even during a backoff.
+                try peers[index].session.start(at: now(), force: true)
+            } catch {
+                // Rounds run one at a time (see `round`), so a session is never already syncing here.
+                logger.error("sync with \(name) not started: \(error)")
+                continue
+            }
+            let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
+            let backoff: TimeInterval?
+            do {
+                backoff = try peers[index].session.finish(error: result.error, at: now(), using: &random)
+            } catch {
+                logger.error("sync with \(name) ended in an unexpected state: \(error)")
+                backoff = nil
+            }
             ReceivedMetrics.record(result.pulled, via: "pull")
             Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
             Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
             Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
             if let error = result.error {
-                peers[index].lastError = error.description
-                let delay = peers[index].retries.recordFailure(at: now(), using: &random)
+                let delay = backoff ?? 0
                 if case .localStore = error {
                     // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
                     Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
@@ -98,9 +106,6 @@ public actor SyncCoordinator {
                     logger.warning("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
                 }
             } else {
-                peers[index].retries.recordSuccess()
-                peers[index].lastError = nil
-                peers[index].lastSuccess = now()
                 if let lag = await lag(peerVector: result.peerVector) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
@@ -147,13 +152,13 @@ public actor SyncCoordinator {
             .sortedObject([
                 "name": .string(peer.name),
                 "url": .string(peer.url.absoluteString),
-                "last_attempt": date(peer.lastAttempt),
-                "last_success": date(peer.lastSuccess),
-                "last_error": peer.lastError.map(JSONValue.string) ?? .null,
-                "consecutive_failures": .integer(Int64(peer.retries.consecutiveFailures)),
+                "last_attempt": date(peer.session.lastAttempt),
+                "last_success": date(peer.session.lastSuccess),
+                "last_error": peer.session.lastError.map { JSONValue.string($0.description) } ?? .null,
+                "consecutive_failures": .integer(Int64(peer.session.consecutiveFailures)),
                 // What the session with this peer is doing: a round now, waiting out a backoff, or nothing.
-                "state": .string(peer.syncing ? "syncing" : peer.retries.isDue(at: now()) ? "idle" : "backing_off"),
-                "retry_at": date(peer.retries.retryAt),
+                "state": .string(peer.session.phase(at: now()).name),
+                "retry_at": date(peer.session.retryAt),
                 "to_pull": peer.toPull.map(JSONValue.integer) ?? .null,
                 "to_push": peer.toPush.map(JSONValue.integer) ?? .null,
             ])

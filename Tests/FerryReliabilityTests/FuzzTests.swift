@@ -19,7 +19,7 @@ struct FuzzTests {
     static let budget = ProcessInfo.processInfo.environment["FERRY_FUZZ_SECONDS"].flatMap(Double.init) ?? 3
     static let seed = ProcessInfo.processInfo.environment["FERRY_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
     /// The longest any single input may take before it counts as a hang.
-    static let slowest: TimeInterval = 1
+    static let slowest: TimeInterval = 2
 
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../FerrySyncTests/Fixtures").standardized.path

@@ -40,8 +40,11 @@ struct ChangeRecorder {
         let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
-            let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names)
-            try appendLocal(entries, author: request.author, contextName: request.contextName, log: log)
+            // A local save's inserts go straight into the change set's text; the other changes follow them.
+            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * 160 + (request.updates.count + request.deletes.count) * 200)
+            let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,
+                                      insertsInto: &writer)
+            try appendLocal(entries, writer: writer ?? ChangeSetWriter(), author: request.author, contextName: request.contextName, log: log)
             return
         }
         // Objects born elsewhere keep their origin URI; resurrected ones get their URI back.
@@ -60,7 +63,9 @@ struct ChangeRecorder {
             }
         }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
-        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts)
+        var noWriter: ChangeSetWriter?
+        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
+                                  insertsInto: &noWriter)
         let incoming = replay.changeSet
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
@@ -167,11 +172,12 @@ struct ChangeRecorder {
 
     /// Appends `entries` (and deletes of objects that never reached the store)
     /// as a new change set of this store (nothing when empty).
-    private func appendLocal(_ entries: [Entry], repairDeletes: [(uri: String, entity: String)] = [],
+    /// `writer` may hold changes already (a local save's inserts), which come first.
+    private func appendLocal(_ entries: [Entry], writer: ChangeSetWriter = ChangeSetWriter(), repairDeletes: [(uri: String, entity: String)] = [],
                              author: String?, contextName: String?, log: HistoryLog) throws {
-        guard !entries.isEmpty || !repairDeletes.isEmpty else { return }
+        guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
-        var writer = ChangeSetWriter(capacity: entries.count * 160)
+        var writer = writer
         for entry in entries {
             if entry.change.kind == .insert && entry.change.added.isEmpty {
                 writer.appendInsert(entity: entry.change.entity, uri: entry.change.uri, values: entry.insertValues)
@@ -207,9 +213,11 @@ struct ChangeRecorder {
         }
     }
 
-    /// The recorded changes of a save, object by object.
+    /// The recorded changes of a save, object by object. With a `writer`, inserts without
+    /// memberships are written into it (in order, before anything else) instead of being returned.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = []) throws -> [Entry] {
+                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
+                         insertsInto writer: inout ChangeSetWriter?) throws -> [Entry] {
         var entries: [Entry] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
         var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
@@ -220,8 +228,15 @@ struct ChangeRecorder {
             if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
             if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
         }
-        for (insert, id) in zip(request.inserts, insertedIDs) where !skipped.contains(id) {
-            guard let plan = layout.plans[id.entityName] else { continue }
+        var plans = PlanCache(layout: layout)
+        for (insert, id) in zip(request.inserts, insertedIDs) where skipped.isEmpty || !skipped.contains(id) {
+            guard let plan = plans.plan(for: id.entityName) else { continue }
+            if var direct = writer, let key = id.primaryKey, membership.isEmpty || membership[id] == nil {
+                writer = nil  // so `direct` holds the only reference and grows in place
+                try writeInsert(insert, key: key, plan: plan, resolve: resolve, names: &names, plans: &plans, into: &direct)
+                writer = direct
+                continue
+            }
             var values: [(String, ChangeValue)] = []
             values.reserveCapacity(plan.recordedProperties.count)
             for property in plan.recordedProperties {
@@ -278,6 +293,27 @@ struct ChangeRecorder {
         return entries
     }
 
+    /// Writes one insert straight from its row values, with the entity's prepared byte pieces.
+    private func writeInsert(_ insert: SaveRequest.Insert, key: Int64, plan: StoreLayout.EntityPlan, resolve: (ObjectID?) -> ObjectID?,
+                             names: inout OriginNames, plans: inout PlanCache, into writer: inout ChangeSetWriter) throws {
+        writer.beginInsert(head: plan.insertHead, key: key)
+        for property in plan.recordedProperties {
+            if property.isToOne {
+                guard let target = resolve(insert.toOne[property.index]) else { continue }
+                writer.insertValue(key: property.jsonKey)
+                if try names.allLocal(), let targetPlan = plans.plan(for: target.entityName), let targetKey = target.primaryKey {
+                    writer.uriValue(prefix: targetPlan.uriBytes, key: targetKey)
+                } else {
+                    writer.uriValue(try names.uri(of: target))
+                }
+            } else if let value = insert.attributes[property.index] {
+                writer.insertValue(key: property.jsonKey)
+                writer.attributeValue(value)
+            }
+        }
+        writer.endInsert()
+    }
+
     private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
         guard let members else { return [] }
         return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
@@ -302,12 +338,17 @@ struct OriginNames {
         self.db = db
     }
 
-    mutating func uri(of id: ObjectID) throws -> String {
-        if let known = cache[id] { return known }
+    /// Whether every object of the store has its own URI (none arrived from elsewhere yet).
+    mutating func allLocal() throws -> Bool {
         if hasForeignObjects == nil {
             hasForeignObjects = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT)") ?? false
         }
-        guard hasForeignObjects == true else { return localURI(of: id) }
+        return hasForeignObjects == false
+    }
+
+    mutating func uri(of id: ObjectID) throws -> String {
+        if let known = cache[id] { return known }
+        guard try !allLocal() else { return localURI(of: id) }
         var uri = localURI(of: id)
         if let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
            let mapped = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),

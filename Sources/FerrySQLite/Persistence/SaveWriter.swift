@@ -234,21 +234,3 @@ struct SaveWriter {
         }
     }
 }
-
-/// Looks up entity plans, remembering the last one: bulk saves insert long runs of one entity.
-private struct PlanCache {
-    let layout: StoreLayout
-    private var lastName: String?
-    private var lastPlan: StoreLayout.EntityPlan?
-
-    init(layout: StoreLayout) {
-        self.layout = layout
-    }
-
-    mutating func plan(for entityName: String) -> StoreLayout.EntityPlan? {
-        if let lastPlan, lastName == entityName { return lastPlan }
-        lastName = entityName
-        lastPlan = layout.plans[entityName]
-        return lastPlan
-    }
-}

@@ -32,6 +32,10 @@ final class StoreLayout: Sendable {
         let recordedProperties: [RecordedProperty]
         /// `x-coredata://<store>/<Entity>/p`: an object URI without its key.
         let uriPrefix: String
+        /// The start of a recorded insert of this entity, up to the key (``ChangeSetWriter/insertHead(entity:uriPrefix:)``).
+        let insertHead: [UInt8]
+        /// ``uriPrefix`` as written inside a JSON string.
+        let uriBytes: [UInt8]
 
         init(entity: EntityDescription, rootNumber: Int, number: Int, table: String, readPositions: [Int?],
              entityColumnPositions: [Int: Int], insertSQL: String, insertSlots: [InsertSlot],
@@ -46,6 +50,8 @@ final class StoreLayout: Sendable {
             self.insertSlots = insertSlots
             self.recordedProperties = recordedProperties
             self.uriPrefix = uriPrefix
+            self.insertHead = ChangeSetWriter.insertHead(entity: entity.name, uriPrefix: uriPrefix)
+            self.uriBytes = ChangeSetWriter.uriBytes(uriPrefix)
         }
     }
 
@@ -54,6 +60,15 @@ final class StoreLayout: Sendable {
         let index: Int
         let name: String
         let isToOne: Bool
+        /// `"name":`, as a recorded insert's values key.
+        let jsonKey: [UInt8]
+
+        init(index: Int, name: String, isToOne: Bool) {
+            self.index = index
+            self.name = name
+            self.isToOne = isToOne
+            self.jsonKey = ChangeSetWriter.key(name)
+        }
     }
 
     enum InsertSlot: Sendable {

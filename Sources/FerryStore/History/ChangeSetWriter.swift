@@ -8,6 +8,8 @@ import FerryModel
 package struct ChangeSetWriter {
     private var changes: [UInt8] = []
     private var count = 0
+    /// Values written so far into the insert begun by ``beginInsert(head:key:)``.
+    private var insertValues = 0
 
     package init(capacity: Int = 0) {
         changes.reserveCapacity(capacity)
@@ -62,6 +64,84 @@ package struct ChangeSetWriter {
         changes.append(UInt8(ascii: "}"))
     }
 
+    // MARK: - Inserts written piece by piece
+    //
+    // A store writes each insert of a local save straight from its rows, with the
+    // byte pieces it prepared once per entity (``insertHead(entity:uriPrefix:)``,
+    // ``uriBytes(_:)``, ``key(_:)``): the same bytes as ``appendInsert(entity:uri:values:)``,
+    // without building URI strings or value arrays per object. Values must come in
+    // name order (byte order) and leave out nils.
+
+    /// `{"entity":"E","op":"insert","uri":"<uriPrefix>` — an insert up to its key.
+    package static func insertHead(entity: String, uriPrefix: String) -> [UInt8] {
+        var writer = ChangeSetWriter()
+        writer.raw("{\"entity\":")
+        writer.quoted(entity)
+        writer.raw(",\"op\":\"insert\",\"uri\":")
+        writer.quoted(uriPrefix)
+        return Array(writer.changes.dropLast())
+    }
+
+    /// A URI prefix as it appears inside a JSON string (escaped, without quotes).
+    package static func uriBytes(_ prefix: String) -> [UInt8] {
+        var writer = ChangeSetWriter()
+        writer.quoted(prefix)
+        return Array(writer.changes.dropFirst().dropLast())
+    }
+
+    /// `"name":` — a property name as a values key.
+    package static func key(_ name: String) -> [UInt8] {
+        var writer = ChangeSetWriter()
+        writer.quoted(name)
+        writer.changes.append(UInt8(ascii: ":"))
+        return writer.changes
+    }
+
+    /// Begins an insert: `head` (``insertHead(entity:uriPrefix:)``) and the object's key.
+    package mutating func beginInsert(head: [UInt8], key: Int64) {
+        separate()
+        changes.append(contentsOf: head)
+        digits(key)
+        changes.append(UInt8(ascii: "\""))
+        insertValues = 0
+    }
+
+    /// Begins the insert's next value: its `key` (``key(_:)``).
+    package mutating func insertValue(key: [UInt8]) {
+        if insertValues == 0 { raw(",\"values\":{") } else { changes.append(UInt8(ascii: ",")) }
+        insertValues += 1
+        changes.append(contentsOf: key)
+    }
+
+    /// A reference value: a URI of `prefix` (``uriBytes(_:)``) and a key.
+    package mutating func uriValue(prefix: [UInt8], key: Int64) {
+        changes.append(UInt8(ascii: "\""))
+        changes.append(contentsOf: prefix)
+        digits(key)
+        changes.append(UInt8(ascii: "\""))
+    }
+
+    /// A reference value given as a whole URI.
+    package mutating func uriValue(_ uri: String) {
+        quoted(uri)
+    }
+
+    /// An attribute value.
+    package mutating func attributeValue(_ value: AttributeValue) {
+        switch value {
+        case .integer(let number): digits(number)
+        case .string(let text): quoted(text)
+        case .boolean(let flag): raw(flag ? "true" : "false")
+        case let other: raw(AttributeJSON.encode(other).text)
+        }
+    }
+
+    /// Ends the insert begun by ``beginInsert(head:key:)``.
+    package mutating func endInsert() {
+        if insertValues > 0 { changes.append(UInt8(ascii: "}")) }
+        changes.append(UInt8(ascii: "}"))
+    }
+
     /// The whole change set's line.
     package func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
                         modelHash: String, dependencies: [UUID: Int64]) -> String {
@@ -98,6 +178,31 @@ package struct ChangeSetWriter {
         count += 1
     }
 
+    /// A whole number in decimal, written without building a String.
+    private mutating func digits(_ number: Int64) {
+        if number < 0 {
+            guard number != .min else { raw(String(number)); return }
+            changes.append(UInt8(ascii: "-"))
+            digits(-number)
+            return
+        }
+        if number < 10 {
+            changes.append(UInt8(ascii: "0") + UInt8(number))
+            return
+        }
+        var value = number
+        var buffer: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 19 digits
+        var length = 0
+        withUnsafeMutableBytes(of: &buffer) { bytes in
+            while value > 0 {
+                bytes[23 - length] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+                length += 1
+            }
+            changes.append(contentsOf: bytes[(24 - length)...])
+        }
+    }
+
     private mutating func raw(_ text: String) {
         changes.append(contentsOf: text.utf8)
     }
@@ -124,7 +229,7 @@ package struct ChangeSetWriter {
             switch value {
             case .null: raw("null")
             case .object(let uri): quoted(uri)
-            case .attribute(.integer(let number)): raw(String(number))
+            case .attribute(.integer(let number)): digits(number)
             case .attribute(.string(let text)): quoted(text)
             case .attribute(.boolean(let flag)): raw(flag ? "true" : "false")
             case .attribute(let other): raw(AttributeJSON.encode(other).text)

@@ -153,13 +153,19 @@ public final class FaultProxy: Sendable {
             var roll = Double.random(in: 0..<1, using: &state.random)
             var fault = Fault.none
             let plan = state.plan
-            for (candidate, probability) in [(Fault.delay, plan.delay), (.drop, plan.drop), (.truncateRequest, plan.truncateRequest),
-                                             (.truncateResponse, plan.truncateResponse), (.reset, plan.reset)] {
+            let weights = [(Fault.delay, plan.delay), (.drop, plan.drop), (.truncateRequest, plan.truncateRequest),
+                           (.truncateResponse, plan.truncateResponse), (.reset, plan.reset)]
+            for (candidate, probability) in weights {
                 if roll < probability {
                     fault = candidate
                     break
                 }
                 roll -= probability
+            }
+            // The first faulty requests go through every kind the plan has once, so a short run
+            // still sees each of them; after that the weights alone decide.
+            if fault != .none, let unseen = weights.first(where: { $0.1 > 0 && state.counts[$0.0, default: 0] == 0 }) {
+                fault = unseen.0
             }
             state.counts[fault, default: 0] += 1
             return (fault, Double.random(in: 0.001...max(plan.maxDelay, 0.001), using: &state.random),

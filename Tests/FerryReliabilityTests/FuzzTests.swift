@@ -4,16 +4,20 @@ import FerryModel
 import FerryStore
 import FerryTestSupport
 
-/// Hostile input (issue 6, point 5): property-based fuzzing of the change-set
-/// decoder and of the predicate parser. libFuzzer (`-sanitize=fuzzer`) would
-/// need a second full build of every dependency with instrumentation, which
-/// does not fit CI's budget on this machine; these generators mutate real
-/// inputs (byte flips, cuts, splices, hostile tokens, deep nesting) instead.
+/// Hostile input (issue 6, point 5): fuzzing of the change-set decoder and of
+/// the predicate parser, two ways.
 ///
-/// Properties: no crash (a crash ends the test process), no hang (each input is
-/// timed), errors are the typed errors with in-range positions, and whatever
-/// decodes re-encodes to a fixed point. `FERRY_FUZZ_SECONDS` sets the budget per
-/// target (3 s by default); `FERRY_SEED` replays a run.
+/// - libFuzzer with AddressSanitizer (`scripts/fuzz`, targets in `Fuzz/`):
+///   coverage-guided, from a seed corpus of real change sets and predicates;
+///   `FERRY_LIBFUZZER_SECONDS` per target (10 s by default).
+/// - Property-based generators here, in-process: mutations of real inputs (byte
+///   flips, cuts, splices, hostile tokens) and deep nesting that coverage
+///   guidance reaches slowly; `FERRY_FUZZ_SECONDS` per target (3 s by default),
+///   `FERRY_SEED` replays a run.
+///
+/// Properties: no crash, no hang (each input is timed; libFuzzer's -timeout),
+/// errors are the typed errors with in-range positions, and whatever decodes
+/// re-encodes to a fixed point.
 @Suite("Fuzzing the decoder and the parser")
 struct FuzzTests {
     static let budget = ProcessInfo.processInfo.environment["FERRY_FUZZ_SECONDS"].flatMap(Double.init) ?? 3
@@ -83,6 +87,17 @@ struct FuzzTests {
             }
         }
         return bytes
+    }
+
+    @Test("libFuzzer with AddressSanitizer on both targets: no crash, leak, trap or timeout")
+    func libFuzzer() throws {
+        let seconds = ProcessInfo.processInfo.environment["FERRY_LIBFUZZER_SECONDS"] ?? "10"
+        let result = try FerryProcess.run(executable: SampleModels.repositoryRoot + "/scripts/fuzz", [seconds])
+        let output = result.standardError
+        #expect(result.status == 0, "libFuzzer found a problem (the input is kept in .build/fuzz/):\n\(output.suffix(4000))")
+        let runs = output.split(separator: "\n").filter { $0.hasPrefix("Done ") }
+        #expect(runs.count == 2, "both targets ran: \(runs)")
+        print("libFuzzer: " + runs.joined(separator: "; ") + " (\(seconds) s per target)")
     }
 
     @Test("The change-set decoder: mutated real change sets never crash or hang, and what decodes re-encodes to a fixed point")

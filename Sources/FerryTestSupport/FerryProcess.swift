@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs the built `ferry` executable, as an operator or a script would.
 public enum FerryProcess {
@@ -64,14 +65,14 @@ public enum FerryProcess {
 }
 
 /// Reads a pipe to its end on a thread of its own.
-private final class PipeReader: @unchecked Sendable {
-    // Written once by the reading thread before `done` is signalled, read after.
-    private var data = Data()
+private final class PipeReader: Sendable {
+    private let data = Mutex(Data())
     private let done = DispatchSemaphore(value: 0)
 
     init(_ handle: FileHandle) {
         Thread { [self] in
-            data = handle.readDataToEndOfFile()
+            let all = handle.readDataToEndOfFile()
+            data.withLock { $0 = all }
             done.signal()
         }.start()
     }
@@ -79,6 +80,6 @@ private final class PipeReader: @unchecked Sendable {
     /// Everything the pipe carried, once it is closed.
     func wait() -> Data {
         done.wait()
-        return data
+        return data.withLock { $0 }
     }
 }

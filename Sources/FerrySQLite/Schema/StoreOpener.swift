@@ -51,7 +51,8 @@ struct StoreOpener {
         } catch let error as StoreError {
             throw error
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: SQLiteStore.describe(error))
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            throw StoreError.cannotOpen(path: path, reason: SQLiteStore.describe(error) + SQLiteStore.writabilityHint(folder: folder))
         }
     }
 

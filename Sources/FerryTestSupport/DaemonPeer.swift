@@ -74,6 +74,19 @@ public final class DaemonPeer: @unchecked Sendable {
         }
     }
 
+    /// Two peers "a" and "b" of `model`, connected both ways and started (with `environment`);
+    /// `bStoreFolder` puts B's store file elsewhere (see ``init(name:model:pullInterval:maxBackoff:storeFolder:)``).
+    public static func startedPair(model: String, pullInterval: Double = 0.5, maxBackoff: Double = 2, bStoreFolder: String? = nil,
+                                   environment: [String: String] = [:]) throws -> (DaemonPeer, DaemonPeer) {
+        let a = try DaemonPeer(name: "a", model: model, pullInterval: pullInterval, maxBackoff: maxBackoff)
+        let b = try DaemonPeer(name: "b", model: model, pullInterval: pullInterval, maxBackoff: maxBackoff, storeFolder: bStoreFolder)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        try a.start(environment: environment)
+        try b.start(environment: environment)
+        return (a, b)
+    }
+
     /// Makes this peer sync with `other` (presenting `token`, by default the right one),
     /// at `url` when given (a ``FaultProxy`` in front of it) or directly.
     public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil) throws {

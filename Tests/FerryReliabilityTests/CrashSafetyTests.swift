@@ -40,12 +40,7 @@ struct CrashSafetyTests {
         var random = SeededGenerator(seed: seed)
         let context = "seed \(seed) (rerun with FERRY_SEED=\(seed))"
 
-        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
-        try a.connect(to: b)
-        try b.connect(to: a)
-        try a.start()
-        try b.start()
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model)
 
         var writer = PeopleWriter()
         func save(on peer: DaemonPeer, count: Int) throws { try writer.save(on: peer, count: count, random: &random) }

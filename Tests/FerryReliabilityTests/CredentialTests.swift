@@ -21,13 +21,8 @@ struct CredentialTests {
 
     @Test("Missing, wrong and peer tokens on admin routes: 401/403, nothing done; pushes without a valid token apply nothing; no token in any log line")
     func credentials() throws {
-        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
-        try a.connect(to: b)
-        try b.connect(to: a)
         // Trace level: the most a daemon ever logs.
-        try a.start(environment: ["LOG_LEVEL": "trace"])
-        try b.start(environment: ["LOG_LEVEL": "trace"])
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model, environment: ["LOG_LEVEL": "trace"])
         try a.put(#"[{"op":"insert","entity":"Person","ref":"p","values":{"id":1,"name":"Ann"}}]"#)
         #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
 

@@ -54,12 +54,7 @@ struct DiskFullTests {
         let folder = TemporaryDirectory(prefix: "ferry-peer-b-tmpfs")
         try Self.mount(folder.path, options: "size=24m")
         defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
-        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5, maxBackoff: 2, storeFolder: folder.path)
-        try a.connect(to: b)
-        try b.connect(to: a)
-        try a.start()
-        try b.start()
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model, bStoreFolder: folder.path)
         let people = { (prefix: String, count: Int) in
             "[" + (0..<count).map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#(String(repeating: "x", count: 200))"}}"# }
                 .joined(separator: ",") + "]"
@@ -74,8 +69,14 @@ struct DiskFullTests {
         let reported = DaemonPeer.waitUntil(timeout: 20) { b.log().contains("disk is full") }
         #expect(reported, "B did not log the full disk:\n\(b.log().suffix(2000))")
         #expect(b.isRunning, "B ended: \(b.processState)")
-        let statusFull = try status(of: b)
-        #expect(statusFull.contains("disk is full"), "status does not show the problem: \(statusFull)")
+        // The status shows it as the peer's last error once B's own round meets it (the first
+        // report may come from A's push, which B answers with 503 while its round still runs).
+        var statusFull = ""
+        let shown = try DaemonPeer.waitUntil(timeout: 20) {
+            statusFull = try status(of: b)
+            return statusFull.contains("disk is full")
+        }
+        #expect(shown, "status does not show the problem: \(statusFull)")
         let metrics = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "-H", "Authorization: Bearer \(b.adminToken)", b.url + "/metrics"]).standardOutput
         #expect(metrics.contains("ferry_store_errors_total"), "no store error metric")
         // Reads still served; nothing of the big change set is in B.

@@ -18,13 +18,8 @@ struct NewPeerTests {
 
     @Test("C, with 300 people of its own (ids overlapping the pair's), joins A–B through B: the union, nothing replaced")
     func joinWithOwnData() throws {
-        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         let c = try DaemonPeer(name: "c", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
-        try a.connect(to: b)
-        try b.connect(to: a)
-        try a.start()
-        try b.start()
         try a.put(Self.people("a", 0..<200))
         try b.put(Self.people("b", 0..<100))
         let paired = try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() }

@@ -10,16 +10,6 @@ import Synchronization
 struct SlowClientTests {
     static let model = SampleModels.path("OrgChart")
 
-    func pair() throws -> (DaemonPeer, DaemonPeer) {
-        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
-        try a.connect(to: b)
-        try b.connect(to: a)
-        try a.start()
-        try b.start()
-        return (a, b)
-    }
-
     static func people(_ prefix: String, _ range: Range<Int>) -> String {
         "[" + range.map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#($0)"}}"# }
             .joined(separator: ",") + "]"
@@ -27,7 +17,7 @@ struct SlowClientTests {
 
     @Test("Five clients sending push bodies a byte a second do not hold up the peers' own syncing")
     func slowBodies() throws {
-        let (a, b) = try pair()
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         let stop = Flag()
         var threads: [Thread] = []
         var connections: [RawConnection] = []
@@ -61,7 +51,7 @@ struct SlowClientTests {
 
     @Test("Twenty clients that ask for a 4 MiB pull and never read it: memory stays bounded, peers keep syncing")
     func greedyPulls() throws {
-        let (a, b) = try pair()
+        let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         // About 20,000 objects of history on B (≈ 4.5 MB of change sets).
         for save in 0..<10 { try b.put(Self.people("h\(save)-", 0..<2000)) }
         #expect(try DaemonPeer.waitUntil(timeout: 60) { try a.dump() == b.dump() })

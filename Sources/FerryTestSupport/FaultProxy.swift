@@ -113,12 +113,14 @@ public final class FaultProxy: Sendable {
     /// How many requests got each fault so far (``Fault/partitioned``: connections refused).
     public var counts: [Fault: Int] { state.withLock { $0.counts } }
 
-    /// Stops accepting and closes every open connection.
+    /// Stops accepting and closes every open connection (once: a second call does nothing, so the
+    /// listening descriptor, whose number may have been reused since, is never closed twice).
     public func stop() {
-        let open = state.withLock { state -> Set<Int32> in
-            state.running = false
-            return state.open
+        let (wasRunning, open) = state.withLock { state -> (Bool, Set<Int32>) in
+            defer { state.running = false }
+            return (state.running, state.open)
         }
+        guard wasRunning else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
         for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }

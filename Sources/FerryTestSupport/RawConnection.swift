@@ -1,11 +1,12 @@
 import Foundation
+import Synchronization
 
 /// A plain TCP connection to 127.0.0.1, for tests that must misbehave below
 /// HTTP: send a request a byte at a time, or ask for a response and never read it.
-public final class RawConnection: @unchecked Sendable {
+public final class RawConnection: Sendable {
     /// The socket (closed by ``close()`` or on deallocation).
     private let descriptor: Int32
-    private var isClosed = false
+    private let isClosed = Mutex(false)
 
     /// Connects to `port` on 127.0.0.1.
     public init(port: Int) throws {
@@ -28,13 +29,17 @@ public final class RawConnection: @unchecked Sendable {
     @discardableResult
     public func send(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written <= 0 { return false }
-            offset += written
+        // Under the lock, so a ``close()`` from another thread cannot free the descriptor mid-send.
+        return isClosed.withLock { closed in
+            guard !closed else { return false }
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written <= 0 { return false }
+                offset += written
+            }
+            return true
         }
-        return true
     }
 
     /// Shrinks the receive buffer, so a response that is not read stops the sender early.
@@ -62,9 +67,11 @@ public final class RawConnection: @unchecked Sendable {
 
     /// Closes the connection.
     public func close() {
-        guard !isClosed else { return }
-        isClosed = true
-        Glibc.close(descriptor)
+        let wasClosed = isClosed.withLock { closed in
+            defer { closed = true }
+            return closed
+        }
+        if !wasClosed { Glibc.close(descriptor) }
     }
 
     deinit { close() }

@@ -97,14 +97,13 @@ public actor SyncCoordinator {
             Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
             Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
             if let error = result.error {
-                let delay = backoff ?? 0
+                var level = Logger.Level.warning
                 if case .localStore = error {
                     // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
                     Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
-                    logger.error("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
-                } else {
-                    logger.warning("sync with \(name) failed: \(error); next try in \(Int(delay.rounded())) s")
+                    level = .error
                 }
+                logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
             } else {
                 if let lag = await lag(peerVector: result.peerVector) {
                     peers[index].toPull = lag.toPull

@@ -211,19 +211,20 @@ public final class DaemonPeer: @unchecked Sendable {
 
     /// What SQLite's `PRAGMA integrity_check` says of the store file (`["ok"]` when sound).
     public func integrityCheck() throws -> [String] {
+        try readOnlyStore().read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+    }
+
+    /// The store file opened read-only (beside a running daemon).
+    private func readOnlyStore() throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
-        let queue = try DatabaseQueue(path: store, configuration: configuration)
-        return try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+        return try DatabaseQueue(path: store, configuration: configuration)
     }
 
     /// Every change set the store holds, as (origin, sequence, status, quarantine reason) rows
     /// of its log, and how many received change sets wait outside it.
     public func changeSetLog() throws -> (entries: [(origin: String, sequence: Int, status: Int, reason: String?)], pending: Int) {
-        var configuration = Configuration()
-        configuration.readonly = true
-        let queue = try DatabaseQueue(path: store, configuration: configuration)
-        return try queue.read { db in
+        try readOnlyStore().read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_STATUS, Z_REASON FROM Z_FERRY_CHANGESET")
             let pending = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Z_FERRY_PENDING") ?? 0
             return (rows.map { (origin: $0[0], sequence: $0[1], status: $0[2], reason: $0[3]) }, pending)

@@ -149,8 +149,9 @@ public final class FaultProxy: Sendable {
         }
     }
 
-    /// The next request's fault, the hold-back for a delay, and a random byte count for cuts.
-    private func draw() -> (fault: Fault, hold: TimeInterval, cut: Int) {
+    /// The next request's fault, the hold-back for a delay, a random byte count for cuts, and
+    /// whether a cut response may end inside its headers.
+    private func draw() -> (fault: Fault, hold: TimeInterval, cut: Int, cutsInsideHeaders: Bool) {
         state.withLock { state in
             var roll = Double.random(in: 0..<1, using: &state.random)
             var fault = Fault.none
@@ -171,7 +172,7 @@ public final class FaultProxy: Sendable {
             }
             state.counts[fault, default: 0] += 1
             return (fault, Double.random(in: 0.001...max(plan.maxDelay, 0.001), using: &state.random),
-                    Int.random(in: 1...8192, using: &state.random))
+                    Int.random(in: 1...8192, using: &state.random), plan.cutsInsideHeaders)
         }
     }
 
@@ -209,9 +210,8 @@ public final class FaultProxy: Sendable {
             let count = read(client, &buffer, buffer.count)
             if count <= 0 { return }
             if Self.startsRequest(buffer[0..<count]) {
-                let (fault, hold, cut) = draw()
+                let (fault, hold, cut, cutsHeaders) = draw()
                 delay = fault == .delay ? hold : 0
-                let cutsHeaders = state.withLock { $0.plan.cutsInsideHeaders }
                 connection.setResponseFaults(budget: fault == .truncateResponse || fault == .reset ? cut : Int.max,
                                              reset: fault == .reset, delay: delay,
                                              headers: fault == .truncateResponse ? (cutsHeaders ? .cutInside : .skip) : .count)

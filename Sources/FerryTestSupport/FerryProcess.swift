@@ -37,6 +37,16 @@ public enum FerryProcess {
         try run(executable: executable().path, arguments, input: input, in: directory)
     }
 
+    /// `curl` a request to a daemon (with a bearer `token`, an NDJSON `body`); returns the HTTP status and the body.
+    public static func curl(_ method: String, _ url: String, token: String?, body: String? = nil) throws -> (status: Int, body: String) {
+        var arguments = ["-sS", "-m", "10", "-X", method, "-w", "\n%{http_code}", url]
+        if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
+        if body != nil { arguments += ["-H", "Content-Type: application/x-ndjson", "--data-binary", "@-"] }
+        let result = try FerryProcess.run(executable: "/usr/bin/curl", arguments, input: body)
+        let lines = result.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? -1, lines.dropLast().joined(separator: "\n"))
+    }
+
     /// Runs any program (`openssl`, `curl`, `systemd-analyze` …) the same way.
     public static func run(executable: String, _ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
         let process = Process()

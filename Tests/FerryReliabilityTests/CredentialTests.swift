@@ -9,16 +9,6 @@ import FerryTestSupport
 struct CredentialTests {
     static let model = SampleModels.path("OrgChart")
 
-    /// `curl` a request; returns the HTTP status and the body.
-    static func curl(_ method: String, _ url: String, token: String?, body: String? = nil) throws -> (status: Int, body: String) {
-        var arguments = ["-sS", "-m", "10", "-X", method, "-w", "\n%{http_code}", url]
-        if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
-        if body != nil { arguments += ["-H", "Content-Type: application/x-ndjson", "--data-binary", "@-"] }
-        let result = try FerryProcess.run(executable: "/usr/bin/curl", arguments, input: body)
-        let lines = result.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
-        return (Int(lines.last ?? "") ?? -1, lines.dropLast().joined(separator: "\n"))
-    }
-
     @Test("Missing, wrong and peer tokens on admin routes: 401/403, nothing done; pushes without a valid token apply nothing; no token in any log line")
     func credentials() throws {
         // Trace level: the most a daemon ever logs.
@@ -30,24 +20,24 @@ struct CredentialTests {
         let before = try b.dump()
         let vector = try b.vector()
         // The admin route: a sync round.
-        #expect(try Self.curl("POST", b.url + "/v1/sync", token: nil).status == 401)
-        #expect(try Self.curl("POST", b.url + "/v1/sync", token: wrong).status == 401)
-        let asPeer = try Self.curl("POST", b.url + "/v1/sync", token: b.peerToken)
+        #expect(try FerryProcess.curl("POST", b.url + "/v1/sync", token: nil).status == 401)
+        #expect(try FerryProcess.curl("POST", b.url + "/v1/sync", token: wrong).status == 401)
+        let asPeer = try FerryProcess.curl("POST", b.url + "/v1/sync", token: b.peerToken)
         #expect(asPeer.status == 403, "\(asPeer)")
         #expect(!asPeer.body.contains(b.peerToken) && !asPeer.body.contains(b.adminToken))
         // A push with a change set made elsewhere: only a valid token gets it applied.
         let changeSet = try a.history().first ?? ""
         for token in [nil, wrong, b.peerToken.dropLast() + "x"] as [String?] {
-            let answer = try Self.curl("POST", b.url + "/v1/changesets", token: token, body: changeSet)
+            let answer = try FerryProcess.curl("POST", b.url + "/v1/changesets", token: token, body: changeSet)
             #expect(answer.status == 401, "\(answer)")
             // No detail: the same answer whatever was wrong with the token.
             #expect(answer.body == #"{"error":{"message":"unauthorized"}}"#, "\(answer.body)")
         }
         #expect(try b.dump() == before && b.vector() == vector, "a refused request changed the store")
         // Bearer tokens are compared whole: a prefix of the right one is wrong.
-        #expect(try Self.curl("GET", b.url + "/v1/state", token: String(b.adminToken.prefix(10))).status == 401)
+        #expect(try FerryProcess.curl("GET", b.url + "/v1/state", token: String(b.adminToken.prefix(10))).status == 401)
         // The right admin token works.
-        #expect(try Self.curl("POST", b.url + "/v1/sync", token: b.adminToken).status == 200)
+        #expect(try FerryProcess.curl("POST", b.url + "/v1/sync", token: b.adminToken).status == 200)
         let syncNow = try FerryProcess.run(["sync-now", "--config", b.configuration])
         let status = try FerryProcess.run(["status", "--config", b.configuration])
         #expect(syncNow.status == 0 && status.status == 0)

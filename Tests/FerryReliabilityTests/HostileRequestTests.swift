@@ -23,7 +23,7 @@ struct HostileRequestTests {
     }
 
     func push(_ body: String, to peer: DaemonPeer) throws -> (status: Int, body: String) {
-        try CredentialTests.curl("POST", peer.url + "/v1/changesets", token: peer.peerToken, body: body)
+        try FerryProcess.curl("POST", peer.url + "/v1/changesets", token: peer.peerToken, body: body)
     }
 
     @Test("Cut-off bodies, unknown entities and properties, another model version, and replays apply nothing they should not")

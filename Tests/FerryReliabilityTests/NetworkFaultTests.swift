@@ -53,10 +53,6 @@ struct NetworkFaultTests {
             try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
             for peer in [a, b] { try? peer.log().write(toFile: "\(keep)/\(peer.name).log", atomically: true, encoding: .utf8) }
             print("logs kept in \(keep)")
-            for url in [a.url, toA.url, b.url, toB.url] {
-                let probe = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "-v", url + "/healthz"])
-                print("probe \(url): \(probe.status) \(probe.standardOutput) \(probe.standardError.suffix(600))")
-            }
         }
         #expect(converged, "\(context): no convergence 60 s after the faults stopped; proxy to a: \(toA.counts), to b: \(toB.counts)\nlog a:\n\(a.log().suffix(3000))\nlog b:\n\(b.log().suffix(3000))")
         try expectEveryChangeSetOnce(in: [a, b], saves: writer.saves, context: context)

@@ -98,6 +98,9 @@ struct SyncNowCommand: AsyncParsableCommand {
             return
         } catch PeerError.notListening {
             StandardError.write("ferry: no daemon answers on \(client.baseURL.absoluteString); syncing in this process")
+        } catch PeerError.failed(let status, let message) where status == 503 {
+            // The daemon runs but cannot sync (its store is not open): say why, do not go around it.
+            throw CLIError("the daemon on \(client.baseURL.absoluteString) cannot sync now: \(message)")
         } catch let error as PeerError {
             throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
         }

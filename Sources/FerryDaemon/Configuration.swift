@@ -57,8 +57,9 @@ public struct Configuration: Sendable, Equatable {
         public var batchSize: Int
         /// Seconds a request may take before it is abandoned and retried (default 30).
         public var requestTimeout: Double
-        /// The longest wait between retries of a failing peer, in seconds (default 60):
-        /// retries back off 1 s, 2 s, 4 s … up to this, each ×0.5–1.5.
+        /// The longest wait between retries of a failing peer, and between attempts to open
+        /// a store that cannot be opened yet, in seconds (default 60): retries back off
+        /// 1 s, 2 s, 4 s … up to this, each ×0.5–1.5.
         public var maxBackoff: Double = 60
     }
 

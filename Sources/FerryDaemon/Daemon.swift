@@ -30,21 +30,31 @@ public enum Daemon {
         public let tokens: AccessTokens
     }
 
+    /// What the daemon reads besides the store: the model, the server's tokens, and each peer's token.
+    struct Settings: Sendable {
+        let configuration: Configuration
+        let model: ManagedObjectModel
+        let tokens: AccessTokens
+        let peers: [(name: String, url: URL, token: String)]
+    }
+
     /// Opens the store and reads the tokens and peers of `configuration`.
     public static func open(_ configuration: Configuration, logger: Logger) throws(DaemonError) -> Parts {
+        let settings = try readSettings(configuration)
+        do {
+            return try openStore(settings, logger: logger)
+        } catch {
+            throw DaemonError(description: "store.path \(configuration.store.path): \(error)")
+        }
+    }
+
+    /// Reads the model, the tokens file and the peers' token files.
+    static func readSettings(_ configuration: Configuration) throws(DaemonError) -> Settings {
         let model: ManagedObjectModel
         do {
             model = try XcodeModelReader.read(at: configuration.store.model)
         } catch {
             throw DaemonError(description: "store.model: \(error)")
-        }
-        let endpoint: ReplicationEndpoint
-        do {
-            let directory = URL(fileURLWithPath: configuration.store.path).deletingLastPathComponent().path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: model))
-        } catch {
-            throw DaemonError(description: "store.path \(configuration.store.path): \(error)")
         }
         let tokens: AccessTokens
         do {
@@ -63,10 +73,42 @@ public enum Daemon {
             }
             peers.append((peer.name, peer.url, token))
         }
-        let coordinator = SyncCoordinator(endpoint: endpoint, peers: peers, batchSize: configuration.sync.batchSize,
+        return Settings(configuration: configuration, model: model, tokens: tokens, peers: peers)
+    }
+
+    /// Opens (or creates) the store and sets up its endpoint and the peers' coordinator.
+    /// - Throws: ``StoreError/unavailable(path:reason:)`` when the store's surroundings keep it
+    ///   shut for now; any other error when it cannot be used as configured.
+    static func openStore(_ settings: Settings, logger: Logger) throws -> Parts {
+        let configuration = settings.configuration
+        let directory = URL(fileURLWithPath: configuration.store.path).deletingLastPathComponent().path
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
+        }
+        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model))
+        let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger)
-        return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: tokens)
+        return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens)
+    }
+
+    /// Why `folder` could not be created, naming the part of the path in the way.
+    private static func folderProblem(_ folder: String, _ error: Error) -> String {
+        var existing = URL(fileURLWithPath: folder)
+        var isFolder: ObjCBool = false
+        while !FileManager.default.fileExists(atPath: existing.path, isDirectory: &isFolder), existing.path != "/" {
+            existing.deleteLastPathComponent()
+        }
+        if !isFolder.boolValue {
+            return "cannot create the folder \(folder): \(existing.path) is a file, not a folder — move it or change store.path"
+        }
+        if access(existing.path, W_OK) != 0 {
+            let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
+            return "cannot create the folder \(folder): \(existing.path) \(cause)"
+        }
+        return "cannot create the folder \(folder): \(error.localizedDescription)"
     }
 
     /// Connections with no traffic either way for this long are closed (a stalled or vanished peer).
@@ -91,13 +133,25 @@ public enum Daemon {
     }
 
     /// Runs until SIGTERM or SIGINT. `onListening` hears the bound port once the server accepts connections.
+    ///
+    /// A store that cannot be opened because of its surroundings (read-only or full file
+    /// system, permissions) does not stop the daemon: it serves health, status and metrics,
+    /// answers the store's routes with 503 and the reason, and keeps trying to open the
+    /// store with backoff; once it opens, syncing starts by itself. Any other error ends it.
     public static func run(_ configuration: Configuration, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
-        let parts = try open(configuration, logger: logger)
+        let settings = try readSettings(configuration)
         let notifier = SystemdNotifier()
-        let coordinator = parts.coordinator
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
+        let gate = try await opening.openAtStart()
         let hooks = FerryAPI.Hooks(
-            status: { await coordinator.statusJSON() },
+            status: { await opening.statusJSON() },
             sync: { peer in
+                guard let coordinator = await opening.coordinator else {
+                    let message = await opening.unavailability?.description ?? "the daemon is starting; try again in a moment"
+                    return (503, JSONValue.sortedObject(["error": .sortedObject(["message": .string(message)])]).text)
+                }
                 if let peer, await !coordinator.peerNames.contains(peer) {
                     return (404, JSONValue.sortedObject(["error": .sortedObject(["message": .string("no peer named '\(peer)' in the configuration")])]).text)
                 }
@@ -106,9 +160,7 @@ public enum Daemon {
                 return (results.allSatisfy { $0.error == nil } ? 200 : 502, body)
             }
         )
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let api = FerryAPI(endpoint: parts.endpoint, tokens: parts.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
+        let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
                            hooks: hooks, metrics: registry)
         let app = Application(
             router: api.router(),
@@ -117,14 +169,17 @@ public enum Daemon {
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.server.port
                 logger.info("listening on \(configuration.server.host):\(port)")
-                notifier.ready(status: "serving on port \(port)")
+                if let unavailable = await opening.unavailability {
+                    notifier.ready(status: "serving on port \(port); waiting for the store: \(unavailable.reason)")
+                } else {
+                    notifier.ready(status: "serving on port \(port)")
+                }
                 onListening(port)
             },
             logger: logger
         )
-        let loop = SyncLoop(coordinator: coordinator, endpoint: parts.endpoint, pullInterval: configuration.sync.pullInterval,
-                            notifier: notifier, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: loop)],
+        let sync = SyncService(opening: opening, pullInterval: configuration.sync.pullInterval, notifier: notifier, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: sync)],
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         logger.info("stopped")

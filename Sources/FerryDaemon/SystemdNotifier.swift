@@ -24,6 +24,8 @@ public struct SystemdNotifier: Sendable {
 
     /// Sends `READY=1`.
     public func ready(status: String) { send("READY=1\nSTATUS=\(status)") }
+    /// Sends `STATUS=…`: what `systemctl status` shows.
+    public func status(_ text: String) { send("STATUS=\(text)") }
     /// Sends `STOPPING=1`.
     public func stopping() { send("STOPPING=1") }
     /// Sends `WATCHDOG=1`.

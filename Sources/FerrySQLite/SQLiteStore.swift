@@ -59,6 +59,10 @@ public final class SQLiteStore: PersistentStore {
         guard FileManager.default.fileExists(atPath: directory) else {
             throw StoreError.cannotOpen(path: path, reason: "the folder \(directory) does not exist")
         }
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw StoreError.cannotOpen(path: path, reason: "this is a folder; store.path names the store's file (e.g. \(path)/store.sqlite)")
+        }
         var configuration = Configuration()
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "Ferry"
@@ -66,7 +70,7 @@ public final class SQLiteStore: PersistentStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: Self.describe(error) + Self.writabilityHint(folder: directory))
+            throw Self.openFailure(error, path: path)
         }
         let opened = try StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier).open()
         self.identifier = opened.identifier
@@ -210,12 +214,36 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Why SQLite may have failed to open a store in `folder`, when the folder is the cause:
-    /// SQLite needs to write there (the -wal and -shm files) even to read a WAL store.
-    static func writabilityHint(folder: String) -> String {
-        guard access(folder, W_OK) != 0 else { return "" }
-        let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
-        return "; the folder \(folder) \(cause), and the store needs to write there (its -wal and -shm files) — make it writable"
+    /// The error for a store SQLite could not open or set up at `path`:
+    /// ``StoreError/unavailable(path:reason:)`` when the cause lies around the store
+    /// (its folder or file cannot be written, the disk is full, an I/O error, a
+    /// lock held too long), so that it opens once that is fixed;
+    /// ``StoreError/cannotOpen(path:reason:)`` for anything else (not a database, corrupt).
+    static func openFailure(_ error: Error, path: String) -> StoreError {
+        let hint = writabilityHint(path: path)
+        let reason = describe(error) + hint
+        if !hint.isEmpty { return .unavailable(path: path, reason: reason) }
+        if let error = error as? DatabaseError,
+           [.SQLITE_READONLY, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_PERM, .SQLITE_CANTOPEN]
+            .contains(error.resultCode) {
+            return .unavailable(path: path, reason: reason)
+        }
+        return .cannotOpen(path: path, reason: reason)
+    }
+
+    /// Why SQLite may have failed to open the store at `path`, when its folder or file is the
+    /// cause: SQLite needs to write there (the -wal and -shm files) even to read a WAL store.
+    static func writabilityHint(path: String) -> String {
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        if access(folder, W_OK) != 0 {
+            let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
+            return "; the folder \(folder) \(cause), and the store needs to write there (its -wal and -shm files) — make it writable"
+        }
+        if access(path, F_OK) == 0, access(path, W_OK) != 0 {
+            let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
+            return "; the file \(path) \(cause) — make it writable"
+        }
+        return ""
     }
 
     static func describe(_ error: Error) -> String {

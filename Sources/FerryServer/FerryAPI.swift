@@ -10,7 +10,8 @@ import FerrySync
 
 /// The HTTP API of a Ferry store (docs/PROTOCOL.md, docs/openapi.yaml):
 ///
-/// - `GET /healthz`: liveness, no token needed;
+/// - `GET /healthz`: liveness, no token needed (503 with the reason while the
+///   store cannot be opened);
 /// - `GET /v1/state`: store UUID, model hash, version vector;
 /// - `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller
 ///   lacks, streamed as JSON lines (NDJSON), page by page so memory stays flat;
@@ -21,7 +22,8 @@ import FerrySync
 ///
 /// Every `/v1` route needs `Authorization: Bearer TOKEN` with a token of the
 /// tokens file: 401 without detail otherwise, 403 when a peer token asks for
-/// an admin action. Errors are `{"error":{"message":…}}`.
+/// an admin action. Errors are `{"error":{"message":…}}`. While the store is
+/// not open (``StoreGate``), the store's routes answer 503 with the reason.
 public struct FerryAPI: Sendable {
     /// What the daemon adds to the store's own routes.
     public struct Hooks: Sendable {
@@ -48,7 +50,7 @@ public struct FerryAPI: Sendable {
     /// answer stays a bounded size whatever the limit; the caller asks again.
     public static let answerBytes = 4 << 20
 
-    let endpoint: ReplicationEndpoint
+    let gate: StoreGate
     let tokens: AccessTokens
     let maxBodyBytes: Int
     let hooks: Hooks
@@ -59,7 +61,14 @@ public struct FerryAPI: Sendable {
     /// `MetricsSystem` was bootstrapped with) at `/metrics`.
     public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none,
                 metrics: PrometheusCollectorRegistry? = nil) {
-        self.endpoint = endpoint
+        self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, hooks: hooks, metrics: metrics)
+    }
+
+    /// An API over the store behind `gate`, which may open only later; otherwise as
+    /// ``init(endpoint:tokens:maxBodyBytes:hooks:metrics:)``.
+    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none,
+                metrics: PrometheusCollectorRegistry? = nil) {
+        self.gate = gate
         self.tokens = tokens
         self.maxBodyBytes = maxBodyBytes
         self.hooks = hooks
@@ -83,10 +92,17 @@ public struct FerryAPI: Sendable {
                                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
             }
         }
-        router.get("healthz") { _, _ in Self.json(#"{"status":"ok"}"#) }
+        router.get("healthz") { _, _ in
+            guard case .unavailable(let reason, let since) = await gate.state else { return Self.json(#"{"status":"ok"}"#) }
+            let body = JSONValue.sortedObject([
+                "status": .string("store unavailable"), "reason": .string(reason),
+                "since": .string(ISO8601DateFormatter().string(from: since)),
+            ])
+            return Self.json(body.text, status: .serviceUnavailable)
+        }
         router.get("v1/state") { request, _ in
             try authorize(request, .peer)
-            return Self.json(try await endpoint.state().json)
+            return Self.json(try await endpoint().state().json)
         }
         router.get("v1/changesets") { request, _ in
             try authorize(request, .peer)
@@ -124,6 +140,7 @@ public struct FerryAPI: Sendable {
         guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
             throw HTTPError(.badRequest, message: "'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
         }
+        let endpoint = try await endpoint()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: (lines: [String], cursor: Int64)
         do {
@@ -131,7 +148,6 @@ public struct FerryAPI: Sendable {
         } catch let error as HistoryError {
             throw HTTPError(.gone, message: "\(error)")
         }
-        let endpoint = endpoint
         let gzip = Self.acceptsGzip(request)
         let body = ResponseBody { writer in
             // Each chunk is compressed as it goes (a sync flush), so the answer still streams.
@@ -198,6 +214,7 @@ public struct FerryAPI: Sendable {
         guard !lines.isEmpty else {
             throw HTTPError(.badRequest, message: "the body holds no change sets; send one change set (a JSON object) per line")
         }
+        let endpoint = try await endpoint()
         do {
             let report = try await endpoint.apply(lines: lines)
             ReceivedMetrics.record(report, via: "push")
@@ -218,6 +235,15 @@ public struct FerryAPI: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The store's endpoint, or 503 with the reason while the store is not open.
+    private func endpoint() async throws -> ReplicationEndpoint {
+        do {
+            return try await gate.endpoint()
+        } catch {
+            throw HTTPError(.serviceUnavailable, message: error.description)
+        }
+    }
 
     /// Whether the caller takes gzip (`Accept-Encoding: gzip`, not `gzip;q=0`).
     static func acceptsGzip(_ request: Request) -> Bool {

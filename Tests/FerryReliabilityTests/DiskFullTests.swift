@@ -3,7 +3,7 @@ import Testing
 import FerryTestSupport
 
 /// Disk full and read-only store (issue 6, point 8): B's store lives on a small
-/// tmpfs the test mounts. When it fills up, and when it is remounted read-only,
+/// tmpfs the test mounts. When it fills up, and when it is read-only as B starts,
 /// B reports the problem (log, status, metrics), keeps serving what it can,
 /// writes nothing half-done, and recovers by itself once the problem goes.
 /// Mounting needs root; elsewhere the test is skipped and says why.
@@ -92,19 +92,37 @@ struct DiskFullTests {
         // 2. The store's file system is read-only when B starts (a file system cannot be made
         // read-only under files open for writing; after a reboot it can come up that way). SQLite
         // must write the -wal and -shm files beside a WAL store even to read it, so B cannot open
-        // the store: it refuses to start with a message that says what to fix (under systemd,
-        // Restart=on-failure tries again until it is fixed), and once the file system is writable
-        // it starts and catches up.
+        // the store — but it starts anyway: it serves health, status and metrics saying why,
+        // answers the store's routes with 503 (A keeps its change sets), tries again with
+        // backoff, and once the file system is writable opens the store and catches up by itself.
         b.stop()
         try Self.remount(folder.path, "ro")
         try a.put(people("late", 100))
-        let refused = Result { try b.start() }
-        #expect(throws: DaemonPeerError.self) { try refused.get() }
-        #expect(b.log().contains("read-only file system"), "B's message does not name the cause:\n\(b.log().suffix(1000))")
-        try Self.remount(folder.path, "rw")
         try b.start()
+        let health = try FerryProcess.curl("GET", b.url + "/healthz", token: nil)
+        #expect(health.status == 503 && health.body.contains("read-only file system"), "health: \(health)")
+        let statusReadOnly = try status(of: b)
+        #expect(statusReadOnly.contains("store_error") && statusReadOnly.contains("read-only file system"), "status: \(statusReadOnly)")
+        let openMetrics = try FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body
+        #expect(openMetrics.contains(#"ferry_store_errors_total{operation="open"}"#) && openMetrics.contains("ferry_store_open 0"),
+                "metrics: \(openMetrics.split(separator: "\n").filter { $0.contains("ferry_store") })")
+        let pull = try FerryProcess.curl("GET", b.url + "/v1/changesets", token: b.adminToken)
+        #expect(pull.status == 503 && pull.body.contains("read-only file system"), "pull: \(pull)")
+        #expect(b.log().contains("read-only file system"), "B's log does not name the cause:\n\(b.log().suffix(1000))")
+        // A's pushes are refused (503) and kept: A reports the failure and holds its change sets.
+        var statusA = ""
+        let aSawIt = try DaemonPeer.waitUntil(timeout: 20) {
+            statusA = try status(of: a)
+            return statusA.contains("not open")
+        }
+        #expect(aSawIt, "A's status does not show B's store problem: \(statusA)")
+        #expect(b.isRunning, "B ended: \(b.processState)")
+        try Self.remount(folder.path, "rw")
         let recoveredAgain = try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() }
         #expect(recoveredAgain, "B did not catch up once the store was writable:\n\(b.log().suffix(2000))")
+        #expect(b.log().contains("opened after"), "B did not say it opened the store:\n\(b.log().suffix(1000))")
+        #expect(try FerryProcess.curl("GET", b.url + "/healthz", token: nil).status == 200)
+        #expect(try FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body.contains("ferry_store_open 1"))
         try expectEveryChangeSetOnce(in: [a, b], saves: 3, context: "disk full")
         #expect(a.stop() == 0 && b.stop() == 0)
     }

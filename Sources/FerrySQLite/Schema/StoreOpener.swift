@@ -51,8 +51,7 @@ struct StoreOpener {
         } catch let error as StoreError {
             throw error
         } catch {
-            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            throw StoreError.cannotOpen(path: path, reason: SQLiteStore.describe(error) + SQLiteStore.writabilityHint(folder: folder))
+            throw SQLiteStore.openFailure(error, path: path)
         }
     }
 

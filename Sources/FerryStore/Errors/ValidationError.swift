@@ -117,6 +117,11 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
 public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The file cannot be opened as a Ferry store.
     case cannotOpen(path: String, reason: String)
+    /// The store cannot be opened for writing because of where it lives: a
+    /// read-only or full file system, missing permissions, a lock held too long.
+    /// Nothing is wrong with the store or the configuration; it opens once the
+    /// cause is fixed (the daemon keeps trying).
+    case unavailable(path: String, reason: String)
     /// The store was made with another model and cannot be migrated automatically.
     case incompatibleModel(path: String, differences: [String])
     /// A query or write failed inside the store.
@@ -127,6 +132,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotOpen(let path, let reason):
+            "cannot open store \(path): \(reason)"
+        case .unavailable(let path, let reason):
             "cannot open store \(path): \(reason)"
         case .incompatibleModel(let path, let differences):
             "the model is incompatible with store \(path) (Core Data error 134100); only additive changes (new entities, new optional attributes or relationships) migrate automatically. Differences:\n"

@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import FerryStore
+import FerrySync
+import FerryServer
+
+/// Opens the daemon's store: at start, or — when the store's surroundings keep
+/// it shut (a read-only or full file system, missing permissions) — again and
+/// again with backoff until it opens. Meanwhile the daemon serves what needs no
+/// store, and `/v1/status`, `/healthz` and the metrics say what is wrong.
+///
+/// Metrics: `ferry_store_errors_total{operation="open"}` counts failed attempts,
+/// `ferry_store_open` is 1 once the store is open and 0 before.
+actor StoreOpening {
+    private let settings: Daemon.Settings
+    private let notifier: SystemdNotifier
+    private let logger: Logger
+    /// What the HTTP API sees of the store.
+    let gate = StoreGate(unavailable: "the daemon is starting")
+    /// The store, its endpoint and the peers' coordinator, once open.
+    private(set) var parts: Daemon.Parts?
+    /// Why the store is not open, while it is not.
+    private(set) var unavailability: StoreUnavailable?
+    private let openGauge = Gauge(label: "ferry_store_open")
+
+    init(settings: Daemon.Settings, notifier: SystemdNotifier, logger: Logger) {
+        self.settings = settings
+        self.notifier = notifier
+        self.logger = logger
+    }
+
+    /// The peers' coordinator, once the store is open.
+    var coordinator: SyncCoordinator? { parts?.coordinator }
+
+    /// Tries once to open the store; returns the gate for the HTTP API, open or not.
+    /// - Throws: ``DaemonError`` when the store cannot be used as configured (not a Ferry
+    ///   store, an incompatible model, …): waiting would not help.
+    func openAtStart() async throws(DaemonError) -> StoreGate {
+        if case .unavailable(let reason) = try attempt() {
+            logger.error("""
+                \(reason); serving health, status and metrics meanwhile, and trying again \
+                (backoff up to \(Int(settings.configuration.sync.maxBackoff)) s)
+                """)
+            await gate.stillUnavailable(reason)
+        } else if let parts {
+            await gate.open(parts.endpoint)
+        }
+        return gate
+    }
+
+    /// Waits until the store opens (at once when it already is), trying again with
+    /// backoff and pinging systemd's watchdog meanwhile; cancelled by shutdown.
+    func waitUntilOpen() async throws -> Daemon.Parts {
+        var retries = RetrySchedule(maximum: settings.configuration.sync.maxBackoff)
+        var random = SystemRandomNumberGenerator()
+        let started = Date()
+        while true {
+            if let parts { return parts }
+            let delay = retries.recordFailure(at: Date(), using: &random)
+            try await sleep(seconds: delay)
+            let previous = unavailability?.reason
+            switch try attempt() {
+            case .opened(let parts):
+                await gate.open(parts.endpoint)
+                let waited = Int(Date().timeIntervalSince(started).rounded())
+                logger.notice("store \(settings.configuration.store.path) opened after \(waited) s of waiting; syncing starts")
+                notifier.status("serving; store open")
+                return parts
+            case .unavailable(let reason):
+                await gate.stillUnavailable(reason)
+                if reason != previous {
+                    logger.error("\(reason); still trying")
+                } else {
+                    logger.debug("store still unavailable; next try in up to \(Int(settings.configuration.sync.maxBackoff)) s")
+                }
+            }
+        }
+    }
+
+    /// The status document: the coordinator's once the store is open; before, the
+    /// store's problem and the configured peers.
+    func statusJSON() async -> String {
+        if let coordinator { return await coordinator.statusJSON() }
+        let formatter = ISO8601DateFormatter()
+        var since = Date()
+        if case .unavailable(_, let date) = await gate.state { since = date }
+        return JSONValue.sortedObject([
+            "store_error": .sortedObject([
+                "message": .string(unavailability?.description ?? "the store is not open yet"),
+                "since": .string(formatter.string(from: since)),
+            ]),
+            "peers": .array(settings.peers.map { peer in
+                .sortedObject(["name": .string(peer.name), "url": .string(peer.url.absoluteString), "state": .string("waiting for the store")])
+            }),
+        ]).text
+    }
+
+    private enum Attempt {
+        case opened(Daemon.Parts)
+        case unavailable(String)
+    }
+
+    /// One try at opening the store.
+    private func attempt() throws(DaemonError) -> Attempt {
+        do {
+            let opened = try Daemon.openStore(settings, logger: logger)
+            parts = opened
+            unavailability = nil
+            openGauge.record(1)
+            return .opened(opened)
+        } catch StoreError.unavailable(let path, let reason) {
+            let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)")
+            unavailability = problem
+            Counter(label: "ferry_store_errors_total", dimensions: [("operation", "open")]).increment()
+            openGauge.record(0)
+            return .unavailable(problem.reason)
+        } catch {
+            throw DaemonError(description: "store.path \(settings.configuration.store.path): \(error)")
+        }
+    }
+
+    /// Sleeps `seconds`, pinging the watchdog on its interval meanwhile (waiting is not a hang).
+    private func sleep(seconds: TimeInterval) async throws {
+        var left = Duration.milliseconds(Int64(seconds * 1000))
+        while left > .zero {
+            let step = min(left, notifier.watchdogInterval ?? left)
+            try await Task.sleep(for: step)
+            left -= step
+            notifier.watchdog()
+        }
+    }
+}
+
+/// The daemon's work besides serving HTTP: wait for the store to open (at once,
+/// normally), then run the sync loop until shutdown.
+struct SyncService: Service {
+    let opening: StoreOpening
+    let pullInterval: TimeInterval
+    let notifier: SystemdNotifier
+    let logger: Logger
+
+    func run() async throws {
+        let parts: Daemon.Parts
+        do {
+            parts = try await cancelWhenGracefulShutdown { try await opening.waitUntilOpen() }
+        } catch is CancellationError {
+            notifier.stopping()
+            return
+        }
+        try await SyncLoop(coordinator: parts.coordinator, endpoint: parts.endpoint, pullInterval: pullInterval,
+                           notifier: notifier, logger: logger).run()
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import FerrySync
+
+/// Whether the API's store is open. A daemon whose store cannot be opened at
+/// start (a read-only or full file system, missing permissions) still serves
+/// what needs no store — health, status, metrics — and answers the store's
+/// routes with 503 and the reason, until the store opens and the gate opens.
+public actor StoreGate {
+    /// The store's state as the API sees it.
+    public enum State: Sendable {
+        /// The store is open; requests go to this endpoint.
+        case open(ReplicationEndpoint)
+        /// The store could not be opened, for `reason`, since `since`.
+        case unavailable(reason: String, since: Date)
+    }
+
+    /// The current state.
+    public private(set) var state: State
+
+    /// A gate already open on `endpoint`.
+    public init(open endpoint: ReplicationEndpoint) {
+        state = .open(endpoint)
+    }
+
+    /// A gate whose store could not be opened, for `reason`.
+    public init(unavailable reason: String, since: Date = Date()) {
+        state = .unavailable(reason: reason, since: since)
+    }
+
+    /// Opens the gate: from now on requests reach `endpoint`.
+    public func open(_ endpoint: ReplicationEndpoint) {
+        state = .open(endpoint)
+    }
+
+    /// Records a newer reason why the store still cannot be opened (the time it started is kept).
+    public func stillUnavailable(_ reason: String) {
+        if case .unavailable(_, let since) = state {
+            state = .unavailable(reason: reason, since: since)
+        }
+    }
+
+    /// The endpoint, when the store is open.
+    public func endpoint() throws(StoreUnavailable) -> ReplicationEndpoint {
+        switch state {
+        case .open(let endpoint): return endpoint
+        case .unavailable(let reason, _): throw StoreUnavailable(reason: reason)
+        }
+    }
+}
+
+/// The store is not open (yet), and why.
+public struct StoreUnavailable: Error, CustomStringConvertible, Sendable {
+    /// Why the store cannot be opened.
+    public let reason: String
+
+    /// The store is not open for `reason`.
+    public init(reason: String) {
+        self.reason = reason
+    }
+
+    public var description: String {
+        "the store is not open: \(reason); the daemon keeps trying and resumes syncing by itself once it opens"
+    }
+}

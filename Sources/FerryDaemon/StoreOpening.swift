@@ -3,13 +3,16 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import FerryStore
+import FerrySQLite
 import FerrySync
 import FerryServer
 
 /// Opens the daemon's store: at start, or — when the store's surroundings keep
 /// it shut (a read-only or full file system, missing permissions) — again and
 /// again with backoff until it opens. Meanwhile the daemon serves what needs no
-/// store, and `/v1/status`, `/healthz` and the metrics say what is wrong.
+/// store, and `/v1/status`, `/healthz` and the metrics say what is wrong; on a
+/// read-only file system it also serves reads (state, pulls) from a read-only
+/// view of the store, so peers still get the change sets only this store has.
 ///
 /// Metrics: `ferry_store_errors_total{operation="open"}` counts failed attempts,
 /// `ferry_store_open` is 1 once the store is open and 0 before.
@@ -23,6 +26,8 @@ actor StoreOpening {
     private(set) var parts: Daemon.Parts?
     /// Why the store is not open, while it is not.
     private(set) var unavailability: StoreUnavailable?
+    /// A read-only view of the store serving reads while it cannot be opened for writing.
+    private var readOnlyView: ReplicationEndpoint?
     private let openGauge = Gauge(label: "ferry_store_open")
 
     init(settings: Daemon.Settings, notifier: SystemdNotifier, logger: Logger) {
@@ -39,11 +44,12 @@ actor StoreOpening {
     ///   store, an incompatible model, …): waiting would not help.
     func openAtStart() async throws(DaemonError) -> StoreGate {
         if case .unavailable(let reason) = try attempt() {
+            let serving = readOnlyView == nil ? "health, status and metrics" : "health, status, metrics and pulls (from a read-only view of the store)"
             logger.error("""
-                \(reason); serving health, status and metrics meanwhile, and trying again \
+                \(reason); serving \(serving) meanwhile, and trying again \
                 (backoff up to \(Int(settings.configuration.sync.maxBackoff)) s)
                 """)
-            await gate.stillUnavailable(reason)
+            await gate.stillUnavailable(reason, readOnlyView: readOnlyView)
         } else if let parts {
             await gate.open(parts.endpoint)
         }
@@ -61,6 +67,7 @@ actor StoreOpening {
             let delay = retries.recordFailure(at: Date(), using: &random)
             try await sleep(seconds: delay)
             let previous = unavailability?.reason
+            let hadView = readOnlyView != nil
             switch try attempt() {
             case .opened(let parts):
                 await gate.open(parts.endpoint)
@@ -69,7 +76,10 @@ actor StoreOpening {
                 notifier.status("serving; store open")
                 return parts
             case .unavailable(let reason):
-                await gate.stillUnavailable(reason)
+                await gate.stillUnavailable(reason, readOnlyView: readOnlyView)
+                if readOnlyView != nil && !hadView {
+                    logger.notice("serving pulls from a read-only view of the store meanwhile")
+                }
                 if reason != previous {
                     logger.error("\(reason); still trying")
                 } else {
@@ -85,11 +95,12 @@ actor StoreOpening {
         if let coordinator { return await coordinator.statusJSON() }
         let formatter = ISO8601DateFormatter()
         var since = Date()
-        if case .unavailable(_, let date) = await gate.state { since = date }
+        if case .unavailable(_, let date, _) = await gate.state { since = date }
         return JSONValue.sortedObject([
             "store_error": .sortedObject([
                 "message": .string(unavailability?.description ?? "the store is not open yet"),
                 "since": .string(formatter.string(from: since)),
+                "read_only_view": .bool(readOnlyView != nil),
             ]),
             "peers": .array(settings.peers.map { peer in
                 .sortedObject(["name": .string(peer.name), "url": .string(peer.url.absoluteString), "state": .string("waiting for the store")])
@@ -102,12 +113,14 @@ actor StoreOpening {
         case unavailable(String)
     }
 
-    /// One try at opening the store.
+    /// One try at opening the store; when that fails for its surroundings, also a
+    /// try at a read-only view (serving reads until the next try).
     private func attempt() throws(DaemonError) -> Attempt {
         do {
             let opened = try Daemon.openStore(settings, logger: logger)
             parts = opened
             unavailability = nil
+            readOnlyView = nil
             openGauge.record(1)
             return .opened(opened)
         } catch StoreError.unavailable(let path, let reason) {
@@ -115,9 +128,26 @@ actor StoreOpening {
             unavailability = problem
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "open")]).increment()
             openGauge.record(0)
+            // A fresh view each time: an older one stops reading once its file system turns writable.
+            readOnlyView = openReadOnlyView()
             return .unavailable(problem.reason)
         } catch {
             throw DaemonError(description: "store.path \(settings.configuration.store.path): \(error)")
+        }
+    }
+
+    /// A read-only view of the store, when one can be opened (an existing store made with
+    /// this model); nil otherwise. Its reads stop by themselves if the file system turns
+    /// writable (``SQLiteStore/Options/readOnly``).
+    private func openReadOnlyView() -> ReplicationEndpoint? {
+        let path = settings.configuration.store.path
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
+            return try ReplicationEndpoint(store: store)
+        } catch {
+            logger.debug("no read-only view of the store either: \(error)")
+            return nil
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import FerryModel
 import FerryStore
 
@@ -25,8 +26,12 @@ public final class SQLiteStore: PersistentStore {
     public let model: ManagedObjectModel
     /// The file path.
     public let path: String
+    /// Whether the store was opened with ``Options/readOnly``.
+    public let isReadOnly: Bool
 
     let pool: DatabasePool
+    /// The folder of a store opened immutable on a read-only file system: reads stop when it turns writable.
+    private let immutableFolder: String?
     let layout: StoreLayout
 
     /// How to open a store.
@@ -38,12 +43,21 @@ public final class SQLiteStore: PersistentStore {
         /// The UUID a newly created store gets; random when nil (the default).
         /// Fixed UUIDs are for reproducible tests: two stores must never share one.
         public var newStoreIdentifier: UUID?
+        /// Open without writing anything (default false): no file is created, no schema set up
+        /// or migrated, and saves fail. The store must exist and have been made with exactly
+        /// this model. On a read-only file system, where SQLite cannot create the -wal and
+        /// -shm files even a reader needs, the file is opened as immutable (SQLite's
+        /// `immutable=1`: what the last checkpoint left in the file); its reads fail once the
+        /// file system is writable again, as another process could then change the file.
+        public var readOnly: Bool
 
         /// Creates options.
-        public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil) {
+        public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil,
+                    readOnly: Bool = false) {
             self.createIfMissing = createIfMissing
             self.busyTimeout = busyTimeout
             self.newStoreIdentifier = newStoreIdentifier
+            self.readOnly = readOnly
         }
     }
 
@@ -67,15 +81,32 @@ public final class SQLiteStore: PersistentStore {
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "Ferry"
         configuration.prepareDatabase { db in try SQLFunctions.register(on: db) }
+        var openPath = path
+        var immutableFolder: String?
+        if options.readOnly {
+            guard exists else { throw StoreError.cannotOpen(path: path, reason: "no store file here to open read-only") }
+            configuration.readonly = true
+            if Self.isOnReadOnlyFileSystem(directory) {
+                guard sqlite3_compileoption_used("USE_URI") == 1 else {
+                    throw StoreError.unavailable(path: path, reason: "the file system is read-only, and this SQLite library cannot open a file as immutable (it was built without URI file names)")
+                }
+                let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+                openPath = "file:\(escaped)?immutable=1"
+                immutableFolder = directory
+            }
+        }
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            pool = try DatabasePool(path: openPath, configuration: configuration)
         } catch {
             throw Self.openFailure(error, path: path)
         }
-        let opened = try StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier).open()
+        let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier)
+        let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
         self.identifier = opened.identifier
         self.model = model
         self.path = path
+        self.isReadOnly = options.readOnly
+        self.immutableFolder = immutableFolder
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
     }
 
@@ -203,6 +234,9 @@ public final class SQLiteStore: PersistentStore {
     // MARK: - Helpers
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let immutableFolder, !Self.isOnReadOnlyFileSystem(immutableFolder) {
+            throw StoreError.unavailable(path: path, reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
+        }
         do {
             return try pool.read(body)
         } catch let error as QueryError {
@@ -229,6 +263,12 @@ public final class SQLiteStore: PersistentStore {
             return .unavailable(path: path, reason: reason)
         }
         return .cannotOpen(path: path, reason: reason)
+    }
+
+    /// Whether `folder` is on a file system mounted read-only.
+    static func isOnReadOnlyFileSystem(_ folder: String) -> Bool {
+        var info = statvfs()
+        return statvfs(folder, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
     }
 
     /// Why SQLite may have failed to open the store at `path`, when its folder or file is the

@@ -93,16 +93,21 @@ public struct FerryAPI: Sendable {
             }
         }
         router.get("healthz") { _, _ in
-            guard case .unavailable(let reason, let since) = await gate.state else { return Self.json(#"{"status":"ok"}"#) }
+            guard case .unavailable(let reason, let since, let view) = await gate.state else { return Self.json(#"{"status":"ok"}"#) }
             let body = JSONValue.sortedObject([
                 "status": .string("store unavailable"), "reason": .string(reason),
-                "since": .string(ISO8601DateFormatter().string(from: since)),
+                "since": .string(ISO8601DateFormatter().string(from: since)), "read_only_view": .bool(view != nil),
             ])
             return Self.json(body.text, status: .serviceUnavailable)
         }
         router.get("v1/state") { request, _ in
             try authorize(request, .peer)
-            return Self.json(try await endpoint().state().json)
+            let endpoint = try await endpoint(readOnly: true)
+            do {
+                return Self.json(try await endpoint.state().json)
+            } catch {
+                throw HTTPError(.serviceUnavailable, message: "the store cannot be read now: \(error)")
+            }
         }
         router.get("v1/changesets") { request, _ in
             try authorize(request, .peer)
@@ -140,13 +145,15 @@ public struct FerryAPI: Sendable {
         guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
             throw HTTPError(.badRequest, message: "'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
         }
-        let endpoint = try await endpoint()
+        let endpoint = try await endpoint(readOnly: true)
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: (lines: [String], cursor: Int64)
         do {
             first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.pageSize))
         } catch let error as HistoryError {
             throw HTTPError(.gone, message: "\(error)")
+        } catch {
+            throw HTTPError(.serviceUnavailable, message: "the store cannot be read now: \(error)")
         }
         let gzip = Self.acceptsGzip(request)
         let body = ResponseBody { writer in
@@ -236,10 +243,11 @@ public struct FerryAPI: Sendable {
 
     // MARK: - Helpers
 
-    /// The store's endpoint, or 503 with the reason while the store is not open.
-    private func endpoint() async throws -> ReplicationEndpoint {
+    /// The store's endpoint — or for `readOnly` work its read-only view — or 503 with the
+    /// reason while the store is not open.
+    private func endpoint(readOnly: Bool = false) async throws -> ReplicationEndpoint {
         do {
-            return try await gate.endpoint()
+            return try await readOnly ? gate.readableEndpoint() : gate.endpoint()
         } catch {
             throw HTTPError(.serviceUnavailable, message: error.description)
         }

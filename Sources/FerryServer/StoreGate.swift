@@ -3,15 +3,17 @@ import FerrySync
 
 /// Whether the API's store is open. A daemon whose store cannot be opened at
 /// start (a read-only or full file system, missing permissions) still serves
-/// what needs no store — health, status, metrics — and answers the store's
-/// routes with 503 and the reason, until the store opens and the gate opens.
+/// what needs no store — health, status, metrics — and, when the store could be
+/// opened read-only, reads (state and pulls) from that view; the other routes
+/// answer 503 with the reason, until the store opens and the gate opens.
 public actor StoreGate {
     /// The store's state as the API sees it.
     public enum State: Sendable {
         /// The store is open; requests go to this endpoint.
         case open(ReplicationEndpoint)
-        /// The store could not be opened, for `reason`, since `since`.
-        case unavailable(reason: String, since: Date)
+        /// The store could not be opened for writing, for `reason`, since `since`;
+        /// `readOnlyView` serves reads meanwhile, when the store could be opened read-only.
+        case unavailable(reason: String, since: Date, readOnlyView: ReplicationEndpoint?)
     }
 
     /// The current state.
@@ -24,7 +26,7 @@ public actor StoreGate {
 
     /// A gate whose store could not be opened, for `reason`.
     public init(unavailable reason: String, since: Date = Date()) {
-        state = .unavailable(reason: reason, since: since)
+        state = .unavailable(reason: reason, since: since, readOnlyView: nil)
     }
 
     /// Opens the gate: from now on requests reach `endpoint`.
@@ -32,10 +34,11 @@ public actor StoreGate {
         state = .open(endpoint)
     }
 
-    /// Records a newer reason why the store still cannot be opened (the time it started is kept).
-    public func stillUnavailable(_ reason: String) {
-        if case .unavailable(_, let since) = state {
-            state = .unavailable(reason: reason, since: since)
+    /// Records a newer reason why the store still cannot be opened (the time it started is
+    /// kept), and the read-only view that serves reads meanwhile, if any.
+    public func stillUnavailable(_ reason: String, readOnlyView: ReplicationEndpoint?) {
+        if case .unavailable(_, let since, _) = state {
+            state = .unavailable(reason: reason, since: since, readOnlyView: readOnlyView)
         }
     }
 
@@ -43,7 +46,15 @@ public actor StoreGate {
     public func endpoint() throws(StoreUnavailable) -> ReplicationEndpoint {
         switch state {
         case .open(let endpoint): return endpoint
-        case .unavailable(let reason, _): throw StoreUnavailable(reason: reason)
+        case .unavailable(let reason, _, _): throw StoreUnavailable(reason: reason)
+        }
+    }
+
+    /// An endpoint to read from: the store when open, else its read-only view if there is one.
+    public func readableEndpoint() throws(StoreUnavailable) -> ReplicationEndpoint {
+        switch state {
+        case .open(let endpoint), .unavailable(_, _, let endpoint?): return endpoint
+        case .unavailable(let reason, _, nil): throw StoreUnavailable(reason: reason)
         }
     }
 }

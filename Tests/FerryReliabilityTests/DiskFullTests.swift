@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import FerryStore
+import FerrySQLite
 import FerryTestSupport
 
 /// Disk full and read-only store (issue 6, point 8): B's store lives on a small
@@ -93,21 +95,28 @@ struct DiskFullTests {
         // read-only under files open for writing; after a reboot it can come up that way). SQLite
         // must write the -wal and -shm files beside a WAL store even to read it, so B cannot open
         // the store — but it starts anyway: it serves health, status and metrics saying why,
-        // answers the store's routes with 503 (A keeps its change sets), tries again with
-        // backoff, and once the file system is writable opens the store and catches up by itself.
+        // serves pulls from an immutable read-only view (so A still gets what only B has),
+        // answers pushes with 503 (A keeps its change sets), tries again with backoff, and once
+        // the file system is writable opens the store and catches up by itself.
         b.stop()
+        try b.put(people("offline", 5))  // saved while B's daemon is down: only B has these
         try Self.remount(folder.path, "ro")
         try a.put(people("late", 100))
         try b.start()
         let health = try FerryProcess.curl("GET", b.url + "/healthz", token: nil)
-        #expect(health.status == 503 && health.body.contains("read-only file system"), "health: \(health)")
+        #expect(health.status == 503 && health.body.contains("read-only file system") && health.body.contains(#""read_only_view":true"#),
+                "health: \(health)")
         let statusReadOnly = try status(of: b)
         #expect(statusReadOnly.contains("store_error") && statusReadOnly.contains("read-only file system"), "status: \(statusReadOnly)")
         let openMetrics = try FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body
         #expect(openMetrics.contains(#"ferry_store_errors_total{operation="open"}"#) && openMetrics.contains("ferry_store_open 0"),
                 "metrics: \(openMetrics.split(separator: "\n").filter { $0.contains("ferry_store") })")
-        let pull = try FerryProcess.curl("GET", b.url + "/v1/changesets", token: b.adminToken)
-        #expect(pull.status == 503 && pull.body.contains("read-only file system"), "pull: \(pull)")
+        #expect(try FerryProcess.curl("GET", b.url + "/v1/state", token: b.adminToken).status == 200)
+        let push = try FerryProcess.curl("POST", b.url + "/v1/changesets", token: b.peerToken, body: try #require(a.history().last) + "\n")
+        #expect(push.status == 503 && push.body.contains("read-only file system"), "push: \(push)")
+        // A pulls what only B had from the read-only view.
+        let offlineReachedA = try DaemonPeer.waitUntil(timeout: 20) { try a.dump().contains("offline xxx") }
+        #expect(offlineReachedA, "A did not get B's offline objects from the read-only view:\n\(a.log().suffix(1500))")
         #expect(b.log().contains("read-only file system"), "B's log does not name the cause:\n\(b.log().suffix(1000))")
         // A's pushes are refused (503) and kept: A reports the failure and holds its change sets.
         var statusA = ""
@@ -123,7 +132,42 @@ struct DiskFullTests {
         #expect(b.log().contains("opened after"), "B did not say it opened the store:\n\(b.log().suffix(1000))")
         #expect(try FerryProcess.curl("GET", b.url + "/healthz", token: nil).status == 200)
         #expect(try FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body.contains("ferry_store_open 1"))
-        try expectEveryChangeSetOnce(in: [a, b], saves: 3, context: "disk full")
+        try expectEveryChangeSetOnce(in: [a, b], saves: 4, context: "disk full")
         #expect(a.stop() == 0 && b.stop() == 0)
+    }
+
+    @Test("A read-only view of a store on a read-only file system reads until the file system turns writable",
+          .enabled(if: DiskFullTests.canMount, "needs root to mount a small tmpfs"))
+    func readOnlyView() throws {
+        let folder = TemporaryDirectory(prefix: "ferry-ro-view")
+        try Self.mount(folder.path, options: "size=4m")
+        defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
+        let model = try SampleModels.load("OrgChart")
+        let path = folder.file("store.sqlite")
+        do {
+            let store = try SQLiteStore(path: path, model: model)
+            let context = try PersistentContainer(store: store).newContext()
+            try context.make("Person", ["name": "Ann", "id": Int64(1)])
+            try context.save()
+        }
+        try Self.remount(folder.path, "ro")
+        // Opening for writing is refused as 'unavailable' (the surroundings, not the store).
+        #expect {
+            _ = try SQLiteStore(path: path, model: model)
+        } throws: { error in
+            guard case StoreError.unavailable(_, let reason) = error else { return false }
+            return reason.contains("read-only file system")
+        }
+        let view = try SQLiteStore(path: path, model: model, options: .init(readOnly: true))
+        #expect(try view.changeSetLines().count == 1)
+        try Self.remount(folder.path, "rw")
+        // Another process could now change the file under an immutable reader: the view stops reading.
+        #expect {
+            _ = try view.changeSetLines()
+        } throws: { error in
+            guard case StoreError.unavailable(_, let reason) = error else { return false }
+            return reason.contains("writable again")
+        }
+        #expect(try SQLiteStore(path: path, model: model).changeSetLines().count == 1)
     }
 }

@@ -143,4 +143,74 @@ struct SchemaTests {
             #expect(error.description.contains("ferry init"))
         }
     }
+
+    @Test("A read-only store reads, writes nothing, never creates or migrates, and says why it cannot be opened")
+    func readOnly() throws {
+        let directory = TemporaryDirectory()
+        let model = try SampleModels.load("OrgChart")
+        let path = directory.file("store.sqlite")
+        do {
+            let store = try SQLiteStore(path: path, model: model)
+            let context = try PersistentContainer(store: store).newContext()
+            try context.make("Person", ["name": "Ann", "id": Int64(1)])
+            try context.save()
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        let view = try SQLiteStore(path: path, model: model, options: .init(readOnly: true))
+        #expect(view.isReadOnly)
+        #expect(try view.changeSetLines().count == 1)
+        #expect(try view.historyState().vector == [view.identifier: 1])
+        let context = try PersistentContainer(store: view).newContext()
+        #expect(try context.fetch(FetchRequest(entityName: "Person")).count == 1)
+        try context.make("Person", ["name": "Bob", "id": Int64(2)])
+        #expect(throws: SaveError.self) { try context.save() }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "a read-only store changed its file")
+
+        // Never creates a file, never migrates to another model.
+        do {
+            _ = try SQLiteStore(path: directory.file("absent.sqlite"), model: model, options: .init(readOnly: true))
+            Issue.record("opened a missing store read-only")
+        } catch {
+            #expect(error.description.contains("no store file"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.file("absent.sqlite")))
+        let otherModel = try SampleModels.load("Company")
+        do {
+            _ = try SQLiteStore(path: path, model: otherModel, options: .init(readOnly: true))
+            Issue.record("opened a store made with another model read-only")
+        } catch {
+            #expect(error.description.contains("cannot be migrated"), "\(error)")
+        }
+    }
+
+    @Test("A store kept shut by its surroundings is 'unavailable'; a wrong path is 'cannot open'")
+    func unavailableOrNot() throws {
+        let directory = TemporaryDirectory()
+        let model = try SampleModels.load("OrgChart")
+        do {
+            _ = try SQLiteStore(path: directory.path, model: model)
+            Issue.record("opened a folder as a store")
+        } catch StoreError.cannotOpen(_, let reason) {
+            #expect(reason.contains("this is a folder"))
+        } catch {
+            Issue.record("wrong error: \(error)")
+        }
+        // SQLite's busy timeout runs out while another connection holds the write lock: unavailable, for now.
+        let path = directory.file("store.sqlite")
+        _ = try SQLiteStore(path: path, model: model)
+        let holder = try DatabaseQueue(path: path)
+        try holder.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN EXCLUSIVE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            do {
+                _ = try SQLiteStore(path: path, model: model, options: .init(busyTimeout: 0.1))
+                Issue.record("opened a store another connection holds exclusively")
+            } catch StoreError.unavailable(_, let reason) {
+                #expect(reason.contains("locked"), "\(reason)")
+            } catch {
+                Issue.record("wrong error: \(error)")
+            }
+        }
+    }
 }

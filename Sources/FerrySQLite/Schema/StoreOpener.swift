@@ -55,6 +55,26 @@ struct StoreOpener {
         }
     }
 
+    /// Reads an existing store without writing: it must have been made with exactly this model.
+    func openReadOnly() throws(StoreError) -> Opened {
+        do {
+            return try pool.read { db in
+                guard try db.tableExists("Z_METADATA") else {
+                    throw StoreError.cannotOpen(path: path, reason: "the file is not a Ferry store (no Z_METADATA)")
+                }
+                let (identifier, metadata, cache) = try readMetadata(db)
+                guard metadata.modelVersionHash == model.versionHash, cache.signature == ModelSignature(model: model) else {
+                    throw StoreError.cannotOpen(path: path, reason: "the store was last opened with another model version, and a read-only store cannot be migrated")
+                }
+                return Opened(identifier: identifier, mapping: cache.mapping)
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw SQLiteStore.openFailure(error, path: path)
+        }
+    }
+
     private func openInTransaction(_ db: Database) throws -> Opened {
         let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
         guard tables.contains("Z_METADATA") else {
@@ -81,7 +101,8 @@ struct StoreOpener {
         return Opened(identifier: identifier, mapping: mapping)
     }
 
-    private func migrate(_ db: Database, existingTables: Set<String>) throws -> Opened {
+    /// The store's UUID, metadata and model cache, checked.
+    private func readMetadata(_ db: Database) throws -> (UUID, Metadata, ModelCache) {
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
               let uuidText: String = row[0], let identifier = UUID(uuidString: uuidText),
               let plist: Data = row[1] else {
@@ -98,6 +119,11 @@ struct StoreOpener {
               let cache = try? JSONDecoder().decode(ModelCache.self, from: cacheData) else {
             throw StoreError.cannotOpen(path: path, reason: "Z_MODELCACHE is missing or damaged")
         }
+        return (identifier, metadata, cache)
+    }
+
+    private func migrate(_ db: Database, existingTables: Set<String>) throws -> Opened {
+        let (identifier, metadata, cache) = try readMetadata(db)
         let signature = ModelSignature(model: model)
         if metadata.modelVersionHash == model.versionHash && cache.signature == signature {
             return Opened(identifier: identifier, mapping: cache.mapping)

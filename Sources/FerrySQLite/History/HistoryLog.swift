@@ -15,7 +15,7 @@ struct HistoryLog {
     /// every process on the file shares one clock).
     func tick(now: Date = Date()) throws -> HybridTimestamp {
         let next = HybridTimestamp.next(after: try lastTimestamp(), now: now)
-        try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)", arguments: [next.rawValue])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [next.rawValue])
         return next
     }
 
@@ -23,11 +23,11 @@ struct HistoryLog {
     /// timestamps come after it.
     func receive(_ timestamp: HybridTimestamp) throws {
         guard timestamp > (try lastTimestamp()) else { return }
-        try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)", arguments: [timestamp.rawValue])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [timestamp.rawValue])
     }
 
     func lastTimestamp() throws -> HybridTimestamp {
-        HybridTimestamp(rawValue: try Int64.fetchOne(db, sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'hlc'") ?? 0)
+        HybridTimestamp(rawValue: try Int64.fetchOne(db.cachedStatement(sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'hlc'")) ?? 0)
     }
 
     // MARK: - Change sets

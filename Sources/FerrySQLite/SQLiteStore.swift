@@ -274,14 +274,14 @@ public final class SQLiteStore: PersistentStore {
     /// Why SQLite may have failed to open the store at `path`, when its folder or file is the
     /// cause: SQLite needs to write there (the -wal and -shm files) even to read a WAL store.
     static func writabilityHint(path: String) -> String {
+        // Why `access(W_OK)` refused, from the errno it left.
+        func cause() -> String { errno == EROFS ? "is on a read-only file system" : "is not writable by this user" }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         if access(folder, W_OK) != 0 {
-            let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
-            return "; the folder \(folder) \(cause), and the store needs to write there (its -wal and -shm files) — make it writable"
+            return "; the folder \(folder) \(cause()), and the store needs to write there (its -wal and -shm files) — make it writable"
         }
         if access(path, F_OK) == 0, access(path, W_OK) != 0 {
-            let cause = errno == EROFS ? "is on a read-only file system" : "is not writable by this user"
-            return "; the file \(path) \(cause) — make it writable"
+            return "; the file \(path) \(cause()) — make it writable"
         }
         return ""
     }

@@ -51,17 +51,22 @@ struct ChangeRecorder {
         var names = OriginNames(layout: layout, db: db)
         var plainInserts = Set<ObjectID>()
         var resurrected = Set<ObjectID>()
+        var newRows: [(uri: String, root: Int, key: Int64)] = []
+        newRows.reserveCapacity(request.inserts.count)
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
-            try log.map(uri: uri, root: root, key: key, replacing: replay.resurrected.contains(insert.objectID))
             names.remember(uri, for: id)
             if replay.resurrected.contains(insert.objectID) {
+                try log.map(uri: uri, root: root, key: key, replacing: true)
                 try log.unbury(uri)
                 resurrected.insert(id)
             } else {
+                newRows.append((uri, root, key))
                 plainInserts.insert(id)
             }
         }
+        // One statement for all of them: a row per statement cost more than the rows they map.
+        try log.map(newRows)
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,

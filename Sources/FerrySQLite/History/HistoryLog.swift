@@ -202,6 +202,22 @@ struct HistoryLog {
     /// Maps an origin URI to a new local row. Only a resurrected object may
     /// take over its URI's old mapping (`replacing`); for any other insert an
     /// existing mapping is an error (the URI was inserted twice) and fails the save.
+    /// Maps many origin URIs to new local rows in one statement (none of them mapped yet).
+    func map(_ rows: [(uri: String, root: Int, key: Int64)]) throws {
+        guard !rows.isEmpty else { return }
+        var argument = JSONArgument(capacity: rows.count * 80)
+        for row in rows {
+            argument.separate()
+            argument.appendRaw("[")
+            argument.appendString(row.uri)
+            argument.appendRaw(",\(row.root),\(row.key)]")
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK)
+            SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)
+            """).execute(arguments: [argument.json])
+    }
+
     func map(uri: String, root: Int, key: Int64, replacing: Bool) throws {
         let sql = replacing
             ? "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"

@@ -227,22 +227,12 @@ extension SQLiteStore {
         guard !uris.isEmpty else { return ([], [:]) }
         let store = identifier
         // The URIs go in as one JSON array, so that one cached statement serves any number of them.
-        var list = "["
-        list.reserveCapacity(uris.count * 64)
+        var argument = JSONArgument(capacity: uris.count * 64)
         for uri in uris {
-            if list.utf8.count > 1 { list += "," }
-            list += "\""
-            if uri.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
-                for scalar in uri.unicodeScalars {
-                    let needsEscape = scalar == "\"" || scalar == "\\" || scalar.value < 0x20
-                    list += needsEscape ? String(format: "\\u%04x", scalar.value) : String(scalar)
-                }
-            } else {
-                list += uri
-            }
-            list += "\""
+            argument.separate()
+            argument.appendString(uri)
         }
-        list += "]"
+        let list = argument.json
         return try read { db in
             var buried = Set<String>()
             var mapped: [String: ObjectID] = [:]

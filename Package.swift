@@ -113,7 +113,9 @@ let package = Package(
             dependencies: ["FerrySQLite", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport",
+                                                           .product(name: "GRDB", package: "GRDB.swift")],
+                    exclude: ["Fixtures"]),
         .testTarget(
             name: "FerryDaemonTests",
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",

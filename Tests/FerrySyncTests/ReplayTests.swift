@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import FerryModel
 import FerryStore
@@ -73,6 +74,34 @@ struct ReplayTests {
         try b.pull(from: a)
         #expect(try b.dump() == a.dump())
         #expect(try b.dump().count == 1)
+    }
+
+    @Test("A store whose identity map has the older rowid shape replays the same (new stores use WITHOUT ROWID)")
+    func olderIdentityMapShape() throws {
+        let a = try Replica(model: Self.model)
+        let ann = try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
+        let bob = try a.context.make("Person", ["id": Int64(2), "name": "Bob", "manager": ann])
+        try a.context.save()
+
+        let directory = TemporaryDirectory()
+        let path = directory.file("older.sqlite")
+        do { _ = try SQLiteStore(path: path, model: Self.model) }
+        let shape = { try DatabaseQueue(path: path).read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'Z_FERRY_OBJECT'") } }
+        #expect(try shape()?.contains("WITHOUT ROWID") == true)
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "DROP TABLE Z_FERRY_OBJECT")
+            try db.execute(sql: "CREATE TABLE Z_FERRY_OBJECT (Z_URI TEXT PRIMARY KEY, Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL)")
+            try db.execute(sql: "CREATE UNIQUE INDEX Z_FERRY_OBJECT_ROW ON Z_FERRY_OBJECT (Z_ROOT, Z_PK)")
+        }
+        let older = try SQLiteStore(path: path, model: Self.model)
+        #expect(try shape()?.contains("WITHOUT ROWID") == false, "opening changed the older shape")
+        let report = try ReplayEngine(store: older).apply(lines: a.store.changeSetLines())
+        #expect(report.applied == 1)
+        #expect(try older.localObjectID(forOriginURI: bob.objectID.uriString) != nil)
+        var lines: [String] = []
+        try StoreDump(store: older).write { lines.append($0) }
+        #expect(try lines == a.dump())
+        #expect(try ReplayEngine(store: older).apply(lines: a.store.changeSetLines()).duplicate == 1)
     }
 
     @Test("Concurrent edits: last writer wins per property; deletes win over updates")

@@ -43,15 +43,12 @@ actor StoreOpening {
     /// - Throws: ``DaemonError`` when the store cannot be used as configured (not a Ferry
     ///   store, an incompatible model, …): waiting would not help.
     func openAtStart() async throws(DaemonError) -> StoreGate {
-        if case .unavailable(let reason) = try attempt() {
+        if case .unavailable(let reason) = try await attempt() {
             let serving = readOnlyView == nil ? "health, status and metrics" : "health, status, metrics and pulls (from a read-only view of the store)"
             logger.error("""
                 \(reason); serving \(serving) meanwhile, and trying again \
                 (backoff up to \(Int(settings.configuration.sync.maxBackoff)) s)
                 """)
-            await gate.stillUnavailable(reason, readOnlyView: readOnlyView)
-        } else if let parts {
-            await gate.open(parts.endpoint)
         }
         return gate
     }
@@ -68,15 +65,13 @@ actor StoreOpening {
             try await sleep(seconds: delay)
             let previous = unavailability?.reason
             let hadView = readOnlyView != nil
-            switch try attempt() {
+            switch try await attempt() {
             case .opened(let parts):
-                await gate.open(parts.endpoint)
                 let waited = Int(Date().timeIntervalSince(started).rounded())
                 logger.notice("store \(settings.configuration.store.path) opened after \(waited) s of waiting; syncing starts")
                 notifier.status("serving; store open")
                 return parts
             case .unavailable(let reason):
-                await gate.stillUnavailable(reason, readOnlyView: readOnlyView)
                 if readOnlyView != nil && !hadView {
                     logger.notice("serving pulls from a read-only view of the store meanwhile")
                 }
@@ -113,15 +108,16 @@ actor StoreOpening {
         case unavailable(String)
     }
 
-    /// One try at opening the store; when that fails for its surroundings, also a
-    /// try at a read-only view (serving reads until the next try).
-    private func attempt() throws(DaemonError) -> Attempt {
+    /// One try at opening the store, and the gate set to match; when that fails for its
+    /// surroundings, also a try at a read-only view (serving reads until the next try).
+    private func attempt() async throws(DaemonError) -> Attempt {
         do {
             let opened = try Daemon.openStore(settings, logger: logger)
             parts = opened
             unavailability = nil
             readOnlyView = nil
             openGauge.record(1)
+            await gate.open(opened.endpoint)
             return .opened(opened)
         } catch StoreError.unavailable(let path, let reason) {
             let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)")
@@ -130,6 +126,7 @@ actor StoreOpening {
             openGauge.record(0)
             // A fresh view each time: an older one stops reading once its file system turns writable.
             readOnlyView = openReadOnlyView()
+            await gate.stillUnavailable(problem.reason, readOnlyView: readOnlyView)
             return .unavailable(problem.reason)
         } catch {
             throw DaemonError(description: "store.path \(settings.configuration.store.path): \(error)")

@@ -76,32 +76,64 @@ struct ReplayTests {
         #expect(try b.dump().count == 1)
     }
 
-    @Test("A store whose identity map has the older rowid shape replays the same (new stores use WITHOUT ROWID)")
+    @Test("A store made before identity runs (format 1: one map row per object, rowid table) is upgraded and replays the same")
     func olderIdentityMapShape() throws {
         let a = try Replica(model: Self.model)
         let ann = try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
         let bob = try a.context.make("Person", ["id": Int64(2), "name": "Bob", "manager": ann])
         try a.context.save()
+        let firstSet = try a.store.changeSetLines()
 
         let directory = TemporaryDirectory()
         let path = directory.file("older.sqlite")
-        do { _ = try SQLiteStore(path: path, model: Self.model) }
-        let shape = { try DatabaseQueue(path: path).read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'Z_FERRY_OBJECT'") } }
+        do { _ = try ReplayEngine(store: SQLiteStore(path: path, model: Self.model)).apply(lines: firstSet) }
+        let database = { try DatabaseQueue(path: path) }
+        let shape = { try database().read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'Z_FERRY_OBJECT'") } }
+        let format = {
+            try database().read { db -> Int? in
+                let plist = try #require(try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM Z_METADATA"))
+                return try #require(try JSONSerialization.jsonObject(with: plist) as? [String: Any])["formatVersion"] as? Int
+            }
+        }
         #expect(try shape()?.contains("WITHOUT ROWID") == true)
-        try DatabaseQueue(path: path).write { db in
+        #expect(try format() == 2)
+        // Turn it into what Ferry 1 wrote: a map row per object in a rowid table, no runs, format 1.
+        try database().write { db in
+            let entries = try Row.fetchAll(db, sql: "SELECT Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK FROM Z_FERRY_RANGE")
+            #expect(entries.count == 1, "Ann and Bob are one run")
             try db.execute(sql: "DROP TABLE Z_FERRY_OBJECT")
+            try db.execute(sql: "DROP TABLE Z_FERRY_RANGE")
             try db.execute(sql: "CREATE TABLE Z_FERRY_OBJECT (Z_URI TEXT PRIMARY KEY, Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL)")
             try db.execute(sql: "CREATE UNIQUE INDEX Z_FERRY_OBJECT_ROW ON Z_FERRY_OBJECT (Z_ROOT, Z_PK)")
+            for entry in entries {
+                for offset in 0..<(entry[2] as Int64) {
+                    try db.execute(sql: "INSERT INTO Z_FERRY_OBJECT VALUES (?, ?, ?)",
+                                   arguments: [(entry[0] as String) + String((entry[1] as Int64) + offset), entry[3] as Int, (entry[4] as Int64) + offset])
+                }
+            }
+            try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = json_set(Z_PLIST, '$.formatVersion', 1)")
         }
+        #expect(try format() == 1)
+        // A read-only open cannot upgrade it, and says so.
+        let readOnly = #expect(throws: StoreError.self) { try SQLiteStore(path: path, model: Self.model, options: .init(createIfMissing: false, readOnly: true)) }
+        #expect(readOnly.map { "\($0)" }?.contains("older Ferry (format 1)") == true)
+
         let older = try SQLiteStore(path: path, model: Self.model)
-        #expect(try shape()?.contains("WITHOUT ROWID") == false, "opening changed the older shape")
-        let report = try ReplayEngine(store: older).apply(lines: a.store.changeSetLines())
-        #expect(report.applied == 1)
+        #expect(try format() == 2, "opening for writing upgraded it (Ferry 1 now refuses it rather than misreading it)")
+        #expect(try shape()?.contains("WITHOUT ROWID") == false, "opening kept the older table")
         #expect(try older.localObjectID(forOriginURI: bob.objectID.uriString) != nil)
+
+        // A second change set refers to Bob (a single entry) and inserts Carol and Dan (a run).
+        try a.context.make("Person", ["id": Int64(3), "name": "Carol", "manager": bob])
+        try a.context.make("Person", ["id": Int64(4), "name": "Dan", "manager": ann])
+        try a.context.save()
+        let report = try ReplayEngine(store: older).apply(lines: a.store.changeSetLines())
+        #expect(report.applied == 1 && report.duplicate == 1)
         var lines: [String] = []
         try StoreDump(store: older).write { lines.append($0) }
         #expect(try lines == a.dump())
-        #expect(try ReplayEngine(store: older).apply(lines: a.store.changeSetLines()).duplicate == 1)
+        #expect(try ReplayEngine(store: older).apply(lines: a.store.changeSetLines()).duplicate == 2)
+        #expect(try database().read { try Int.fetchOne($0, sql: "SELECT count(*) FROM Z_FERRY_RANGE") } == 1)
     }
 
     @Test("Concurrent edits: last writer wins per property; deletes win over updates")

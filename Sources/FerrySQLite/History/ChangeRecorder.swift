@@ -57,7 +57,7 @@ struct ChangeRecorder {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             names.remember(uri, for: id)
             if replay.resurrected.contains(insert.objectID) {
-                try log.map(uri: uri, root: root, key: key, replacing: true)
+                try log.identity.map(uri: uri, root: root, key: key, replacing: true)
                 try log.unbury(uri)
                 resurrected.insert(id)
             } else {
@@ -65,8 +65,8 @@ struct ChangeRecorder {
                 plainInserts.insert(id)
             }
         }
-        // One statement for all of them: a row per statement cost more than the rows they map.
-        try log.map(newRows)
+        // As runs of consecutive URIs on consecutive rows: a row per object cost more than the rows they map.
+        try log.identity.map(newRows)
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
@@ -346,7 +346,7 @@ struct OriginNames {
     /// Whether every object of the store has its own URI (none arrived from elsewhere yet).
     mutating func allLocal() throws -> Bool {
         if hasForeignObjects == nil {
-            hasForeignObjects = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT)") ?? false
+            hasForeignObjects = try !IdentityMap(db: db).isEmpty()
         }
         return hasForeignObjects == false
     }
@@ -356,8 +356,7 @@ struct OriginNames {
         guard try !allLocal() else { return localURI(of: id) }
         var uri = localURI(of: id)
         if let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
-           let mapped = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),
-                                            arguments: [root, key]) {
+           let mapped = try IdentityMap(db: db).uri(of: IdentityMap.Row(root: root, key: key)) {
             uri = mapped
         }
         cache[id] = uri

@@ -185,44 +185,16 @@ struct HistoryLog {
 
     // MARK: - Identity
 
-    /// The local row of an origin URI: the map for objects born elsewhere,
-    /// the URI itself for objects born here.
+    /// The origin URI ↔ local row map, in this transaction.
+    var identity: IdentityMap { IdentityMap(db: db) }
+
+    /// The local row (concrete entity and key) of an origin URI mapped here, if its row exists.
     func row(of uri: String, layout: StoreLayout) throws -> (entity: String, key: Int64)? {
-        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_ROOT, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI = ?"), arguments: [uri]) {
-            let root: Int = row[0]
-            let key: Int64 = row[1]
-            guard let table = layout.entityNames[root].flatMap({ layout.plans[$0]?.table }),
-                  let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [key]),
-                  let entity = layout.entityNames[number] else { return nil }
-            return (entity, key)
-        }
-        return nil
-    }
-
-    /// Maps an origin URI to a new local row. Only a resurrected object may
-    /// take over its URI's old mapping (`replacing`); for any other insert an
-    /// existing mapping is an error (the URI was inserted twice) and fails the save.
-    /// Maps many origin URIs to new local rows in one statement (none of them mapped yet).
-    func map(_ rows: [(uri: String, root: Int, key: Int64)]) throws {
-        guard !rows.isEmpty else { return }
-        var argument = JSONArgument(capacity: rows.count * 80)
-        for row in rows {
-            argument.separate()
-            argument.appendRaw("[")
-            argument.appendString(row.uri)
-            argument.appendRaw(",\(row.root),\(row.key)]")
-        }
-        try db.cachedStatement(sql: """
-            INSERT INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK)
-            SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)
-            """).execute(arguments: [argument.json])
-    }
-
-    func map(uri: String, root: Int, key: Int64, replacing: Bool) throws {
-        let sql = replacing
-            ? "INSERT OR REPLACE INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"
-            : "INSERT INTO Z_FERRY_OBJECT (Z_URI, Z_ROOT, Z_PK) VALUES (?, ?, ?)"
-        try db.cachedStatement(sql: sql).execute(arguments: [uri, root, key])
+        guard let row = try identity.row(of: uri),
+              let table = layout.entityNames[row.root].flatMap({ layout.plans[$0]?.table }),
+              let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [row.key]),
+              let entity = layout.entityNames[number] else { return nil }
+        return (entity, row.key)
     }
 }
 

@@ -8,7 +8,9 @@ import GRDB
 ///   (applied or quarantined, with the reason) and its JSON body.
 /// - `Z_FERRY_PENDING`: received change sets not taken in yet: waiting for a
 ///   predecessor, or made with another model version.
-/// - `Z_FERRY_OBJECT`: origin URI ↔ local row, for objects inserted elsewhere.
+/// - `Z_FERRY_RANGE` and `Z_FERRY_OBJECT`: origin URI ↔ local row, for objects
+///   inserted elsewhere, as runs of consecutive URIs and rows, and single
+///   entries (``IdentityMap`` explains the two).
 /// - `Z_FERRY_CLOCK`: per (row, property) the (timestamp, origin) of the last
 ///   write after the insert, for last-writer-wins merging.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
@@ -29,6 +31,12 @@ enum HistorySchema {
         // Stores made before keep the older shape, which works the same.
         "CREATE TABLE IF NOT EXISTS Z_FERRY_OBJECT (Z_URI TEXT PRIMARY KEY, Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL) WITHOUT ROWID",
         "CREATE UNIQUE INDEX IF NOT EXISTS Z_FERRY_OBJECT_ROW ON Z_FERRY_OBJECT (Z_ROOT, Z_PK)",
+        // URIs Z_PREFIX || (Z_FIRST + i) for 0 <= i < Z_COUNT are rows (Z_ROOT, Z_PK + i).
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_RANGE (Z_PREFIX TEXT NOT NULL, Z_FIRST INTEGER NOT NULL, Z_COUNT INTEGER NOT NULL,
+            Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, PRIMARY KEY (Z_PREFIX, Z_FIRST)) WITHOUT ROWID
+        """,
+        "CREATE UNIQUE INDEX IF NOT EXISTS Z_FERRY_RANGE_ROW ON Z_FERRY_RANGE (Z_ROOT, Z_PK)",
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_CLOCK (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_PROPERTY TEXT NOT NULL,
             Z_HLC INTEGER NOT NULL, Z_ORIGIN TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_PROPERTY)) WITHOUT ROWID

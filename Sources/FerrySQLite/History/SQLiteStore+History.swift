@@ -177,10 +177,9 @@ extension SQLiteStore {
         let store = identifier
         return try read { db in
             var result: [ObjectID: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT") {
-                let uri: String = row[0]
+            for (uri, row) in try IdentityMap(db: db).all() {
                 guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
-                result[.permanent(entityName: parts.entityName, store: store, primaryKey: row[1])] = uri
+                result[.permanent(entityName: parts.entityName, store: store, primaryKey: row.key)] = uri
             }
             return result
         }
@@ -226,25 +225,25 @@ extension SQLiteStore {
     package func lookUp(originURIs uris: Set<String>) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
         guard !uris.isEmpty else { return ([], [:]) }
         let store = identifier
-        // The URIs go in as one JSON array, so that one cached statement serves any number of them.
-        var argument = JSONArgument(capacity: uris.count * 64)
-        for uri in uris {
-            argument.separate()
-            argument.appendString(uri)
-        }
-        let list = argument.json
         return try read { db in
             var buried = Set<String>()
             var mapped: [String: ObjectID] = [:]
-            let tombstones = try db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_TOMBSTONE WHERE Z_URI IN (SELECT value FROM json_each(?))")
-            for uri in try String.fetchAll(tombstones, arguments: [list]) {
-                buried.insert(uri)
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE)")) == true {
+                // The URIs go in as one JSON array, so that one cached statement serves any number of them;
+                // json_each drives the join (a probe per URI), rather than SQLite building a list of them first.
+                var argument = JSONArgument(capacity: uris.count * 64)
+                for uri in uris {
+                    argument.separate()
+                    argument.appendString(uri)
+                }
+                let tombstones = try db.cachedStatement(sql: "SELECT t.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_TOMBSTONE AS t ON t.Z_URI = j.value")
+                for uri in try String.fetchAll(tombstones, arguments: [argument.json]) {
+                    buried.insert(uri)
+                }
             }
-            let objects = try db.cachedStatement(sql: "SELECT Z_URI, Z_PK FROM Z_FERRY_OBJECT WHERE Z_URI IN (SELECT value FROM json_each(?))")
-            for row in try Row.fetchAll(objects, arguments: [list]) {
-                let uri: String = row[0]
+            for (uri, row) in try IdentityMap(db: db).rows(of: uris) {
                 guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
-                mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row[1])
+                mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row.key)
             }
             return (buried, mapped)
         }

@@ -8,7 +8,8 @@ import FerryStore
 /// create it).
 struct StoreOpener {
     /// The layout version written by this Ferry; a newer file is refused.
-    static let formatVersion = 1
+    /// 2: the identity map keeps runs (`Z_FERRY_RANGE`), which Ferry 1 would not read.
+    static let formatVersion = 2
 
     let pool: DatabasePool
     let path: String
@@ -43,6 +44,7 @@ struct StoreOpener {
                 try db.inTransaction(.immediate) {
                     opened = try openInTransaction(db)
                     try HistorySchema.create(in: db)
+                    try raiseFormatVersion(db)
                     return .commit
                 }
                 guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
@@ -65,6 +67,12 @@ struct StoreOpener {
                 let (identifier, metadata, cache) = try readMetadata(db)
                 guard metadata.modelVersionHash == model.versionHash, cache.signature == ModelSignature(model: model) else {
                     throw StoreError.cannotOpen(path: path, reason: "the store was last opened with another model version, and a read-only store cannot be migrated")
+                }
+                guard metadata.formatVersion == Self.formatVersion else {
+                    throw StoreError.cannotOpen(path: path, reason: """
+                        the store was last written by an older Ferry (format \(metadata.formatVersion)); it is upgraded the next time \
+                        it opens for writing, which a read-only store cannot do
+                        """)
                 }
                 return Opened(identifier: identifier, mapping: cache.mapping)
             }
@@ -143,6 +151,18 @@ struct StoreOpener {
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])
         return Opened(identifier: identifier, mapping: mapping)
+    }
+
+    /// Marks a store made by an older Ferry with this one's format, once its
+    /// tables are in place (an older Ferry then refuses it instead of misreading it).
+    private func raiseFormatVersion(_ db: Database) throws {
+        let (_, metadata, _) = try readMetadata(db)
+        guard metadata.formatVersion < Self.formatVersion else { return }
+        var raised = metadata
+        raised.formatVersion = Self.formatVersion
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try encoder.encode(raised)])
     }
 
     /// One `Z_PRIMARYKEY` row per entity; existing rows keep their `Z_MAX`.

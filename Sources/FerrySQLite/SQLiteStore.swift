@@ -38,7 +38,8 @@ public final class SQLiteStore: PersistentStore {
     public struct Options: Sendable {
         /// Create the file when it does not exist (default true).
         public var createIfMissing: Bool
-        /// How long a writer waits for another process's transaction, in seconds.
+        /// How long a writer waits for another connection's transaction, in seconds (at least;
+        /// it tries again every millisecond meanwhile).
         public var busyTimeout: TimeInterval
         /// The UUID a newly created store gets; random when nil (the default).
         /// Fixed UUIDs are for reproducible tests: two stores must never share one.
@@ -78,7 +79,7 @@ public final class SQLiteStore: PersistentStore {
             throw StoreError.cannotOpen(path: path, reason: "this is a folder; store.path names the store's file (e.g. \(path)/store.sqlite)")
         }
         var configuration = Configuration()
-        configuration.busyMode = .timeout(options.busyTimeout)
+        configuration.busyMode = .callback(BusyWaiting.handler(timeout: options.busyTimeout))
         configuration.label = "Ferry"
         configuration.prepareDatabase { db in try SQLFunctions.register(on: db) }
         var openPath = path

@@ -80,19 +80,75 @@ public enum ChangeSetCodec {
         guard case .array(let items)? = json["changes"] else { throw ChangeSetError.malformed("'changes' must be an array") }
         var changes: [ObjectChange] = []
         changes.reserveCapacity(items.count)
-        var checked = CheckedURIs()
+        var lookups = ModelLookups(model: model)
         for (index, item) in items.enumerated() {
-            changes.append(try decodeChange(item, at: index, model: model, checked: &checked))
+            changes.append(try decodeChange(item, at: index, lookups: &lookups))
         }
         return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
                                     contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
     }
 
-    /// URIs already found well formed, by the entity they were checked against
-    /// (a change set names the same objects many times).
-    struct CheckedURIs {
-        var exact = Set<String>()
-        var family: [String: Set<String>] = [:]
+    /// The model's answers a change set needs again and again (its changes name the same
+    /// few entities and properties thousands of times), each looked up once per change set.
+    struct ModelLookups {
+        let model: ManagedObjectModel
+        private var entities: [String: EntityLookups] = [:]
+        /// Per expected entity: whether a URI's entity is acceptable, exactly and as a family member.
+        private var exact: [String: [String: Bool]] = [:]
+        private var family: [String: [String: Bool]] = [:]
+
+        init(model: ManagedObjectModel) {
+            self.model = model
+        }
+
+        /// What a property key of an entity is, for decoding.
+        enum PropertyKind {
+            case attribute(AttributeType)
+            /// A recorded to-one, by destination entity name.
+            case toOne(String)
+            /// A recorded to-many (kept on this side), by destination entity name.
+            case toMany(String)
+            /// Not a recorded property of the entity.
+            case unknown
+        }
+
+        final class EntityLookups {
+            let entity: EntityDescription
+            var properties: [String: PropertyKind] = [:]
+            init(entity: EntityDescription) { self.entity = entity }
+        }
+
+        mutating func entity(named name: String) -> EntityLookups? {
+            if let known = entities[name] { return known }
+            guard let entity = model.entity(named: name) else { return nil }
+            let lookups = EntityLookups(entity: entity)
+            entities[name] = lookups
+            return lookups
+        }
+
+        func property(_ key: String, of lookups: EntityLookups) -> PropertyKind {
+            if let known = lookups.properties[key] { return known }
+            let kind: PropertyKind
+            switch lookups.entity.property(named: key) {
+            case .attribute(let attribute)? where !attribute.isTransient:
+                kind = .attribute(attribute.type)
+            case .relationship(let relationship)? where model.isRecorded(relationship, in: lookups.entity)
+                && model.entity(named: relationship.destinationEntityName) != nil:
+                kind = relationship.isToMany ? .toMany(relationship.destinationEntityName) : .toOne(relationship.destinationEntityName)
+            default:
+                kind = .unknown
+            }
+            lookups.properties[key] = kind
+            return kind
+        }
+
+        /// Whether a URI naming entity `named` may stand where a `expected` (or, with `family`, one of its subentities) is.
+        mutating func accepts(_ named: String, as expected: String, family isFamily: Bool) -> Bool {
+            if let known = (isFamily ? family : exact)[expected]?[named] { return known }
+            let answer = model.entity(named: named).map { isFamily ? $0.isKind(of: expected) : $0.name == expected } ?? false
+            if isFamily { family[expected, default: [:]][named] = answer } else { exact[expected, default: [:]][named] = answer }
+            return answer
+        }
     }
 
     /// Where in a change set something is, spelled out only when an error needs it
@@ -105,50 +161,48 @@ public enum ChangeSetCodec {
         var text: String { (["changes[\(index)]"] + path).joined(separator: ".") }
     }
 
-    private static func decodeChange(_ json: JSONValue, at index: Int, model: ManagedObjectModel,
-                                     checked: inout CheckedURIs) throws(ChangeSetError) -> ObjectChange {
+    private static func decodeChange(_ json: JSONValue, at index: Int, lookups: inout ModelLookups) throws(ChangeSetError) -> ObjectChange {
         let place = Place(index: index)
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place.text) must be an object") }
         guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
             throw ChangeSetError.malformed("\(place.text).op must be \"insert\", \"update\", \"delete\" or \"restore\"")
         }
-        guard let entityName = json["entity"]?.stringValue, let entity = model.entity(named: entityName) else {
+        guard let entityName = json["entity"]?.stringValue, let entity = lookups.entity(named: entityName) else {
             throw ChangeSetError.unknownEntity(place: place.text, entity: json["entity"]?.stringValue ?? "(missing)")
         }
         guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place.text).uri is missing") }
-        try checkURI(uri, entity: entity, model: model, place: place.appending("uri"), checked: &checked)
+        try checkURI(uri, entity: entityName, family: false, lookups: &lookups, place: place.appending("uri").text)
         var change = ObjectChange(kind: kind, uri: uri, entity: entityName)
         let valuesField = kind == .delete ? "tombstone" : "values"
         if let values = json[valuesField] {
             guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(valuesField) must be an object") }
             change.values.reserveCapacity(members.count)
             for (key, value) in members {
-                change.values[key] = try decodeValue(value, key: key, entity: entity, model: model, place: place, field: valuesField, checked: &checked)
+                change.values[key] = try decodeValue(value, key: key, entity: entity, lookups: &lookups, place: place, field: valuesField)
             }
         }
         if let added = json["added"] {
-            change.added = try decodeMembers(added, field: "added", entity: entity, model: model, place: place, checked: &checked)
+            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place)
         }
         if let removed = json["removed"] {
-            change.removed = try decodeMembers(removed, field: "removed", entity: entity, model: model, place: place, checked: &checked)
+            change.removed = try decodeMembers(removed, field: "removed", entity: entity, lookups: &lookups, place: place)
         }
         return change
     }
 
-    private static func decodeMembers(_ json: JSONValue, field: String, entity: EntityDescription, model: ManagedObjectModel,
-                                      place: Place, checked: inout CheckedURIs) throws(ChangeSetError) -> [String: [String]] {
+    private static func decodeMembers(_ json: JSONValue, field: String, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
+                                      place: Place) throws(ChangeSetError) -> [String: [String]] {
         guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(field) must be an object") }
         var result: [String: [String]] = [:]
         for (key, list) in members {
-            guard let relationship = entity.relationship(named: key), relationship.isToMany, model.isRecorded(relationship, in: entity) else {
-                throw ChangeSetError.unknownProperty(place: "\(place.text).\(field)", entity: entity.name, property: key)
+            guard case .toMany(let destination) = lookups.property(key, of: entity) else {
+                throw ChangeSetError.unknownProperty(place: "\(place.text).\(field)", entity: entity.entity.name, property: key)
             }
             guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place.text).\(field).\(key) must be an array of URIs") }
-            guard let destination = model.entity(named: relationship.destinationEntityName) else { continue }
             var uris: [String] = []
             for element in elements {
                 guard let member = element.stringValue else { throw ChangeSetError.malformed("\(place.text).\(field).\(key) must hold URI strings") }
-                try checkURI(member, entity: destination, model: model, place: place.appending(field).appending(key), family: true, checked: &checked)
+                try checkURI(member, entity: destination, family: true, lookups: &lookups, place: place.appending(field).appending(key).text)
                 uris.append(member)
             }
             result[key] = uris
@@ -156,42 +210,38 @@ public enum ChangeSetCodec {
         return result
     }
 
-    private static func decodeValue(_ json: JSONValue, key: String, entity: EntityDescription, model: ManagedObjectModel,
-                                    place: Place, field: String, checked: inout CheckedURIs) throws(ChangeSetError) -> ChangeValue {
-        switch entity.property(named: key) {
-        case .attribute(let attribute)? where !attribute.isTransient:
-            switch AttributeJSON.decode(json, as: attribute.type) {
+    private static func decodeValue(_ json: JSONValue, key: String, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
+                                    place: Place, field: String) throws(ChangeSetError) -> ChangeValue {
+        switch lookups.property(key, of: entity) {
+        case .attribute(let type):
+            switch AttributeJSON.decode(json, as: type) {
             case .success(let value): return value.map(ChangeValue.attribute) ?? .null
             case .failure(let failure): throw ChangeSetError.wrongType(place: place.appending(field).appending(key).text, message: failure.message)
             }
-        case .relationship(let relationship)? where !relationship.isToMany && model.isRecorded(relationship, in: entity):
+        case .toOne(let destination):
             if case .null = json { return .null }
-            guard let uri = json.stringValue, let destination = model.entity(named: relationship.destinationEntityName) else {
+            guard let uri = json.stringValue else {
                 throw ChangeSetError.wrongType(place: place.appending(field).appending(key).text,
                                                message: "a to-one relationship takes an object URI or null; got \(json.kindName)")
             }
-            try checkURI(uri, entity: destination, model: model, place: place.appending(field).appending(key), family: true, checked: &checked)
+            try checkURI(uri, entity: destination, family: true, lookups: &lookups, place: place.appending(field).appending(key).text)
             return .object(uri)
-        default:
-            throw ChangeSetError.unknownProperty(place: place.appending(field).appending(key).text, entity: entity.name, property: key)
+        case .toMany, .unknown:
+            throw ChangeSetError.unknownProperty(place: place.appending(field).appending(key).text, entity: entity.entity.name, property: key)
         }
     }
 
     /// A permanent object URI of `entity` (or, with `family`, of one of its subentities).
-    private static func checkURI(_ uri: String, entity: EntityDescription, model: ManagedObjectModel, place: Place,
-                                 family: Bool = false, checked: inout CheckedURIs) throws(ChangeSetError) {
-        if family ? checked.family[entity.name]?.contains(uri) == true : checked.exact.contains(uri) { return }
-        defer {
-            if family { checked.family[entity.name, default: []].insert(uri) } else { checked.exact.insert(uri) }
-        }
+    /// `place` is only spelled out when the URI is refused.
+    private static func checkURI(_ uri: String, entity expected: String, family: Bool, lookups: inout ModelLookups,
+                                 place: @autoclosure () -> String) throws(ChangeSetError) {
         switch ObjectURIComponents.parse(uri) {
         case .failure(let error):
-            throw ChangeSetError.badURI(place: place.text, message: error.description)
+            throw ChangeSetError.badURI(place: place(), message: error.description)
         case .success(let parts):
-            guard parts.store != nil else { throw ChangeSetError.badURI(place: place.text, message: "'\(uri)' is a temporary ID") }
-            guard let named = model.entity(named: parts.entityName),
-                  family ? named.isKind(of: entity.name) : named.name == entity.name else {
-                throw ChangeSetError.badURI(place: place.text, message: "'\(uri)' does not name a \(entity.name)")
+            guard parts.store != nil else { throw ChangeSetError.badURI(place: place(), message: "'\(uri)' is a temporary ID") }
+            guard lookups.accepts(parts.entityName, as: expected, family: family) else {
+                throw ChangeSetError.badURI(place: place(), message: "'\(uri)' does not name a \(expected)")
             }
         }
     }

@@ -88,27 +88,42 @@ package struct ObjectURIComponents: Equatable {
     package var primaryKey: Int64?
 
     /// Splits `x-coredata://<UUID>/<Entity>/p<N>` (or the temporary form).
-    /// Works on the UTF-8 bytes: replay parses several URIs per object.
+    /// Works on the string's UTF-8 bytes in place: replay parses several URIs per object.
     package static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
-        let bytes = Array(text.utf8)
-        let scheme = Array("x-coredata://".utf8)
+        var contiguous = text
+        return contiguous.withUTF8 { parse(bytes: $0, text: text) }
+    }
+
+    private static let scheme = Array("x-coredata://".utf8)
+
+    private static func parse(bytes: UnsafeBufferPointer<UInt8>, text: String) -> Result<ObjectURIComponents, ObjectURIError> {
+        let scheme = Self.scheme
         guard bytes.count >= scheme.count, bytes[0..<scheme.count].elementsEqual(scheme) else {
             return .failure(.malformed(text, "it must start with x-coredata://"))
         }
         let slash = UInt8(ascii: "/")
-        var slashes: [Int] = []
-        for index in scheme.count..<bytes.count where bytes[index] == slash { slashes.append(index) }
-        guard slashes.count == 2 else {
+        var firstSlash = -1
+        var secondSlash = -1
+        for index in scheme.count..<bytes.count where bytes[index] == slash {
+            if firstSlash < 0 {
+                firstSlash = index
+            } else if secondSlash < 0 {
+                secondSlash = index
+            } else {
+                return .failure(.malformed(text, "expected x-coredata://<STORE-UUID>/<Entity>/p<N>"))
+            }
+        }
+        guard secondSlash >= 0 else {
             return .failure(.malformed(text, "expected x-coredata://<STORE-UUID>/<Entity>/p<N>"))
         }
-        let host = bytes[scheme.count..<slashes[0]]
-        let entityBytes = bytes[(slashes[0] + 1)..<slashes[1]]
-        let reference = bytes[(slashes[1] + 1)...]
+        let host = UnsafeBufferPointer(rebasing: bytes[scheme.count..<firstSlash])
+        let entityBytes = UnsafeBufferPointer(rebasing: bytes[(firstSlash + 1)..<secondSlash])
+        let reference = UnsafeBufferPointer(rebasing: bytes[(secondSlash + 1)...])
         guard !entityBytes.isEmpty else { return .failure(.malformed(text, "the entity name is empty")) }
         let entity = String(decoding: entityBytes, as: UTF8.self)
         if host.isEmpty {
             guard reference.first == UInt8(ascii: "t"), reference.count > 37,
-                  uuid(String(decoding: reference.dropFirst().prefix(36), as: UTF8.self)) != nil else {
+                  uuid(bytes: UnsafeBufferPointer(rebasing: reference[1..<37])) != nil else {
                 return .failure(.malformed(text, "a URI without a store UUID must be a temporary ID t<UUID><N>"))
             }
             return .success(ObjectURIComponents(store: nil, entityName: entity, primaryKey: nil))
@@ -134,27 +149,30 @@ package struct ObjectURIComponents: Equatable {
     /// Foundation's `UUID(uuidString:)` goes through `sscanf` on Linux, which
     /// dominated URI parsing during replay.
     package static func uuid(_ text: String) -> UUID? {
-        uuid(bytes: Array(text.utf8)[...])
+        var contiguous = text
+        return contiguous.withUTF8 { uuid(bytes: $0) }
     }
 
-    private static func uuid(bytes source: ArraySlice<UInt8>) -> UUID? {
-        let utf8 = Array(source)
+    private static func uuid(bytes utf8: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard utf8.count == 36 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        var byteIndex = 0
-        var position = 0
-        while position < 36 {
-            if position == 8 || position == 13 || position == 18 || position == 23 {
-                guard utf8[position] == UInt8(ascii: "-") else { return nil }
-                position += 1
-                continue
+        var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let valid = withUnsafeMutableBytes(of: &raw) { bytes -> Bool in
+            var byteIndex = 0
+            var position = 0
+            while position < 36 {
+                if position == 8 || position == 13 || position == 18 || position == 23 {
+                    guard utf8[position] == UInt8(ascii: "-") else { return false }
+                    position += 1
+                    continue
+                }
+                guard let high = hexValue(utf8[position]), let low = hexValue(utf8[position + 1]) else { return false }
+                bytes[byteIndex] = high << 4 | low
+                byteIndex += 1
+                position += 2
             }
-            guard let high = hexValue(utf8[position]), let low = hexValue(utf8[position + 1]) else { return nil }
-            bytes[byteIndex] = high << 4 | low
-            byteIndex += 1
-            position += 2
+            return true
         }
-        return UUID(bytes: bytes)
+        return valid ? UUID(uuid: raw) : nil
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {

@@ -54,9 +54,9 @@ struct JSONParser {
         }
     }
 
-    private mutating func literal(_ word: String) throws(Failure) {
-        let expected = Array(word.utf8)
-        guard position + expected.count <= bytes.count, Array(bytes[position..<(position + expected.count)]) == expected else {
+    private mutating func literal(_ word: StaticString) throws(Failure) {
+        let expected = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
+        guard position + expected.count <= bytes.count, bytes[position..<(position + expected.count)].elementsEqual(expected) else {
             throw failure("expected \(word)")
         }
         position += expected.count
@@ -71,7 +71,6 @@ struct JSONParser {
         try enter()
         position += 1
         var members: [(String, JSONValue)] = []
-        var keys = Set<String>()
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -82,7 +81,6 @@ struct JSONParser {
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw failure("expected a key in quotes") }
             let key = try string()
-            guard keys.insert(key).inserted else { throw failure("duplicate key '\(key)'") }
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw failure("expected ':' after a key") }
             position += 1
@@ -94,7 +92,18 @@ struct JSONParser {
             guard bytes[position] == UInt8(ascii: "}") else { throw failure("expected ',' or '}' in an object") }
             position += 1
             depth -= 1
-            members.sort { $0.0 < $1.0 }
+            // Canonical writers sort keys already; then this is one pass, and a duplicate key is next to its twin.
+            var sorted = true
+            for index in members.indices.dropFirst() where !(members[index - 1].0 < members[index].0) {
+                sorted = false
+                break
+            }
+            if !sorted {
+                members.sort { $0.0 < $1.0 }
+                for index in members.indices.dropFirst() where members[index - 1].0 == members[index].0 {
+                    throw failure("duplicate key '\(members[index].0)'")
+                }
+            }
             return .object(members)
         }
     }
@@ -233,6 +242,12 @@ struct JSONParser {
             if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
             guard position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) else { throw failure("expected a digit in the exponent") }
             while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+        }
+        if isInteger, position - start <= 18 {
+            // Up to 18 digits always fit Int64: no text needed.
+            var magnitude: Int64 = 0
+            for byte in bytes[start..<position] where byte != UInt8(ascii: "-") { magnitude = magnitude * 10 + Int64(byte - UInt8(ascii: "0")) }
+            return .integer(bytes[start] == UInt8(ascii: "-") ? -magnitude : magnitude)
         }
         let text = String(decoding: bytes[start..<position], as: UTF8.self)
         if isInteger, let integer = Int64(text) { return .integer(integer) }

@@ -37,7 +37,7 @@ struct ChangeRecorder {
     /// as a new local change set.
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                 tombstones: [ObjectID: RowSnapshot], in db: Database) throws {
-        let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
+        let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
             // A local save's inserts go straight into the change set's text; the other changes follow them.
@@ -45,6 +45,22 @@ struct ChangeRecorder {
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,
                                       insertsInto: &writer)
             try appendLocal(entries, writer: writer ?? ChangeSetWriter(), author: request.author, contextName: request.contextName, log: log)
+            return
+        }
+        let incoming = replay.changeSet
+        if replay.insertsNewObjectsOnly, request.updates.isEmpty, request.deletes.isEmpty, request.toManyChanges.isEmpty {
+            // The commonest replay (see `DirectInsertReplay`): the change set's own text records it all, and
+            // nothing else happened, so only the identity map, the clock and the log are written.
+            var newRows: [(uri: String, root: Int, key: Int64)] = []
+            newRows.reserveCapacity(request.inserts.count)
+            for (insert, id) in zip(request.inserts, insertedIDs) {
+                guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+                newRows.append((uri, root, key))
+            }
+            try log.identity.map(newRows)
+            try log.receive(incoming.timestamp)
+            try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
+                           body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
             return
         }
         // Objects born elsewhere keep their origin URI; resurrected ones get their URI back.
@@ -71,7 +87,6 @@ struct ChangeRecorder {
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
                                   insertsInto: &noWriter)
-        let incoming = replay.changeSet
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
                        body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
@@ -138,7 +153,7 @@ struct ChangeRecorder {
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, writes: [ObjectID: Set<String>],
                         tombstones: [(uri: String, entity: String)], repairDeletes: [(uri: String, entity: String)], retry: Bool,
                         in db: Database) throws {
-        let log = HistoryLog(db: db, store: store, modelHash: layout.model.versionHash)
+        let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         try log.receive(changeSet.timestamp)
         try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
                        body: body, status: status, reason: reason, retry: retry)
@@ -197,7 +212,7 @@ struct ChangeRecorder {
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
         let sequence = try log.lastSequence(of: store) + 1
         let body = writer.finish(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
-                                 modelHash: layout.model.versionHash, dependencies: try log.vector().filter { $0.key != store })
+                                 modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, body: body, status: HistorySchema.applied, reason: nil)
         for deleted in repairDeletes {
             try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)

@@ -6,6 +6,8 @@ import FerryStore
 /// when the store opens.
 final class StoreLayout: Sendable {
     let model: ManagedObjectModel
+    /// The model's version hash (a SHA-256 over every entity), worked out once: every save records it.
+    let modelVersionHash: String
     let mapping: SchemaMapping
     /// The store's UUID: object IDs of other stores never match a row here.
     let storeIdentifier: UUID
@@ -79,6 +81,7 @@ final class StoreLayout: Sendable {
 
     init(model: ManagedObjectModel, mapping: SchemaMapping, storeIdentifier: UUID) {
         self.model = model
+        self.modelVersionHash = model.versionHash
         self.mapping = mapping
         self.storeIdentifier = storeIdentifier
         self.entityNames = mapping.entityNamesByNumber

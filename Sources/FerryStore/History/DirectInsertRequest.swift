@@ -38,25 +38,33 @@ extension PersistentContainer {
                                      annotation: ReplayAnnotation) -> SaveRequest? {
         guard !changeSet.changes.isEmpty else { return nil }
         var replay = annotation
+        let namespace = UUID()
+        // Every inserted URI gets its temporary ID first: a change may point at an object inserted later in the set.
         var temporaryIDs: [String: ObjectID] = [:]
         temporaryIDs.reserveCapacity(changeSet.changes.count)
-        let namespace = UUID()
-        var insertable: [String: Bool] = [:]
+        var ids: [ObjectID] = []
+        ids.reserveCapacity(changeSet.changes.count)
+        var entityRuntimes: [String: EntityRuntime] = [:]
         for (counter, change) in changeSet.changes.enumerated() {
             guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty else { return nil }
-            let accepted = insertable[change.entity] ?? runtimes[change.entity].map { acceptsDirectWrite($0, phase: .insert) } ?? false
-            insertable[change.entity] = accepted
-            guard accepted else { return nil }
+            if entityRuntimes[change.entity] == nil {
+                guard let runtime = runtimes[change.entity], acceptsDirectWrite(runtime, phase: .insert) else { return nil }
+                entityRuntimes[change.entity] = runtime
+            }
             let id = ObjectID.temporary(entityName: change.entity, namespace: namespace, counter: counter)
             guard temporaryIDs.updateValue(id, forKey: change.uri) == nil else { return nil }
-            replay.originURIs[id] = change.uri
+            ids.append(id)
         }
 
         var request = SaveRequest()
         request.inserts.reserveCapacity(changeSet.changes.count)
+        replay.originURIs.reserveCapacity(changeSet.changes.count)
+        // Answers that depend only on the relationship or the target's entity, each worked out once.
+        var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
-        for change in changeSet.changes {
-            guard let runtime = runtimes[change.entity], let id = temporaryIDs[change.uri] else { return nil }
+        for (change, id) in zip(changeSet.changes, ids) {
+            guard let runtime = entityRuntimes[change.entity] else { return nil }
+            replay.originURIs[id] = change.uri
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
             var attributes = runtime.emptyAttributes
             var toOne = [ObjectID?](repeating: nil, count: runtime.kinds.count)
@@ -69,12 +77,18 @@ extension PersistentContainer {
                     attributes[index] = newValue
                 case (.toOne(let relationship), .null) where !relationship.isTransient:
                     toOne[index] = nil
-                case (.toOne(let relationship), .object(let uri)) where !relationship.isTransient && hasNoToOneInverse(relationship):
-                    guard let target = temporaryIDs[uri] ?? existing[uri], let targetRuntime = runtimes[target.entityName],
-                          targetRuntime.isKind(of: relationship.destinationEntityName) else { return nil }
-                    let accepted = updatable[target.entityName] ?? acceptsDirectWrite(targetRuntime, phase: .update)
-                    updatable[target.entityName] = accepted
-                    guard accepted else { return nil }
+                case (.toOne(let relationship), .object(let uri)):
+                    let key = ObjectIdentifier(relationship)
+                    let canSet = settable[key] ?? (!relationship.isTransient && hasNoToOneInverse(relationship))
+                    settable[key] = canSet
+                    guard canSet, let target = temporaryIDs[uri] ?? existing[uri] else { return nil }
+                    if updatable[target.entityName] == nil {
+                        guard let targetRuntime = runtimes[target.entityName] else { return nil }
+                        updatable[target.entityName] = acceptsDirectWrite(targetRuntime, phase: .update)
+                    }
+                    guard updatable[target.entityName] == true,
+                          target.entityName == relationship.destinationEntityName
+                            || runtimes[target.entityName]?.isKind(of: relationship.destinationEntityName) == true else { return nil }
                     toOne[index] = target
                 default:
                     return nil

@@ -207,6 +207,12 @@ public struct ReplayAnnotation: Sendable {
     /// The clock key of an object's existence (set by restores, compared by deletes).
     public static let existenceKey = "#exists"
 
+    /// Whether the replay only inserts objects new here: no writes to clock, no
+    /// deletes, tombstones, repairs, resurrections or restores to record.
+    public var insertsNewObjectsOnly: Bool {
+        writes.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
+    }
+
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {
         self.changeSet = changeSet

@@ -71,23 +71,40 @@ public struct PeerSync: Sendable {
     }
 
     private func pull(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
-        while !Task.isCancelled {
-            let vector = try await endpoint.state().vector
-            let lines = try await client.pull(after: vector, limit: batchSize)
-            guard !lines.isEmpty else { return }
+        var vector = try await endpoint.state().vector
+        var lines = try await client.pull(after: vector, limit: batchSize)
+        while !Task.isCancelled, !lines.isEmpty {
+            // Ask for the next batch while this one is applied, after the vector the store should have then;
+            // it is used only if the store reports exactly that vector afterwards.
+            let forecast = VectorForecast.vector(vector, takingIn: lines)
+            let next = forecast.map { expected in
+                Task { [client, batchSize] in try await client.pull(after: expected, limit: batchSize) }
+            }
             let report: ApplyReport
             do {
                 report = try await endpoint.apply(lines: lines)
             } catch let error as ReplayError {
+                next?.cancel()
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
             } catch {
+                next?.cancel()
                 throw PeerError.localStore("\(error)")
             }
             result.pulled.add(report)
             progress("\(name): pulled \(lines.count) change sets (\(report.applied) applied)")
             // The peer may answer fewer than asked (it bounds an answer's bytes): only an empty
             // answer ends the pull, or one with nothing new (only held sets), which cannot progress.
-            if report.applied + report.quarantined == 0 { return }
+            if report.applied + report.quarantined == 0 {
+                next?.cancel()
+                return
+            }
+            vector = report.vector
+            if let next, forecast == vector {
+                lines = try await next.value
+            } else {
+                next?.cancel()
+                lines = try await client.pull(after: vector, limit: batchSize)
+            }
         }
     }
 

@@ -47,14 +47,10 @@ public struct ReplayEngine: Sendable {
     public func apply(lines: [String]) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
         var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)] = []
-        for (index, line) in lines.enumerated() where !line.allSatisfy(\.isWhitespace) {
-            do {
-                switch try ChangeSetCodec.decode(line, model: store.model) {
-                case .changeSet(let changeSet): decoded.append((changeSet, line))
-                case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
-                }
-            } catch {
-                throw ReplayError.malformed(line: index + 1, error)
+        for (outcome, line) in try LineDecoding.decode(lines, model: store.model) {
+            switch outcome {
+            case .changeSet(let changeSet): decoded.append((changeSet, line))
+            case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
             }
         }
         return try apply(decoded, otherModel: otherModel)

@@ -30,10 +30,11 @@ struct DirectInsertReplay {
         referenced.subtract(inserted)
 
         // The inserted objects must be new here; the referenced ones must exist.
-        let found = try store.lookUp(originURIs: inserted.union(referenced))
+        let found = try store.lookUp(originURIs: Array(inserted) + referenced)
         // (An insert names an object of the change set's origin; anything else is left to the context path.)
         let originPrefix = "x-coredata://\(changeSet.origin.uuidString)/"
-        guard found.buried.isEmpty, !inserted.contains(where: { found.mapped[$0] != nil || !$0.hasPrefix(originPrefix) }) else { return false }
+        guard found.buried.isEmpty,
+              !inserted.contains(where: { !$0.hasPrefix(originPrefix) || (!found.mapped.isEmpty && found.mapped[$0] != nil) }) else { return false }
         var existing: [String: ObjectID] = [:]
         var own: [(uri: String, id: ObjectID)] = []
         for uri in referenced {

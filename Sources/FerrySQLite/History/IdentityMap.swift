@@ -37,6 +37,13 @@ struct IdentityMap {
         /// Cuts `uri` when its last part is `p<N>` with `N` in its shortest form
         /// (no leading zero, at most 18 digits); nil otherwise.
         init?(_ uri: String) {
+            guard let split = Self.split(uri) else { return nil }
+            self.prefix = String(decoding: uri.utf8.prefix(split.prefixLength), as: UTF8.self)
+            self.number = split.number
+        }
+
+        /// Where `uri`'s prefix ends (in UTF-8 bytes) and its number, without making the prefix a string.
+        static func split(_ uri: String) -> (prefixLength: Int, number: Int64)? {
             let bytes = uri.utf8
             guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
             let pIndex = bytes.index(after: slash)
@@ -48,8 +55,7 @@ struct IdentityMap {
                 guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
                 number = number * 10 + Int64(byte - UInt8(ascii: "0"))
             }
-            self.prefix = String(uri[...pIndex])
-            self.number = number
+            return (bytes.distance(from: bytes.startIndex, to: pIndex) + 1, number)
         }
 
         var uri: String { prefix + String(number) }
@@ -161,11 +167,19 @@ struct IdentityMap {
                 found[row[0]] = Row(root: row[1], key: row[2])
             }
         }
+        // Grouped by prefix; URIs of one prefix usually come together, so the group is looked up only when it changes.
         var numbersByPrefix: [String: [Int64]] = [:]
-        for uri in uris where found[uri] == nil {
-            guard let numbered = NumberedURI(uri) else { continue }
-            numbersByPrefix[numbered.prefix, default: []].append(numbered.number)
+        var current: (prefix: String, numbers: [Int64])?
+        for uri in uris where found.isEmpty || found[uri] == nil {
+            guard let split = NumberedURI.split(uri) else { continue }
+            if let group = current, group.prefix.utf8.count == split.prefixLength, Self.hasPrefix(uri, group.prefix) {
+                current?.numbers.append(split.number)
+                continue
+            }
+            if let group = current { numbersByPrefix[group.prefix, default: []] += group.numbers }
+            current = (String(decoding: uri.utf8.prefix(split.prefixLength), as: UTF8.self), [split.number])
         }
+        if let group = current { numbersByPrefix[group.prefix, default: []] += group.numbers }
         for (prefix, unsorted) in numbersByPrefix {
             let numbers = unsorted.sorted()
             var index = 0
@@ -187,6 +201,15 @@ struct IdentityMap {
             }
         }
         return found
+    }
+
+    /// Whether `text` starts with `prefix`, byte for byte.
+    private static func hasPrefix(_ text: String, _ prefix: String) -> Bool {
+        var text = text
+        var prefix = prefix
+        return text.withUTF8 { textBytes in
+            prefix.withUTF8 { prefixBytes in textBytes.count >= prefixBytes.count && textBytes.prefix(prefixBytes.count).elementsEqual(prefixBytes) }
+        }
     }
 
     /// The origin URI of a local row, if it is mapped.

@@ -222,7 +222,8 @@ extension SQLiteStore {
 extension SQLiteStore {
     /// For a batch of origin URIs, in one read: which were deleted here, and
     /// the local IDs of those mapped to rows (objects born elsewhere, or brought back).
-    package func lookUp(originURIs uris: Set<String>) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
+    /// `uris` must not repeat a URI.
+    package func lookUp<URIs: Collection<String> & Sendable>(originURIs uris: URIs) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
         guard !uris.isEmpty else { return ([], [:]) }
         let store = identifier
         return try read { db in

@@ -48,21 +48,9 @@ struct ChangeRecorder {
             return
         }
         let incoming = replay.changeSet
-        if replay.insertsNewObjectsOnly, request.updates.isEmpty, request.deletes.isEmpty, request.toManyChanges.isEmpty {
-            // The commonest replay (see `DirectInsertReplay`): the change set's own text records it all, and
-            // nothing else happened, so only the identity map, the clock and the log are written.
-            var newRows: [(uri: String, root: Int, key: Int64)] = []
-            newRows.reserveCapacity(request.inserts.count)
-            for (insert, id) in zip(request.inserts, insertedIDs) {
-                guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
-                newRows.append((uri, root, key))
-            }
-            try log.identity.map(newRows)
-            try log.receive(incoming.timestamp)
-            try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
-                           body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
-            return
-        }
+        // The commonest replay (see `DirectInsertReplay`) only inserts new objects: the change set's own
+        // text records it all, so only the identity map, the clock and the log are written.
+        let onlyNewObjects = replay.insertsNewObjectsOnly && request.updates.isEmpty && request.deletes.isEmpty && request.toManyChanges.isEmpty
         // Objects born elsewhere keep their origin URI; resurrected ones get their URI back.
         var names = OriginNames(layout: layout, db: db)
         var plainInserts = Set<ObjectID>()
@@ -71,6 +59,10 @@ struct ChangeRecorder {
         newRows.reserveCapacity(request.inserts.count)
         for (insert, id) in zip(request.inserts, insertedIDs) {
             guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            if onlyNewObjects {
+                newRows.append((uri, root, key))  // nothing else asks for their names or IDs
+                continue
+            }
             names.remember(uri, for: id)
             if replay.resurrected.contains(insert.objectID) {
                 try log.identity.map(uri: uri, root: root, key: key, replacing: true)
@@ -83,13 +75,14 @@ struct ChangeRecorder {
         }
         // As runs of consecutive URIs on consecutive rows: a row per object cost more than the rows they map.
         try log.identity.map(newRows)
+        try log.receive(incoming.timestamp)
+        try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
+                       body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
+        if onlyNewObjects { return }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
                                   insertsInto: &noWriter)
-        try log.receive(incoming.timestamp)
-        try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
-                       body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
         var remoteWrites: [ObjectID: Set<String>] = [:]
         for (id, properties) in replay.writes { if let resolved = resolve(id) { remoteWrites[resolved, default: []].formUnion(properties) } }
         // The change set's writes carry its clock (plain inserts need none: every later write follows them).

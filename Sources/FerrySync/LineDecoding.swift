@@ -10,6 +10,12 @@ import FerryStore
 /// class has two cores; the store's writes that follow are one thread's work
 /// anyway). The outcome is the same as decoding line by line: the lines in
 /// order, and for a bad batch the error of its first bad line.
+///
+/// The second half runs on a thread of its own, not on Dispatch's or Swift
+/// concurrency's shared pool: the caller (a replay, synchronous on an actor)
+/// already holds one of that pool's threads, and on a two-core machine taking
+/// the other one too left nothing for the daemon's other tasks — its systemd
+/// watchdog pings stopped for as long as a large batch took to decode.
 package enum LineDecoding {
     /// Below this many bytes a batch is decoded on the calling thread (a thread hop costs more).
     package static let parallelThreshold = 1 << 20
@@ -27,20 +33,23 @@ package enum LineDecoding {
             seen += lines[half].utf8.count
             half += 1
         }
-        let ranges = [0..<max(half, 1), max(half, 1)..<lines.count]
-        let outcomes = Mutex<[Int: Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>]>([:])
-        DispatchQueue.concurrentPerform(iterations: ranges.count) { part in
-            let outcome = decode(lines, range: ranges[part], model: model)
-            outcomes.withLock { $0[part] = outcome }
+        let split = max(half, 1)
+        let secondHalf = Mutex<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let outcome = decode(lines, range: split..<lines.count, model: model)
+            secondHalf.withLock { $0 = outcome }
+            finished.signal()
         }
-        let finished = outcomes.withLock { $0 }
-        var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []
-        result.reserveCapacity(lines.count)
-        for part in ranges.indices {
-            // The first half's error comes first: it is the earlier line.
-            guard let outcome = finished[part] else { continue }
-            result += try outcome.get()
-        }
+        thread.name = "ferry-decode"
+        thread.start()
+        let firstHalf = decode(lines, range: 0..<split, model: model)
+        finished.wait()  // joins the thread: it signals once, after storing its outcome
+        // The first half's error comes first: it is the earlier line.
+        var result = try firstHalf.get()
+        // (Always set once the thread has signalled; decoding again here is only a guard against losing lines.)
+        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model)
+        result += try second.get()
         return result
     }
 

@@ -29,21 +29,16 @@ struct IdentityMap {
         var key: Int64
     }
 
-    /// An origin URI cut before its number: `x-coredata://<UUID>/Entity/p` and `N`.
+    /// An origin URI cut before its number: `x-coredata://<UUID>/Entity/p` (its first
+    /// `prefixLength` UTF-8 bytes) and `N`. The prefix is not made a string here: runs
+    /// and lookups make one per run or group, not per URI.
     struct NumberedURI {
-        var prefix: String
-        var number: Int64
+        let prefixLength: Int
+        let number: Int64
 
         /// Cuts `uri` when its last part is `p<N>` with `N` in its shortest form
         /// (no leading zero, at most 18 digits); nil otherwise.
         init?(_ uri: String) {
-            guard let split = Self.split(uri) else { return nil }
-            self.prefix = String(decoding: uri.utf8.prefix(split.prefixLength), as: UTF8.self)
-            self.number = split.number
-        }
-
-        /// Where `uri`'s prefix ends (in UTF-8 bytes) and its number, without making the prefix a string.
-        static func split(_ uri: String) -> (prefixLength: Int, number: Int64)? {
             let bytes = uri.utf8
             guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
             let pIndex = bytes.index(after: slash)
@@ -55,10 +50,19 @@ struct IdentityMap {
                 guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
                 number = number * 10 + Int64(byte - UInt8(ascii: "0"))
             }
-            return (bytes.distance(from: bytes.startIndex, to: pIndex) + 1, number)
+            self.prefixLength = bytes.distance(from: bytes.startIndex, to: pIndex) + 1
+            self.number = number
         }
 
-        var uri: String { prefix + String(number) }
+        /// Whether `uri` (which this was cut from) has `prefix`.
+        func has(_ prefix: String, in uri: String) -> Bool {
+            prefix.utf8.count == prefixLength && IdentityMap.hasPrefix(uri, prefix)
+        }
+
+        /// The prefix of `uri` (which this was cut from), as a string.
+        func prefix(of uri: String) -> String {
+            String(decoding: uri.utf8.prefix(prefixLength), as: UTF8.self)
+        }
     }
 
     // MARK: - Writing
@@ -74,13 +78,13 @@ struct IdentityMap {
                 singles.append(row)
                 continue
             }
-            if let current = run, current.prefix == numbered.prefix, current.root == row.root,
-               numbered.number == current.first + current.count, row.key == current.key + current.count {
+            if let current = run, current.root == row.root, numbered.number == current.first + current.count,
+               row.key == current.key + current.count, numbered.has(current.prefix, in: row.uri) {
                 run?.count += 1
                 continue
             }
             if let finished = run { try insertRun(finished) }
-            run = (numbered.prefix, numbered.number, 1, row.root, row.key)
+            run = (numbered.prefix(of: row.uri), numbered.number, 1, row.root, row.key)
         }
         if let finished = run { try insertRun(finished) }
         guard !singles.isEmpty else { return }
@@ -125,11 +129,7 @@ struct IdentityMap {
     /// made before runs existed have them for such URIs; checked only when any single entry exists).
     private func mappedSingly(prefix: String, numbers: ClosedRange<Int64>) throws -> [String] {
         guard try hasSingles() else { return [] }
-        var argument = JSONArgument(capacity: numbers.count * (prefix.utf8.count + 12))
-        for number in numbers {
-            argument.separate()
-            argument.appendString(prefix + String(number))
-        }
+        let argument = JSONArgument(strings: numbers.lazy.map { prefix + String($0) }, capacity: numbers.count * (prefix.utf8.count + 12))
         return try String.fetchAll(db.cachedStatement(sql: "SELECT o.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_OBJECT AS o ON o.Z_URI = j.value"),
                                    arguments: [argument.json])
     }
@@ -157,11 +157,7 @@ struct IdentityMap {
         var found: [String: Row] = [:]
         guard !uris.isEmpty else { return found }
         if try hasSingles() {
-            var argument = JSONArgument(capacity: uris.count * 64)
-            for uri in uris {
-                argument.separate()
-                argument.appendString(uri)
-            }
+            let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
             let statement = try db.cachedStatement(sql: "SELECT o.Z_URI, o.Z_ROOT, o.Z_PK FROM json_each(?) AS j JOIN Z_FERRY_OBJECT AS o ON o.Z_URI = j.value")
             for row in try GRDB.Row.fetchAll(statement, arguments: [argument.json]) {
                 found[row[0]] = Row(root: row[1], key: row[2])
@@ -171,13 +167,13 @@ struct IdentityMap {
         var numbersByPrefix: [String: [Int64]] = [:]
         var current: (prefix: String, numbers: [Int64])?
         for uri in uris where found.isEmpty || found[uri] == nil {
-            guard let split = NumberedURI.split(uri) else { continue }
-            if let group = current, group.prefix.utf8.count == split.prefixLength, Self.hasPrefix(uri, group.prefix) {
-                current?.numbers.append(split.number)
+            guard let numbered = NumberedURI(uri) else { continue }
+            if let group = current, numbered.has(group.prefix, in: uri) {
+                current?.numbers.append(numbered.number)
                 continue
             }
             if let group = current { numbersByPrefix[group.prefix, default: []] += group.numbers }
-            current = (String(decoding: uri.utf8.prefix(split.prefixLength), as: UTF8.self), [split.number])
+            current = (numbered.prefix(of: uri), [numbered.number])
         }
         if let group = current { numbersByPrefix[group.prefix, default: []] += group.numbers }
         for (prefix, unsorted) in numbersByPrefix {
@@ -204,7 +200,7 @@ struct IdentityMap {
     }
 
     /// Whether `text` starts with `prefix`, byte for byte.
-    private static func hasPrefix(_ text: String, _ prefix: String) -> Bool {
+    static func hasPrefix(_ text: String, _ prefix: String) -> Bool {
         var text = text
         var prefix = prefix
         return text.withUTF8 { textBytes in
@@ -214,8 +210,8 @@ struct IdentityMap {
 
     /// The origin URI of a local row, if it is mapped.
     func uri(of row: Row) throws -> String? {
-        if try hasSingles(),
-           let single = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),
+        // (One index probe: no point asking first whether any single entry exists.)
+        if let single = try String.fetchOne(db.cachedStatement(sql: "SELECT Z_URI FROM Z_FERRY_OBJECT WHERE Z_ROOT = ? AND Z_PK = ?"),
                                             arguments: [row.root, row.key]) {
             return single
         }

@@ -8,6 +8,15 @@ struct JSONArgument {
         text.reserveCapacity(capacity)
     }
 
+    /// An array of `strings`.
+    init<Strings: Sequence<String>>(strings: Strings, capacity: Int) {
+        self.init(capacity: capacity)
+        for string in strings {
+            separate()
+            appendString(string)
+        }
+    }
+
     /// Starts the next element.
     mutating func separate() {
         if text.utf8.count > 1 { text += "," }

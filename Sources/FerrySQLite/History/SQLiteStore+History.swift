@@ -232,11 +232,7 @@ extension SQLiteStore {
             if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE)")) == true {
                 // The URIs go in as one JSON array, so that one cached statement serves any number of them;
                 // json_each drives the join (a probe per URI), rather than SQLite building a list of them first.
-                var argument = JSONArgument(capacity: uris.count * 64)
-                for uri in uris {
-                    argument.separate()
-                    argument.appendString(uri)
-                }
+                let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
                 let tombstones = try db.cachedStatement(sql: "SELECT t.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_TOMBSTONE AS t ON t.Z_URI = j.value")
                 for uri in try String.fetchAll(tombstones, arguments: [argument.json]) {
                     buried.insert(uri)

@@ -44,7 +44,6 @@ struct StoreOpener {
                 try db.inTransaction(.immediate) {
                     opened = try openInTransaction(db)
                     try HistorySchema.create(in: db)
-                    try raiseFormatVersion(db)
                     return .commit
                 }
                 guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
@@ -134,6 +133,13 @@ struct StoreOpener {
         let (identifier, metadata, cache) = try readMetadata(db)
         let signature = ModelSignature(model: model)
         if metadata.modelVersionHash == model.versionHash && cache.signature == signature {
+            if metadata.formatVersion < Self.formatVersion {
+                // Made by an older Ferry: mark it with this one's format (the tables it lacks are added in
+                // the same transaction), so an older Ferry then refuses it instead of misreading it.
+                var raised = metadata
+                raised.formatVersion = Self.formatVersion
+                try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try sortedJSON(raised)])
+            }
             return Opened(identifier: identifier, mapping: cache.mapping)
         }
         let problems = cache.signature.incompatibilities(with: signature)
@@ -153,18 +159,6 @@ struct StoreOpener {
         return Opened(identifier: identifier, mapping: mapping)
     }
 
-    /// Marks a store made by an older Ferry with this one's format, once its
-    /// tables are in place (an older Ferry then refuses it instead of misreading it).
-    private func raiseFormatVersion(_ db: Database) throws {
-        let (_, metadata, _) = try readMetadata(db)
-        guard metadata.formatVersion < Self.formatVersion else { return }
-        var raised = metadata
-        raised.formatVersion = Self.formatVersion
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try encoder.encode(raised)])
-    }
-
     /// One `Z_PRIMARYKEY` row per entity; existing rows keep their `Z_MAX`.
     private func writePrimaryKeyRows(_ db: Database, mapping: SchemaMapping) throws {
         for (name, entity) in mapping.entities.sorted(by: { $0.value.number < $1.value.number }) {
@@ -174,17 +168,20 @@ struct StoreOpener {
         }
     }
 
+    /// Metadata of this model in this Ferry's format (a migration rewrites it whole, format included).
     private func metadataJSON() throws -> Data {
-        let metadata = Metadata(formatVersion: Self.formatVersion, storeType: "SQLite", modelVersionHash: model.versionHash,
-                                entityVersionHashes: model.entityVersionHashes, modelVersionIdentifier: model.versionIdentifier)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(metadata)
+        try sortedJSON(Metadata(formatVersion: Self.formatVersion, storeType: "SQLite", modelVersionHash: model.versionHash,
+                                entityVersionHashes: model.entityVersionHashes, modelVersionIdentifier: model.versionIdentifier))
     }
 
     private func cacheJSON(_ mapping: SchemaMapping) throws -> Data {
+        try sortedJSON(ModelCache(mapping: mapping, signature: ModelSignature(model: model)))
+    }
+
+    /// JSON with sorted keys, so the same value is always the same bytes.
+    private func sortedJSON(_ value: some Encodable) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(ModelCache(mapping: mapping, signature: ModelSignature(model: model)))
+        return try encoder.encode(value)
     }
 }

@@ -209,7 +209,7 @@ public struct ReplayAnnotation: Sendable {
 
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
-    public var insertsNewObjectsOnly: Bool {
+    package var insertsNewObjectsOnly: Bool {
         writes.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
     }
 

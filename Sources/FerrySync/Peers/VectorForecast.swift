@@ -29,7 +29,7 @@ enum VectorForecast {
         var text = line
         return text.withUTF8 { bytes -> (UUID, Int64)? in
             guard let origin = lastEnd(of: originKey, in: bytes), origin + 36 <= bytes.count,
-                  let uuid = UUID(uuidString: String(decoding: UnsafeBufferPointer(rebasing: bytes[origin..<(origin + 36)]), as: UTF8.self)),
+                  let uuid = ObjectURIComponents.uuid(String(decoding: UnsafeBufferPointer(rebasing: bytes[origin..<(origin + 36)]), as: UTF8.self)),
                   var position = lastEnd(of: sequenceKey, in: bytes) else { return nil }
             var sequence: Int64 = 0
             var digits = 0

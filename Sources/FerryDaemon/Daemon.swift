@@ -132,6 +132,19 @@ public enum Daemon {
         }
     }
 
+    /// How long a stop (SIGTERM, SIGINT) may take, so that the daemon always ends well inside
+    /// systemd's `TimeoutStopSec=30`: open requests and the sync round in progress get
+    /// ``graceful`` to finish (a round is cut between change sets, so nothing is half-applied);
+    /// then whatever still runs is cancelled, and if that takes longer than ``cancellation``
+    /// the process ends with a message naming the timeout (a stuck connection, say, must not
+    /// keep a stopped daemon alive).
+    public enum ShutdownBounds {
+        /// Time for open requests and a sync round to finish after SIGTERM.
+        public static let graceful: Duration = .seconds(10)
+        /// Time for cancelled work to end after that.
+        public static let cancellation: Duration = .seconds(5)
+    }
+
     /// Runs until SIGTERM or SIGINT. `onListening` hears the bound port once the server accepts connections.
     ///
     /// A store that cannot be opened because of its surroundings (read-only or full file
@@ -179,8 +192,11 @@ public enum Daemon {
             logger: logger
         )
         let sync = SyncService(opening: opening, pullInterval: configuration.sync.pullInterval, notifier: notifier, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: sync)],
-                                                      gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: app), .init(service: sync)],
+                                                           gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = ShutdownBounds.graceful
+        groupConfiguration.maximumCancellationDuration = ShutdownBounds.cancellation
+        let group = ServiceGroup(configuration: groupConfiguration)
         try await group.run()
         logger.info("stopped")
     }

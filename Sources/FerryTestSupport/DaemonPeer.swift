@@ -141,36 +141,65 @@ public final class DaemonPeer: @unchecked Sendable {
         return output
     }
 
-    /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens.
+    /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens
+    /// (at most 60 s; a daemon that has not said so by then is killed and the start fails).
     public func start(environment: [String: String] = [:]) throws {
         let output = try launch(environment: environment)
-        // Wait for "ferry: listening on …" (or the process ending).
-        let reader = output.fileHandleForReading
+        // Wait for "ferry: listening on …" (or the process ending), never past the deadline:
+        // poll(2) before each read, so a daemon that neither prints nor ends cannot block the test.
+        let descriptor = output.fileHandleForReading.fileDescriptor
         var seen = Data()
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(60)
+        var buffer = [UInt8](repeating: 0, count: 4096)
         while Date() < deadline {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
+            var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&request, 1, Int32(max(1, min(1000, deadline.timeIntervalSinceNow * 1000))))
+            if ready < 0, errno == EINTR { continue }
+            if ready <= 0 { continue }
+            let count = read(descriptor, &buffer, buffer.count)
+            if count <= 0 { break }  // the daemon ended (or closed its output)
+            seen.append(contentsOf: buffer[0..<count])
             if String(decoding: seen, as: UTF8.self).contains("listening on") { return }
         }
-        throw DaemonPeerError(description: "\(name) did not start: \(String(decoding: seen, as: UTF8.self)) \(self.log())")
+        let printed = String(decoding: seen, as: UTF8.self)
+        if let process, process.isRunning {
+            BoundedWaiting.kill(process)
+            throw DaemonPeerError(description: "\(name) did not say it listens within 60 s (killed): \(printed) \(log())")
+        }
+        throw DaemonPeerError(description: "\(name) did not start (\(processState)): \(printed) \(log())")
     }
 
-    /// Stops the daemon with SIGTERM and waits; returns its exit status.
+    /// How long ``stop()`` waits after SIGTERM before it kills the daemon: the daemon's own
+    /// bounds on a graceful stop (`Daemon.shutdownBounds`) and a margin for a loaded machine.
+    public static let stopTimeout: TimeInterval = 60
+
+    /// Stops the daemon with SIGTERM and waits; returns its exit status. A daemon still running
+    /// ``stopTimeout`` seconds later is killed (its status then says so, and standard error and
+    /// its log get a line).
     @discardableResult
     public func stop() -> Int32 {
         guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
         process.terminate()
-        process.waitUntilExit()
+        if !BoundedWaiting.waitForExit(process, timeout: Self.stopTimeout) {
+            let message = "ferry tests: \(name) (pid \(process.processIdentifier)) did not stop within \(Int(Self.stopTimeout)) s of SIGTERM; killed\n"
+            FileHandle.standardError.write(Data(message.utf8))
+            appendToLog(message)
+            BoundedWaiting.kill(process)
+        }
         return process.terminationStatus
     }
 
     /// Kills the daemon with SIGKILL (a crash) and waits.
     public func kill() {
-        guard let process, process.isRunning else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard let process else { return }
+        BoundedWaiting.kill(process)
+    }
+
+    private func appendToLog(_ text: String) {
+        guard let log = FileHandle(forWritingAtPath: directory.file("daemon.log")) else { return }
+        log.seekToEndOfFile()
+        log.write(Data(text.utf8))
+        try? log.close()
     }
 
     /// What the daemon logged so far.
@@ -242,10 +271,7 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     deinit {
-        if let process, process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        if let process { BoundedWaiting.kill(process) }
     }
 
     /// A TCP port nothing listens on now, on 127.0.0.1.

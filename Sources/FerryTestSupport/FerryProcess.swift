@@ -32,9 +32,11 @@ public enum FerryProcess {
         return URL(fileURLWithPath: found)
     }
 
-    /// Runs `ferry arguments…`, feeding `input` on standard input, in `directory`.
-    public static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
-        try run(executable: executable().path, arguments, input: input, in: directory)
+    /// Runs `ferry arguments…`, feeding `input` on standard input, in `directory`; killed after
+    /// `timeout` seconds (``TimedOut``).
+    public static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil,
+                           timeout: TimeInterval = BoundedWaiting.processTimeout) throws -> Result {
+        try run(executable: executable().path, arguments, input: input, in: directory, timeout: timeout)
     }
 
     /// `curl` a request to a daemon (with a bearer `token`, an NDJSON `body`); returns the HTTP status and the body.
@@ -48,10 +50,14 @@ public enum FerryProcess {
     }
 
     /// Runs any program (`openssl`, `curl`, `systemd-analyze` …) the same way.
-    public static func run(executable: String, _ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
+    /// `environment` is added to this process's.
+    public static func run(executable: String, _ arguments: [String], input: String? = nil, in directory: String? = nil,
+                           environment: [String: String] = [:],
+                           timeout: TimeInterval = BoundedWaiting.processTimeout) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let output = Pipe()
         let error = Pipe()
@@ -60,36 +66,36 @@ public enum FerryProcess {
         process.standardError = error
         process.standardInput = stdin
         try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        // Read both pipes to the end at the same time (standard error on its own thread), so a child
-        // that fills one pipe while we wait on the other cannot block.
+        // Feed the input and read both pipes on threads of their own, so a child that fills one
+        // pipe, or reads no input, cannot block the test while it waits on the other.
+        PipeWriter.write(input.map { Data($0.utf8) }, to: stdin.fileHandleForWriting)
+        let outputReader = PipeReader(output.fileHandleForReading)
         let errorReader = PipeReader(error.fileHandleForReading)
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errorReader.wait()
-        process.waitUntilExit()
+        guard BoundedWaiting.waitForExit(process, timeout: timeout) else {
+            BoundedWaiting.kill(process)
+            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), seconds: timeout,
+                           standardError: String(decoding: errorReader.wait(timeout: 5) ?? Data(), as: UTF8.self))
+        }
+        // The pipes close when the child ends, unless a process it started still holds them.
+        guard let outputData = outputReader.wait(timeout: 30), let errorData = errorReader.wait(timeout: 30) else {
+            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), seconds: timeout,
+                           standardError: "(it ended, but its output stayed open: a process it started still holds it)")
+        }
         return Result(status: process.terminationStatus,
                       standardOutput: String(decoding: outputData, as: UTF8.self),
                       standardError: String(decoding: errorData, as: UTF8.self))
     }
-}
 
-/// Reads a pipe to its end on a thread of its own.
-private final class PipeReader: Sendable {
-    private let data = Mutex(Data())
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ handle: FileHandle) {
-        Thread { [self] in
-            let all = handle.readDataToEndOfFile()
-            data.withLock { $0 = all }
-            done.signal()
-        }.start()
-    }
-
-    /// Everything the pipe carried, once it is closed.
-    func wait() -> Data {
-        done.wait()
-        return data.withLock { $0 }
+    /// A program that did not end in time (it was killed).
+    public struct TimedOut: Error, CustomStringConvertible {
+        /// The command line.
+        public let command: String
+        /// The time it had.
+        public let seconds: TimeInterval
+        /// What it wrote to standard error before it was killed.
+        public let standardError: String
+        public var description: String {
+            "`\(command)` did not end within \(Int(seconds)) s and was killed; its standard error: \(standardError.suffix(4000))"
+        }
     }
 }

@@ -24,17 +24,10 @@ struct SchemathesisTests {
         try (try peer.history() + other.history()).joined(separator: "\n").write(toFile: changeSets, atomically: true, encoding: .utf8)
 
         let script = SampleModels.repositoryRoot + "/scripts/schemathesis"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = [peer.url, changeSets, examples]
-        process.environment = ProcessInfo.processInfo.environment.merging(["FERRY_TOKEN": peer.adminToken]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "Schemathesis found problems:\n\(text.suffix(6000))")
+        let run = try FerryProcess.run(executable: script, [peer.url, changeSets, examples],
+                                       environment: ["FERRY_TOKEN": peer.adminToken], timeout: 1200)
+        let text = run.standardOutput + run.standardError
+        #expect(run.status == 0, "Schemathesis found problems:\n\(text.suffix(6000))")
         #expect(text.contains("No issues found"), "\(text.suffix(2000))")
         #expect(peer.isRunning, "the daemon ended: \(peer.processState)")
         if let summary = text.split(separator: "\n").first(where: { $0.contains("generated") }) {

@@ -100,7 +100,9 @@ public struct PeerSync: Sendable {
             }
             vector = report.vector
             if let next, forecast == vector {
-                lines = try await next.value
+                // (An unstructured task does not hear its awaiter's cancellation: pass it on, so a
+                // daemon stopping does not wait for the prefetch to run into its request timeout.)
+                lines = try await withTaskCancellationHandler { try await next.value } onCancel: { next.cancel() }
             } else {
                 next?.cancel()
                 lines = try await client.pull(after: vector, limit: batchSize)

@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+
+/// Waits that end: every wait of the test harness on another process or
+/// thread has a deadline, so a child that never ends or never answers fails
+/// the test that started it, with what it printed, instead of hanging the
+/// whole test run (CI then only says it ran out of time, and shows nothing).
+public enum BoundedWaiting {
+    /// How long a `ferry` command (or another program run by ``FerryProcess``) may take
+    /// unless a test says otherwise; `FERRY_TEST_PROCESS_TIMEOUT` (seconds) changes it.
+    public static let processTimeout: TimeInterval = {
+        ProcessInfo.processInfo.environment["FERRY_TEST_PROCESS_TIMEOUT"].flatMap(TimeInterval.init) ?? 300
+    }()
+
+    /// Waits until `process` has ended, up to `timeout` seconds; whether it ended.
+    public static func waitForExit(_ process: Process, timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return true
+    }
+
+    /// Ends `process` with SIGKILL and waits for it (a killed process ends at once; the bound
+    /// only guards against a harness that no longer notices children ending).
+    public static func kill(_ process: Process) {
+        guard process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        if !waitForExit(process, timeout: 30) {
+            FileHandle.standardError.write(Data("ferry tests: process \(process.processIdentifier) still counts as running 30 s after SIGKILL\n".utf8))
+        }
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+final class PipeReader: Sendable {
+    private let data = Mutex(Data())
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ handle: FileHandle) {
+        Thread { [self] in
+            let all = handle.readDataToEndOfFile()
+            data.withLock { $0 = all }
+            done.signal()
+        }.start()
+    }
+
+    /// Everything the pipe carried once it is closed; nil if it is still open after `timeout`
+    /// seconds (a process that inherited it still runs).
+    func wait(timeout: TimeInterval) -> Data? {
+        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+        done.signal()  // later waits return at once
+        return data.withLock { $0 }
+    }
+}
+
+/// Writes bytes to a pipe and closes it, on a thread of its own (a child that does not
+/// read its input must not block the test).
+enum PipeWriter {
+    static func write(_ data: Data?, to handle: FileHandle) {
+        Thread {
+            // A child that ends without reading its input closes the pipe: SIGPIPE is blocked on
+            // this thread so that the write fails with EPIPE instead of ending the test process.
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+            if let data, !data.isEmpty { try? handle.write(contentsOf: data) }
+            try? handle.close()
+        }.start()
+    }
+}

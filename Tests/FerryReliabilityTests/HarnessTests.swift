@@ -1,0 +1,43 @@
+import Foundation
+import Testing
+import FerryTestSupport
+
+/// The harness's waits end: a child process that hangs fails the test that
+/// started it, and a test run that hangs is ended by `scripts/with-deadline`
+/// with a report of what its processes were doing.
+@Suite("Test harness: waits that end")
+struct HarnessTests {
+    @Test("A program that does not end in time is killed and reported, with what it wrote to standard error")
+    func processTimeout() throws {
+        let started = Date()
+        do {
+            _ = try FerryProcess.run(executable: "/bin/sh", ["-c", "echo started >&2; exec sleep 60"], timeout: 1)
+            Issue.record("a 60 s sleep ended within a 1 s timeout")
+        } catch let error as FerryProcess.TimedOut {
+            #expect(error.description.contains("did not end within 1 s"))
+            #expect(error.standardError.contains("started"))
+        }
+        #expect(Date().timeIntervalSince(started) < 20)
+    }
+
+    @Test("A program that ignores its input and fills its output still runs to the end")
+    func pipes() throws {
+        // 1 MiB to standard output and 1 MiB to standard error, 1 MiB of input it never reads.
+        let result = try FerryProcess.run(executable: "/bin/sh", ["-c", "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2"],
+                                          input: String(repeating: "x", count: 1 << 20), timeout: 60)
+        #expect(result.status == 0)
+        #expect(result.standardOutput.utf8.count == 1 << 20 && result.standardError.utf8.count == 1 << 20)
+    }
+
+    @Test("with-deadline ends a command that hangs, says what its processes were doing, and exits 124; else passes the status on")
+    func deadline() throws {
+        let script = SampleModels.repositoryRoot + "/scripts/with-deadline"
+        let hung = try FerryProcess.run(executable: script, ["0", "/bin/sh", "-c", "sleep 60 & sleep 60"], timeout: 60)
+        #expect(hung.status == 124)
+        #expect(hung.standardOutput.contains("has hung") && hung.standardOutput.contains("sleep 60"), "\(hung.standardOutput)")
+        let passed = try FerryProcess.run(executable: script, ["5", "/bin/sh", "-c", "exit 3"], timeout: 60)
+        #expect(passed.status == 3)
+        let refused = try FerryProcess.run(executable: script, ["soon", "true"], timeout: 60)
+        #expect(refused.status == 2 && refused.standardError.contains("whole number"))
+    }
+}

@@ -51,10 +51,12 @@ struct SlowClientTests {
 
     @Test("Twenty clients that ask for a 4 MiB pull and never read it: memory stays bounded, peers keep syncing")
     func greedyPulls() throws {
+        let started = Date()
         let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         // About 20,000 objects of history on B (≈ 4.5 MB of change sets).
         for save in 0..<10 { try b.put(Self.people("h\(save)-", 0..<2000)) }
         #expect(try DaemonPeer.waitUntil(timeout: 60) { try a.dump() == b.dump() })
+        print("greedy pulls: 20,000 objects written on B and replicated to A in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
         // Warm up: one full pull read to the end, so caches and buffers count in the baseline.
         let warm = try RawConnection(port: b.port)
         warm.send("GET /v1/changesets?after=%7B%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(b.peerToken)\r\nConnection: close\r\n\r\n")
@@ -86,7 +88,9 @@ struct SlowClientTests {
         // Without backpressure each stalled answer would sit in memory whole (20 × ~4 MiB).
         #expect(growth < 40 << 20, "memory grew by \(growth >> 20) MiB with 20 unread pulls")
         print("greedy pulls: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 20 unread 4 MiB pulls (+\(growth >> 10) KiB)")
+        let stopping = Date()
         #expect(a.stop() == 0 && b.stop() == 0)
+        print("greedy pulls: both daemons stopped \(String(format: "%.1f", Date().timeIntervalSince(stopping))) s after SIGTERM with the 20 pulls still unread")
     }
 }
 

@@ -43,6 +43,11 @@ public struct ReplayEngine: Sendable {
 
     /// Applies change sets given as JSON lines (empty lines are skipped). Every
     /// line is checked first; one bad line rejects the whole batch.
+    ///
+    /// Called from a task that is cancelled (a daemon stopping), it stops between
+    /// change sets: those applied stay applied, and the rest are neither applied nor
+    /// held — the report does not count them, the store's vector does not cover
+    /// them, and their sender, which still has them, sends them again.
     /// - Throws: ``ReplayError/malformed(line:_:)`` before anything is applied.
     public func apply(lines: [String]) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
@@ -95,9 +100,14 @@ public struct ReplayEngine: Sendable {
             queue[key] = (entry.changeSet, entry.body, queue[key]?.held ?? false)
         }
         var progress = true
-        while progress {
+        var interrupted = false
+        while progress, !interrupted {
             progress = false
             for key in queue.keys.sorted() {
+                if Task.isCancelled {
+                    interrupted = true
+                    break
+                }
                 guard let entry = queue[key] else { continue }
                 let changeSet = entry.changeSet
                 let have = vector[changeSet.origin, default: 0]
@@ -120,7 +130,7 @@ public struct ReplayEngine: Sendable {
                 progress = true
             }
         }
-        for entry in queue.values where !entry.held {
+        for entry in queue.values where !entry.held && !interrupted {
             let changeSet = entry.changeSet
             let have = vector[changeSet.origin, default: 0]
             var missing = changeSet.sequence > have + 1 ? ["\(changeSet.origin.uuidString) \(have + 1)…\(changeSet.sequence - 1)"] : []

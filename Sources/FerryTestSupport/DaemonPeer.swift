@@ -170,7 +170,7 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     /// How long ``stop()`` waits after SIGTERM before it kills the daemon: the daemon's own
-    /// bounds on a graceful stop (`Daemon.shutdownBounds`) and a margin for a loaded machine.
+    /// bounds on a graceful stop (`Daemon.ShutdownBounds`) and a margin for a loaded machine.
     public static let stopTimeout: TimeInterval = 60
 
     /// Stops the daemon with SIGTERM and waits; returns its exit status. A daemon still running

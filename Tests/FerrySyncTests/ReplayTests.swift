@@ -76,6 +76,28 @@ struct ReplayTests {
         #expect(try b.dump().count == 1)
     }
 
+    @Test("A replay in a cancelled task (a daemon stopping) stops between change sets: nothing held, the rest arrives next time")
+    func cancelledReplay() async throws {
+        let a = try Replica(model: Self.model)
+        let b = try Replica(model: Self.model)
+        for id in 1...3 {
+            try a.context.make("Person", ["id": Int64(id)])
+            try a.context.save()
+        }
+        let lines = try a.store.changeSetLines()
+        let engine = b.engine
+        let report = try await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try engine.apply(lines: lines)
+        }.value
+        #expect(report.applied == 0 && report.waiting == 0 && report.quarantined == 0 && report.duplicate == 0)
+        #expect(try b.store.historyState().vector.isEmpty)
+        #expect(try b.engine.heldChangeSets().isEmpty, "a set cut off by a stop is not waiting for anything")
+        #expect(try b.dump().isEmpty)
+        #expect(try b.pull(from: a).applied == 3)
+        #expect(try b.dump() == a.dump())
+    }
+
     @Test("A store made before identity runs (format 1: one map row per object, rowid table) is upgraded and replays the same")
     func olderIdentityMapShape() throws {
         let a = try Replica(model: Self.model)

@@ -141,15 +141,18 @@ public final class DaemonPeer: @unchecked Sendable {
         return output
     }
 
+    /// How long ``start(environment:)`` waits for the daemon to say it listens.
+    public static let startTimeout: TimeInterval = 60
+
     /// Starts `ferry run` (with `environment` added to this process's) and waits until it listens
-    /// (at most 60 s; a daemon that has not said so by then is killed and the start fails).
+    /// (at most ``startTimeout``; a daemon that has not said so by then is killed and the start fails).
     public func start(environment: [String: String] = [:]) throws {
         let output = try launch(environment: environment)
         // Wait for "ferry: listening on …" (or the process ending), never past the deadline:
         // poll(2) before each read, so a daemon that neither prints nor ends cannot block the test.
         let descriptor = output.fileHandleForReading.fileDescriptor
         var seen = Data()
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(Self.startTimeout)
         var buffer = [UInt8](repeating: 0, count: 4096)
         while Date() < deadline {
             var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -164,7 +167,7 @@ public final class DaemonPeer: @unchecked Sendable {
         let printed = String(decoding: seen, as: UTF8.self)
         if let process, process.isRunning {
             BoundedWaiting.kill(process)
-            throw DaemonPeerError(description: "\(name) did not say it listens within 60 s (killed): \(printed) \(log())")
+            throw DaemonPeerError(description: "\(name) did not say it listens within \(Int(Self.startTimeout)) s (killed): \(printed) \(log())")
         }
         throw DaemonPeerError(description: "\(name) did not start (\(processState)): \(printed) \(log())")
     }

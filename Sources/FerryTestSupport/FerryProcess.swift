@@ -71,14 +71,15 @@ public enum FerryProcess {
         PipeWriter.write(input.map { Data($0.utf8) }, to: stdin.fileHandleForWriting)
         let outputReader = PipeReader(output.fileHandleForReading)
         let errorReader = PipeReader(error.fileHandleForReading)
+        let command = ([executable] + arguments).joined(separator: " ")
         guard BoundedWaiting.waitForExit(process, timeout: timeout) else {
             BoundedWaiting.kill(process)
-            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), seconds: timeout,
+            throw TimedOut(command: command, seconds: timeout,
                            standardError: String(decoding: errorReader.wait(timeout: 5) ?? Data(), as: UTF8.self))
         }
         // The pipes close when the child ends, unless a process it started still holds them.
         guard let outputData = outputReader.wait(timeout: 30), let errorData = errorReader.wait(timeout: 30) else {
-            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), seconds: timeout,
+            throw TimedOut(command: command, seconds: timeout,
                            standardError: "(it ended, but its output stayed open: a process it started still holds it)")
         }
         return Result(status: process.terminationStatus,

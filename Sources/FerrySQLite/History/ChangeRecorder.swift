@@ -57,14 +57,15 @@ struct ChangeRecorder {
         var resurrected = Set<ObjectID>()
         var newRows: [(uri: String, root: Int, key: Int64)] = []
         newRows.reserveCapacity(request.inserts.count)
-        for (insert, id) in zip(request.inserts, insertedIDs) {
-            guard let uri = replay.originURIs[insert.objectID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+        for index in insertedIDs.indices {
+            let id = insertedIDs[index], temporaryID = request.inserts[index].objectID
+            guard let uri = replay.originURIs[temporaryID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             if onlyNewObjects {
                 newRows.append((uri, root, key))  // nothing else asks for their names or IDs
                 continue
             }
             names.remember(uri, for: id)
-            if replay.resurrected.contains(insert.objectID) {
+            if replay.resurrected.contains(temporaryID) {
                 try log.identity.map(uri: uri, root: root, key: key, replacing: true)
                 try log.unbury(uri)
                 resurrected.insert(id)
@@ -242,11 +243,12 @@ struct ChangeRecorder {
             if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
         }
         var plans = PlanCache(layout: layout)
-        for (insert, id) in zip(request.inserts, insertedIDs) where skipped.isEmpty || !skipped.contains(id) {
-            guard let plan = plans.plan(for: id.entityName) else { continue }
+        for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
+            let id = insertedIDs[index]
+            guard skipped.isEmpty || !skipped.contains(id), let plan = plans.plan(for: id.entityName) else { continue }
             if var direct = writer, let key = id.primaryKey, membership.isEmpty || membership[id] == nil {
                 writer = nil  // so `direct` holds the only reference and grows in place
-                try writeInsert(insert, key: key, plan: plan, resolve: resolve, names: &names, plans: &plans, into: &direct)
+                try writeInsert(request.inserts[index], key: key, plan: plan, resolve: resolve, names: &names, plans: &plans, into: &direct)
                 writer = direct
                 continue
             }
@@ -254,8 +256,8 @@ struct ChangeRecorder {
             values.reserveCapacity(plan.recordedProperties.count)
             for property in plan.recordedProperties {
                 if property.isToOne {
-                    if let target = resolve(insert.toOne[property.index]) { values.append((property.name, .object(try names.uri(of: target)))) }
-                } else if let value = insert.attributes[property.index] {
+                    if let target = resolve(request.inserts[index].toOne[property.index]) { values.append((property.name, .object(try names.uri(of: target)))) }
+                } else if let value = request.inserts[index].attributes[property.index] {
                     values.append((property.name, .attribute(value)))
                 }
             }

@@ -15,7 +15,8 @@ struct SaveWriter {
         let insertedIDs = try allocatePrimaryKeys(for: request.inserts, in: db)
         var permanent: [ObjectID: ObjectID] = [:]
         permanent.reserveCapacity(insertedIDs.count)
-        for (insert, id) in zip(request.inserts, insertedIDs) { permanent[insert.objectID] = id }
+        // (Loops over the inserts go by index: a `for … in` copies every insert, retaining its IDs and arrays.)
+        for index in insertedIDs.indices { permanent[request.inserts[index].objectID] = insertedIDs[index] }
         func resolve(_ id: ObjectID?) -> ObjectID? {
             guard let id else { return nil }
             return id.isTemporaryID ? permanent[id] : id
@@ -24,17 +25,18 @@ struct SaveWriter {
         var statements: [Int: Statement] = [:]
         var lastStatement: (number: Int, statement: Statement)?
         var plans = PlanCache(layout: layout)
-        for (insert, id) in zip(request.inserts, insertedIDs) {
+        for index in insertedIDs.indices {
+            let id = insertedIDs[index]
             guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey else { continue }
             if let last = lastStatement, last.number == plan.number {
-                try bindAndRun(last.statement, key: key, plan: plan, insert: insert, resolve: resolve)
+                try bindAndRun(last.statement, key: key, plan: plan, insert: request.inserts[index], resolve: resolve)
             } else if let statement = statements[plan.number] {
                 lastStatement = (plan.number, statement)
-                try bindAndRun(statement, key: key, plan: plan, insert: insert, resolve: resolve)
+                try bindAndRun(statement, key: key, plan: plan, insert: request.inserts[index], resolve: resolve)
             } else {
                 // First use in this transaction: GRDB checks and binds the arguments.
                 let statement = try db.cachedStatement(sql: plan.insertSQL)
-                statement.setUncheckedArguments(StatementArguments(insertValues(key: key, plan: plan, insert: insert, resolve: resolve)))
+                statement.setUncheckedArguments(StatementArguments(insertValues(key: key, plan: plan, insert: request.inserts[index], resolve: resolve)))
                 try statement.execute()
                 statements[plan.number] = statement
                 lastStatement = (plan.number, statement)
@@ -164,9 +166,10 @@ struct SaveWriter {
         roots.reserveCapacity(inserts.count)
         var countByRoot: [Int: Int64] = [:]
         var run = (root: -1, count: Int64(0))
-        for insert in inserts {
-            guard let plan = plans.plan(for: insert.objectID.entityName) else {
-                throw SaveError.storeFailed("entity '\(insert.objectID.entityName)' is not in this store's model")
+        for index in inserts.indices {
+            let entityName = inserts[index].objectID.entityName
+            guard let plan = plans.plan(for: entityName) else {
+                throw SaveError.storeFailed("entity '\(entityName)' is not in this store's model")
             }
             if plan.rootNumber != run.root {
                 if run.count > 0 { countByRoot[run.root, default: 0] += run.count }
@@ -185,12 +188,13 @@ struct SaveWriter {
         var ids: [ObjectID] = []
         ids.reserveCapacity(inserts.count)
         var current = (root: -1, key: Int64(0))
-        for (insert, root) in zip(inserts, roots) {
+        for index in inserts.indices {
+            let root = roots[index]
             if root != current.root {
                 if current.root >= 0 { next[current.root] = current.key }
                 current = (root, next[root] ?? 1)
             }
-            ids.append(.permanent(entityName: insert.objectID.entityName, store: store, primaryKey: current.key))
+            ids.append(.permanent(entityName: inserts[index].objectID.entityName, store: store, primaryKey: current.key))
             current.key += 1
         }
         return ids

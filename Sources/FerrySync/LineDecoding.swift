@@ -57,9 +57,10 @@ package enum LineDecoding {
         -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
         var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []
         result.reserveCapacity(range.count)
+        let versionHash = model.versionHash
         for index in range where !lines[index].allSatisfy(\.isWhitespace) {
             do {
-                result.append((try ChangeSetCodec.decode(lines[index], model: model), lines[index]))
+                result.append((try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash), lines[index]))
             } catch {
                 return .failure(.malformed(line: index + 1, error))
             }

@@ -76,18 +76,19 @@ public struct ReplayEngine: Sendable {
                        otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)]) throws -> ApplyReport {
         var report = ApplyReport()
         var vector = try store.historyState().vector
+        let versionHash = store.model.versionHash  // (once: it hashes every entity)
         for held in otherModel {
             if held.sequence <= vector[held.origin, default: 0] {
                 report.duplicate += 1
             } else {
                 try store.hold(origin: held.origin, sequence: held.sequence,
-                               reason: "made with model \(held.hash); this store has model \(store.model.versionHash)", body: held.body)
+                               reason: "made with model \(held.hash); this store has model \(versionHash)", body: held.body)
                 report.waiting += 1
             }
         }
         var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
         for held in try store.held() {
-            guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model) else { continue }
+            guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) else { continue }
             queue[Key(origin: held.origin.uuidString, sequence: held.sequence)] = (changeSet, held.body, true)
         }
         for entry in batch {

@@ -27,7 +27,7 @@ extension SQLiteStore {
     public func historyState() throws -> HistoryState {
         let store = identifier
         let vector = try read { db in try HistoryLog(db: db, store: store).vector() }
-        return HistoryState(store: identifier, modelHash: model.versionHash, vector: vector)
+        return HistoryState(store: identifier, modelHash: layout.modelVersionHash, vector: vector)
     }
 
     /// The change sets not covered by `vector`, as canonical JSON lines, in

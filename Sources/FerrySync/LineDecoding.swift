@@ -20,12 +20,16 @@ package enum LineDecoding {
     /// Below this many bytes a batch is decoded on the calling thread (a thread hop costs more).
     package static let parallelThreshold = 1 << 20
 
-    /// The decoded non-empty lines, in order, each with its text.
+    /// The decoded non-empty lines, in order, each with its text. `versionHash` is the
+    /// model's (a store has it at hand; otherwise it is worked out here, once).
     /// - Throws: ``ReplayError/malformed(line:_:)`` for the first bad line (numbered from 1).
-    package static func decode(_ lines: [String], model: ManagedObjectModel,
+    package static func decode(_ lines: [String], model: ManagedObjectModel, versionHash: String? = nil,
                        parallelThreshold: Int = parallelThreshold) throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
+        let versionHash = versionHash ?? model.versionHash
         let bytes = lines.reduce(0) { $0 + $1.utf8.count }
-        guard lines.count > 1, bytes >= parallelThreshold else { return try decode(lines, range: lines.indices, model: model).get() }
+        guard lines.count > 1, bytes >= parallelThreshold else {
+            return try decode(lines, range: lines.indices, model: model, versionHash: versionHash).get()
+        }
         // Two halves of about equal bytes.
         var half = 0
         var seen = 0
@@ -37,27 +41,26 @@ package enum LineDecoding {
         let secondHalf = Mutex<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>?>(nil)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {
-            let outcome = decode(lines, range: split..<lines.count, model: model)
+            let outcome = decode(lines, range: split..<lines.count, model: model, versionHash: versionHash)
             secondHalf.withLock { $0 = outcome }
             finished.signal()
         }
         thread.name = "ferry-decode"
         thread.start()
-        let firstHalf = decode(lines, range: 0..<split, model: model)
+        let firstHalf = decode(lines, range: 0..<split, model: model, versionHash: versionHash)
         finished.wait()  // joins the thread: it signals once, after storing its outcome
         // The first half's error comes first: it is the earlier line.
         var result = try firstHalf.get()
         // (Always set once the thread has signalled; decoding again here is only a guard against losing lines.)
-        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model)
+        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model, versionHash: versionHash)
         result += try second.get()
         return result
     }
 
-    private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel)
+    private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel, versionHash: String)
         -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
         var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []
         result.reserveCapacity(range.count)
-        let versionHash = model.versionHash
         for index in range where !lines[index].allSatisfy(\.isWhitespace) {
             do {
                 result.append((try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash), lines[index]))

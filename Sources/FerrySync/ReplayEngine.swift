@@ -52,7 +52,7 @@ public struct ReplayEngine: Sendable {
     public func apply(lines: [String]) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
         var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)] = []
-        for (outcome, line) in try LineDecoding.decode(lines, model: store.model) {
+        for (outcome, line) in try LineDecoding.decode(lines, model: store.model, versionHash: store.modelVersionHash) {
             switch outcome {
             case .changeSet(let changeSet): decoded.append((changeSet, line))
             case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
@@ -76,7 +76,7 @@ public struct ReplayEngine: Sendable {
                        otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)]) throws -> ApplyReport {
         var report = ApplyReport()
         var vector = try store.historyState().vector
-        let versionHash = store.model.versionHash  // (once: it hashes every entity)
+        let versionHash = store.modelVersionHash
         for held in otherModel {
             if held.sequence <= vector[held.origin, default: 0] {
                 report.duplicate += 1
@@ -155,7 +155,7 @@ public struct ReplayEngine: Sendable {
     public func retryQuarantined() throws -> ApplyReport {
         var report = ApplyReport()
         for entry in try store.quarantinedChangeSets() {
-            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(entry.body, model: store.model) else { continue }
+            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(entry.body, model: store.model, versionHash: store.modelVersionHash) else { continue }
             switch try replay(changeSet, body: entry.body, retry: true) {
             case .applied: report.applied += 1
             case .quarantined: report.quarantined += 1

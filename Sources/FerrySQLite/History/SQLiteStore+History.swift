@@ -27,7 +27,7 @@ extension SQLiteStore {
     public func historyState() throws -> HistoryState {
         let store = identifier
         let vector = try read { db in try HistoryLog(db: db, store: store).vector() }
-        return HistoryState(store: identifier, modelHash: layout.modelVersionHash, vector: vector)
+        return HistoryState(store: identifier, modelHash: modelVersionHash, vector: vector)
     }
 
     /// The change sets not covered by `vector`, as canonical JSON lines, in
@@ -48,7 +48,7 @@ extension SQLiteStore {
     /// The change sets not covered by `vector`, decoded.
     public func changeSets(after vector: VersionVector = [:], limit: Int? = nil) throws -> [ChangeSet] {
         try changeSetLines(after: vector, limit: limit).compactMap { line in
-            if case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: model) { return changeSet }
+            if case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: model, versionHash: modelVersionHash) { return changeSet }
             return nil
         }
     }
@@ -88,7 +88,7 @@ extension SQLiteStore {
         let store = identifier
         guard let found = try read({ db in try HistoryLog(db: db, store: store).tombstone(uri) }) else { return nil }
         var values: [String: ChangeValue] = [:]
-        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(found.text, model: model), let change = changeSet.changes.first {
+        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(found.text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
             values = change.values
         }
         return (found.entity, values, found.clock.timestamp, found.clock.origin)

@@ -55,12 +55,13 @@ public enum ChangeSetCodec {
     /// Reads and checks one change set against `model`.
     /// - Throws: ``ChangeSetError`` naming the field and the problem.
     public static func decode(_ text: String, model: ManagedObjectModel) throws(ChangeSetError) -> Decoded {
-        try decode(text, model: model, versionHash: model.versionHash)
+        try decode(text, model: model, versionHash: nil)
     }
 
     /// ``decode(_:model:)`` with the model's version hash worked out by the caller, once
-    /// for many lines (computing it hashes every entity).
-    package static func decode(_ text: String, model: ManagedObjectModel, versionHash: String) throws(ChangeSetError) -> Decoded {
+    /// for many lines (computing it hashes every entity); nil computes it here, and only
+    /// for a line that gets as far as naming its model.
+    package static func decode(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
@@ -70,7 +71,7 @@ public enum ChangeSetCodec {
         guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
         guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
         guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else { throw ChangeSetError.malformed("'model' (the model version hash) is missing") }
-        guard modelHash == versionHash else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash) }
+        guard modelHash == (versionHash ?? model.versionHash) else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash) }
         let author = try optionalString(json["author"], "author")
         let contextName = try optionalString(json["context"], "context")
         var dependencies: [UUID: Int64] = [:]

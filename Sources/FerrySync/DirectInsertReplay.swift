@@ -5,9 +5,14 @@ import FerrySQLite
 
 /// Replay's fast path for the commonest change set: objects this store has
 /// never seen, pointing at objects it has. They go straight to the store as
-/// one request (``PersistentContainer/directInsertRequest(for:existing:annotation:)``
+/// one request (``PersistentContainer/directInsertDraft(for:annotation:)``
 /// says exactly when), skipping the managed object context; the store records
 /// the change set as received, as it does for a replay through a context.
+///
+/// It comes in two steps: ``prepare(_:body:retry:container:)`` works out
+/// everything that needs nothing from the store (any thread, ahead of time;
+/// see ``DirectInsertPipeline``), and ``apply(_:)`` asks the store which
+/// objects exist, finishes the request and saves it.
 ///
 /// The outcome is the same as merging through a context would give: no
 /// last-writer decision is needed for new objects, no delete rule runs on an
@@ -17,27 +22,36 @@ struct DirectInsertReplay {
     let store: SQLiteStore
     let container: PersistentContainer
 
+    /// The fast path's draft for `changeSet`, or nil when it cannot take it
+    /// whatever the store holds. Pure: reads nothing but the container.
+    static func prepare(_ changeSet: ChangeSet, body: String, retry: Bool, container: PersistentContainer) -> DirectInsertDraft? {
+        // An insert names an object of the change set's origin; anything else is left to the context path.
+        let originPrefix = "x-coredata://\(changeSet.origin.uuidString)/"
+        guard changeSet.changes.allSatisfy({ $0.uri.hasPrefix(originPrefix) }) else { return nil }
+        var annotation = ReplayAnnotation(changeSet: changeSet, body: body)
+        annotation.isRetry = retry
+        return container.directInsertDraft(for: changeSet, annotation: annotation)
+    }
+
     /// Applies `changeSet` on the fast path; false (nothing written) when it does not qualify.
     func applyIfEligible(_ changeSet: ChangeSet, body: String, retry: Bool) throws -> Bool {
-        var inserted = Set<String>()
-        inserted.reserveCapacity(changeSet.changes.count)
-        var referenced = Set<String>()
-        for change in changeSet.changes {
-            guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty,
-                  inserted.insert(change.uri).inserted else { return false }
-            for value in change.values.values { if case .object(let uri) = value { referenced.insert(uri) } }
-        }
-        referenced.subtract(inserted)
+        guard let prepared = Self.prepare(changeSet, body: body, retry: retry, container: container) else { return false }
+        return try apply(prepared)
+    }
 
+    /// Applies a prepared change set if the store allows it now: none of its
+    /// objects exists or is buried here, and every object it points at exists.
+    /// False (nothing written) otherwise.
+    /// (`draft` is consumed, so that the request it holds is finished in place.)
+    func apply(_ draft: consuming DirectInsertDraft) throws -> Bool {
+        let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
         // The inserted objects must be new here; the referenced ones must exist.
-        let found = try store.lookUp(originURIs: Array(inserted) + referenced)
-        // (An insert names an object of the change set's origin; anything else is left to the context path.)
-        let originPrefix = "x-coredata://\(changeSet.origin.uuidString)/"
         guard found.buried.isEmpty,
-              !inserted.contains(where: { !$0.hasPrefix(originPrefix) || (!found.mapped.isEmpty && found.mapped[$0] != nil) }) else { return false }
+              found.mapped.isEmpty || !draft.insertedURIs.contains(where: { found.mapped[$0] != nil }) else { return false }
         var existing: [String: ObjectID] = [:]
+        existing.reserveCapacity(draft.referencedURIs.count)
         var own: [(uri: String, id: ObjectID)] = []
-        for uri in referenced {
+        for uri in draft.referencedURIs {
             if let id = found.mapped[uri] {
                 existing[uri] = id  // mapped and not buried: the row exists
             } else if let id = store.ownObjectID(forURI: uri) {
@@ -53,12 +67,8 @@ struct DirectInsertReplay {
                 existing[uri] = id
             }
         }
-
-        var annotation = ReplayAnnotation(changeSet: changeSet, body: body)
-        annotation.isRetry = retry
-        guard let request = container.directInsertRequest(for: changeSet, existing: existing, annotation: annotation) else { return false }
+        guard let request = container.resolve(&draft, existing: existing) else { return false }
         _ = try store.save(request)
         return true
     }
 }
-

@@ -100,6 +100,13 @@ public struct ReplayEngine: Sendable {
             if queue[key] != nil { report.duplicate += 1 }
             queue[key] = (entry.changeSet, entry.body, queue[key]?.held ?? false)
         }
+        // The fast path's requests are prepared on another thread, ahead of the writes (in the first pass's order).
+        let order = queue.keys.sorted()
+        let positions = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+        let pipeline = usesDirectInserts && order.count > 1
+            ? DirectInsertPipeline(order.compactMap { key in queue[key].map { ($0.changeSet, $0.body) } }, container: container)
+            : nil
+        defer { pipeline?.finish() }
         var progress = true
         var interrupted = false
         while progress, !interrupted {
@@ -121,7 +128,8 @@ public struct ReplayEngine: Sendable {
                 }
                 guard changeSet.sequence == have + 1,
                       changeSet.dependencies.allSatisfy({ $0.key == store.identifier || vector[$0.key, default: 0] >= $0.value }) else { continue }
-                switch try replay(changeSet, body: entry.body) {
+                let prepared = pipeline.flatMap { pipeline in positions[key].map { (pipeline, $0) } }
+                switch try replay(changeSet, body: entry.body, pipeline: prepared) {
                 case .applied: report.applied += 1
                 case .quarantined: report.quarantined += 1
                 }
@@ -167,10 +175,16 @@ public struct ReplayEngine: Sendable {
 
     enum Outcome { case applied, quarantined }
 
-    /// Applies one change set whose predecessors are all here.
-    private func replay(_ changeSet: ChangeSet, body: String, retry: Bool = false) throws -> Outcome {
-        if usesDirectInserts, try DirectInsertReplay(store: store, container: container).applyIfEligible(changeSet, body: body, retry: retry) {
-            return .applied
+    /// Applies one change set whose predecessors are all here; `pipeline` has
+    /// its fast-path draft prepared (at that index), if any was started.
+    private func replay(_ changeSet: ChangeSet, body: String, retry: Bool = false,
+                        pipeline: (DirectInsertPipeline, index: Int)? = nil) throws -> Outcome {
+        if usesDirectInserts {
+            let draft = if let pipeline { pipeline.0.take(pipeline.index) }
+                        else { DirectInsertReplay.prepare(changeSet, body: body, retry: retry, container: container) }
+            if let draft, try DirectInsertReplay(store: store, container: container).apply(draft) {
+                return .applied
+            }
         }
         var refused = Set<String>()
         for _ in 0..<8 {

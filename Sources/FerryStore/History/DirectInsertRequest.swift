@@ -2,16 +2,19 @@ import Foundation
 import FerryModel
 
 extension PersistentContainer {
-    /// A store request that inserts a replayed change set's objects without a
-    /// managed object context, or nil when a context could make a difference.
+    /// The part of a direct insert that needs nothing from the store: the
+    /// request for a replayed change set's objects, built without a managed
+    /// object context, with its references to objects outside the set still
+    /// open; or nil when a context could make a difference. Pure, so it can be
+    /// worked out on any thread ahead of the write; ``resolve(_:existing:)``
+    /// finishes it once the store has said which objects exist.
     ///
     /// Most change sets a replica receives only insert objects it has never
     /// seen, pointing at objects it has. Going through a context for those
     /// costs most of the replay's time and changes nothing: no delete rule can
     /// run, no last-writer decision is needed, and when nothing can fail
-    /// validation there is nothing to check. So this answers a request only when
-    /// all of these hold, and nil otherwise (the caller then merges through a
-    /// context as usual):
+    /// validation there is nothing to check. So a draft exists only when all of
+    /// these hold (the caller otherwise merges through a context as usual):
     ///
     /// - every change is an insert, with no to-many memberships, of a distinct
     ///   URI, of a concrete entity;
@@ -20,22 +23,17 @@ extension PersistentContainer {
     ///   custom validator for inserts;
     /// - every to-one value is stored on this side alone (its inverse, if any,
     ///   is a to-many), and points at an object inserted by the same set or at
-    ///   one of `existing`, of the relationship's destination entity, whose own
-    ///   entity has no model rule, subclass or validator for updates (a context
-    ///   would mark it updated through the inverse and validate it).
+    ///   an object outside it (checked by ``resolve(_:existing:)``), of the
+    ///   relationship's destination entity, whose own entity has no model rule,
+    ///   subclass or validator for updates (a context would mark it updated
+    ///   through the inverse and validate it).
     ///
     /// An insert records every non-nil value, so an attribute it leaves out is
     /// nil, even where the model has a default (the origin set it to nil).
     ///
-    /// - Parameters:
-    ///   - changeSet: the change set; the caller has checked that none of its
-    ///     inserted URIs exists or is buried here.
-    ///   - existing: the local ID of every object the set refers to without
-    ///     inserting it (the caller has checked they exist).
-    ///   - annotation: the replay annotation; the returned request carries it
-    ///     with the origin URI of every inserted object.
-    package func directInsertRequest(for changeSet: ChangeSet, existing: [String: ObjectID],
-                                     annotation: ReplayAnnotation) -> SaveRequest? {
+    /// - Parameter annotation: the replay annotation; the request carries it
+    ///   with the origin URI of every inserted object.
+    package func directInsertDraft(for changeSet: ChangeSet, annotation: ReplayAnnotation) -> DirectInsertDraft? {
         guard !changeSet.changes.isEmpty else { return nil }
         var replay = annotation
         let namespace = UUID()
@@ -44,6 +42,8 @@ extension PersistentContainer {
         temporaryIDs.reserveCapacity(changeSet.changes.count)
         var ids: [ObjectID] = []
         ids.reserveCapacity(changeSet.changes.count)
+        var insertedURIs: [String] = []
+        insertedURIs.reserveCapacity(changeSet.changes.count)
         var entityRuntimes: [String: EntityRuntime] = [:]
         for (counter, change) in changeSet.changes.enumerated() {
             guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty else { return nil }
@@ -54,11 +54,15 @@ extension PersistentContainer {
             let id = ObjectID.temporary(entityName: change.entity, namespace: namespace, counter: counter)
             guard temporaryIDs.updateValue(id, forKey: change.uri) == nil else { return nil }
             ids.append(id)
+            insertedURIs.append(change.uri)
         }
 
         var request = SaveRequest()
         request.inserts.reserveCapacity(changeSet.changes.count)
         replay.originURIs.reserveCapacity(changeSet.changes.count)
+        var references: [DirectInsertDraft.Reference] = []
+        var referencedURIs: [String] = []
+        var seenReferences = Set<String>()
         // Answers that depend only on the relationship or the target's entity, each worked out once.
         var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
@@ -81,14 +85,15 @@ extension PersistentContainer {
                     let key = ObjectIdentifier(relationship)
                     let canSet = settable[key] ?? (!relationship.isTransient && hasNoToOneInverse(relationship))
                     settable[key] = canSet
-                    guard canSet, let target = temporaryIDs[uri] ?? existing[uri] else { return nil }
-                    if updatable[target.entityName] == nil {
-                        guard let targetRuntime = runtimes[target.entityName] else { return nil }
-                        updatable[target.entityName] = acceptsDirectWrite(targetRuntime, phase: .update)
+                    guard canSet else { return nil }
+                    guard let target = temporaryIDs[uri] else {
+                        // Outside the set: `resolve` finds it and checks it as below.
+                        references.append(.init(insert: request.inserts.count, property: index, uri: uri,
+                                                destinationEntityName: relationship.destinationEntityName))
+                        if seenReferences.insert(uri).inserted { referencedURIs.append(uri) }
+                        continue
                     }
-                    guard updatable[target.entityName] == true,
-                          target.entityName == relationship.destinationEntityName
-                            || runtimes[target.entityName]?.isKind(of: relationship.destinationEntityName) == true else { return nil }
+                    guard canReceiveToOne(target, of: relationship.destinationEntityName, updatable: &updatable) else { return nil }
                     toOne[index] = target
                 default:
                     return nil
@@ -97,7 +102,46 @@ extension PersistentContainer {
             request.inserts.append(SaveRequest.Insert(objectID: id, attributes: attributes, toOne: toOne))
         }
         request.replay = replay
-        return request
+        return DirectInsertDraft(request: request, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references)
+    }
+
+    /// The request of `draft`, its references outside the set pointed at the
+    /// local objects in `existing`; nil when one is missing there, or a context
+    /// could make a difference for it (see ``directInsertDraft(for:annotation:)``).
+    /// - Parameter existing: the local ID of objects the set refers to without
+    ///   inserting them (the caller has checked they exist).
+    ///
+    /// The request is finished in place (`draft` should be the only owner of its
+    /// arrays, or they are copied first).
+    package func resolve(_ draft: inout DirectInsertDraft, existing: [String: ObjectID]) -> SaveRequest? {
+        var updatable: [String: Bool] = [:]
+        for reference in draft.references {
+            guard let target = existing[reference.uri],
+                  canReceiveToOne(target, of: reference.destinationEntityName, updatable: &updatable) else { return nil }
+            draft.request.inserts[reference.insert].toOne[reference.property] = target
+        }
+        return draft.request
+    }
+
+    /// The request that inserts a replayed change set's objects without a
+    /// context (``directInsertDraft(for:annotation:)`` resolved against `existing`
+    /// at once), or nil when a context could make a difference.
+    package func directInsertRequest(for changeSet: ChangeSet, existing: [String: ObjectID],
+                                     annotation: ReplayAnnotation) -> SaveRequest? {
+        guard var draft = directInsertDraft(for: changeSet, annotation: annotation) else { return nil }
+        return resolve(&draft, existing: existing)
+    }
+
+    /// Whether a to-one of an inserted object can point at `target` without a
+    /// context: it is of the destination entity (or a sub-entity), and its own
+    /// entity takes an update without a context (the inverse marks it updated).
+    private func canReceiveToOne(_ target: ObjectID, of destinationEntityName: String, updatable: inout [String: Bool]) -> Bool {
+        if updatable[target.entityName] == nil {
+            guard let targetRuntime = runtimes[target.entityName] else { return false }
+            updatable[target.entityName] = acceptsDirectWrite(targetRuntime, phase: .update)
+        }
+        return updatable[target.entityName] == true
+            && (target.entityName == destinationEntityName || runtimes[target.entityName]?.isKind(of: destinationEntityName) == true)
     }
 
     /// Whether objects of this entity can be written without a context in `phase`:
@@ -113,4 +157,27 @@ extension PersistentContainer {
         guard let inverseName = relationship.inverseName else { return true }
         return model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName)?.isToMany ?? false
     }
+}
+
+/// A direct insert worked out before the store is asked anything
+/// (``PersistentContainer/directInsertDraft(for:annotation:)``).
+package struct DirectInsertDraft: Sendable {
+    /// A to-one value naming an object outside the change set.
+    struct Reference: Sendable {
+        /// The insert (index in the request) and the property (index in its entity) it sets.
+        var insert: Int
+        var property: Int
+        /// The object's origin URI.
+        var uri: String
+        /// What the relationship points at.
+        var destinationEntityName: String
+    }
+
+    /// The request, with the references below still nil.
+    var request: SaveRequest
+    /// The origin URIs the change set inserts, in its order.
+    package let insertedURIs: [String]
+    /// The origin URIs of the objects outside the set it refers to, each once, in order of first mention.
+    package let referencedURIs: [String]
+    var references: [Reference]
 }

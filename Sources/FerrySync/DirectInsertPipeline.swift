@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+import FerryStore
+
+/// Prepares the direct inserts of a batch (``DirectInsertReplay/prepare(_:body:retry:container:)``)
+/// on a thread of its own, a few change sets ahead of the replay that writes them.
+///
+/// A replay's writes are one thread's work (SQLite has one writer); building a
+/// change set's request is CPU work that needs nothing from the store. So on
+/// this two-core machine class it runs beside the writes rather than before
+/// each of them. At most ``lead`` change sets are prepared beyond the last one
+/// the writer asked for, so memory stays bounded whatever the batch's size.
+///
+/// Protocol: the writer asks for each item at most once, in any order, with
+/// ``take(_:)``, and calls ``finish()`` once when it is done (or gives up): that
+/// stops the thread and waits for it. Like `LineDecoding`'s second half, the
+/// thread is not one of Dispatch's or Swift concurrency's shared pool, which the
+/// caller (a replay, synchronous on an actor) already occupies.
+final class DirectInsertPipeline: Sendable {
+    /// How many change sets may be prepared ahead of the writer.
+    static let lead = 4
+
+    private struct State: ~Copyable {
+        /// Prepared drafts not taken yet (nil: taken, or not eligible).
+        var drafts: [DirectInsertDraft?]
+        /// Items `0..<prepared` are done.
+        var prepared = 0
+        /// The writer has asked for items below this.
+        var wanted = 0
+        var stopped = false
+        var joined = false
+    }
+
+    private let state: Mutex<State>
+    /// Signalled by the thread after each prepared item.
+    private let progress = DispatchSemaphore(value: 0)
+    /// Signalled by the writer when it asks for an item or stops the thread.
+    private let demand = DispatchSemaphore(value: 0)
+    /// Signalled once by the thread as it ends.
+    private let ended = DispatchSemaphore(value: 0)
+
+    /// Starts preparing `items` (in this order) for replay into `container`'s store.
+    init(_ items: [(changeSet: ChangeSet, body: String)], container: PersistentContainer) {
+        state = Mutex(State(drafts: Array(repeating: nil, count: items.count)))
+        let thread = Thread { [self] in
+            prepare(items, container: container)
+            ended.signal()
+        }
+        thread.name = "ferry-prepare"
+        thread.start()
+    }
+
+    /// The draft of item `index`, waiting for the thread to get there; nil when
+    /// the item cannot take the fast path.
+    func take(_ index: Int) -> DirectInsertDraft? {
+        state.withLock { $0.wanted = max($0.wanted, index + 1) }
+        demand.signal()
+        while true {
+            let outcome: DirectInsertDraft?? = state.withLock { state in
+                guard index < state.prepared else { return .none }
+                defer { state.drafts[index] = nil }  // taken: the writer's copy is the only one
+                return .some(state.drafts[index])
+            }
+            if let outcome { return outcome }
+            progress.wait()  // (a signal left from an item taken without waiting only makes this look again)
+        }
+    }
+
+    /// Stops the thread and waits for it to end; drafts not taken are dropped. Call once.
+    func finish() {
+        let first = state.withLock { state in
+            defer { state.stopped = true; state.joined = true }
+            return !state.joined
+        }
+        guard first else { return }
+        demand.signal()
+        ended.wait()
+    }
+
+    private func prepare(_ items: [(changeSet: ChangeSet, body: String)], container: PersistentContainer) {
+        for index in items.indices {
+            // Wait until the writer is near enough, or stops us.
+            while true {
+                let (stopped, room) = state.withLock { ($0.stopped, index < $0.wanted + Self.lead) }
+                if stopped { return }
+                if room { break }
+                demand.wait()
+            }
+            let draft = DirectInsertReplay.prepare(items[index].changeSet, body: items[index].body, retry: false, container: container)
+            state.withLock { state in
+                state.drafts[index] = draft
+                state.prepared = index + 1
+            }
+            progress.signal()
+        }
+    }
+}

@@ -27,6 +27,8 @@ final class DirectInsertPipeline: Sendable {
         var prepared = 0
         /// The writer has asked for items below this.
         var wanted = 0
+        /// Drafts the writer is done with, for the thread to free.
+        var discarded: [DirectInsertDraft] = []
         var stopped = false
         var joined = false
     }
@@ -66,6 +68,13 @@ final class DirectInsertPipeline: Sendable {
         }
     }
 
+    /// Hands back a draft the writer is done with, so that the thread frees it
+    /// (freeing a request of a thousand inserts is work the writer need not do).
+    func discard(_ draft: DirectInsertDraft) {
+        state.withLock { $0.discarded.append(draft) }
+        demand.signal()
+    }
+
     /// Stops the thread and waits for it to end; drafts not taken are dropped. Call once.
     func finish() {
         let first = state.withLock { state in
@@ -79,9 +88,14 @@ final class DirectInsertPipeline: Sendable {
 
     private func prepare(_ items: [(changeSet: ChangeSet, body: String)], container: PersistentContainer) {
         for index in items.indices {
-            // Wait until the writer is near enough, or stops us.
+            // Wait until the writer is near enough, or stops us; meanwhile free what it is done with.
             while true {
-                let (stopped, room) = state.withLock { ($0.stopped, index < $0.wanted + Self.lead) }
+                var done: [DirectInsertDraft] = []
+                let (stopped, room) = state.withLock { state in
+                    swap(&done, &state.discarded)
+                    return (state.stopped, index < state.wanted + Self.lead)
+                }
+                done.removeAll()
                 if stopped { return }
                 if room { break }
                 demand.wait()

@@ -42,8 +42,9 @@ struct DirectInsertReplay {
     /// Applies a prepared change set if the store allows it now: none of its
     /// objects exists or is buried here, and every object it points at exists.
     /// False (nothing written) otherwise.
-    /// (`draft` is consumed, so that the request it holds is finished in place.)
-    func apply(_ draft: consuming DirectInsertDraft) throws -> Bool {
+    /// (`draft` is consumed, so that the request it holds is finished in place;
+    /// `discard` then gets it, to free it elsewhere.)
+    func apply(_ draft: consuming DirectInsertDraft, discard: ((DirectInsertDraft) -> Void)? = nil) throws -> Bool {
         let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
         // The inserted objects must be new here; the referenced ones must exist.
         guard found.buried.isEmpty,
@@ -67,8 +68,11 @@ struct DirectInsertReplay {
                 existing[uri] = id
             }
         }
-        guard let request = container.resolve(&draft, existing: existing) else { return false }
-        _ = try store.save(request)
+        do {
+            guard let request = container.resolve(&draft, existing: existing) else { return false }
+            _ = try store.save(request)
+        }
+        discard?(draft)
         return true
     }
 }

@@ -57,6 +57,21 @@ package enum LineDecoding {
         return result
     }
 
+    /// ``decode(_:model:versionHash:parallelThreshold:)`` on a thread of its own, so that the
+    /// awaiting task holds no thread of the shared pool meanwhile (a pull decodes its next
+    /// batch so while the store applies this one on the other).
+    package static func decodeOffPool(_ lines: [String], model: ManagedObjectModel,
+                                      versionHash: String) async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>, Never>) in
+            let thread = Thread {
+                continuation.resume(returning: Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash) })
+            }
+            thread.name = "ferry-check"
+            thread.start()
+        }
+        return try outcome.get()
+    }
+
     private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel, versionHash: String)
         -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
         var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []

@@ -50,9 +50,29 @@ public struct ReplayEngine: Sendable {
     /// them, and their sender, which still has them, sends them again.
     /// - Throws: ``ReplayError/malformed(line:_:)`` before anything is applied.
     public func apply(lines: [String]) throws -> ApplyReport {
+        try apply(check(lines: lines))
+    }
+
+    /// Change-set lines checked and decoded against a store's model, to be
+    /// applied by ``apply(_:)-(CheckedBatch)``.
+    struct CheckedBatch: Sendable {
+        /// The non-empty lines, decoded, each with its text.
+        let entries: [(decoded: ChangeSetCodec.Decoded, line: String)]
+    }
+
+    /// Checks and decodes `lines` against the store's model (see ``apply(lines:)``):
+    /// what an apply does before it writes anything. It needs nothing but the
+    /// model, so it may run on any thread, ahead of the apply.
+    /// - Throws: ``ReplayError/malformed(line:_:)`` for the first bad line.
+    func check(lines: [String]) throws(ReplayError) -> CheckedBatch {
+        CheckedBatch(entries: try LineDecoding.decode(lines, model: store.model, versionHash: store.modelVersionHash))
+    }
+
+    /// Applies a checked batch (as ``apply(lines:)`` does once it has checked every line).
+    func apply(_ batch: CheckedBatch) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
         var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)] = []
-        for (outcome, line) in try LineDecoding.decode(lines, model: store.model, versionHash: store.modelVersionHash) {
+        for (outcome, line) in batch.entries {
             switch outcome {
             case .changeSet(let changeSet): decoded.append((changeSet, line))
             case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
@@ -182,7 +202,7 @@ public struct ReplayEngine: Sendable {
         if usesDirectInserts {
             let draft = if let pipeline { pipeline.0.take(pipeline.index) }
                         else { DirectInsertReplay.prepare(changeSet, body: body, retry: retry, container: container) }
-            if let draft, try DirectInsertReplay(store: store, container: container).apply(draft) {
+            if let draft, try DirectInsertReplay(store: store, container: container).apply(draft, discard: pipeline?.0.discard) {
                 return .applied
             }
         }

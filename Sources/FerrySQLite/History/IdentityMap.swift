@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// The map between origin URIs of objects born elsewhere and this store's rows,
@@ -39,19 +40,27 @@ struct IdentityMap {
         /// Cuts `uri` when its last part is `p<N>` with `N` in its shortest form
         /// (no leading zero, at most 18 digits); nil otherwise.
         init?(_ uri: String) {
-            let bytes = uri.utf8
-            guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
-            let pIndex = bytes.index(after: slash)
-            guard pIndex < bytes.endIndex, bytes[pIndex] == UInt8(ascii: "p") else { return nil }
-            let digits = bytes[bytes.index(after: pIndex)...]
-            guard let first = digits.first, first != UInt8(ascii: "0"), digits.count <= 18 else { return nil }
+            var contiguous = uri
+            guard let (prefixLength, number) = contiguous.withUTF8(Self.cut) else { return nil }
+            self.prefixLength = prefixLength
+            self.number = number
+        }
+
+        /// The prefix's length (up to and with the `p`) and the number, read from the raw bytes
+        /// (a `String.UTF8View` walked by index cost more than the rest of a lookup).
+        private static func cut(_ bytes: UnsafeBufferPointer<UInt8>) -> (prefixLength: Int, number: Int64)? {
+            var slash = bytes.count - 1
+            while slash >= 0, bytes[slash] != UInt8(ascii: "/") { slash -= 1 }
+            let digits = slash + 2
+            guard slash >= 0, digits < bytes.count, bytes[slash + 1] == UInt8(ascii: "p"),
+                  bytes[digits] != UInt8(ascii: "0"), bytes.count - digits <= 18 else { return nil }
             var number: Int64 = 0
-            for byte in digits {
+            for index in digits..<bytes.count {
+                let byte = bytes[index]
                 guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
                 number = number * 10 + Int64(byte - UInt8(ascii: "0"))
             }
-            self.prefixLength = bytes.distance(from: bytes.startIndex, to: pIndex) + 1
-            self.number = number
+            return (digits, number)
         }
 
         /// Whether `uri` (which this was cut from) has `prefix`.
@@ -204,7 +213,11 @@ struct IdentityMap {
         var text = text
         var prefix = prefix
         return text.withUTF8 { textBytes in
-            prefix.withUTF8 { prefixBytes in textBytes.count >= prefixBytes.count && textBytes.prefix(prefixBytes.count).elementsEqual(prefixBytes) }
+            prefix.withUTF8 { prefixBytes in
+                guard textBytes.count >= prefixBytes.count else { return false }
+                guard let textStart = textBytes.baseAddress, let prefixStart = prefixBytes.baseAddress else { return prefixBytes.isEmpty }
+                return memcmp(textStart, prefixStart, prefixBytes.count) == 0
+            }
         }
     }
 

@@ -72,17 +72,17 @@ public struct PeerSync: Sendable {
 
     private func pull(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
         var vector = try await endpoint.state().vector
-        var lines = try await client.pull(after: vector, limit: batchSize)
-        while !Task.isCancelled, !lines.isEmpty {
-            // Ask for the next batch while this one is applied, after the vector the store should have then;
-            // it is used only if the store reports exactly that vector afterwards.
-            let forecast = VectorForecast.vector(vector, takingIn: lines)
+        var batch = try await fetch(after: vector)
+        while !Task.isCancelled, !batch.lines.isEmpty {
+            // Ask for the next batch, and check it, while this one is applied, after the vector the store
+            // should have then; it is used only if the store reports exactly that vector afterwards.
+            let forecast = VectorForecast.vector(vector, takingIn: batch.lines)
             let next = forecast.map { expected in
-                Task { [client, batchSize] in try await client.pull(after: expected, limit: batchSize) }
+                Task { [self] in try await fetch(after: expected) }
             }
             let report: ApplyReport
             do {
-                report = try await endpoint.apply(lines: lines)
+                report = try await endpoint.apply(batch.checked)
             } catch let error as ReplayError {
                 next?.cancel()
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
@@ -91,7 +91,7 @@ public struct PeerSync: Sendable {
                 throw PeerError.localStore("\(error)")
             }
             result.pulled.add(report)
-            progress("\(name): pulled \(lines.count) change sets (\(report.applied) applied)")
+            progress("\(name): pulled \(batch.lines.count) change sets (\(report.applied) applied)")
             // The peer may answer fewer than asked (it bounds an answer's bytes): only an empty
             // answer ends the pull, or one with nothing new (only held sets), which cannot progress.
             if report.applied + report.quarantined == 0 {
@@ -102,11 +102,22 @@ public struct PeerSync: Sendable {
             if let next, forecast == vector {
                 // (An unstructured task does not hear its awaiter's cancellation: pass it on, so a
                 // daemon stopping does not wait for the prefetch to run into its request timeout.)
-                lines = try await withTaskCancellationHandler { try await next.value } onCancel: { next.cancel() }
+                batch = try await withTaskCancellationHandler { try await next.value } onCancel: { next.cancel() }
             } else {
                 next?.cancel()
-                lines = try await client.pull(after: vector, limit: batchSize)
+                batch = try await fetch(after: vector)
             }
+        }
+    }
+
+    /// The peer's next batch after `vector`, checked against this store's model
+    /// (a bad line refuses the whole batch before anything is applied).
+    private func fetch(after vector: VersionVector) async throws -> (lines: [String], checked: ReplayEngine.CheckedBatch) {
+        let lines = try await client.pull(after: vector, limit: batchSize)
+        do {
+            return (lines, try await endpoint.check(lines: lines))
+        } catch {
+            throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
         }
     }
 

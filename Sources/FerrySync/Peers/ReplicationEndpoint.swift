@@ -39,6 +39,18 @@ public actor ReplicationEndpoint {
         try engine.apply(lines: lines)
     }
 
+    /// Checks and decodes change-set lines against the store's model, as
+    /// ``apply(lines:)`` does first, but off the actor and on a thread of its
+    /// own: a pull checks its next batch so while this one is applied.
+    nonisolated func check(lines: [String]) async throws(ReplayError) -> ReplayEngine.CheckedBatch {
+        ReplayEngine.CheckedBatch(entries: try await LineDecoding.decodeOffPool(lines, model: store.model, versionHash: store.modelVersionHash))
+    }
+
+    /// Applies a batch ``check(lines:)`` has checked.
+    func apply(_ batch: ReplayEngine.CheckedBatch) throws -> ApplyReport {
+        try engine.apply(batch)
+    }
+
     /// How many received change sets are held back and how many are quarantined.
     public func backlog() throws -> (waiting: Int, quarantined: Int) {
         (try engine.heldChangeSets().count, try store.quarantinedChangeSets().count)

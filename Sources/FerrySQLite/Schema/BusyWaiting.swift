@@ -13,7 +13,7 @@ import GRDB
 /// cost of a thousand wake-ups a second while one waits.
 enum BusyWaiting {
     /// Sleep between tries.
-    static let interval: TimeInterval = 0.001
+    static let interval: TimeInterval = 0.0002
 
     /// A busy handler that tries again every ``interval`` for at least `timeout` seconds.
     static func handler(timeout: TimeInterval) -> Database.BusyCallback {

@@ -62,6 +62,14 @@ public enum ChangeSetCodec {
     /// for many lines (computing it hashes every entity); nil computes it here, and only
     /// for a line that gets as far as naming its model.
     package static func decode(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
+        // Lines as Ferry writes them take the canonical reader (no JSON tree); it answers nil
+        // for anything else, which the general reader below then decodes or refuses with the reason.
+        if let decoded = decodeCanonical(text, model: model, versionHash: versionHash) { return decoded }
+        return try decodeTree(text, model: model, versionHash: versionHash)
+    }
+
+    /// The general reader: parses the line into a JSON tree, then checks it field by field.
+    static func decodeTree(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
@@ -240,7 +248,7 @@ public enum ChangeSetCodec {
 
     /// A permanent object URI of `entity` (or, with `family`, of one of its subentities).
     /// `place` is only spelled out when the URI is refused.
-    private static func checkURI(_ uri: String, entity expected: String, family: Bool, lookups: inout ModelLookups,
+    static func checkURI(_ uri: String, entity expected: String, family: Bool, lookups: inout ModelLookups,
                                  place: @autoclosure () -> String) throws(ChangeSetError) {
         switch ObjectURIComponents.parse(uri) {
         case .failure(let error):

@@ -132,6 +132,26 @@ struct CanonicalChangeSetReaderTests {
         }
     }
 
+    @Test("A URI whose store and entity part was checked before still has its row reference checked")
+    func repeatedURIPrefixes() {
+        func twoInserts(_ second: String, parent: String? = nil) -> String {
+            Self.line([ObjectChange(kind: .insert, uri: Self.uri("Item", 1), entity: "Item", values: ["parent": .object(Self.uri("Item", 9))]),
+                       ObjectChange(kind: .insert, uri: second, entity: "Item", values: ["parent": .object(parent ?? Self.uri("Item", 8))])])
+        }
+        #expect(Self.agrees(twoInserts(Self.uri("Item", 2))))
+        #expect(Self.agrees(twoInserts(Self.uri("Item", 2).replacingOccurrences(of: "/p2", with: "/p02"))), "leading zeros are allowed")
+        for tail in ["p0", "p000", "p", "q2", "p2x", "p1234567890123456789"] {
+            let line = twoInserts(Self.uri("Item", 2).replacingOccurrences(of: "/p2", with: "/\(tail)"))
+            #expect(!Self.agrees(line), "\(tail)")
+            #expect(Self.general(line).hasPrefix("error"), "\(tail)")
+        }
+        for parent in [Self.uri("Tag", 3), Self.uri("Item", 0), "x-coredata:///Item/t0A0B0C0D-0000-4000-8000-0000000000011"] {
+            let line = twoInserts(Self.uri("Item", 2), parent: parent)
+            #expect(!Self.agrees(line), "\(parent)")
+            #expect(Self.general(line).hasPrefix("error"), "\(parent)")
+        }
+    }
+
     @Test("Dates, binary data and UUIDs (strings and numbers in their JSON form) decode the same on both readers")
     func otherTypes() {
         let line = Self.line([ObjectChange(kind: .insert, uri: Self.uri("Item", 1), entity: "Item", values: [

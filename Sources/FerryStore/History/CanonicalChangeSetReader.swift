@@ -101,6 +101,8 @@ private struct CanonicalReader {
         guard take("{") else { return nil }
         var values: [String: ChangeValue] = [:]
         if take("}") { return values }
+        values.reserveCapacity(entity.lastValueCount)
+        defer { entity.lastValueCount = values.count }
         var previous: String?
         repeat {
             guard let key = asciiKey(after: previous), take(":") else { return nil }
@@ -184,8 +186,44 @@ private struct CanonicalReader {
         return .number(value)
     }
 
+    /// Whether `uri` is a permanent URI of `entity` (or, with `family`, of one of its
+    /// subentities), as ``ChangeSetCodec/checkURI(_:entity:family:lookups:place:)`` says.
+    ///
+    /// A change set names thousands of objects of a few stores and entities, so the
+    /// answer for a URI's `x-coredata://STORE/Entity/` part is kept (for the last one
+    /// seen per `family`), and a URI with the same part only needs its `p<N>` checked,
+    /// as the full check does: `p`, then 1 to 18 digits, not all zeros.
     private mutating func accepts(_ uri: String, as entity: String, family: Bool) -> Bool {
-        (try? ChangeSetCodec.checkURI(uri, entity: entity, family: family, lookups: &lookups, place: "")) != nil
+        var uri = uri
+        return uri.withUTF8 { bytes -> Bool in
+            guard let start = bytes.baseAddress, let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return false }
+            let prefixLength = slash + 1
+            let known = family ? knownFamilyPrefix : knownExactPrefix
+            if let known, known.entity == entity, known.bytes.count == prefixLength,
+               known.bytes.withUnsafeBufferPointer({ known in known.baseAddress.map { memcmp($0, start, prefixLength) == 0 } ?? false }) {
+                return Self.isRowReference(UnsafeBufferPointer(rebasing: bytes[prefixLength...]))
+            }
+            let uriText = String(decoding: bytes, as: UTF8.self)
+            guard (try? ChangeSetCodec.checkURI(uriText, entity: entity, family: family, lookups: &lookups, place: "")) != nil else { return false }
+            let accepted = (bytes: Array(bytes[..<prefixLength]), entity: entity)
+            if family { knownFamilyPrefix = accepted } else { knownExactPrefix = accepted }
+            return true
+        }
+    }
+
+    /// The `x-coredata://STORE/Entity/` part of the last URI accepted as an `entity` (exactly, or as one of its family).
+    private var knownExactPrefix: (bytes: [UInt8], entity: String)?
+    private var knownFamilyPrefix: (bytes: [UInt8], entity: String)?
+
+    /// `p<N>` with N of 1 to 18 digits, not zero (leading zeros allowed, as `ObjectURIComponents.parse` allows them).
+    private static func isRowReference(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count >= 2, bytes.count <= 19, bytes[0] == UInt8(ascii: "p") else { return false }
+        var nonZero = false
+        for byte in bytes.dropFirst() {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return false }
+            if byte != UInt8(ascii: "0") { nonZero = true }
+        }
+        return nonZero
     }
 
     // MARK: - Tokens

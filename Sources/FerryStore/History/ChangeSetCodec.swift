@@ -130,6 +130,8 @@ public enum ChangeSetCodec {
         final class EntityLookups {
             let entity: EntityDescription
             var properties: [String: PropertyKind] = [:]
+            /// How many values the last change of this entity had (room to reserve for the next).
+            var lastValueCount = 0
             init(entity: EntityDescription) { self.entity = entity }
         }
 

@@ -49,23 +49,25 @@ struct DirectInsertReplay {
         // The inserted objects must be new here; the referenced ones must exist.
         guard found.buried.isEmpty,
               found.mapped.isEmpty || !draft.insertedURIs.contains(where: { found.mapped[$0] != nil }) else { return false }
-        var existing: [String: ObjectID] = [:]
+        // The local ID of each referenced object, in the draft's order.
+        var existing: [ObjectID?] = []
         existing.reserveCapacity(draft.referencedURIs.count)
-        var own: [(uri: String, id: ObjectID)] = []
+        var own: [(number: Int, id: ObjectID)] = []
         for uri in draft.referencedURIs {
             if let id = found.mapped[uri] {
-                existing[uri] = id  // mapped and not buried: the row exists
+                existing.append(id)  // mapped and not buried: the row exists
             } else if let id = store.ownObjectID(forURI: uri) {
-                own.append((uri, id))
+                own.append((existing.count, id))
+                existing.append(nil)
             } else {
                 return false  // unknown: the context path quarantines it with the reason
             }
         }
         if !own.isEmpty {
             let rows = try store.rows(for: own.map(\.id))
-            for (uri, id) in own {
+            for (number, id) in own {
                 guard rows[id] != nil else { return false }
-                existing[uri] = id
+                existing[number] = id
             }
         }
         do {

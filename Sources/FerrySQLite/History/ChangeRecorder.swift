@@ -57,9 +57,10 @@ struct ChangeRecorder {
         var resurrected = Set<ObjectID>()
         var newRows: [(uri: String, root: Int, key: Int64)] = []
         newRows.reserveCapacity(request.inserts.count)
+        let inOrder = replay.originURIsInOrder.count == request.inserts.count ? replay.originURIsInOrder : nil
         for index in insertedIDs.indices {
             let id = insertedIDs[index], temporaryID = request.inserts[index].objectID
-            guard let uri = replay.originURIs[temporaryID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            guard let uri = inOrder?[index] ?? replay.originURIs[temporaryID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             if onlyNewObjects {
                 newRows.append((uri, root, key))  // nothing else asks for their names or IDs
                 continue

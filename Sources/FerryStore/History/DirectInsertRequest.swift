@@ -59,16 +59,14 @@ extension PersistentContainer {
 
         var request = SaveRequest()
         request.inserts.reserveCapacity(changeSet.changes.count)
-        replay.originURIs.reserveCapacity(changeSet.changes.count)
         var references: [DirectInsertDraft.Reference] = []
         var referencedURIs: [String] = []
-        var seenReferences = Set<String>()
+        var referenceNumbers: [String: Int] = [:]
         // Answers that depend only on the relationship or the target's entity, each worked out once.
         var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
         for (change, id) in zip(changeSet.changes, ids) {
             guard let runtime = entityRuntimes[change.entity] else { return nil }
-            replay.originURIs[id] = change.uri
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
             var attributes = runtime.emptyAttributes
             var toOne = [ObjectID?](repeating: nil, count: runtime.kinds.count)
@@ -88,9 +86,13 @@ extension PersistentContainer {
                     guard canSet else { return nil }
                     guard let target = temporaryIDs[uri] else {
                         // Outside the set: `resolve` finds it and checks it as below.
-                        references.append(.init(insert: request.inserts.count, property: index, uri: uri,
+                        let number = referenceNumbers[uri] ?? referencedURIs.count
+                        if number == referencedURIs.count {
+                            referenceNumbers[uri] = number
+                            referencedURIs.append(uri)
+                        }
+                        references.append(.init(insert: request.inserts.count, property: index, target: number,
                                                 destinationEntityName: relationship.destinationEntityName))
-                        if seenReferences.insert(uri).inserted { referencedURIs.append(uri) }
                         continue
                     }
                     guard canReceiveToOne(target, of: relationship.destinationEntityName, updatable: &updatable) else { return nil }
@@ -101,6 +103,7 @@ extension PersistentContainer {
             }
             request.inserts.append(SaveRequest.Insert(objectID: id, attributes: attributes, toOne: toOne))
         }
+        replay.originURIsInOrder = insertedURIs
         request.replay = replay
         return DirectInsertDraft(request: request, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references)
     }
@@ -108,15 +111,16 @@ extension PersistentContainer {
     /// The request of `draft`, its references outside the set pointed at the
     /// local objects in `existing`; nil when one is missing there, or a context
     /// could make a difference for it (see ``directInsertDraft(for:annotation:)``).
-    /// - Parameter existing: the local ID of objects the set refers to without
-    ///   inserting them (the caller has checked they exist).
+    /// - Parameter existing: the local ID of each of ``DirectInsertDraft/referencedURIs``
+    ///   (in that order; the caller has checked they exist), nil where there is none.
     ///
     /// The request is finished in place (`draft` should be the only owner of its
     /// arrays, or they are copied first).
-    package func resolve(_ draft: inout DirectInsertDraft, existing: [String: ObjectID]) -> SaveRequest? {
+    package func resolve(_ draft: inout DirectInsertDraft, existing: [ObjectID?]) -> SaveRequest? {
+        guard existing.count == draft.referencedURIs.count else { return nil }
         var updatable: [String: Bool] = [:]
         for reference in draft.references {
-            guard let target = existing[reference.uri],
+            guard let target = existing[reference.target],
                   canReceiveToOne(target, of: reference.destinationEntityName, updatable: &updatable) else { return nil }
             draft.request.inserts[reference.insert].toOne[reference.property] = target
         }
@@ -129,7 +133,7 @@ extension PersistentContainer {
     package func directInsertRequest(for changeSet: ChangeSet, existing: [String: ObjectID],
                                      annotation: ReplayAnnotation) -> SaveRequest? {
         guard var draft = directInsertDraft(for: changeSet, annotation: annotation) else { return nil }
-        return resolve(&draft, existing: existing)
+        return resolve(&draft, existing: draft.referencedURIs.map { existing[$0] })
     }
 
     /// Whether a to-one of an inserted object can point at `target` without a
@@ -167,8 +171,8 @@ package struct DirectInsertDraft: Sendable {
         /// The insert (index in the request) and the property (index in its entity) it sets.
         var insert: Int
         var property: Int
-        /// The object's origin URI.
-        var uri: String
+        /// The object: its place in ``referencedURIs``.
+        var target: Int
         /// What the relationship points at.
         var destinationEntityName: String
     }

@@ -189,6 +189,9 @@ public struct ReplayAnnotation: Sendable {
     public var deletes: Set<ObjectID> = []
     /// The origin URI of each object the replay inserted, by temporary ID.
     public var originURIs: [ObjectID: String] = [:]
+    /// Instead of ``originURIs``, for a request that inserts only replayed objects
+    /// (a direct insert): the origin URI of each insert, in the request's order.
+    package var originURIsInOrder: [String] = []
     /// Deleted objects this store never had: tombstones only.
     public var tombstonesOnly: [(uri: String, entity: String)] = []
     /// Objects the change set inserted that a delete rule removed at once (a

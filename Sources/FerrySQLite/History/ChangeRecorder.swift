@@ -58,9 +58,11 @@ struct ChangeRecorder {
         var newRows: [(uri: String, root: Int, key: Int64)] = []
         newRows.reserveCapacity(request.inserts.count)
         let inOrder = replay.originURIsInOrder.count == request.inserts.count ? replay.originURIsInOrder : nil
+        var plans = PlanCache(layout: layout)  // (inserts come in runs of one entity: a lookup per run, not per object)
         for index in insertedIDs.indices {
             let id = insertedIDs[index], temporaryID = request.inserts[index].objectID
-            guard let uri = inOrder?[index] ?? replay.originURIs[temporaryID], let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            guard let uri = inOrder?[index] ?? replay.originURIs[temporaryID], let root = plans.plan(for: id.entityName)?.rootNumber,
+                  let key = id.primaryKey else { continue }
             if onlyNewObjects {
                 newRows.append((uri, root, key))  // nothing else asks for their names or IDs
                 continue

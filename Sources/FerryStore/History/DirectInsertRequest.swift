@@ -44,12 +44,23 @@ extension PersistentContainer {
         ids.reserveCapacity(changeSet.changes.count)
         var insertedURIs: [String] = []
         insertedURIs.reserveCapacity(changeSet.changes.count)
+        // Each change's entity, checked once per entity (changes come in runs of one entity: the last one is kept at hand).
         var entityRuntimes: [String: EntityRuntime] = [:]
+        var changeRuntimes: [EntityRuntime] = []
+        changeRuntimes.reserveCapacity(changeSet.changes.count)
+        var last: (entityName: String, runtime: EntityRuntime)?
         for (counter, change) in changeSet.changes.enumerated() {
             guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty else { return nil }
-            if entityRuntimes[change.entity] == nil {
+            if let last, last.entityName == change.entity {
+                changeRuntimes.append(last.runtime)
+            } else if let known = entityRuntimes[change.entity] {
+                changeRuntimes.append(known)
+                last = (change.entity, known)
+            } else {
                 guard let runtime = runtimes[change.entity], acceptsDirectWrite(runtime, phase: .insert) else { return nil }
                 entityRuntimes[change.entity] = runtime
+                changeRuntimes.append(runtime)
+                last = (change.entity, runtime)
             }
             let id = ObjectID.temporary(entityName: change.entity, namespace: namespace, counter: counter)
             guard temporaryIDs.updateValue(id, forKey: change.uri) == nil else { return nil }
@@ -65,8 +76,8 @@ extension PersistentContainer {
         // Answers that depend only on the relationship or the target's entity, each worked out once.
         var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
-        for (change, id) in zip(changeSet.changes, ids) {
-            guard let runtime = entityRuntimes[change.entity] else { return nil }
+        for index in changeSet.changes.indices {
+            let change = changeSet.changes[index], id = ids[index], runtime = changeRuntimes[index]
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
             var attributes = runtime.emptyAttributes
             var toOne = [ObjectID?](repeating: nil, count: runtime.kinds.count)

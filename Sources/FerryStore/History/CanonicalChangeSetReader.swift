@@ -14,7 +14,7 @@ extension ChangeSetCodec {
     /// keys only in strictly increasing ASCII order, so a duplicate key or an
     /// order the general reader would sort never reaches it. `ChangeSetCodecTests`
     /// and the fuzz test compare the two on canonical and mutated lines.
-    static func decodeCanonical(_ text: String, model: ManagedObjectModel, versionHash: String?) -> Decoded? {
+    package static func decodeCanonical(_ text: String, model: ManagedObjectModel, versionHash: String?) -> Decoded? {
         var text = text
         return text.withUTF8 { bytes -> Decoded? in
             guard let base = bytes.baseAddress else { return nil }

@@ -69,7 +69,7 @@ public enum ChangeSetCodec {
     }
 
     /// The general reader: parses the line into a JSON tree, then checks it field by field.
-    static func decodeTree(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
+    package static func decodeTree(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }

@@ -33,10 +33,18 @@ struct NetworkFaultTests {
         try b.start()
 
         var writer = PeopleWriter()
-        for _ in 0..<rounds {
+        // The rounds, then more (up to 40) until every kind of fault has happened at least once: the
+        // daemons back off after each failure, so a fast run may make only a handful of requests.
+        func unseen() -> [FaultProxy.Fault] {
+            let counts = [toA.counts, toB.counts].reduce(into: [FaultProxy.Fault: Int]()) { $0.merge($1, uniquingKeysWith: +) }
+            return [.delay, .drop, .truncateRequest, .truncateResponse, .reset].filter { counts[$0, default: 0] == 0 }
+        }
+        var round = 0
+        while round < rounds || (round < rounds + 40 && !unseen().isEmpty) {
             try writer.save(on: a, count: Int.random(in: 50...400, using: &random), random: &random)
             try writer.save(on: b, count: Int.random(in: 5...60, using: &random), random: &random)
             Thread.sleep(forTimeInterval: Double.random(in: 0.1...0.5, using: &random))
+            round += 1
         }
         toA.setPlan(.none)
         toB.setPlan(.none)

@@ -39,12 +39,12 @@ struct SlowClientTests {
             let started = Date()
             try a.put(Self.people("r\(round)-", 0..<50))
             let synced = try DaemonPeer.waitUntil(timeout: 10) { try a.dump() == b.dump() }
-            #expect(synced, "round \(round): B did not take A's save while slow clients were connected")
+            #expect(synced, "round \(round): B did not take A's save while slow clients were connected (B \(b.isRunning ? "running" : "stopped"))")
             print("slow bodies: round \(round) reached B in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (including the put)")
         }
         let health = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "2", b.url + "/healthz"])
         #expect(health.standardOutput.contains("ok"), "healthz: \(health.standardError)")
-        #expect(b.isRunning)
+        #expect(b.isRunning, "B stopped; the end of its log:\n\(b.log().suffix(4000))")
         // None of the slow bodies applied anything: B holds exactly A's three change sets.
         #expect(try b.changeSetLog().entries.count == 3)
     }

@@ -11,7 +11,7 @@ import FerrySQLite
 ///
 /// It comes in two steps: ``prepare(_:body:retry:container:)`` works out
 /// everything that needs nothing from the store (any thread, ahead of time;
-/// see ``DirectInsertPipeline``), and ``apply(_:)`` asks the store which
+/// see ``DirectInsertPipeline``), and ``apply(_:discard:)`` asks the store which
 /// objects exist, finishes the request and saves it.
 ///
 /// The outcome is the same as merging through a context would give: no

@@ -57,11 +57,19 @@ package enum LineDecoding {
         return result
     }
 
+    /// Below this many bytes ``decodeOffPool(_:model:versionHash:)`` decodes on the calling
+    /// task (well under a millisecond's work: a thread would cost more than it saves).
+    package static let offPoolThreshold = 64 << 10
+
     /// ``decode(_:model:versionHash:parallelThreshold:)`` on a thread of its own, so that the
     /// awaiting task holds no thread of the shared pool meanwhile (a pull decodes its next
-    /// batch so while the store applies this one on the other).
+    /// batch so while the store applies this one on the other). Small batches, and the
+    /// empty answers of an idle peer, are decoded at once.
     package static func decodeOffPool(_ lines: [String], model: ManagedObjectModel,
                                       versionHash: String) async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
+        guard lines.reduce(0, { $0 + $1.utf8.count }) >= offPoolThreshold else {
+            return try decode(lines, model: model, versionHash: versionHash)
+        }
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>, Never>) in
             let thread = Thread {
                 continuation.resume(returning: Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash) })

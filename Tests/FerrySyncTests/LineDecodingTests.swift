@@ -49,4 +49,30 @@ struct LineDecodingTests {
             }
         }
     }
+
+    @Test("Off the shared pool (what a pull does with its next batch): the same outcome, and the same first bad line")
+    func offPool() async throws {
+        // Enough change sets to pass the threshold, so the batch goes to a thread of its own.
+        var lines = try Self.lines(1)
+        let copies = LineDecoding.offPoolThreshold / lines[0].utf8.count + 1
+        lines = (0..<copies).map { index in lines[0].replacingOccurrences(of: "\"seq\":1", with: "\"seq\":\(index + 1)") }
+        #expect(lines.reduce(0) { $0 + $1.utf8.count } >= LineDecoding.offPoolThreshold)
+        let versionHash = Self.model.versionHash
+        let serial = try LineDecoding.decode(lines, model: Self.model, parallelThreshold: .max)
+        let offPool = try await LineDecoding.decodeOffPool(lines, model: Self.model, versionHash: versionHash)
+        #expect(offPool.map(\.line) == serial.map(\.line))
+        #expect(offPool.compactMap { if case .changeSet(let set) = $0.decoded { set } else { nil } }
+                == serial.compactMap { if case .changeSet(let set) = $0.decoded { set } else { nil } })
+        lines[copies / 2] = #"{"format":1,"origin":"nope"}"#
+        do {
+            _ = try await LineDecoding.decodeOffPool(lines, model: Self.model, versionHash: versionHash)
+            Issue.record("a bad line was accepted")
+        } catch {
+            guard case .malformed(let line, _) = error else { Issue.record("\(error)"); return }
+            #expect(line == copies / 2 + 1)
+        }
+        // Small batches (an idle peer's empty answer too) are decoded at once, with the same outcome.
+        #expect(try await LineDecoding.decodeOffPool([], model: Self.model, versionHash: versionHash).isEmpty)
+        #expect(try await LineDecoding.decodeOffPool(Array(serial.prefix(2).map(\.line)), model: Self.model, versionHash: versionHash).count == 2)
+    }
 }

@@ -12,7 +12,7 @@ extension ChangeSetCodec {
     /// reader would answer for the same line: every check is the same (it calls
     /// the same model lookups, URI check and attribute decoding), and it accepts
     /// keys only in strictly increasing ASCII order, so a duplicate key or an
-    /// order the general reader would sort never reaches it. `ChangeSetCodecTests`
+    /// order the general reader would sort never reaches it. `CanonicalChangeSetReaderTests`
     /// and the fuzz test compare the two on canonical and mutated lines.
     package static func decodeCanonical(_ text: String, model: ManagedObjectModel, versionHash: String?) -> Decoded? {
         var text = text

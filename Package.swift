@@ -120,9 +120,7 @@ let package = Package(
             name: "FerryDaemonTests",
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
                            .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
-                           .product(name: "NIOCore", package: "swift-nio"),
-                           // (a stand-in peer that answers what a test needs, in process)
-                           .product(name: "Hummingbird", package: "hummingbird")]
+                           .product(name: "NIOCore", package: "swift-nio")]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(

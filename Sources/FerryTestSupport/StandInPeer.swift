@@ -1,0 +1,117 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A minimal HTTP/1.1 server on 127.0.0.1 that answers each request as a test
+/// says (by method and request target), one request per connection.
+///
+/// It serves on threads of its own, not on Swift concurrency's shared pool: a
+/// parallel test run keeps that pool's threads busy with synchronous tests for
+/// long stretches, and a server on it (Hummingbird in the test process) then
+/// answered too late for the client's timeout.
+public final class StandInPeer: Sendable {
+    /// What the stand-in answers to one request.
+    public struct Answer: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: String
+
+        public init(status: Int = 200, contentType: String = "application/json", body: String) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
+    }
+
+    /// The port it listens on.
+    public let port: Int
+    private let listener: Int32
+    private let running = Mutex(true)
+    private let answer: @Sendable (_ method: String, _ target: String) -> Answer
+
+    /// Starts listening on a free port of 127.0.0.1; `answer` gets each request's
+    /// method and target (path and query, as sent).
+    public init(answer: @escaping @Sendable (_ method: String, _ target: String) -> Answer) throws {
+        self.answer = answer
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw DaemonPeerError(description: "stand-in peer: socket() failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(descriptor, 16) == 0 else {
+            close(descriptor)
+            throw DaemonPeerError(description: "stand-in peer: cannot listen on 127.0.0.1")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = descriptor
+        Thread { [self] in acceptLoop() }.start()
+    }
+
+    /// Its base URL.
+    public var url: String { "http://127.0.0.1:\(port)/" }
+
+    /// Stops listening (once).
+    public func stop() {
+        let wasRunning = running.withLock { running in
+            defer { running = false }
+            return running
+        }
+        guard wasRunning else { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    deinit { stop() }
+
+    private func acceptLoop() {
+        while running.withLock({ $0 }) {
+            let client = accept(listener, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            Thread { [self] in serve(client) }.start()
+        }
+    }
+
+    /// Reads one request's head (a body, if any, is not needed by the answers), answers, closes.
+    private func serve(_ client: Int32) {
+        defer { close(client) }
+        var head: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !Self.holdsHeadEnd(head) {
+            guard head.count < 1 << 16 else { return }
+            let count = recv(client, &buffer, buffer.count, 0)
+            guard count > 0 else { return }
+            head += buffer[0..<count]
+        }
+        let requestLine = String(decoding: head.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self).split(separator: " ")
+        guard requestLine.count >= 2 else { return }
+        let reply = answer(String(requestLine[0]), String(requestLine[1]))
+        let body = Array(reply.body.utf8)
+        let text = "HTTP/1.1 \(reply.status) Stand-in\r\nContent-Type: \(reply.contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        let bytes = Array(text.utf8) + body
+        var offset = 0
+        while offset < bytes.count {
+            // MSG_NOSIGNAL: a client that went away must not end the test process with SIGPIPE.
+            let written = bytes[offset...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+
+    /// Whether `bytes` hold the blank line that ends a request's head.
+    private static func holdsHeadEnd(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 4 && (0...(bytes.count - 4)).contains { bytes[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }
+    }
+}

@@ -73,7 +73,8 @@ struct NetworkFaultTests {
         }
         let failures = (a.log() + b.log()).components(separatedBy: "failed:").count - 1
         #expect(failures > 0, "\(context): no sync failed while the faults lasted")
-        #expect(a.stop() == 0 && b.stop() == 0)
+        let (stopA, stopB) = (a.stop(), b.stop())
+        #expect(stopA == 0 && stopB == 0, "exit statuses a \(stopA) (\(a.processState)), b \(stopB) (\(b.processState))\nlog a:\n\(a.log().suffix(3000))\nlog b:\n\(b.log().suffix(3000))")
         print("network faults: \(counts.values.reduce(0, +)) connections (\(counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))), "
               + "\(failures) failed syncs retried; converged \(String(format: "%.1f", seconds)) s after the faults stopped; "
               + "\(writer.saves) saves, \(writer.objects) objects; \(context)")

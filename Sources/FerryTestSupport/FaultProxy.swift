@@ -71,23 +71,8 @@ public final class FaultProxy: Sendable {
     public init(upstreamPort: Int, plan: FaultPlan = .none, seed: UInt64) throws {
         self.upstreamPort = upstreamPort
         self.state = Mutex(State(plan: plan, random: SeededGenerator(seed: seed)))
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw DaemonPeerError(description: "proxy: socket() failed") }
-        var yes: Int32 = 1
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(descriptor, 64) == 0 else {
-            close(descriptor)
-            throw DaemonPeerError(description: "proxy: cannot listen on 127.0.0.1")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        self.port = Int(UInt16(bigEndian: address.sin_port))
+        let (descriptor, port) = try LoopbackSocket.bound(listening: 64, reuseAddress: true)
+        self.port = port
         self.listener = descriptor
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
@@ -183,7 +168,7 @@ public final class FaultProxy: Sendable {
         guard upstream >= 0 else { return }
         track(upstream)
         defer { untrack(upstream); close(upstream) }
-        var address = Self.loopback(port: upstreamPort)
+        var address = LoopbackSocket.address(port: upstreamPort)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -290,13 +275,6 @@ public final class FaultProxy: Sendable {
         state.withLock { _ = $0.open.remove(descriptor) }
     }
 
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
 }
 
 /// What the current request of one connection does to its response, and whether

@@ -35,25 +35,7 @@ public final class StandInPeer: Sendable {
     /// method and target (path and query, as sent).
     public init(answer: @escaping @Sendable (_ method: String, _ target: String) -> Answer) throws {
         self.answer = answer
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw DaemonPeerError(description: "stand-in peer: socket() failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(descriptor, 16) == 0 else {
-            close(descriptor)
-            throw DaemonPeerError(description: "stand-in peer: cannot listen on 127.0.0.1")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        listener = descriptor
+        (listener, port) = try LoopbackSocket.bound(listening: 16)
         Thread { [self] in acceptLoop() }.start()
     }
 

@@ -172,6 +172,10 @@ struct ReplicationTests {
         // Still held after a restart: kept in the store, not in memory.
         b.stop()
         try b.start()
-        #expect(try FerryProcess.run(["status", "--config", b.configuration]).standardOutput.contains(#""waiting":1"#))
+        // (Polled: right after a start, /v1/status leaves the counts out when reading them fails — seen twice
+        // in full runs; that omission is a known gap of the status route, noted in the stop's note.)
+        #expect(try DaemonPeer.waitUntil(timeout: 10) {
+            try FerryProcess.run(["status", "--config", b.configuration]).standardOutput.contains(#""waiting":1"#)
+        })
     }
 }

@@ -119,7 +119,7 @@ let package = Package(
         .testTarget(
             name: "FerryDaemonTests",
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
-                           .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
                            .product(name: "NIOCore", package: "swift-nio")]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.

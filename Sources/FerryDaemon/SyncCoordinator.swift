@@ -134,16 +134,34 @@ public actor SyncCoordinator {
     }
 
     /// The status document of `GET /v1/status` and `ferry status`.
+    ///
+    /// `store` and `model` are always there. `vector`, `waiting` and `quarantined` are read
+    /// from the store; any of them that could not be read is `null`, and `read_error` says
+    /// why (`null` when every read succeeded) — a count is never left out without a word.
     public func statusJSON() async -> String {
-        var members: [String: JSONValue] = [:]
-        if let state = try? await endpoint.state() {
-            members["store"] = .string(state.store.uuidString)
-            members["model"] = .string(state.modelHash)
-            members["vector"] = .sortedObject(Dictionary(uniqueKeysWithValues: state.vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+        var members: [String: JSONValue] = [
+            "store": .string(endpoint.storeIdentifier.uuidString),
+            "model": .string(endpoint.modelVersionHash),
+            "vector": .null, "waiting": .null, "quarantined": .null, "read_error": .null,
+        ]
+        var readErrors: [String] = []
+        do {
+            let vector = try await endpoint.state().vector
+            members["vector"] = .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+        } catch {
+            readErrors.append("the version vector: \(error)")
         }
-        if let backlog = try? await endpoint.backlog() {
+        do {
+            let backlog = try await endpoint.backlog()
             members["waiting"] = .integer(Int64(backlog.waiting))
             members["quarantined"] = .integer(Int64(backlog.quarantined))
+        } catch {
+            readErrors.append("the waiting and quarantined change sets: \(error)")
+        }
+        if !readErrors.isEmpty {
+            let message = "could not read \(readErrors.joined(separator: "; nor ")); ask again, and see the daemon's log if it persists"
+            logger.warning("status: \(message)")
+            members["read_error"] = .string(message)
         }
         let formatter = ISO8601DateFormatter()
         func date(_ value: Date?) -> JSONValue { value.map { .string(formatter.string(from: $0)) } ?? .null }

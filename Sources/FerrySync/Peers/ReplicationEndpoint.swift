@@ -11,11 +11,17 @@ import FerrySQLite
 public actor ReplicationEndpoint {
     /// The store.
     public let store: SQLiteStore
+    /// The store's UUID (fixed for the store's life; readable without waiting for the actor).
+    public nonisolated let storeIdentifier: UUID
+    /// The version hash of the store's model (readable without waiting for the actor).
+    public nonisolated let modelVersionHash: String
     private let engine: ReplayEngine
 
     /// An endpoint for `store`.
     public init(store: SQLiteStore) throws {
         self.store = store
+        self.storeIdentifier = store.identifier
+        self.modelVersionHash = store.modelVersionHash
         self.engine = try ReplayEngine(store: store)
     }
 

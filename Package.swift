@@ -27,6 +27,12 @@ let package = Package(
         // gzip of request and response bodies (zlib through NIO ByteBuffers); Hummingbird 2 has no compression of its own.
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // HTTPS to peers whose certificates come from a private CA (a peer's `ca_file`): URLSession on
+        // Linux trusts only the system store (FoundationNetworking reads a CA file only on Android), so
+        // those peers go through AsyncHTTPClient with the CA as its trust roots. Both were already in the
+        // package graph (through Hummingbird); every other peer keeps URLSession.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -47,6 +53,10 @@ let package = Package(
                 "FerryModel", "FerryStore", "FerrySQLite",
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // The HTTP API of docs/PROTOCOL.md and docs/openapi.yaml (Hummingbird 2).

@@ -47,6 +47,9 @@ public struct Configuration: Sendable, Equatable {
         public var url: URL
         /// The file holding the token this store presents to the peer.
         public var tokenFile: String
+        /// A PEM file of the CA(s) the peer's HTTPS certificate must chain up to, in place of
+        /// the system trust store (for peers with certificates from a private CA); nil for the system store.
+        public var caFile: String? = nil
     }
 
     /// How often and how much to sync.
@@ -210,13 +213,16 @@ extension Configuration {
                 throw fail("\(place).url must be an http:// or https:// URL with a host; found '\(urlText)'")
             }
             guard let tokenFile = entry.tokenFile, !tokenFile.isEmpty else { throw fail("missing key \(place).token_file") }
-            if entry.caFile != nil {
-                throw fail("\(place).ca_file is not supported: on Linux, URLSession verifies peers only against the system trust store "
-                    + "(FoundationNetworking reads a CA file only on Android). Add the peer's CA there (copy it to "
-                    + "/usr/local/share/ca-certificates/ and run update-ca-certificates) and remove ca_file")
+            var caFile: String?
+            if let file = entry.caFile {
+                guard !file.isEmpty else { throw fail("\(place).ca_file is empty; name the peer's CA certificate file, or remove the key to use the system trust store") }
+                guard url.scheme == "https" else {
+                    throw fail("\(place).ca_file is only for https:// peers; \(place).url is '\(urlText)'")
+                }
+                caFile = resolve(file)
             }
             guard !peers.contains(where: { $0.name == name }) else { throw fail("two peers are named '\(name)'; names must differ") }
-            peers.append(Peer(name: name, url: url, tokenFile: resolve(tokenFile)))
+            peers.append(Peer(name: name, url: url, tokenFile: resolve(tokenFile), caFile: caFile))
         }
 
         var tls: TLS?

@@ -35,7 +35,7 @@ public enum Daemon {
         let configuration: Configuration
         let model: ManagedObjectModel
         let tokens: AccessTokens
-        let peers: [(name: String, url: URL, token: String)]
+        let peers: [(name: String, url: URL, token: String, trust: PeerTrust)]
     }
 
     /// Opens the store and reads the tokens and peers of `configuration`.
@@ -62,7 +62,7 @@ public enum Daemon {
         } catch {
             throw DaemonError(description: "server.tokens_file: \(error)")
         }
-        var peers: [(name: String, url: URL, token: String)] = []
+        var peers: [(name: String, url: URL, token: String, trust: PeerTrust)] = []
         for peer in configuration.peers {
             guard let text = try? String(contentsOfFile: peer.tokenFile, encoding: .utf8) else {
                 throw DaemonError(description: "peer \(peer.name): cannot read token_file \(peer.tokenFile)")
@@ -71,7 +71,15 @@ public enum Daemon {
             guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
                 throw DaemonError(description: "peer \(peer.name): token_file \(peer.tokenFile) must hold one token")
             }
-            peers.append((peer.name, peer.url, token))
+            var trust = PeerTrust.systemStore
+            if let caFile = peer.caFile {
+                do {
+                    trust = .certificateAuthority(try CertificateAuthority(file: caFile))
+                } catch {
+                    throw DaemonError(description: "peer \(peer.name): ca_file: \(error)")
+                }
+            }
+            peers.append((peer.name, peer.url, token, trust))
         }
         return Settings(configuration: configuration, model: model, tokens: tokens, peers: peers)
     }

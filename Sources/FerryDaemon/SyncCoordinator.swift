@@ -27,9 +27,9 @@ public actor SyncCoordinator {
     private let now: @Sendable () -> Date
     private var random = SystemRandomNumberGenerator()
 
-    /// A coordinator for `peers` (name, URL, token) over `endpoint`; a failing peer is
-    /// retried on `retries`. `now` is the clock (tests pass their own).
-    public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String)], batchSize: Int,
+    /// A coordinator for `peers` (name, URL, token, how its certificate is checked) over
+    /// `endpoint`; a failing peer is retried on `retries`. `now` is the clock (tests pass their own).
+    public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
                 now: @escaping @Sendable () -> Date = Date.init) {
         self.endpoint = endpoint
@@ -38,7 +38,7 @@ public actor SyncCoordinator {
         self.peers = peers.map { peer in
             PeerRecord(name: peer.name, url: peer.url,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
-                                      client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout),
+                                      client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout, trust: peer.trust),
                                       batchSize: batchSize),
                        session: PeerSession(retries: retries))
         }

@@ -18,7 +18,7 @@ public final class DaemonPeer: @unchecked Sendable {
     /// The port it listens on (fixed after the first start, so peers can name it).
     public private(set) var port: Int
     private var process: Process?
-    private var peers: [(name: String, url: String, token: String)] = []
+    private var peers: [(name: String, url: String, token: String, caFile: String?)] = []
     private let pullInterval: Double
     private let maxBackoff: Double
 
@@ -88,9 +88,10 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     /// Makes this peer sync with `other` (presenting `token`, by default the right one),
-    /// at `url` when given (a ``FaultProxy`` in front of it) or directly.
-    public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil) throws {
-        peers.append((other.name, url ?? other.url, token ?? other.peerToken))
+    /// at `url` when given (a ``FaultProxy`` in front of it) or directly; `caFile` is the
+    /// peer's `ca_file` (its HTTPS certificate checked against that CA, not the system store).
+    public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil, caFile: String? = nil) throws {
+        peers.append((other.name, url ?? other.url, token ?? other.peerToken, caFile))
         try writeConfiguration()
     }
 
@@ -115,6 +116,7 @@ public final class DaemonPeer: @unchecked Sendable {
             for peer in peers {
                 try peer.token.write(toFile: directory.file("to-\(peer.name).token"), atomically: true, encoding: .utf8)
                 text += "  - name: \(peer.name)\n    url: \(peer.url)\n    token_file: to-\(peer.name).token\n"
+                if let caFile = peer.caFile { text += "    ca_file: \(caFile)\n" }
             }
         }
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
@@ -208,6 +210,18 @@ public final class DaemonPeer: @unchecked Sendable {
     /// What the daemon logged so far.
     public func log() -> String {
         (try? String(contentsOfFile: directory.file("daemon.log"), encoding: .utf8)) ?? ""
+    }
+
+    /// The part of the log a failure message needs: when the daemon crashed, the crash
+    /// report from its first line (the reason and the crashed thread's frames), else the end.
+    public func logExcerpt(characters: Int = 3000) -> String {
+        let text = log()
+        let markers = ["Fatal error", "Program crashed", "crashed:"]
+        guard let crash = markers.compactMap({ text.range(of: $0)?.lowerBound }).min() else {
+            return String(text.suffix(characters))
+        }
+        let start = text.index(crash, offsetBy: -min(600, text.distance(from: text.startIndex, to: crash)))
+        return String(text[start...].prefix(characters)) + "\n  …\n" + String(text.suffix(600))
     }
 
     /// Runs `ferry` with this peer's store and model appended after `arguments`.

@@ -21,6 +21,10 @@ struct ConfigurationTests {
           - name: berlin
             url: https://berlin.example.com:7400
             token_file: tokens/berlin
+          - name: paris
+            url: https://paris.internal:7400
+            token_file: tokens/paris
+            ca_file: tls/internal-ca.pem
         sync:
           pull_interval: 12.5
           batch_size: 250
@@ -48,7 +52,11 @@ struct ConfigurationTests {
         #expect(configuration.store.model == "/srv/ferry/models/OrgChart.xcdatamodeld")
         #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576,
                                               tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem")))
-        #expect(configuration.peers == [.init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin")])
+        #expect(configuration.peers == [
+            .init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin"),
+            .init(name: "paris", url: URL(string: "https://paris.internal:7400")!, tokenFile: "/srv/ferry/tokens/paris",
+                  caFile: "/srv/ferry/tls/internal-ca.pem"),
+        ])
         #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20, maxBackoff: 15))
     }
 
@@ -95,7 +103,8 @@ struct ConfigurationTests {
             ("store: {path: s\n", "not valid YAML"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key server.tls.pin"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is not supported: on Linux, URLSession verifies peers only against the system trust store"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0].url is 'http://x'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n", "peers[0].ca_file is empty"),
         ]
         for (text, expected) in cases {
             let message = error(text)

@@ -11,20 +11,26 @@ struct TLSTests {
         return (result.status, result.standardOutput + result.standardError)
     }
 
-    /// A CA, and a server certificate for 127.0.0.1 signed by it.
-    func makeCertificates(in directory: TemporaryDirectory) throws -> (ca: String, certificate: String, key: String) {
+    /// A CA (or the CA of `caFrom`), and a server certificate for `subjectAltName` signed by it.
+    func makeCertificates(in directory: TemporaryDirectory, subjectAltName: String = "IP:127.0.0.1",
+                          caFrom existing: (ca: String, certificate: String, key: String)? = nil) throws -> (ca: String, certificate: String, key: String) {
         let openssl = "/usr/bin/openssl"
         try #require(FileManager.default.isExecutableFile(atPath: openssl), "openssl is needed to make the test's certificates")
-        let ca = directory.file("ca.pem"), caKey = directory.file("ca.key")
-        let key = directory.file("server.key"), request = directory.file("server.csr"), certificate = directory.file("server.pem")
-        let extensions = directory.file("san.ext")
-        try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        let name = UUID().uuidString.prefix(8)
+        let ca = existing?.ca ?? directory.file("ca-\(name).pem")
+        let caKey = existing.map { URL(fileURLWithPath: $0.ca).deletingLastPathComponent().appendingPathComponent("ca.key").path } ?? directory.file("ca.key")
+        let key = directory.file("server-\(name).key"), request = directory.file("server-\(name).csr"), certificate = directory.file("server-\(name).pem")
+        let extensions = directory.file("san-\(name).ext")
+        try "subjectAltName=\(subjectAltName)\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
             .write(toFile: extensions, atomically: true, encoding: .utf8)
-        for arguments in [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", ca, "-days", "2", "-subj", "/CN=Ferry Test CA"],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1"],
+        var steps = [
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=\(subjectAltName.split(separator: ":").last ?? "")"],
             ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", certificate, "-days", "2", "-extfile", extensions],
-        ] {
+        ]
+        if existing == nil {
+            steps.insert(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", ca, "-days", "2", "-subj", "/CN=Ferry Test CA"], at: 0)
+        }
+        for arguments in steps {
             let result = try run(openssl, arguments)
             try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
         }
@@ -66,6 +72,66 @@ struct TLSTests {
         let syncA = try FerryProcess.run(["sync-now", "--config", a.configuration])
         #expect(syncA.status == 1 && syncA.standardError.contains("did not answer") && !syncA.standardError.contains("syncing in this process"),
                 "\(syncA.standardError)")
+        #expect(a.stop() == 0)
+    }
+
+    @Test("With ca_file, peers whose CA is not in the system store sync both ways over HTTPS; another CA or a file with no certificate is refused")
+    func privateCertificateAuthority() throws {
+        let directory = TemporaryDirectory()
+        let files = try makeCertificates(in: directory)
+        let strangerFolder = TemporaryDirectory(prefix: "ferry-other-ca")
+        let stranger = try makeCertificates(in: strangerFolder)
+        let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 0.5, maxBackoff: 1)
+        let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 0.5, maxBackoff: 1)
+        try a.useTLS(certificate: files.certificate, key: files.key)
+        try b.useTLS(certificate: files.certificate, key: files.key)
+        try a.connect(to: b, caFile: files.ca)
+        try b.connect(to: a, caFile: files.ca)
+        try a.start()
+        try b.start()
+        try a.put("[\(ReplicationTests.person("ann", 1, "Ann"))]")
+        try b.put("[\(ReplicationTests.person("bob", 2, "Bob"))]")
+        var dumps = ("", "")
+        let converged = try DaemonPeer.waitUntil(timeout: 30) {
+            dumps = (try a.dump(), try b.dump())
+            return dumps.0 == dumps.1 && dumps.0.contains("Ann") && dumps.0.contains("Bob")
+        }
+        #expect(converged, "a:\n\(dumps.0)\nb:\n\(dumps.1)\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
+
+        // A peer that names another CA refuses A's certificate, says which ca_file, and applies nothing.
+        let c = try DaemonPeer(name: "c", model: ReplicationTests.model, pullInterval: 3600)
+        try c.connect(to: a, caFile: stranger.ca)
+        #expect(try FerryProcess.run(["init", "--config", c.configuration]).status == 0)
+        let refused = try FerryProcess.run(["sync-now", "--config", c.configuration])
+        #expect(refused.status == 1 && refused.standardOutput.contains("a: FAILED (unreachable")
+                    && refused.standardOutput.contains("ca_file \(stranger.ca)"), "status \(refused.status): \(refused.standardOutput) \(refused.standardError)")
+        #expect(try c.dump().isEmpty)
+
+        // A ca_file that holds no certificate stops the start with the reason, before anything runs.
+        let d = try DaemonPeer(name: "d", model: ReplicationTests.model, pullInterval: 3600)
+        try d.connect(to: a, caFile: files.key)
+        let run = try FerryProcess.run(["run", "--config", d.configuration])
+        #expect(run.status != 0 && run.standardError.contains("peer a: ca_file: the CA file \(files.key) holds no PEM certificate"),
+                "\(run.standardError)")
+        let missing = try DaemonPeer(name: "e", model: ReplicationTests.model, pullInterval: 3600)
+        try missing.connect(to: a, caFile: directory.file("no-such-ca.pem"))
+        let sync = try FerryProcess.run(["sync-now", "--config", missing.configuration])
+        #expect(sync.status != 0 && sync.standardError.contains("cannot read the CA file \(directory.file("no-such-ca.pem"))"),
+                "\(sync.standardError)")
+        #expect(b.stop() == 0)
+
+        // The right CA, but a certificate for another host name (A restarted with it): refused.
+        #expect(a.stop() == 0)
+        let elsewhere = try makeCertificates(in: directory, subjectAltName: "DNS:peer.example", caFrom: files)
+        try a.useTLS(certificate: elsewhere.certificate, key: elsewhere.key)
+        try a.start()
+        let f = try DaemonPeer(name: "f", model: ReplicationTests.model, pullInterval: 3600)
+        try f.connect(to: a, caFile: files.ca)
+        #expect(try FerryProcess.run(["init", "--config", f.configuration]).status == 0)
+        let otherHost = try FerryProcess.run(["sync-now", "--config", f.configuration])
+        #expect(otherHost.status == 1 && otherHost.standardOutput.contains("a: FAILED (unreachable")
+                    && otherHost.standardOutput.contains("not for the host"), "status \(otherHost.status): \(otherHost.standardOutput) \(otherHost.standardError)")
+        #expect(try f.dump().isEmpty)
         #expect(a.stop() == 0)
     }
 }

@@ -93,7 +93,7 @@ struct CrashSafetyTests {
             let dumps = try [a.dump(), b.dump()]
             return dumps[0] == dumps[1] && dumps[0].split(separator: "\n").count == writer.objects
         }
-        #expect(converged, "\(context): the replicas did not converge\nlog a:\n\(a.log().suffix(3000))\nlog b:\n\(b.log().suffix(3000))")
+        #expect(converged, "\(context): the replicas did not converge\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
         #expect(a.stop() == 0 && b.stop() == 0, "\(context): a clean stop after the crashes")
 
         try expectEveryChangeSetOnce(in: [a, b], saves: writer.saves, context: context)

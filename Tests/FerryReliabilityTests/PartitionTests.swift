@@ -115,7 +115,7 @@ struct PartitionTests {
                 && Set(peers.map { try Set($0.changeSetLog().entries.map { "\($0.origin)#\($0.sequence)" }) }).count == 1
         }
         let seconds = Date().timeIntervalSince(healed)
-        #expect(converged, "no convergence within 30 s of the heal\n\(peers.map { "\($0.name): \($0.processState)\n\(String($0.log().suffix(2000)))" }.joined(separator: "\n"))")
+        #expect(converged, "no convergence within 30 s of the heal\n\(peers.map { "\($0.name): \($0.processState)\n\($0.logExcerpt(characters: 2000))" }.joined(separator: "\n"))")
 
         let final = try Self.objects(in: a.dump())
         let employees = Dictionary(uniqueKeysWithValues: final.filter { $0.entity == "Employee" }.compactMap { object in object.name.map { ($0, object) } })

@@ -44,7 +44,7 @@ struct SlowClientTests {
         }
         let health = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "2", b.url + "/healthz"])
         #expect(health.standardOutput.contains("ok"), "healthz: \(health.standardError)")
-        #expect(b.isRunning, "B stopped; the end of its log:\n\(b.log().suffix(4000))")
+        #expect(b.isRunning, "B stopped; the end of its log:\n\(b.logExcerpt(characters: 4000))")
         // None of the slow bodies applied anything: B holds exactly A's three change sets.
         #expect(try b.changeSetLog().entries.count == 3)
     }

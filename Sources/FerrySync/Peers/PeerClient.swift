@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import FerryStore
 import CompressNIO
 import NIOCore
@@ -54,22 +51,25 @@ public struct PeerState: Sendable, Equatable {
     public var vector: VersionVector
 }
 
-/// Talks to one peer's HTTP API (docs/PROTOCOL.md) with URLSession.
+/// Talks to one peer's HTTP API (docs/PROTOCOL.md): through URLSession, or —
+/// for an HTTPS peer whose certificate comes from a private CA — through a
+/// client that trusts that CA (see ``PeerTrust``).
 public struct PeerClient: Sendable {
     /// The peer's base URL.
     public let baseURL: URL
     private let token: String
-    private let session: URLSession
+    private let transport: any PeerTransport
 
-    /// A client for the peer at `baseURL`, presenting `token`; each request may take `timeout` seconds.
-    public init(baseURL: URL, token: String, timeout: TimeInterval = 30) {
+    /// A client for the peer at `baseURL`, presenting `token`; a request may go `timeout`
+    /// seconds without data (and take four times that in all). `trust` says how the peer's
+    /// HTTPS certificate is checked.
+    public init(baseURL: URL, token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
         self.baseURL = baseURL
         self.token = token
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeout
-        configuration.timeoutIntervalForResource = timeout * 4
-        configuration.httpAdditionalHeaders = ["Accept-Encoding": "gzip"]
-        self.session = URLSession(configuration: configuration)
+        switch trust {
+        case .systemStore: transport = URLSessionTransport(timeout: timeout)
+        case .certificateAuthority(let authority): transport = CertificateAuthorityTransport(authority: authority, timeout: timeout)
+        }
     }
 
     /// `GET /v1/state`.
@@ -129,31 +129,20 @@ public struct PeerClient: Sendable {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
-        if let contentEncoding { request.setValue(contentEncoding, forHTTPHeaderField: "Content-Encoding") }
-        request.httpBody = body
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch let error as URLError where error.code == .cannotConnectToHost {
-            throw PeerError.notListening("\(method) \(url.path): \(error.localizedDescription)")
-        } catch {
-            throw PeerError.unreachable("\(method) \(url.path): \(error.localizedDescription)")
-        }
-        guard let http = response as? HTTPURLResponse else { throw PeerError.badAnswer("not an HTTP response") }
-        switch http.statusCode {
+        var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(token)")]
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        if let contentEncoding { headers.append(("Content-Encoding", contentEncoding)) }
+        let answer = try await transport.send(PeerRequest(method: method, url: url, headers: headers, body: body))
+        let data = answer.body
+        switch answer.status {
         case 200..<300:
             return data
         case let status where alsoAccepting.contains(status):
             return data
         case 401, 403:
-            throw PeerError.unauthorized(status: http.statusCode)
+            throw PeerError.unauthorized(status: answer.status)
         default:
-            throw PeerError.failed(status: http.statusCode, message: Self.errorMessage(data))
+            throw PeerError.failed(status: answer.status, message: Self.errorMessage(data))
         }
     }
 

@@ -44,11 +44,18 @@ public struct FerryAPI: Sendable {
 
     /// Most change sets one pull request may ask for.
     public static let maximumLimit = 10_000
-    /// Change sets read from the store per streamed chunk.
+    /// Most change sets read from the store per streamed chunk.
     static let pageSize = 16
-    /// A pull answer stops after the chunk that passes this many bytes, so one
-    /// answer stays a bounded size whatever the limit; the caller asks again.
-    public static let answerBytes = 4 << 20
+    /// Change sets in an answer's first chunk; later chunks are sized from the bytes
+    /// per change set seen so far, so that an answer of large change sets ends near
+    /// ``answerBytes`` instead of a whole chunk past it.
+    static let firstPageSize = 4
+    /// A pull answer stops after the chunk that reaches this many bytes, so one answer
+    /// stays a bounded size whatever the limit; the caller asks again. Small, because
+    /// the caller checks the next answer while it applies this one: only the first
+    /// answer of a catch-up is waited for, so the smaller it is the sooner replay starts
+    /// (at 4 MiB, a third of W3's catch-up of 100,000 objects went to waiting for it).
+    public static let answerBytes = 1 << 20
 
     /// zlib's fastest level for pull answers: change sets (long runs of repeated URIs) still
     /// shrink about 15× (17× at the default level), in half the CPU time (0.11 s instead of
@@ -154,7 +161,7 @@ public struct FerryAPI: Sendable {
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: (lines: [String], cursor: Int64)
         do {
-            first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.pageSize))
+            first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.firstPageSize))
         } catch let error as HistoryError {
             throw HTTPError(.gone, message: "\(error)")
         } catch {
@@ -166,6 +173,7 @@ public struct FerryAPI: Sendable {
             let compressor = gzip ? CompressionAlgorithm.gzip(configuration: Self.answerCompression).compressor : nil
             try compressor?.startStream()
             var page = first
+            var asked = min(limit, Self.firstPageSize)
             var sent = 0
             var bytes = 0
             while true {
@@ -181,8 +189,10 @@ public struct FerryAPI: Sendable {
                     try await writer.write(buffer)
                 }
                 sent += page.lines.count
-                guard sent < limit, page.lines.count == Self.pageSize, bytes < Self.answerBytes else { break }
-                page = try await endpoint.page(after: vector, cursor: page.cursor, limit: min(limit - sent, Self.pageSize))
+                guard sent < limit, page.lines.count == asked, bytes < Self.answerBytes else { break }
+                let bytesPerChangeSet = max(1, bytes / sent)
+                asked = min(limit - sent, Self.pageSize, (Self.answerBytes - bytes) / bytesPerChangeSet + 1)
+                page = try await endpoint.page(after: vector, cursor: page.cursor, limit: asked)
                 if page.lines.isEmpty { break }
             }
             if let compressor {

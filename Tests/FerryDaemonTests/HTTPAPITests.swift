@@ -84,6 +84,39 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("An answer ends near 1 MiB whatever the limit; asking again after the new vector brings the rest, each change set once")
+    func pullAnswersAreBounded() async throws {
+        // Sixteen change sets of 1,200 objects (≈ 170 KB each) after the two small ones, then twenty small ones.
+        for save in 0..<16 {
+            try peer.put("[" + (0..<1200).map { ReplicationTests.person("s\(save)-\($0)", save * 10_000 + $0, "Person \(save)-\($0)") }
+                .joined(separator: ",") + "]")
+        }
+        for save in 0..<20 { try peer.put("[\(ReplicationTests.person("t\(save)", 100_000 + save, "Small \(save)"))]") }
+        let state = try await request("GET", "/v1/state", token: peerToken).body
+        let store = try #require((try JSONSerialization.jsonObject(with: Data(state.utf8)) as? [String: Any])?["store"] as? String)
+        func sequences(_ body: String) -> [Int] {
+            body.split(separator: "\n").compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["seq"] as? Int
+            }
+        }
+        var seen: [Int] = []
+        var answers: [(lines: Int, bytes: Int)] = []
+        while true {
+            let after = #"{"\#(store)":\#(seen.max() ?? 0)}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let answer = try await request("GET", "/v1/changesets?limit=10000&after=\(after)", token: peerToken)
+            #expect(answer.status == 200)
+            let got = sequences(answer.body)
+            if got.isEmpty { break }
+            answers.append((got.count, answer.body.utf8.count))
+            seen += got
+            try #require(answers.count < 30, "no end to the answers: \(answers)")
+        }
+        #expect(seen == Array(1...38), "\(seen)")
+        // The big change sets take several answers, each past 1 MiB by less than a chunk of them.
+        #expect(answers.count >= 3, "\(answers)")
+        #expect(answers.dropLast().allSatisfy { $0.bytes >= 1 << 20 } && answers.allSatisfy { $0.bytes < 2 << 20 }, "\(answers)")
+    }
+
     @Test("A malformed push is refused whole with 400, and nothing of it is applied")
     func malformedPush() async throws {
         let origin = UUID().uuidString

@@ -3,7 +3,7 @@ import Testing
 import GRDB
 import FerryModel
 import FerryStore
-import FerrySQLite
+@testable import FerrySQLite
 import FerryTestSupport
 
 /// Every save records one change set, in the save's transaction.
@@ -107,6 +107,61 @@ struct ChangeRecordingTests {
         let state = try store.historyState()
         #expect(state.vector == [store.identifier: 2])
         #expect(state.json == #"{"model":"\#(Self.model.versionHash)","store":"\#(store.identifier.uuidString)","vector":{"\#(store.identifier.uuidString)":2}}"#)
+    }
+
+    @Test("A large save's inserts, written beside their rows on another thread, are recorded like a small save's; a conflict leaves nothing")
+    func largeSaves() throws {
+        let (directory, store, container) = try open()
+        defer { withExtendedLifetime(directory) {} }
+        let context = container.newContext()
+        // Small (written in place), then large (written on the recording thread).
+        let early = try (0..<10).map { try context.make("Person", ["name": "Early \($0)", "age": Int16($0)]) }
+        try context.save()
+        var people: [ManagedObject] = []
+        for index in 0..<(InsertTextInAdvance.minimumInserts + 36) {
+            let manager = index % 3 == 0 ? early[index % early.count] : people.last
+            people.append(try context.make("Person", ["name": "Person \(index)", "age": Int16(index % 90), "manager": manager as Any]))
+        }
+        let desk = try context.make("Desk", ["number": Int32(1), "owner": people[5]])
+        try people[0].setValue("Renamed", forKey: "name")  // an update in the same save follows the inserts
+        try early[1].setValue("Early one, renamed", forKey: "name")
+        try context.save()
+
+        let sets = try store.changeSets()
+        try #require(sets.count == 2)
+        let large = sets[1]
+        #expect(large.changes.filter { $0.kind == .insert }.count == people.count + 1)
+        let byURI = Dictionary(uniqueKeysWithValues: large.changes.filter { $0.kind == .insert }.map { ($0.uri, $0) })
+        for (index, person) in people.enumerated() {
+            let change = try #require(byURI[person.objectID.uriString])
+            let manager = try #require(person.value(forKey: "manager") as? ManagedObject)
+            #expect(change.values["manager"] == .object(manager.objectID.uriString))
+            #expect(change.values["age"] == .attribute(.integer(Int64(index % 90))))
+            #expect(change.values["name"] == .attribute(.string(index == 0 ? "Renamed" : "Person \(index)")))
+        }
+        #expect(byURI[desk.objectID.uriString]?.values["owner"] == .object(people[5].objectID.uriString))
+        #expect(large.changes.contains { $0.kind == .update && $0.uri == early[1].objectID.uriString })
+        #expect(large.changes.firstIndex { $0.kind == .update } ?? 0 > people.count, "inserts come first")
+        for line in try store.changeSetLines() {
+            guard case .changeSet(let decoded) = try ChangeSetCodec.decode(line, model: Self.model) else {
+                Issue.record("not decodable with the store's model: \(line)")
+                continue
+            }
+            #expect(ChangeSetCodec.encode(decoded) == line)
+        }
+
+        // A large save that conflicts records nothing, and the next save records normally.
+        let other = container.newContext()
+        try other.existingObject(with: early[2].objectID).setValue("Changed elsewhere", forKey: "name")
+        try other.save()
+        for index in 0..<(InsertTextInAdvance.minimumInserts * 2) { _ = try context.make("Person", ["name": "Late \(index)"]) }
+        try early[2].setValue("Changed here", forKey: "name")
+        #expect(throws: SaveError.self) { try context.save() }
+        #expect(try store.changeSets().count == 3, "the conflicting save left no change set")
+        context.rollback()
+        _ = try (0..<InsertTextInAdvance.minimumInserts).map { try context.make("Person", ["name": "After \($0)"]) }
+        try context.save()
+        #expect(try store.changeSets().last?.changes.count == InsertTextInAdvance.minimumInserts)
     }
 
     @Test("Two processes' worth of writers on one file share one gap-free sequence")

@@ -35,11 +35,20 @@ struct ChangeRecorder {
     /// replaying save records the replayed change set, stamps its writes with
     /// its clock, and records whatever else the save did (delete propagation)
     /// as a new local change set.
+    /// `insertText`, when given, is writing the inserts' text on another thread: it is used in
+    /// place of writing them here (or, if it could not write them, they are written here).
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                tombstones: [ObjectID: RowSnapshot], in db: Database) throws {
+                tombstones: [ObjectID: RowSnapshot], insertText: InsertTextInAdvance? = nil, in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
+            if let written = insertText?.take() {
+                // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
+                var none: ChangeSetWriter?
+                let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, names: &names, insertsInto: &none)
+                try appendLocal(entries, writer: written, author: request.author, contextName: request.contextName, log: log)
+                return
+            }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
             var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * 160 + (request.updates.count + request.deletes.count) * 200)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,

@@ -21,6 +21,10 @@ struct SaveWriter {
             guard let id else { return nil }
             return id.isTemporaryID ? permanent[id] : id
         }
+        // A large local save's change-set text is written on another thread while the rows are.
+        let insertText = try InsertTextInAdvance.start(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout) {
+            try IdentityMap(db: db).isEmpty()
+        }
 
         var statements: [Int: Statement] = [:]
         var lastStatement: (number: Int, statement: Statement)?
@@ -100,8 +104,11 @@ struct SaveWriter {
                 }
             }
         }
-        guard conflicts.isEmpty else { throw SaveError.conflict(objectURIs: conflicts) }
-        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, in: db)
+        guard conflicts.isEmpty else {
+            _ = insertText?.take()  // (lets the thread end before the transaction is rolled back)
+            throw SaveError.conflict(objectURIs: conflicts)
+        }
+        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, insertText: insertText, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 

@@ -1,0 +1,80 @@
+import Foundation
+import Synchronization
+import FerryModel
+import FerryStore
+
+/// Writes a local save's inserts as change-set text on a thread of its own while
+/// the saving thread writes their rows (``SaveWriter``); ``ChangeRecorder`` then
+/// takes the text instead of writing it itself. The bytes are the ones
+/// ``ChangeRecorder`` would write.
+///
+/// Only possible when that text needs nothing from the store: every object of
+/// the store still has its own URI (no identity map to consult), the save is
+/// not a replay, and no insert has to-many members (those are recorded with the
+/// insert). SQLite has one writer, so on two cores this runs beside the writes
+/// instead of after them.
+final class InsertTextInAdvance: Sendable {
+    /// Saves with fewer inserts write their text in place (a thread costs more than it saves).
+    static let minimumInserts = 64
+
+    private let result = Mutex<ChangeSetWriter?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Starts writing the inserts of `request` (with their allocated `insertedIDs`; `permanent`
+    /// maps the save's temporary IDs to them), or returns nil when the save does not qualify
+    /// (see the type's notes; `allLocal` says whether every object has its own URI, and is
+    /// asked only when everything else qualifies).
+    static func start(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
+                      layout: StoreLayout, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
+        guard request.replay == nil, request.toManyChanges.isEmpty,
+              insertedIDs.count >= minimumInserts, insertedIDs.count == request.inserts.count, try allLocal() else { return nil }
+        let advance = InsertTextInAdvance()
+        let thread = Thread {
+            let text = write(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout)
+            advance.result.withLock { $0 = text }
+            advance.done.signal()
+        }
+        thread.name = "ferry-record"
+        thread.start()
+        return advance
+    }
+
+    /// The inserts' text, waiting for the thread; nil when an insert could not be written
+    /// without the store (the recorder then writes them itself). Call once.
+    func take() -> ChangeSetWriter? {
+        done.wait()
+        return result.withLock { text in
+            defer { text = nil }
+            return text
+        }
+    }
+
+    /// The inserts' text, as ``ChangeRecorder`` writes a local save's inserts when every
+    /// object has its own URI; nil if a reference cannot be written from its key alone.
+    private static func write(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
+                              layout: StoreLayout) -> ChangeSetWriter? {
+        var writer = ChangeSetWriter(capacity: request.inserts.count * 160)
+        var plans = PlanCache(layout: layout)
+        for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
+            let id = insertedIDs[index]
+            guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey else { return nil }
+            writer.beginInsert(head: plan.insertHead, key: key)
+            for property in plan.recordedProperties {
+                if property.isToOne {
+                    guard let target = request.inserts[index].toOne[property.index] else { continue }
+                    let resolved = target.isTemporaryID ? permanent[target] : target
+                    guard let resolved, let targetPlan = plans.plan(for: resolved.entityName), let targetKey = resolved.primaryKey else {
+                        return nil
+                    }
+                    writer.insertValue(key: property.jsonKey)
+                    writer.uriValue(prefix: targetPlan.uriBytes, key: targetKey)
+                } else if let value = request.inserts[index].attributes[property.index] {
+                    writer.insertValue(key: property.jsonKey)
+                    writer.attributeValue(value)
+                }
+            }
+            writer.endInsert()
+        }
+        return writer
+    }
+}

@@ -99,13 +99,7 @@ struct TLSTests {
         #expect(converged, "a:\n\(dumps.0)\nb:\n\(dumps.1)\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
 
         // A peer that names another CA refuses A's certificate, says which ca_file, and applies nothing.
-        let c = try DaemonPeer(name: "c", model: ReplicationTests.model, pullInterval: 3600)
-        try c.connect(to: a, caFile: stranger.ca)
-        #expect(try FerryProcess.run(["init", "--config", c.configuration]).status == 0)
-        let refused = try FerryProcess.run(["sync-now", "--config", c.configuration])
-        #expect(refused.status == 1 && refused.standardOutput.contains("a: FAILED (unreachable")
-                    && refused.standardOutput.contains("ca_file \(stranger.ca)"), "status \(refused.status): \(refused.standardOutput) \(refused.standardError)")
-        #expect(try c.dump().isEmpty)
+        try expectRefused(by: "c", trusting: stranger.ca, of: a, saying: "ca_file \(stranger.ca)")
 
         // A ca_file that holds no certificate stops the start with the reason, before anything runs.
         let d = try DaemonPeer(name: "d", model: ReplicationTests.model, pullInterval: 3600)
@@ -125,13 +119,19 @@ struct TLSTests {
         let elsewhere = try makeCertificates(in: directory, subjectAltName: "DNS:peer.example", caFrom: files)
         try a.useTLS(certificate: elsewhere.certificate, key: elsewhere.key)
         try a.start()
-        let f = try DaemonPeer(name: "f", model: ReplicationTests.model, pullInterval: 3600)
-        try f.connect(to: a, caFile: files.ca)
-        #expect(try FerryProcess.run(["init", "--config", f.configuration]).status == 0)
-        let otherHost = try FerryProcess.run(["sync-now", "--config", f.configuration])
-        #expect(otherHost.status == 1 && otherHost.standardOutput.contains("a: FAILED (unreachable")
-                    && otherHost.standardOutput.contains("not for the host"), "status \(otherHost.status): \(otherHost.standardOutput) \(otherHost.standardError)")
-        #expect(try f.dump().isEmpty)
+        try expectRefused(by: "f", trusting: files.ca, of: a, saying: "not for the host")
         #expect(a.stop() == 0)
+    }
+
+    /// A new peer `name` with `caFile` for `server` runs `sync-now` (in its own process):
+    /// the round fails as unreachable, `saying` why, and nothing is applied.
+    func expectRefused(by name: String, trusting caFile: String, of server: DaemonPeer, saying reason: String) throws {
+        let peer = try DaemonPeer(name: name, model: ReplicationTests.model, pullInterval: 3600)
+        try peer.connect(to: server, caFile: caFile)
+        #expect(try FerryProcess.run(["init", "--config", peer.configuration]).status == 0)
+        let sync = try FerryProcess.run(["sync-now", "--config", peer.configuration])
+        #expect(sync.status == 1 && sync.standardOutput.contains("\(server.name): FAILED (unreachable") && sync.standardOutput.contains(reason),
+                "status \(sync.status): \(sync.standardOutput) \(sync.standardError)")
+        #expect(try peer.dump().isEmpty)
     }
 }

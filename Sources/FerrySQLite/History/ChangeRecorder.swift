@@ -323,15 +323,30 @@ struct ChangeRecorder {
     /// Writes one insert straight from its row values, with the entity's prepared byte pieces.
     private func writeInsert(_ insert: SaveRequest.Insert, key: Int64, plan: StoreLayout.EntityPlan, resolve: (ObjectID?) -> ObjectID?,
                              names: inout OriginNames, plans: inout PlanCache, into writer: inout ChangeSetWriter) throws {
+        let keysAreURIs = try names.allLocal()
+        _ = try Self.writeInsert(insert, key: key, plan: plan, resolve: resolve, keysAreURIs: keysAreURIs, plans: &plans, into: &writer) { target in
+            try names.uri(of: target)
+        }
+    }
+
+    /// Writes one insert from its row values. A reference is written from its target's key when
+    /// `keysAreURIs` (every object of the store has its own URI), else named by `uri`; returns
+    /// false, with the insert left half-written, when `uri` has no name for a target.
+    /// (Also ``InsertTextInAdvance``'s writer, which has no store to ask.)
+    static func writeInsert(_ insert: SaveRequest.Insert, key: Int64, plan: StoreLayout.EntityPlan, resolve: (ObjectID?) -> ObjectID?,
+                            keysAreURIs: Bool, plans: inout PlanCache, into writer: inout ChangeSetWriter,
+                            uri: (ObjectID) throws -> String?) rethrows -> Bool {
         writer.beginInsert(head: plan.insertHead, key: key)
         for property in plan.recordedProperties {
             if property.isToOne {
                 guard let target = resolve(insert.toOne[property.index]) else { continue }
                 writer.insertValue(key: property.jsonKey)
-                if try names.allLocal(), let targetPlan = plans.plan(for: target.entityName), let targetKey = target.primaryKey {
+                if keysAreURIs, let targetPlan = plans.plan(for: target.entityName), let targetKey = target.primaryKey {
                     writer.uriValue(prefix: targetPlan.uriBytes, key: targetKey)
+                } else if let name = try uri(target) {
+                    writer.uriValue(name)
                 } else {
-                    writer.uriValue(try names.uri(of: target))
+                    return false
                 }
             } else if let value = insert.attributes[property.index] {
                 writer.insertValue(key: property.jsonKey)
@@ -339,6 +354,7 @@ struct ChangeRecorder {
             }
         }
         writer.endInsert()
+        return true
     }
 
     private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {

@@ -53,27 +53,17 @@ final class InsertTextInAdvance: Sendable {
     /// object has its own URI; nil if a reference cannot be written from its key alone.
     private static func write(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
                               layout: StoreLayout) -> ChangeSetWriter? {
+        func resolve(_ id: ObjectID?) -> ObjectID? {
+            guard let id else { return nil }
+            return id.isTemporaryID ? permanent[id] : id
+        }
         var writer = ChangeSetWriter(capacity: request.inserts.count * 160)
         var plans = PlanCache(layout: layout)
         for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
             let id = insertedIDs[index]
-            guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey else { return nil }
-            writer.beginInsert(head: plan.insertHead, key: key)
-            for property in plan.recordedProperties {
-                if property.isToOne {
-                    guard let target = request.inserts[index].toOne[property.index] else { continue }
-                    let resolved = target.isTemporaryID ? permanent[target] : target
-                    guard let resolved, let targetPlan = plans.plan(for: resolved.entityName), let targetKey = resolved.primaryKey else {
-                        return nil
-                    }
-                    writer.insertValue(key: property.jsonKey)
-                    writer.uriValue(prefix: targetPlan.uriBytes, key: targetKey)
-                } else if let value = request.inserts[index].attributes[property.index] {
-                    writer.insertValue(key: property.jsonKey)
-                    writer.attributeValue(value)
-                }
-            }
-            writer.endInsert()
+            guard let plan = plans.plan(for: id.entityName), let key = id.primaryKey,
+                  ChangeRecorder.writeInsert(request.inserts[index], key: key, plan: plan, resolve: resolve, keysAreURIs: true,
+                                             plans: &plans, into: &writer, uri: { _ in nil }) else { return nil }
         }
         return writer
     }

@@ -16,7 +16,8 @@ func loadConfiguration(_ path: String) throws -> Configuration {
     }
 }
 
-/// A client for the daemon this configuration describes, with its admin token.
+/// A client for the daemon this configuration describes, with its admin token; an HTTPS
+/// daemon is verified against `server.tls.ca_file` when given, else the system trust store.
 func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
     let tokens: AccessTokens
     do {
@@ -32,7 +33,15 @@ func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
     guard let url = URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(configuration.server.port)") else {
         throw CLIError("server.host and server.port do not make a URL")
     }
-    return PeerClient(baseURL: url, token: token, timeout: 3600)
+    var trust = PeerTrust.systemStore
+    if let caFile = configuration.server.tls?.caFile {
+        do {
+            trust = .certificateAuthority(try CertificateAuthority(file: caFile))
+        } catch {
+            throw CLIError("server.tls.ca_file: \(error)")
+        }
+    }
+    return PeerClient(baseURL: url, token: token, timeout: 3600, trust: trust)
 }
 
 /// The store, tokens and peers of a configuration, for work done in this process when no daemon runs.

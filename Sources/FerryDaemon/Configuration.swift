@@ -37,6 +37,9 @@ public struct Configuration: Sendable, Equatable {
         public var certificate: String
         /// The private key, PEM.
         public var key: String
+        /// The CA that signed ``certificate``, PEM, for `ferry sync-now` and `ferry status` on this
+        /// machine to verify the daemon with (in place of the system trust store); nil for the system store.
+        public var caFile: String? = nil
     }
 
     /// A store this one replicates with.
@@ -85,13 +88,13 @@ extension Configuration {
     static let scalarKeys = [
         "store.path", "store.model",
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.tls.certificate", "server.tls.key",
-        "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff",
+        "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync"],
         "store": ["path", "model"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "tls"],
-        "server.tls": ["certificate", "key"],
+        "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff"],
         "peer": ["name", "url", "token_file", "ca_file"],
     ]
@@ -228,9 +231,13 @@ extension Configuration {
         var tls: TLS?
         switch (scalar("server.tls.certificate"), scalar("server.tls.key")) {
         case (nil, nil): tls = nil
-        case (let certificate?, let key?): tls = TLS(certificate: resolve(certificate), key: resolve(key))
+        case (let certificate?, let key?): tls = TLS(certificate: resolve(certificate), key: resolve(key), caFile: scalar("server.tls.ca_file").map(resolve))
         case (nil, _): throw fail("missing key server.tls.certificate (server.tls needs both certificate and key)")
         case (_, nil): throw fail("missing key server.tls.key (server.tls needs both certificate and key)")
+        }
+        if let caFile = scalar("server.tls.ca_file") {
+            guard tls != nil else { throw fail("server.tls.ca_file needs server.tls.certificate and server.tls.key (it is the CA of that certificate)") }
+            guard !caFile.isEmpty else { throw fail("server.tls.ca_file is empty; name the CA certificate file, or remove the key to use the system trust store") }
         }
 
         return Configuration(

@@ -45,11 +45,12 @@ public final class DaemonPeer: @unchecked Sendable {
     public var configuration: String { directory.file("ferry.yaml") }
     /// The base URL (https when ``useTLS(certificate:key:)`` was called).
     public var url: String { "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)" }
-    private var tls: (certificate: String, key: String)?
+    private var tls: (certificate: String, key: String, caFile: String?)?
 
-    /// Serves HTTPS with this PEM certificate chain and key (before ``start(environment:)``).
-    public func useTLS(certificate: String, key: String) throws {
-        tls = (certificate, key)
+    /// Serves HTTPS with this PEM certificate chain and key (before ``start(environment:)``);
+    /// `caFile` is `server.tls.ca_file`, for `sync-now` and `status` to verify the daemon with.
+    public func useTLS(certificate: String, key: String, caFile: String? = nil) throws {
+        tls = (certificate, key, caFile)
         try writeConfiguration()
     }
     /// Whether the daemon process is running.
@@ -104,7 +105,7 @@ public final class DaemonPeer: @unchecked Sendable {
               host: 127.0.0.1
               port: \(port)
               tokens_file: tokens
-            \(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" } ?? "")sync:
+            \(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" + ($0.caFile.map { "    ca_file: \($0)\n" } ?? "") } ?? "")sync:
               pull_interval: \(pullInterval)
               batch_size: 200
               request_timeout: 10

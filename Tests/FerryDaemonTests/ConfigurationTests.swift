@@ -17,6 +17,7 @@ struct ConfigurationTests {
           tls:
             certificate: tls/cert.pem
             key: /etc/ferry/key.pem
+            ca_file: tls/ca.pem
         peers:
           - name: berlin
             url: https://berlin.example.com:7400
@@ -51,7 +52,7 @@ struct ConfigurationTests {
         #expect(configuration.store.path == "/srv/ferry/data/store.sqlite")
         #expect(configuration.store.model == "/srv/ferry/models/OrgChart.xcdatamodeld")
         #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576,
-                                              tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem")))
+                                              tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem", caFile: "/srv/ferry/tls/ca.pem")))
         #expect(configuration.peers == [
             .init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin"),
             .init(name: "paris", url: URL(string: "https://paris.internal:7400")!, tokenFile: "/srv/ferry/tokens/paris",
@@ -95,6 +96,8 @@ struct ConfigurationTests {
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {pull_interval: soon}\n", "sync.pull_interval must be a number of seconds"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'ftp://x', token_file: t}\n", "peers[0].url must be an http:// or https:// URL"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x'}\n", "missing key peers[0].token_file"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n", "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t}\n  - {name: b, url: 'http://y', token_file: t}\n", "two peers are named 'b'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers: {name: b}\n", "'peers' must be a list"),
             ("store: [s, m]\n", "'store' must be a mapping"),
@@ -103,6 +106,8 @@ struct ConfigurationTests {
             ("store: {path: s\n", "not valid YAML"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key server.tls.pin"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n", "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0].url is 'http://x'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n", "peers[0].ca_file is empty"),
         ]

@@ -83,8 +83,8 @@ struct TLSTests {
         let stranger = try makeCertificates(in: strangerFolder)
         let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 0.5, maxBackoff: 1)
         let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 0.5, maxBackoff: 1)
-        try a.useTLS(certificate: files.certificate, key: files.key)
-        try b.useTLS(certificate: files.certificate, key: files.key)
+        try a.useTLS(certificate: files.certificate, key: files.key, caFile: files.ca)
+        try b.useTLS(certificate: files.certificate, key: files.key, caFile: files.ca)
         try a.connect(to: b, caFile: files.ca)
         try b.connect(to: a, caFile: files.ca)
         try a.start()
@@ -97,6 +97,14 @@ struct TLSTests {
             return dumps.0 == dumps.1 && dumps.0.contains("Ann") && dumps.0.contains("Bob")
         }
         #expect(converged, "a:\n\(dumps.0)\nb:\n\(dumps.1)\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
+        // With server.tls.ca_file, sync-now and status reach their own HTTPS daemon (not "not running",
+        // not a second sync in their own process).
+        let status = try FerryProcess.run(["status", "--config", b.configuration])
+        #expect(status.status == 0 && status.standardOutput.contains(#""name":"a""#) && !status.standardOutput.contains("not running"),
+                "\(status.standardOutput) \(status.standardError)")
+        let syncB = try FerryProcess.run(["sync-now", "--config", b.configuration])
+        #expect(syncB.status == 0 && syncB.standardOutput.contains("a: ok") && !syncB.standardError.contains("syncing in this process"),
+                "\(syncB.standardOutput) \(syncB.standardError)")
 
         // A peer that names another CA refuses A's certificate, says which ca_file, and applies nothing.
         try expectRefused(by: "c", trusting: stranger.ca, of: a, saying: "ca_file \(stranger.ca)")

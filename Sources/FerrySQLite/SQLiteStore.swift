@@ -11,6 +11,9 @@ import FerryStore
 /// The file is opened through a GRDB `DatabasePool` in WAL mode, so several
 /// processes (an application and the Ferry daemon) may use it at once: reads
 /// run concurrently, and each save is one `BEGIN IMMEDIATE` transaction.
+/// A save is on disk when it returns (`synchronous=FULL`: each commit syncs the
+/// write-ahead log), because a store that has told a peer "applied" must still
+/// hold the change set after a power cut.
 /// Opening a file made with an older model migrates additive changes
 /// automatically and refuses anything else with
 /// ``StoreError/incompatibleModel(path:differences:)``.
@@ -42,7 +45,7 @@ public final class SQLiteStore: PersistentStore {
         /// Create the file when it does not exist (default true).
         public var createIfMissing: Bool
         /// How long a writer waits for another connection's transaction, in seconds (at least;
-        /// it tries again every millisecond meanwhile).
+        /// it tries again every 0.2 ms meanwhile).
         public var busyTimeout: TimeInterval
         /// The UUID a newly created store gets; random when nil (the default).
         /// Fixed UUIDs are for reproducible tests: two stores must never share one.
@@ -101,6 +104,7 @@ public final class SQLiteStore: PersistentStore {
         }
         do {
             pool = try DatabasePool(path: openPath, configuration: configuration)
+            if !options.readOnly { try Self.makeCommitsDurable(pool) }
         } catch {
             throw Self.openFailure(error, path: path)
         }
@@ -270,6 +274,14 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// Whether `folder` is on a file system mounted read-only.
+    /// GRDB sets `synchronous=NORMAL` on a pool's writer (WAL commits then reach the disk
+    /// only at the next checkpoint, so a power cut can take back transactions that had
+    /// returned). Ferry acknowledges applied change sets to peers, which may purge them
+    /// on that word, so every commit is synced: `FULL`.
+    private static func makeCommitsDurable(_ pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+    }
+
     static func isOnReadOnlyFileSystem(_ folder: String) -> Bool {
         var info = statvfs()
         return statvfs(folder, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0

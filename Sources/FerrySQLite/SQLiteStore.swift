@@ -38,6 +38,8 @@ public final class SQLiteStore: PersistentStore {
     let pool: DatabasePool
     /// The folder of a store opened immutable on a read-only file system: reads stop when it turns writable.
     private let immutableFolder: String?
+    /// Checkpoints the write-ahead log off the saving thread (writable stores only).
+    let checkpointer: BackgroundCheckpointer?
     let layout: StoreLayout
 
     /// How to open a store.
@@ -108,6 +110,13 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             throw Self.openFailure(error, path: path)
         }
+        if options.readOnly {
+            checkpointer = nil
+        } else {
+            let checkpointer = BackgroundCheckpointer(path: path)
+            pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
+            self.checkpointer = checkpointer
+        }
         let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier)
         let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
         self.identifier = opened.identifier
@@ -116,6 +125,10 @@ public final class SQLiteStore: PersistentStore {
         self.isReadOnly = options.readOnly
         self.immutableFolder = immutableFolder
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
+    }
+
+    deinit {
+        if let checkpointer { pool.writeWithoutTransaction { db in checkpointer.uninstall(from: db) } }
     }
 
     // MARK: - PersistentStore

@@ -1,0 +1,97 @@
+import Foundation
+import Dispatch
+import Synchronization
+import GRDB
+import GRDBSQLite
+
+/// Copies the write-ahead log back into the store file on a queue of its own,
+/// so the thread that saves does not.
+///
+/// SQLite's automatic checkpoint runs on the connection that just committed,
+/// in the commit's own call, once the log holds 1,000 pages: the saving
+/// thread copies ~4 MB into the file and syncs it before its save returns. A
+/// change set's text makes each of Ferry's commits several times larger than
+/// its rows, so a large save or a replay hit that every few transactions (6 %
+/// of W1's samples were that copy). This replaces SQLite's hook on the store's
+/// writing connection: past ``backgroundThreshold`` pages it asks a utility
+/// queue to run a passive checkpoint on a connection of its own (opened on
+/// first use), and the saving thread goes on. Should that queue fall behind
+/// until the log holds ``writerThreshold`` pages, the writer checkpoints
+/// itself as SQLite would have, so the log stays bounded.
+///
+/// A passive checkpoint never waits for a lock and never blocks readers or the
+/// writer; what it cannot copy yet (pages a reader still needs), the next one
+/// does. Errors are left to the next checkpoint, as SQLite's own hook does.
+final class BackgroundCheckpointer: Sendable {
+    /// Log pages after which the queue is asked to checkpoint (SQLite's own default).
+    let backgroundThreshold: Int32
+    /// Log pages after which the writer checkpoints in its commit as SQLite would
+    /// (at or below ``backgroundThreshold``, the writer always does).
+    let writerThreshold: Int32
+
+    private let path: String
+    private let queue = DispatchQueue(label: "ferry.checkpoint", qos: .utility)
+    private let isScheduled = Atomic<Bool>(false)
+    /// The checkpoint's own connection, used on `queue` only.
+    private let connection = Mutex<DatabaseQueue?>(nil)
+    private let completedCount = Atomic<Int>(0)
+
+    /// SQLite's own threshold for its automatic checkpoint (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
+    static let sqliteDefaultThreshold: Int32 = 1_000
+
+    init(path: String, backgroundThreshold: Int32 = sqliteDefaultThreshold, writerThreshold: Int32 = 10_000) {
+        self.path = path
+        self.backgroundThreshold = backgroundThreshold
+        self.writerThreshold = writerThreshold
+    }
+
+    /// Background checkpoints run so far (for tests and diagnostics).
+    var completedCheckpoints: Int { completedCount.load(ordering: .acquiring) }
+
+    /// Installs the checkpointer as `db`'s WAL hook, in place of SQLite's automatic checkpoint.
+    /// The hook holds the checkpointer until ``uninstall(from:)``.
+    func install(on db: Database) {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        sqlite3_wal_hook(db.sqliteConnection, { context, connection, _, pages in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<BackgroundCheckpointer>.fromOpaque(context).takeUnretainedValue()
+                .logGrew(to: pages, writer: connection)
+            return SQLITE_OK
+        }, context)
+    }
+
+    /// Removes the hook from `db` and lets go of the hook's hold on the checkpointer.
+    /// SQLite's automatic checkpoint takes over again.
+    func uninstall(from db: Database) {
+        let previous = sqlite3_wal_hook(db.sqliteConnection, nil, nil)
+        sqlite3_wal_autocheckpoint(db.sqliteConnection, Self.sqliteDefaultThreshold)
+        if let previous { Unmanaged<BackgroundCheckpointer>.fromOpaque(previous).release() }
+    }
+
+    /// Called by SQLite after each commit on the writer with the log's size in pages.
+    private func logGrew(to pages: Int32, writer: OpaquePointer?) {
+        if pages >= writerThreshold {
+            sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        } else if pages >= backgroundThreshold, !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {
+            queue.async { self.checkpoint() }
+        }
+    }
+
+    /// Runs one passive checkpoint on the queue's own connection.
+    private func checkpoint() {
+        isScheduled.store(false, ordering: .releasing)
+        connection.withLock { connection in
+            do {
+                if connection == nil {
+                    let opened = try DatabaseQueue(path: path)
+                    try opened.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+                    connection = opened
+                }
+                _ = try connection?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                completedCount.add(1, ordering: .releasing)
+            } catch {
+                // Busy or failed: the next commit past the threshold asks again.
+            }
+        }
+    }
+}

@@ -88,6 +88,16 @@ struct ChangeRecordingTests {
             }
             #expect(ChangeSetCodec.encode(decoded) == line)
         }
+        // Stored as TEXT (bound from the writer's bytes), not as a BLOB, with non-ASCII intact.
+        let zoë = try context.make("Person", ["name": "Zoë 🐘 \u{301}"])
+        try context.save()
+        let stored = try store.read { db in
+            try Row.fetchAll(db, sql: "SELECT typeof(Z_BODY) AS kind, Z_BODY AS body FROM Z_FERRY_CHANGESET ORDER BY Z_SEQ")
+        }
+        #expect(stored.map { $0["kind"] as String } == ["text", "text", "text", "text"])
+        let last = try #require(stored.last?["body"] as String?)
+        #expect(last.contains("\"Zoë 🐘 \u{301}\""), "\(last)")
+        #expect(try store.changeSets().last?.changes.first?.uri == zoë.objectID.uriString)
     }
 
     @Test("A save that fails records nothing; the state reports the vector")

@@ -217,9 +217,9 @@ struct ChangeRecorder {
         }
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
         let sequence = try log.lastSequence(of: store) + 1
-        let body = writer.finish(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
-                                 modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
-        try log.append(origin: store, sequence: sequence, timestamp: timestamp, body: body, status: HistorySchema.applied, reason: nil)
+        let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
+                                      modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
+        try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, status: HistorySchema.applied)
         for deleted in repairDeletes {
             try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)
         }

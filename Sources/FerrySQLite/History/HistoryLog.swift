@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import FerryStore
 
 /// Reads and writes the history tables inside the caller's transaction.
@@ -93,6 +94,47 @@ struct HistoryLog {
             INSERT INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES (?, ?) ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
             """).execute(arguments: [origin.uuidString, sequence])
     }
+
+    /// Appends a change set whose text is given as UTF-8 bytes (a local save's, as the recorder
+    /// wrote it), stored as TEXT exactly like ``append(origin:sequence:timestamp:body:status:reason:)``.
+    ///
+    /// The body is bound with the C API rather than through a `String`: making a `String` of a
+    /// large change set validates every byte again, and GRDB would then copy it once more. The
+    /// statement is a plain INSERT in the caller's open transaction (the bulk inserts of
+    /// `SaveWriter.bindAndRun` do the same).
+    func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, bodyBytes body: [UInt8], status: Int) throws {
+        let sql = "INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, NULL, ?)"
+        let handle = try db.cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(handle)
+        // The body is bound without a copy (SQLITE_STATIC), so it is stepped while the buffer is
+        // held and unbound before the buffer goes.
+        defer { sqlite3_clear_bindings(handle) }
+        let code = body.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text -> CInt in
+                var code = sqlite3_bind_text(handle, 1, origin.uuidString, -1, Self.transient)
+                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 2, sequence) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 3, timestamp.rawValue) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 4, Int64(status)) }
+                if code == SQLITE_OK {
+                    // An empty buffer has no base address; bind empty text, not NULL (bodies are never empty).
+                    code = text.baseAddress.map { sqlite3_bind_text(handle, 5, $0, CInt(text.count), nil) }
+                        ?? sqlite3_bind_text(handle, 5, "", 0, Self.transient)
+                }
+                if code == SQLITE_OK { code = sqlite3_step(handle) }
+                return code
+            }
+        }
+        guard code == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+            sqlite3_reset(handle)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES (?, ?) ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
+            """).execute(arguments: [origin.uuidString, sequence])
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).

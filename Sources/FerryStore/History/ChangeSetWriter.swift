@@ -145,6 +145,14 @@ package struct ChangeSetWriter {
     /// The whole change set's line.
     package func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
                         modelHash: String, dependencies: [UUID: Int64]) -> String {
+        String(decoding: finishBytes(origin: origin, sequence: sequence, timestamp: timestamp, author: author,
+                                     contextName: contextName, modelHash: modelHash, dependencies: dependencies), as: UTF8.self)
+    }
+
+    /// ``finish(origin:sequence:timestamp:author:contextName:modelHash:dependencies:)`` as its UTF-8
+    /// bytes, for storing without making (and validating) a `String` of a large change set first.
+    package func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
+                             modelHash: String, dependencies: [UUID: Int64]) -> [UInt8] {
         var out = ChangeSetWriter(capacity: changes.count + 256)
         out.raw("{")
         if let author {
@@ -166,7 +174,7 @@ package struct ChangeSetWriter {
         out.raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
         out.quoted(modelHash)
         out.raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
-        return String(decoding: out.changes, as: UTF8.self)
+        return out.changes
     }
 
     // MARK: - Pieces

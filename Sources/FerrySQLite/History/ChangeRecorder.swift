@@ -11,6 +11,10 @@ import FerryStore
 /// (`Z_FERRY_OBJECT`). Only recorded relationship sides appear
 /// (``ManagedObjectModel/isRecorded(_:in:)``); transient properties never do.
 struct ChangeRecorder {
+    /// Bytes reserved per insert for a save's change-set text: enough for an insert with two
+    /// origin URIs and a few short values (W1's average 225), so a large save's text is written
+    /// without the buffer growing (each growth copies everything written so far).
+    static let bytesPerInsert = 256
     let layout: StoreLayout
     let store: UUID
 
@@ -50,7 +54,7 @@ struct ChangeRecorder {
                 return
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
-            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * 160 + (request.updates.count + request.deletes.count) * 200)
+            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,
                                       insertsInto: &writer)
             try appendLocal(entries, writer: writer ?? ChangeSetWriter(), author: request.author, contextName: request.contextName, log: log)

@@ -128,7 +128,8 @@ public final class SQLiteStore: PersistentStore {
     }
 
     deinit {
-        if let checkpointer { pool.writeWithoutTransaction { db in checkpointer.uninstall(from: db) } }
+        // Reentrant: the last reference to a store may go inside one of its own pool's writes.
+        if let checkpointer { pool.unsafeReentrantWrite { db in checkpointer.uninstall(from: db) } }
     }
 
     // MARK: - PersistentStore

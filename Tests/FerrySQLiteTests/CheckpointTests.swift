@@ -86,6 +86,26 @@ struct CheckpointTests {
         #expect(fileSize(path) > before + 5_000_000, "SQLite's automatic checkpoint is back: \(before) → \(fileSize(path))")
     }
 
+    @Test("A checkpoint still queued when the hook is removed does nothing: a deleted store file is not made again")
+    func queuedCheckpointAfterCloseDoesNothing() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("gone.sqlite")
+        let checkpointer = BackgroundCheckpointer(path: path, backgroundThreshold: 10, writerThreshold: .max)
+        do {
+            let queue = try walQueue(path)
+            queue.inDatabase { db in checkpointer.install(on: db) }
+            checkpointer.queue.suspend()             // the checkpoint asked for below waits
+            try write(megabytes: 1, to: queue)       // 256 pages: past the threshold, a checkpoint is queued
+            queue.inDatabase { db in checkpointer.uninstall(from: db) }
+            try queue.close()
+        }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        checkpointer.queue.resume()
+        checkpointer.queue.sync {}                   // the queued checkpoint has run
+        #expect(!FileManager.default.fileExists(atPath: path), "the queued checkpoint created the deleted file again")
+        #expect(checkpointer.completedCheckpoints == 0)
+    }
+
     @Test("A closed store lets go of its checkpointer")
     func checkpointerIsReleased() async throws {
         let directory = TemporaryDirectory()

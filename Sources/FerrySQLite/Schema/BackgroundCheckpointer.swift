@@ -30,11 +30,15 @@ final class BackgroundCheckpointer: Sendable {
     let writerThreshold: Int32
 
     private let path: String
-    private let queue = DispatchQueue(label: "ferry.checkpoint", qos: .utility)
+    /// Where checkpoints run (internal for tests, which hold it back).
+    let queue = DispatchQueue(label: "ferry.checkpoint", qos: .utility)
     private let isScheduled = Atomic<Bool>(false)
     /// The checkpoint's own connection, used on `queue` only.
     private let connection = Mutex<DatabaseQueue?>(nil)
     private let completedCount = Atomic<Int>(0)
+    /// False once removed from the writer: a checkpoint still queued then does nothing (the store
+    /// is closing, and its file may be gone; opening it would create an empty one).
+    private let isInstalled = Atomic<Bool>(false)
 
     /// SQLite's own threshold for its automatic checkpoint (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
     static let sqliteDefaultThreshold: Int32 = 1_000
@@ -51,6 +55,7 @@ final class BackgroundCheckpointer: Sendable {
     /// Installs the checkpointer as `db`'s WAL hook, in place of SQLite's automatic checkpoint.
     /// The hook holds the checkpointer until ``uninstall(from:)``.
     func install(on db: Database) {
+        isInstalled.store(true, ordering: .releasing)
         let context = Unmanaged.passRetained(self).toOpaque()
         sqlite3_wal_hook(db.sqliteConnection, { context, connection, _, pages in
             guard let context else { return SQLITE_OK }
@@ -63,6 +68,7 @@ final class BackgroundCheckpointer: Sendable {
     /// Removes the hook from `db` and lets go of the hook's hold on the checkpointer.
     /// SQLite's automatic checkpoint takes over again.
     func uninstall(from db: Database) {
+        isInstalled.store(false, ordering: .releasing)
         let previous = sqlite3_wal_hook(db.sqliteConnection, nil, nil)
         sqlite3_wal_autocheckpoint(db.sqliteConnection, Self.sqliteDefaultThreshold)
         if let previous { Unmanaged<BackgroundCheckpointer>.fromOpaque(previous).release() }
@@ -81,6 +87,10 @@ final class BackgroundCheckpointer: Sendable {
     private func checkpoint() {
         isScheduled.store(false, ordering: .releasing)
         connection.withLock { connection in
+            guard isInstalled.load(ordering: .acquiring) else {
+                connection = nil
+                return
+            }
             do {
                 if connection == nil {
                     let opened = try DatabaseQueue(path: path)

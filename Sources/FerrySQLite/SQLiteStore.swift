@@ -287,7 +287,6 @@ public final class SQLiteStore: PersistentStore {
         return .cannotOpen(path: path, reason: reason)
     }
 
-    /// Whether `folder` is on a file system mounted read-only.
     /// GRDB sets `synchronous=NORMAL` on a pool's writer (WAL commits then reach the disk
     /// only at the next checkpoint, so a power cut can take back transactions that had
     /// returned). Ferry acknowledges applied change sets to peers, which may purge them
@@ -296,6 +295,7 @@ public final class SQLiteStore: PersistentStore {
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
     }
 
+    /// Whether `folder` is on a file system mounted read-only.
     static func isOnReadOnlyFileSystem(_ folder: String) -> Bool {
         var info = statvfs()
         return statvfs(folder, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0

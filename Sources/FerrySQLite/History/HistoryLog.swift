@@ -90,9 +90,7 @@ struct HistoryLog {
         try db.cachedStatement(sql: """
             INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)
             """).execute(arguments: [origin.uuidString, sequence, timestamp.rawValue, status, reason, body])
-        try db.cachedStatement(sql: """
-            INSERT INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES (?, ?) ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
-            """).execute(arguments: [origin.uuidString, sequence])
+        try advanceVector(origin: origin, to: sequence)
     }
 
     /// Appends a change set whose text is given as UTF-8 bytes (a local save's, as the recorder
@@ -129,12 +127,17 @@ struct HistoryLog {
             sqlite3_reset(handle)
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
         }
+        try advanceVector(origin: origin, to: sequence)
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Moves this store's vector entry for `origin` up to `sequence` (never down).
+    private func advanceVector(origin: UUID, to sequence: Int64) throws {
         try db.cachedStatement(sql: """
             INSERT INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES (?, ?) ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
             """).execute(arguments: [origin.uuidString, sequence])
     }
-
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).

@@ -110,6 +110,9 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             throw Self.openFailure(error, path: path)
         }
+        let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier)
+        let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
+        // Installed once nothing can throw any more, so `deinit` (which removes it) always runs.
         if options.readOnly {
             checkpointer = nil
         } else {
@@ -117,8 +120,6 @@ public final class SQLiteStore: PersistentStore {
             pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
             self.checkpointer = checkpointer
         }
-        let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier)
-        let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
         self.identifier = opened.identifier
         self.model = model
         self.path = path

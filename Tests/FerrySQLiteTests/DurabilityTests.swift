@@ -33,7 +33,7 @@ struct DurabilityTests {
         #expect(try writerSynchronous(reopened) == 2)
     }
 
-    @Test("A read-only store opens without touching the setting and still reads")
+    @Test("A read-only store, which gets no writer set-up, still opens and reads")
     func readOnlyStoreOpens() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("readonly.sqlite")

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import FerryModel
 import FerryStore
 
 /// Reads and writes the history tables inside the caller's transaction.
@@ -87,50 +88,39 @@ struct HistoryLog {
     }
 
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?) throws {
-        try db.cachedStatement(sql: """
-            INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [origin.uuidString, sequence, timestamp.rawValue, status, reason, body])
-        try advanceVector(origin: origin, to: sequence)
+        var body = body
+        try body.withUTF8 { bytes in
+            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: bytes, status: status, reason: reason)
+        }
     }
 
     /// Appends a change set whose text is given as UTF-8 bytes (a local save's, as the recorder
-    /// wrote it), stored as TEXT exactly like ``append(origin:sequence:timestamp:body:status:reason:)``.
-    ///
-    /// The body is bound with the C API rather than through a `String`: making a `String` of a
-    /// large change set validates every byte again, and GRDB would then copy it once more. The
-    /// statement is a plain INSERT in the caller's open transaction (the bulk inserts of
-    /// `SaveWriter.bindAndRun` do the same).
+    /// wrote it), stored as TEXT exactly like ``append(origin:sequence:timestamp:body:status:reason:)``,
+    /// without making (and validating) a `String` of a large change set first.
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, bodyBytes body: [UInt8], status: Int) throws {
-        let sql = "INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, NULL, ?)"
-        let handle = try db.cachedStatement(sql: sql).sqliteStatement
-        sqlite3_reset(handle)
-        // The body is bound without a copy (SQLITE_STATIC), so it is stepped while the buffer is
-        // held and unbound before the buffer goes.
-        defer { sqlite3_clear_bindings(handle) }
-        let code = body.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { text -> CInt in
-                var code = sqlite3_bind_text(handle, 1, origin.uuidString, -1, Self.transient)
-                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 2, sequence) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 3, timestamp.rawValue) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(handle, 4, Int64(status)) }
-                if code == SQLITE_OK {
-                    // An empty buffer has no base address; bind empty text, not NULL (bodies are never empty).
-                    code = text.baseAddress.map { sqlite3_bind_text(handle, 5, $0, CInt(text.count), nil) }
-                        ?? sqlite3_bind_text(handle, 5, "", 0, Self.transient)
-                }
-                if code == SQLITE_OK { code = sqlite3_step(handle) }
-                return code
-            }
+        try body.withUnsafeBufferPointer { bytes in
+            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: bytes, status: status, reason: nil)
         }
-        guard code == SQLITE_DONE else {
-            let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
-            sqlite3_reset(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
-        }
-        try advanceVector(origin: origin, to: sequence)
     }
 
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// The log row and the vector. The body is bound with the C API without a copy (GRDB would
+    /// copy it; change sets run to hundreds of KB); the statement is a plain INSERT in the
+    /// caller's open transaction, as the bulk inserts of `SaveWriter.bindAndRun` are.
+    private func insert(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: UnsafeBufferPointer<UInt8>,
+                        status: Int, reason: String?) throws {
+        let sql = "INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)"
+        let handle = try db.cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(handle)
+        var binder = ValueBinder(statement: handle)
+        binder.bind(.string(origin.uuidString))
+        binder.bind(sequence)
+        binder.bind(timestamp.rawValue)
+        binder.bind(Int64(status))
+        binder.bind(reason.map(AttributeValue.string))
+        binder.bindText(body)
+        try binder.run(sql: sql)
+        try advanceVector(origin: origin, to: sequence)
+    }
 
     /// Moves this store's vector entry for `origin` up to `sequence` (never down).
     private func advanceVector(origin: UUID, to sequence: Int64) throws {

@@ -154,15 +154,7 @@ struct SaveWriter {
                 binder.bind(resolve(insert.toOne[index]).flatMap { layout.number(of: $0.entityName) }.map(Int64.init))
             }
         }
-        if let failure = binder.failure {
-            throw DatabaseError(resultCode: ResultCode(rawValue: failure.code), message: "cannot bind argument \(failure.index)", sql: plan.insertSQL)
-        }
-        let code = sqlite3_step(handle)
-        guard code == SQLITE_DONE else {
-            let message = sqlite3_db_handle(handle).map { String(cString: sqlite3_errmsg($0)) } ?? "insert failed"
-            sqlite3_reset(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: plan.insertSQL)
-        }
+        try binder.run(sql: plan.insertSQL)
     }
 
     /// `Z_MAX` of the root entity's `Z_PRIMARYKEY` row hands out the keys, in insertion order.

@@ -89,6 +89,30 @@ struct ValueBinder {
         record(code)
     }
 
+    /// Binds UTF-8 bytes as TEXT without copying them (`SQLITE_STATIC`): the caller keeps
+    /// `bytes` alive until ``run(sql:)`` has returned.
+    mutating func bindText(_ bytes: UnsafeBufferPointer<UInt8>) {
+        // An empty buffer may have no base address; bind empty text, not NULL.
+        guard let base = bytes.baseAddress else { return record(sqlite3_bind_text(statement, index, "", 0, Self.transient)) }
+        record(base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { sqlite3_bind_text(statement, index, $0, CInt(bytes.count), nil) })
+    }
+
+    /// Steps the bound statement once (an INSERT or UPDATE) and clears its bindings, so no
+    /// buffer bound by ``bindText(_:)`` is referred to afterwards.
+    /// - Throws: `DatabaseError` for the first parameter that failed to bind, or SQLite's error.
+    func run(sql: String) throws {
+        defer { sqlite3_clear_bindings(statement) }
+        if let failure {
+            throw DatabaseError(resultCode: ResultCode(rawValue: failure.code), message: "cannot bind argument \(failure.index)", sql: sql)
+        }
+        let code = sqlite3_step(statement)
+        guard code == SQLITE_DONE else {
+            let message = sqlite3_db_handle(statement).map { String(cString: sqlite3_errmsg($0)) } ?? "statement failed"
+            sqlite3_reset(statement)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        }
+    }
+
     private func bindBlob(_ data: Data) -> CInt {
         data.withUnsafeBytes { buffer in
             // An empty Data has no base address; bind a zero-length blob, not NULL.

@@ -92,11 +92,8 @@ final class BackgroundCheckpointer: Sendable {
                 return
             }
             do {
-                if connection == nil {
-                    let opened = try DatabaseQueue(path: path)
-                    try opened.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-                    connection = opened
-                }
+                // (A checkpoint syncs the log before and the file after at any `synchronous` but OFF.)
+                if connection == nil { connection = try DatabaseQueue(path: path) }
                 _ = try connection?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
                 completedCount.add(1, ordering: .releasing)
             } catch {

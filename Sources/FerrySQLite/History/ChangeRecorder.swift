@@ -50,14 +50,15 @@ struct ChangeRecorder {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
                 let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, names: &names, insertsInto: &none)
-                try appendLocal(entries, writer: written, author: request.author, contextName: request.contextName, log: log)
+                try appendLocal(entries, writer: consume written, contextName: request.contextName, log: log)
                 return
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
-            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200)
+            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200,
+                                                           author: request.author)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,
                                       insertsInto: &writer)
-            try appendLocal(entries, writer: writer ?? ChangeSetWriter(), author: request.author, contextName: request.contextName, log: log)
+            try appendLocal(entries, writer: writer.take() ?? ChangeSetWriter(author: request.author), contextName: request.contextName, log: log)
             return
         }
         let incoming = replay.changeSet
@@ -155,7 +156,7 @@ struct ChangeRecorder {
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
         }
-        try appendLocal(derived, repairDeletes: replay.repairDeletes, author: "ferry-replay", contextName: nil, log: log)
+        try appendLocal(derived, writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: replay.repairDeletes, contextName: nil, log: log)
     }
 
     /// Records a replayed change set that changed nothing here (every write lost,
@@ -178,7 +179,7 @@ struct ChangeRecorder {
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }
-        try appendLocal([], repairDeletes: repairDeletes, author: "ferry-replay", contextName: nil, log: log)
+        try appendLocal([], writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes, contextName: nil, log: log)
     }
 
     private static func membersNotIn(_ written: Set<String>, _ members: [String: [String]]) -> [String: [String]] {
@@ -202,12 +203,12 @@ struct ChangeRecorder {
 
     /// Appends `entries` (and deletes of objects that never reached the store)
     /// as a new change set of this store (nothing when empty).
-    /// `writer` may hold changes already (a local save's inserts), which come first.
-    private func appendLocal(_ entries: [Entry], writer: ChangeSetWriter = ChangeSetWriter(), repairDeletes: [(uri: String, entity: String)] = [],
-                             author: String?, contextName: String?, log: HistoryLog) throws {
+    /// `writer` (begun with the save's author) may hold changes already (a local save's inserts),
+    /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
+    private func appendLocal(_ entries: [Entry], writer: consuming ChangeSetWriter, repairDeletes: [(uri: String, entity: String)] = [],
+                             contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
-        var writer = writer
         for entry in entries {
             if entry.change.kind == .insert && entry.change.added.isEmpty {
                 writer.appendInsert(entity: entry.change.entity, uri: entry.change.uri, values: entry.insertValues)
@@ -221,7 +222,7 @@ struct ChangeRecorder {
         }
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
         let sequence = try log.lastSequence(of: store) + 1
-        let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
+        let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
                                       modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, status: HistorySchema.applied)
         for deleted in repairDeletes {

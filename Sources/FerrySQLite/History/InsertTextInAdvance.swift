@@ -57,7 +57,7 @@ final class InsertTextInAdvance: Sendable {
             guard let id else { return nil }
             return id.isTemporaryID ? permanent[id] : id
         }
-        var writer = ChangeSetWriter(capacity: request.inserts.count * ChangeRecorder.bytesPerInsert)
+        var writer = ChangeSetWriter(capacity: request.inserts.count * ChangeRecorder.bytesPerInsert, author: request.author)
         var plans = PlanCache(layout: layout)
         for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
             let id = insertedIDs[index]

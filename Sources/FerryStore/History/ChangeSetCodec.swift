@@ -22,10 +22,10 @@ public enum ChangeSetCodec {
     /// whitespace, empty parts left out. Written straight to bytes (saves record
     /// a change set each, so this is on the hot path).
     public static func encode(_ changeSet: ChangeSet) -> String {
-        var writer = ChangeSetWriter()
+        var writer = ChangeSetWriter(author: changeSet.author)
         for change in changeSet.changes { writer.append(change) }
         return writer.finish(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
-                             author: changeSet.author, contextName: changeSet.contextName, modelHash: changeSet.modelHash,
+                             contextName: changeSet.contextName, modelHash: changeSet.modelHash,
                              dependencies: changeSet.dependencies)
     }
 

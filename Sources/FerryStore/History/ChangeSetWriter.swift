@@ -1,19 +1,37 @@
 import Foundation
 import FerryModel
 
-/// Writes the canonical JSON of a change set into a byte buffer, change by
-/// change, then the envelope around them (see ``ChangeSetCodec``). Stores use
-/// ``appendInsert(entity:uri:values:)`` to write inserts without building
-/// ``ObjectChange`` values first; both paths give the same bytes.
+/// Writes the canonical JSON of a change set into one byte buffer: the start of
+/// the envelope (up to `"changes":[`), change by change, then the rest of the
+/// envelope in place (see ``ChangeSetCodec``), so a large change set is never
+/// copied. Stores use ``appendInsert(entity:uri:values:)`` to write inserts
+/// without building ``ObjectChange`` values first; both paths give the same bytes.
 package struct ChangeSetWriter {
+    /// The line so far (named for what most of it is).
     private var changes: [UInt8] = []
     private var count = 0
     /// Values written so far into the insert begun by ``beginInsert(head:key:)``.
     private var insertValues = 0
 
-    package init(capacity: Int = 0) {
-        changes.reserveCapacity(capacity)
+    /// A change set by `author` (the only envelope key that sorts before
+    /// `changes`, so it is written now); `capacity` bytes are reserved for the
+    /// changes, plus room for the envelope.
+    package init(capacity: Int = 0, author: String?) {
+        changes.reserveCapacity(capacity + Self.envelopeCapacity)
+        raw("{")
+        if let author {
+            raw("\"author\":")
+            quoted(author)
+            raw(",")
+        }
+        raw("\"changes\":[")
     }
+
+    /// A writer for a piece of text only (no envelope).
+    private init() {}
+
+    /// Bytes reserved for the envelope: the keys, a UUID, a model hash, numbers, and a short author and context name.
+    private static let envelopeCapacity = 256
 
     /// Whether no change was written.
     package var isEmpty: Bool { count == 0 }
@@ -143,38 +161,30 @@ package struct ChangeSetWriter {
     }
 
     /// The whole change set's line.
-    package func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
-                        modelHash: String, dependencies: [UUID: Int64]) -> String {
-        String(decoding: finishBytes(origin: origin, sequence: sequence, timestamp: timestamp, author: author,
-                                     contextName: contextName, modelHash: modelHash, dependencies: dependencies), as: UTF8.self)
+    package consuming func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
+                                  modelHash: String, dependencies: [UUID: Int64]) -> String {
+        String(decoding: finishBytes(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
+                                     modelHash: modelHash, dependencies: dependencies), as: UTF8.self)
     }
 
-    /// ``finish(origin:sequence:timestamp:author:contextName:modelHash:dependencies:)`` as its UTF-8
+    /// ``finish(origin:sequence:timestamp:contextName:modelHash:dependencies:)`` as its UTF-8
     /// bytes, for storing without making (and validating) a `String` of a large change set first.
-    package func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String?, contextName: String?,
-                             modelHash: String, dependencies: [UUID: Int64]) -> [UInt8] {
-        var out = ChangeSetWriter(capacity: changes.count + 256)
-        out.raw("{")
-        if let author {
-            out.raw("\"author\":")
-            out.quoted(author)
-            out.raw(",")
-        }
-        out.raw("\"changes\":[")
-        out.changes.append(contentsOf: changes)
-        out.raw("]")
+    /// The envelope's keys after `changes` are appended to the buffer the changes are in.
+    package consuming func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
+                                       modelHash: String, dependencies: [UUID: Int64]) -> [UInt8] {
+        raw("]")
         if let contextName {
-            out.raw(",\"context\":")
-            out.quoted(contextName)
+            raw(",\"context\":")
+            quoted(contextName)
         }
         if !dependencies.isEmpty {
-            out.raw(",\"deps\":")
-            out.raw(ChangeSetCodec.encode(dependencies))
+            raw(",\"deps\":")
+            raw(ChangeSetCodec.encode(dependencies))
         }
-        out.raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
-        out.quoted(modelHash)
-        out.raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
-        return out.changes
+        raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
+        quoted(modelHash)
+        raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
+        return changes
     }
 
     // MARK: - Pieces

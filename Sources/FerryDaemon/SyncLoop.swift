@@ -34,6 +34,8 @@ struct SyncLoop: Service {
         } catch is CancellationError {
             // Shutdown: a round cut off here resumes on the next start.
         }
+        // (Said so that a slow shutdown's log shows which part of the daemon was still busy.)
+        logger.info("sync loop ended")
         notifier.stopping()
     }
 

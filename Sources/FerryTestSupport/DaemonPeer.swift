@@ -181,10 +181,12 @@ public final class DaemonPeer: @unchecked Sendable {
 
     /// Stops the daemon with SIGTERM and waits; returns its exit status. A daemon still running
     /// ``stopTimeout`` seconds later is killed (its status then says so, and standard error and
-    /// its log get a line).
+    /// its log get a line). A daemon that does not exit with 0 has the end of its log written to
+    /// standard error, so that the cause survives its temporary folder.
     @discardableResult
     public func stop() -> Int32 {
         guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
+        let stopping = Date()
         process.terminate()
         if !BoundedWaiting.waitForExit(process, timeout: Self.stopTimeout) {
             let message = "ferry tests: \(name) (pid \(process.processIdentifier)) did not stop within \(Int(Self.stopTimeout)) s of SIGTERM; killed\n"
@@ -192,7 +194,14 @@ public final class DaemonPeer: @unchecked Sendable {
             appendToLog(message)
             BoundedWaiting.kill(process)
         }
-        return process.terminationStatus
+        let status = process.terminationStatus
+        if status != 0 {
+            let seconds = String(format: "%.1f", Date().timeIntervalSince(stopping))
+            let report = "ferry tests: \(name) (pid \(process.processIdentifier)) exited with status \(status) \(seconds) s after SIGTERM; "
+                + "the end of its log:\n\(logExcerpt(characters: 6000))\n"
+            FileHandle.standardError.write(Data(report.utf8))
+        }
+        return status
     }
 
     /// Kills the daemon with SIGKILL (a crash) and waits.

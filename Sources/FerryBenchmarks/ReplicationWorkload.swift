@@ -17,6 +17,7 @@ enum ReplicationWorkload {
         let runs = min(max(settings.runs, 1), 3)
         let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
         print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), then `ferry sync-now` on B over loopback HTTP; best of \(runs)")
+        try announceFerryExecutable()
         let saving = try ferryInsert(settings, model: model, path: a.store)
         print(String(format: "  A saved them in %.2f s", saving))
         try a.start()
@@ -34,6 +35,16 @@ enum ReplicationWorkload {
         print(String(format: "  raw sqlite3 %.3f s (best of %d), sync-now on B %.3f s (best of %d)", raw, max(runs, 3), bestSync, runs))
         printRates(count: settings.count, rawSeconds: raw, ferrySeconds: bestSync, ferryLabel: "Ferry A → B (sync-now):", target: 0.33)
         print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)", peakMegabytes, settings.count))
+    }
+
+    /// Prints which `ferry` the processes run, and warns when it is not a release build
+    /// (without one next to this binary the debug build is used, ~3x slower).
+    private static func announceFerryExecutable() throws {
+        let ferry = try FerryProcess.executable().path
+        print("  ferry: \(ferry)")
+        if !ferry.contains("/release/") {
+            FileHandle.standardError.write(Data("warning: \(ferry) is not a release build; build one beside this binary (swift build -c release --product ferry)\n".utf8))
+        }
     }
 
     /// One `ferry sync-now` of a new peer named `name` from `a`: seconds, and the process's peak resident memory in MB.
@@ -70,6 +81,7 @@ enum ReplicationWorkload {
 
     /// W4: one save on A with both daemons running, until B shows it; p50 and p99 over `samples` saves.
     static func latency(samples: Int, model: ManagedObjectModel) throws {
+        try announceFerryExecutable()
         let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
         let b = try DaemonPeer(name: "b", model: SampleModels.path("OrgChart"), pullInterval: 3600)
         try a.connect(to: b)

@@ -52,29 +52,40 @@ enum ReplayWorkload {
     }
 
     /// An application saving one object every 10 ms on the store a replay is writing.
-    static func latencyDuringReplay(lines: [String], model: ManagedObjectModel, directory: TemporaryDirectory) throws {
-        let path = directory.file("shared.sqlite")
-        let replayStore = try SQLiteStore(path: path, model: model)
-        let appStore = try SQLiteStore(path: path, model: model)
-        let done = Flag()
-        let replay = Thread {
-            _ = try? ReplayEngine(store: replayStore).apply(lines: lines)
-            done.set()
-        }
-        replay.start()
-        let context = try PersistentContainer(store: appStore).newContext()
+    /// A replay of W1's change sets lasts about a second, so one gives only ~60–100 saves,
+    /// and their "p99" would be their maximum; the saves of `replays` replays (each into a
+    /// fresh store) are pooled, and each replay's maximum is printed as well.
+    static func latencyDuringReplay(lines: [String], model: ManagedObjectModel, directory: TemporaryDirectory, replays: Int = 5) throws {
         var latencies: [Double] = []
-        var index = 0
-        while !done.isSet {
-            try context.make("Person", ["id": Int64(-1 - index), "name": "app \(index)"])
-            latencies.append(try seconds { try context.save() })
-            index += 1
-            Thread.sleep(forTimeInterval: 0.01)
+        var maxima: [Double] = []
+        for round in 1...replays {
+            let path = directory.file("shared\(round).sqlite")
+            let replayStore = try SQLiteStore(path: path, model: model)
+            let appStore = try SQLiteStore(path: path, model: model)
+            let done = Flag()
+            let replay = Thread {
+                _ = try? ReplayEngine(store: replayStore).apply(lines: lines)
+                done.set()
+            }
+            replay.start()
+            let context = try PersistentContainer(store: appStore).newContext()
+            var index = 0
+            var worst = 0.0
+            while !done.isSet {
+                try context.make("Person", ["id": Int64(-1 - index), "name": "app \(index)"])
+                let latency = try seconds { try context.save() }
+                latencies.append(latency)
+                worst = max(worst, latency)
+                index += 1
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            maxima.append(worst * 1000)
         }
         latencies.sort()
         func percentile(_ p: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1000 }
-        print(String(format: "  app saves during the replay: %d, latency p50 %.1f ms, p99 %.1f ms, max %.1f ms (target p99 <= 50 ms)",
-                     latencies.count, percentile(0.5), percentile(0.99), (latencies.last ?? 0) * 1000))
+        print(String(format: "  app saves during %d replays: %d, latency p50 %.1f ms, p99 %.1f ms, max %.1f ms (target p99 <= 50 ms)",
+                     replays, latencies.count, percentile(0.5), percentile(0.99), (latencies.last ?? 0) * 1000))
+        print("  each replay's slowest app save: " + maxima.map { String(format: "%.1f ms", $0) }.joined(separator: ", "))
     }
 }
 

@@ -7,8 +7,8 @@ import FerryModel
 /// copied. Stores use ``appendInsert(entity:uri:values:)`` to write inserts
 /// without building ``ObjectChange`` values first; both paths give the same bytes.
 package struct ChangeSetWriter {
-    /// The line so far (named for what most of it is).
-    private var changes: [UInt8] = []
+    /// The change set's line so far.
+    private var line: [UInt8] = []
     private var count = 0
     /// Values written so far into the insert begun by ``beginInsert(head:key:)``.
     private var insertValues = 0
@@ -17,7 +17,7 @@ package struct ChangeSetWriter {
     /// `changes`, so it is written now); `capacity` bytes are reserved for the
     /// changes, plus room for the envelope.
     package init(capacity: Int = 0, author: String?) {
-        changes.reserveCapacity(capacity + Self.envelopeCapacity)
+        line.reserveCapacity(capacity + Self.envelopeCapacity)
         raw("{")
         if let author {
             raw("\"author\":")
@@ -39,7 +39,7 @@ package struct ChangeSetWriter {
     /// Appends one change.
     package mutating func append(_ change: ObjectChange) {
         separate()
-        changes.append(UInt8(ascii: "{"))
+        line.append(UInt8(ascii: "{"))
         if !change.added.isEmpty {
             raw("\"added\":")
             members(change.added)
@@ -64,7 +64,7 @@ package struct ChangeSetWriter {
             raw(",\"values\":")
             values(change.values.keys.sorted(by: Self.byteOrder).map { ($0, change.values[$0] ?? .null) })
         }
-        changes.append(UInt8(ascii: "}"))
+        line.append(UInt8(ascii: "}"))
     }
 
     /// Appends an insert without members: `values` must be sorted by name (byte
@@ -79,7 +79,7 @@ package struct ChangeSetWriter {
             raw(",\"values\":")
             self.values(values)
         }
-        changes.append(UInt8(ascii: "}"))
+        line.append(UInt8(ascii: "}"))
     }
 
     // MARK: - Inserts written piece by piece
@@ -97,46 +97,46 @@ package struct ChangeSetWriter {
         writer.quoted(entity)
         writer.raw(",\"op\":\"insert\",\"uri\":")
         writer.quoted(uriPrefix)
-        return Array(writer.changes.dropLast())
+        return Array(writer.line.dropLast())
     }
 
     /// A URI prefix as it appears inside a JSON string (escaped, without quotes).
     package static func uriBytes(_ prefix: String) -> [UInt8] {
         var writer = ChangeSetWriter()
         writer.quoted(prefix)
-        return Array(writer.changes.dropFirst().dropLast())
+        return Array(writer.line.dropFirst().dropLast())
     }
 
     /// `"name":` — a property name as a values key.
     package static func key(_ name: String) -> [UInt8] {
         var writer = ChangeSetWriter()
         writer.quoted(name)
-        writer.changes.append(UInt8(ascii: ":"))
-        return writer.changes
+        writer.line.append(UInt8(ascii: ":"))
+        return writer.line
     }
 
     /// Begins an insert: `head` (``insertHead(entity:uriPrefix:)``) and the object's key.
     package mutating func beginInsert(head: [UInt8], key: Int64) {
         separate()
-        changes.append(contentsOf: head)
+        line.append(contentsOf: head)
         digits(key)
-        changes.append(UInt8(ascii: "\""))
+        line.append(UInt8(ascii: "\""))
         insertValues = 0
     }
 
     /// Begins the insert's next value: its `key` (``key(_:)``).
     package mutating func insertValue(key: [UInt8]) {
-        if insertValues == 0 { raw(",\"values\":{") } else { changes.append(UInt8(ascii: ",")) }
+        if insertValues == 0 { raw(",\"values\":{") } else { line.append(UInt8(ascii: ",")) }
         insertValues += 1
-        changes.append(contentsOf: key)
+        line.append(contentsOf: key)
     }
 
     /// A reference value: a URI of `prefix` (``uriBytes(_:)``) and a key.
     package mutating func uriValue(prefix: [UInt8], key: Int64) {
-        changes.append(UInt8(ascii: "\""))
-        changes.append(contentsOf: prefix)
+        line.append(UInt8(ascii: "\""))
+        line.append(contentsOf: prefix)
         digits(key)
-        changes.append(UInt8(ascii: "\""))
+        line.append(UInt8(ascii: "\""))
     }
 
     /// A reference value given as a whole URI.
@@ -156,8 +156,8 @@ package struct ChangeSetWriter {
 
     /// Ends the insert begun by ``beginInsert(head:key:)``.
     package mutating func endInsert() {
-        if insertValues > 0 { changes.append(UInt8(ascii: "}")) }
-        changes.append(UInt8(ascii: "}"))
+        if insertValues > 0 { line.append(UInt8(ascii: "}")) }
+        line.append(UInt8(ascii: "}"))
     }
 
     /// The whole change set's line.
@@ -184,7 +184,7 @@ package struct ChangeSetWriter {
         raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
         quoted(modelHash)
         raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
-        return changes
+        return line
     }
 
     // MARK: - Pieces
@@ -192,7 +192,7 @@ package struct ChangeSetWriter {
     private static func byteOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 
     private mutating func separate() {
-        if count > 0 { changes.append(UInt8(ascii: ",")) }
+        if count > 0 { line.append(UInt8(ascii: ",")) }
         count += 1
     }
 
@@ -200,12 +200,12 @@ package struct ChangeSetWriter {
     private mutating func digits(_ number: Int64) {
         if number < 0 {
             guard number != .min else { raw(String(number)); return }
-            changes.append(UInt8(ascii: "-"))
+            line.append(UInt8(ascii: "-"))
             digits(-number)
             return
         }
         if number < 10 {
-            changes.append(UInt8(ascii: "0") + UInt8(number))
+            line.append(UInt8(ascii: "0") + UInt8(number))
             return
         }
         var value = number
@@ -217,33 +217,33 @@ package struct ChangeSetWriter {
                 value /= 10
                 length += 1
             }
-            changes.append(contentsOf: bytes[(24 - length)...])
+            line.append(contentsOf: bytes[(24 - length)...])
         }
     }
 
     private mutating func raw(_ text: String) {
-        changes.append(contentsOf: text.utf8)
+        line.append(contentsOf: text.utf8)
     }
 
     private mutating func quoted(_ text: String) {
         let utf8 = text.utf8
         if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
-            changes.append(UInt8(ascii: "\""))
-            changes.append(contentsOf: utf8)
-            changes.append(UInt8(ascii: "\""))
+            line.append(UInt8(ascii: "\""))
+            line.append(contentsOf: utf8)
+            line.append(UInt8(ascii: "\""))
         } else {
             var escaped = ""
             JSONValue.appendQuoted(text, to: &escaped)
-            changes.append(contentsOf: escaped.utf8)
+            line.append(contentsOf: escaped.utf8)
         }
     }
 
     private mutating func values(_ entries: [(String, ChangeValue)]) {
-        changes.append(UInt8(ascii: "{"))
+        line.append(UInt8(ascii: "{"))
         for (index, (key, value)) in entries.enumerated() {
-            if index > 0 { changes.append(UInt8(ascii: ",")) }
+            if index > 0 { line.append(UInt8(ascii: ",")) }
             quoted(key)
-            changes.append(UInt8(ascii: ":"))
+            line.append(UInt8(ascii: ":"))
             switch value {
             case .null: raw("null")
             case .object(let uri): quoted(uri)
@@ -253,21 +253,21 @@ package struct ChangeSetWriter {
             case .attribute(let other): raw(AttributeJSON.encode(other).text)
             }
         }
-        changes.append(UInt8(ascii: "}"))
+        line.append(UInt8(ascii: "}"))
     }
 
     private mutating func members(_ members: [String: [String]]) {
-        changes.append(UInt8(ascii: "{"))
+        line.append(UInt8(ascii: "{"))
         for (index, key) in members.keys.sorted(by: Self.byteOrder).enumerated() {
-            if index > 0 { changes.append(UInt8(ascii: ",")) }
+            if index > 0 { line.append(UInt8(ascii: ",")) }
             quoted(key)
             raw(":[")
             for (position, uri) in (members[key] ?? []).sorted(by: Self.byteOrder).enumerated() {
-                if position > 0 { changes.append(UInt8(ascii: ",")) }
+                if position > 0 { line.append(UInt8(ascii: ",")) }
                 quoted(uri)
             }
-            changes.append(UInt8(ascii: "]"))
+            line.append(UInt8(ascii: "]"))
         }
-        changes.append(UInt8(ascii: "}"))
+        line.append(UInt8(ascii: "}"))
     }
 }

@@ -13,6 +13,13 @@ struct URLSessionTransport: PeerTransport {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout * 4
+        // No URL cache: a peer's answers must never come from one, and with a cache this
+        // toolchain's URLSession looks each request up on a background queue first, so a
+        // request cancelled in that window (a sync round's timeout, a shutdown) can end the
+        // process ("Trying to access a behaviour for a task that in not in the registry";
+        // `URLSessionTransportTests`).
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpAdditionalHeaders = ["Accept-Encoding": "gzip"]
         session = URLSession(configuration: configuration)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import FerryTestSupport
 @testable import FerrySync
@@ -6,27 +7,68 @@ import FerryTestSupport
 /// The transport of peers without a `ca_file`: URLSession over libcurl.
 @Suite("URLSession transport")
 struct URLSessionTransportTests {
-    /// On this toolchain a URLSession with a URL cache (as `.ephemeral` has) looks each data
-    /// task's request up in the cache on a background queue before the task can run, and a
-    /// cancel landing in that window queues a failure callback that may run after the task
-    /// has finished and left the session's registry: the process ends with "Trying to access a
-    /// behaviour for a task that in not in the registry" (seen in a daemon under the network-fault
-    /// test). A sync round cancels its requests on timeouts and at shutdown, so this must not crash.
-    @Test("Requests cancelled as soon as they start end in an error, never in a crash; the transport keeps working")
-    func requestsCancelledAtOnce() async throws {
+    /// Two upstream hazards of this toolchain's URLSession, both met when a request is cancelled
+    /// (a sync round cancels its requests on timeouts and at shutdown):
+    /// - with a URL cache (as `.ephemeral` has), each data task looks its request up on a
+    ///   background queue first, and a cancel landing in that window can end the process
+    ///   ("Trying to access a behaviour for a task that in not in the registry"; it killed a
+    ///   daemon in the network-fault test);
+    /// - `URLSession.data(for:)` cancels its task with a synchronous call onto the session's
+    ///   work queue while holding the Swift task's status lock; if the work queue is finishing
+    ///   the request at that moment, it waits for the same lock, and both threads hang.
+    /// Without the fixes this test crashed on every run (the first), or hung on every run once
+    /// half of its cancels came a little after the request started (the second).
+    ///
+    /// The test waits for the requests on its own thread, not with `await`: a hang can take
+    /// every thread of Swift's shared pool, and the test must still be able to fail.
+    @Test("Requests cancelled as soon as they start end in an error, never in a crash or a hang; the transport keeps working")
+    func requestsCancelledAtOnce() throws {
         let peer = try StandInPeer { _, _ in .init(body: "{}") }
         defer { peer.stop() }
         let transport = URLSessionTransport(timeout: 5)
         let url = try #require(URL(string: peer.url + "v1/status"))
         let request = PeerRequest(method: "GET", url: url, headers: [], body: nil)
-        var cancelled = 0
-        for _ in 0..<2_000 {
-            let task = Task { try await transport.send(request) }
-            task.cancel()
-            if case .failure = await task.result { cancelled += 1 }
+        let outcome = Outcome()
+        Task.detached {
+            // Four loops at once; half the cancels at once, half a little later, so that some
+            // meet the request's end.
+            let cancelled = await withTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var cancelled = 0
+                        for round in 0..<300 {
+                            let task = Task { try await transport.send(request) }
+                            if round % 2 == 1 { try? await Task.sleep(for: .microseconds(Int.random(in: 0...1_500))) }
+                            task.cancel()
+                            if case .failure = await task.result { cancelled += 1 }
+                        }
+                        return cancelled
+                    }
+                }
+                return await group.reduce(0, +)
+            }
+            outcome.finish(cancelled: cancelled, answer: try? await transport.send(request))
         }
+        let result = outcome.wait(seconds: 90)
+        let (cancelled, answer) = try #require(result, "1,200 cancelled requests did not finish within 90 s: a cancel hung")
         #expect(cancelled > 0, "no request was cancelled before it completed: the test did not exercise the race")
-        let answer = try await transport.send(request)
-        #expect(answer.status == 200 && answer.body == Data("{}".utf8))
+        #expect(answer?.status == 200 && answer?.body == Data("{}".utf8), "a request after the cancelled ones: \(String(describing: answer))")
+    }
+}
+
+/// What the requests of ``URLSessionTransportTests`` came to, waited for on the test's own thread.
+private final class Outcome: Sendable {
+    private let value = Mutex<(cancelled: Int, answer: PeerResponse?)?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    func finish(cancelled: Int, answer: PeerResponse?) {
+        value.withLock { $0 = (cancelled, answer) }
+        done.signal()
+    }
+
+    /// The outcome, or nil if it did not come within `seconds`.
+    func wait(seconds: Double) -> (cancelled: Int, answer: PeerResponse?)? {
+        guard done.wait(timeout: .now() + seconds) == .success else { return nil }
+        return value.withLock { $0 }
     }
 }

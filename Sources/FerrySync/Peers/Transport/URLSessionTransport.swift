@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -33,7 +34,7 @@ struct URLSessionTransport: PeerTransport {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: urlRequest)
+            (data, response) = try await load(urlRequest)
         } catch let error as URLError where error.code == .cannotConnectToHost {
             throw .notListening("\(place): \(error.localizedDescription)")
         } catch {
@@ -41,5 +42,63 @@ struct URLSessionTransport: PeerTransport {
         }
         guard let http = response as? HTTPURLResponse else { throw .badAnswer("\(place): not an HTTP response") }
         return PeerResponse(status: http.statusCode, body: data)
+    }
+
+    /// `URLSession.data(for:)`, but cancelled without blocking. On this toolchain that method
+    /// cancels its task from inside the Swift task's cancellation (which holds the task's status
+    /// lock) with a synchronous call onto the session's work queue; if the work queue is just
+    /// then finishing the request, it waits for the same lock to resume the caller, and both
+    /// threads hang (`URLSessionTransportTests` found it). Here the task is cancelled from
+    /// another queue, after the cancellation handler has returned.
+    private func load(_ request: URLRequest) async throws -> (Data, URLResponse) {
+        let cancellation = Cancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else if let response {
+                        continuation.resume(returning: (data ?? Data(), response))
+                    } else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                    }
+                }
+                cancellation.started(task)
+                task.resume()
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+    }
+}
+
+/// The data task of one request, cancelled once, off the canceller's thread.
+private final class Cancellation: Sendable {
+    private struct State {
+        var task: URLSessionDataTask?
+        var isCancelled = false
+    }
+    private let state = Mutex(State())
+
+    /// Keeps `task`; cancels it at once if the request was cancelled before it started.
+    func started(_ task: URLSessionDataTask) {
+        let cancelNow = state.withLock { state in
+            state.task = task
+            return state.isCancelled
+        }
+        if cancelNow { Self.cancel(task) }
+    }
+
+    /// Cancels the task (now, if it started; when it starts, otherwise).
+    func cancel() {
+        let task = state.withLock { state in
+            state.isCancelled = true
+            return state.task
+        }
+        if let task { Self.cancel(task) }
+    }
+
+    private static func cancel(_ task: URLSessionDataTask) {
+        DispatchQueue.global().async { task.cancel() }
     }
 }

@@ -27,10 +27,9 @@ let package = Package(
         // gzip of request and response bodies (zlib through NIO ByteBuffers); Hummingbird 2 has no compression of its own.
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        // HTTPS to peers whose certificates come from a private CA (a peer's `ca_file`): URLSession on
-        // Linux trusts only the system store (FoundationNetworking reads a CA file only on Android), so
-        // those peers go through AsyncHTTPClient with the CA as its trust roots. Both were already in the
-        // package graph (through Hummingbird); every other peer keeps URLSession.
+        // The one HTTP client of every peer (kept-alive connections, gzip, timeouts, cancellation, a
+        // per-peer CA file). URLSession on Linux needed three workarounds and still ended the process on
+        // a response cut inside its headers (docs/RELIABILITY.md). Already in the graph through Hummingbird.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],

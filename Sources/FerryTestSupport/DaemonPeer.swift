@@ -240,8 +240,18 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     /// `ferry dump` of the store.
+    /// - Throws: ``DaemonPeerError`` when `ferry dump` fails (a negative check such as "B does not
+    ///   hold X" must not pass on an empty output).
     public func dump() throws -> String {
-        try ferry(["dump"]).standardOutput
+        try succeeded(ferry(["dump"]), "dump").standardOutput
+    }
+
+    /// `result`, or an error naming `command` when it exited non-zero.
+    private func succeeded(_ result: FerryProcess.Result, _ command: String) throws -> FerryProcess.Result {
+        guard result.status == 0 else {
+            throw DaemonPeerError(description: "ferry \(command) on \(name) exited with \(result.status): \(result.standardError.prefix(600))")
+        }
+        return result
     }
 
     /// Saves the objects of one `ferry put` operations array; returns each ref's permanent URI.
@@ -255,14 +265,17 @@ public final class DaemonPeer: @unchecked Sendable {
 
     /// The store's change sets (`ferry history`), one JSON line each.
     public func history() throws -> [String] {
-        try ferry(["history"]).standardOutput.split(separator: "\n").map(String.init)
+        try succeeded(ferry(["history"]), "history").standardOutput.split(separator: "\n").map(String.init)
     }
 
     /// The store's version vector (`ferry state`): origin UUID → last sequence number taken in.
     public func vector() throws -> [String: Int] {
-        let output = try FerryProcess.run(["state", "--store", store]).standardOutput
-        let state = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
-        return state?["vector"] as? [String: Int] ?? [:]
+        let output = try succeeded(FerryProcess.run(["state", "--store", store]), "state").standardOutput
+        guard let state = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
+              let vector = state["vector"] as? [String: Int] else {
+            throw DaemonPeerError(description: "ferry state on \(name) printed no vector: \(output.prefix(300))")
+        }
+        return vector
     }
 
     /// What SQLite's `PRAGMA integrity_check` says of the store file (`["ok"]` when sound).

@@ -22,24 +22,22 @@ public final class FaultProxy: Sendable {
         public var drop: Double
         /// Probability that a request is cut off at a random byte (the proxy closes both sides).
         public var truncateRequest: Double
-        /// Probability that a response is cut off at a random byte of its body (or of its
-        /// headers, with ``cutsInsideHeaders``).
+        /// Probability that a response is cut off at a random byte of its body.
         public var truncateResponse: Double
-        /// Whether cut responses may end inside their header block. Off by default: on this
-        /// toolchain URLSession traps (ends the process) on such a response —
-        /// swift-corelibs-foundation#5285, see docs/RELIABILITY.md.
-        public var cutsInsideHeaders = false
+        /// Probability that a response is cut off inside its header block.
+        public var truncateHeaders: Double
         /// Probability that the connection is reset (TCP RST) part-way through the response.
         public var reset: Double
 
         /// Creates a plan.
         public init(delay: Double = 0, maxDelay: TimeInterval = 0.2, drop: Double = 0, truncateRequest: Double = 0,
-                    truncateResponse: Double = 0, reset: Double = 0) {
+                    truncateResponse: Double = 0, truncateHeaders: Double = 0, reset: Double = 0) {
             self.delay = delay
             self.maxDelay = maxDelay
             self.drop = drop
             self.truncateRequest = truncateRequest
             self.truncateResponse = truncateResponse
+            self.truncateHeaders = truncateHeaders
             self.reset = reset
         }
 
@@ -49,7 +47,7 @@ public final class FaultProxy: Sendable {
 
     /// The fault drawn for one request (``partitioned``: a connection refused by a cut link).
     public enum Fault: String, Sendable, CaseIterable {
-        case none, delay, drop, truncateRequest, truncateResponse, reset, partitioned
+        case none, delay, drop, truncateRequest, truncateResponse, truncateHeaders, reset, partitioned
     }
 
     private struct State {
@@ -95,7 +93,13 @@ public final class FaultProxy: Sendable {
         for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }
     }
 
-    /// How many requests got each fault so far (``Fault/partitioned``: connections refused).
+    /// Counts a cut or a reset that changed the bytes of a request or a response.
+    private func recordApplied(_ fault: Fault) {
+        state.withLock { $0.counts[fault, default: 0] += 1 }
+    }
+
+    /// How many requests each fault really changed so far (a cut or a reset is counted only
+    /// when it cut bytes off; ``Fault/partitioned``: connections refused).
     public var counts: [Fault: Int] { state.withLock { $0.counts } }
 
     /// Stops accepting and closes every open connection (once: a second call does nothing, so the
@@ -134,15 +138,14 @@ public final class FaultProxy: Sendable {
         }
     }
 
-    /// The next request's fault, the hold-back for a delay, a random byte count for cuts, and
-    /// whether a cut response may end inside its headers.
-    private func draw() -> (fault: Fault, hold: TimeInterval, cut: Int, cutsInsideHeaders: Bool) {
+    /// The next request's fault, the hold-back for a delay, and a random byte count for cuts.
+    private func draw() -> (fault: Fault, hold: TimeInterval, cut: Int) {
         state.withLock { state in
             var roll = Double.random(in: 0..<1, using: &state.random)
             var fault = Fault.none
             let plan = state.plan
             let weights = [(Fault.delay, plan.delay), (.drop, plan.drop), (.truncateRequest, plan.truncateRequest),
-                           (.truncateResponse, plan.truncateResponse), (.reset, plan.reset)]
+                           (.truncateResponse, plan.truncateResponse), (.truncateHeaders, plan.truncateHeaders), (.reset, plan.reset)]
             for (candidate, probability) in weights {
                 if roll < probability {
                     fault = candidate
@@ -155,9 +158,11 @@ public final class FaultProxy: Sendable {
             if fault != .none, let unseen = weights.first(where: { $0.1 > 0 && state.counts[$0.0, default: 0] == 0 }) {
                 fault = unseen.0
             }
-            state.counts[fault, default: 0] += 1
+            // A delay and a drop take effect on the request's first chunk, at once; a cut or a reset
+            // is counted only once it has cut something (a request shorter than its cut passes whole).
+            if fault == .none || fault == .delay || fault == .drop { state.counts[fault, default: 0] += 1 }
             return (fault, Double.random(in: 0.001...max(plan.maxDelay, 0.001), using: &state.random),
-                    Int.random(in: 1...8192, using: &state.random), plan.cutsInsideHeaders)
+                    Int.random(in: 1...8192, using: &state.random))
         }
     }
 
@@ -195,11 +200,12 @@ public final class FaultProxy: Sendable {
             let count = read(client, &buffer, buffer.count)
             if count <= 0 { return }
             if Self.startsRequest(buffer[0..<count]) {
-                let (fault, hold, cut, cutsHeaders) = draw()
+                let (fault, hold, cut) = draw()
                 delay = fault == .delay ? hold : 0
-                connection.setResponseFaults(budget: fault == .truncateResponse || fault == .reset ? cut : Int.max,
+                let cutsResponse = fault == .truncateResponse || fault == .truncateHeaders || fault == .reset
+                connection.setResponseFaults(fault: fault, budget: cutsResponse ? cut : Int.max,
                                              reset: fault == .reset, delay: delay,
-                                             headers: fault == .truncateResponse ? (cutsHeaders ? .cutInside : .skip) : .count)
+                                             headers: fault == .truncateHeaders ? .cutInside : fault == .truncateResponse ? .skip : .count)
                 switch fault {
                 case .drop:
                     // Swallow the request, answer nothing for a moment, then close.
@@ -214,7 +220,10 @@ public final class FaultProxy: Sendable {
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             let allowed = min(count, requestBudget)
             guard Self.writeAll(buffer[0..<allowed], to: upstream) else { return }
-            if allowed < count { return }
+            if allowed < count {
+                recordApplied(.truncateRequest)
+                return
+            }
             if requestBudget != Int.max {
                 requestBudget -= allowed
                 if requestBudget == 0 { return }
@@ -228,10 +237,13 @@ public final class FaultProxy: Sendable {
         while true {
             let count = read(upstream, &buffer, buffer.count)
             if count <= 0 { return false }
-            let (allowed, reset, delay) = connection.takeResponseBytes(buffer[0..<count])
+            let (allowed, reset, delay, fault) = connection.takeResponseBytes(buffer[0..<count])
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             guard Self.writeAll(buffer[0..<allowed], to: client) else { return false }
-            if allowed < count { return reset }
+            if allowed < count {
+                recordApplied(fault)
+                return reset
+            }
         }
     }
 
@@ -291,6 +303,7 @@ private final class ConnectionFaults: Sendable {
     }
 
     private struct Response {
+        var fault = FaultProxy.Fault.none
         var budget = Int.max
         var headers = Headers.count
         var reset = false
@@ -300,12 +313,13 @@ private final class ConnectionFaults: Sendable {
 
     private let response = Mutex(Response())
 
-    func setResponseFaults(budget: Int, reset: Bool, delay: TimeInterval, headers: Headers) {
-        response.withLock { $0.budget = budget; $0.reset = reset; $0.delay = delay; $0.headers = headers }
+    func setResponseFaults(fault: FaultProxy.Fault, budget: Int, reset: Bool, delay: TimeInterval, headers: Headers) {
+        response.withLock { $0.fault = fault; $0.budget = budget; $0.reset = reset; $0.delay = delay; $0.headers = headers }
     }
 
-    /// How many of the response bytes `chunk` may pass, whether to reset after a cut, and the hold-back.
-    func takeResponseBytes(_ chunk: ArraySlice<UInt8>) -> (allowed: Int, reset: Bool, delay: TimeInterval) {
+    /// How many of the response bytes `chunk` may pass, whether to reset after a cut, the
+    /// hold-back, and the fault a cut would apply.
+    func takeResponseBytes(_ chunk: ArraySlice<UInt8>) -> (allowed: Int, reset: Bool, delay: TimeInterval, fault: FaultProxy.Fault) {
         response.withLock { state in
             let count = chunk.count
             if state.budget != Int.max, state.headers != .count, let end = Self.headerEnd(in: chunk) {
@@ -315,7 +329,7 @@ private final class ConnectionFaults: Sendable {
             }
             let allowed = min(count, state.budget)
             if state.budget != Int.max { state.budget -= allowed }
-            return (allowed, state.reset, state.delay)
+            return (allowed, state.reset, state.delay, state.fault)
         }
     }
 

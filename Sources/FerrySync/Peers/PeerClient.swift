@@ -51,9 +51,8 @@ public struct PeerState: Sendable, Equatable {
     public var vector: VersionVector
 }
 
-/// Talks to one peer's HTTP API (docs/PROTOCOL.md): through URLSession, or —
-/// for an HTTPS peer whose certificate comes from a private CA — through a
-/// client that trusts that CA (see ``PeerTrust``).
+/// Talks to one peer's HTTP API (docs/PROTOCOL.md) through AsyncHTTPClient;
+/// an HTTPS peer's certificate is checked as its ``PeerTrust`` says.
 public struct PeerClient: Sendable {
     /// The peer's base URL.
     public let baseURL: URL
@@ -66,10 +65,7 @@ public struct PeerClient: Sendable {
     public init(baseURL: URL, token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
         self.baseURL = baseURL
         self.token = token
-        switch trust {
-        case .systemStore: transport = URLSessionTransport(timeout: timeout)
-        case .certificateAuthority(let authority): transport = CertificateAuthorityTransport(authority: authority, timeout: timeout)
-        }
+        transport = HTTPTransport(trust: trust, timeout: timeout)
     }
 
     /// `GET /v1/state`.

@@ -23,7 +23,7 @@ protocol PeerTransport: Sendable {
 
 /// How a client checks a peer's HTTPS certificate.
 public enum PeerTrust: Sendable {
-    /// Against the system trust store (URLSession on libcurl).
+    /// Against the system trust store.
     case systemStore
     /// Against these certificate authorities only (a peer's `ca_file`).
     case certificateAuthority(CertificateAuthority)

@@ -4,20 +4,12 @@ import Testing
 import FerryTestSupport
 @testable import FerrySync
 
-/// The transport of peers without a `ca_file`: URLSession over libcurl.
-@Suite("URLSession transport")
-struct URLSessionTransportTests {
-    /// Two upstream hazards of this toolchain's URLSession, both met when a request is cancelled
-    /// (a sync round cancels its requests on timeouts and at shutdown):
-    /// - with a URL cache (as `.ephemeral` has), each data task looks its request up on a
-    ///   background queue first, and a cancel landing in that window can end the process
-    ///   ("Trying to access a behaviour for a task that in not in the registry"; it killed a
-    ///   daemon in the network-fault test);
-    /// - `URLSession.data(for:)` cancels its task with a synchronous call onto the session's
-    ///   work queue while holding the Swift task's status lock; if the work queue is finishing
-    ///   the request at that moment, it waits for the same lock, and both threads hang.
-    /// Without the fixes this test crashed on every run (the first), or failed as hung on every
-    /// run once half of its cancels came a little after the request started (the second).
+/// The transport of every peer: AsyncHTTPClient.
+@Suite("HTTP transport")
+struct HTTPTransportTests {
+    /// A sync round cancels its requests on timeouts and at shutdown. URLSession, the transport
+    /// before this one, crashed (a cancel during its URL-cache lookup) or hung both threads (a
+    /// cancel meeting the request's end) under exactly this loop; it stays as a guard.
     ///
     /// A hang takes one thread of Swift's shared pool for good, so the requests run in one loop
     /// (one hang at most) and the test waits for them without holding a thread of its own.
@@ -25,7 +17,7 @@ struct URLSessionTransportTests {
     func requestsCancelledAtOnce() async throws {
         let peer = try StandInPeer { _, _ in .init(body: "{}") }
         defer { peer.stop() }
-        let transport = URLSessionTransport(timeout: 5)
+        let transport = HTTPTransport(trust: .systemStore, timeout: 5)
         let url = try #require(URL(string: peer.url + "v1/status"))
         let request = PeerRequest(method: "GET", url: url, headers: [], body: nil)
         let outcome = Outcome()
@@ -41,13 +33,41 @@ struct URLSessionTransportTests {
             outcome.finish(cancelled: cancelled, answer: try? await transport.send(request))
         }
         let result = await outcome.wait(seconds: 480)
-        let (cancelled, answer) = try #require(result, "1,200 cancelled requests did not finish within 480 s (about 150 s beside the whole suite): a cancel hung")
+        let (cancelled, answer) = try #require(result, "1,200 cancelled requests did not finish within 480 s: a cancel hung")
         #expect(cancelled > 0, "no request was cancelled before it completed: the test did not exercise the race")
         #expect(answer?.status == 200 && answer?.body == Data("{}".utf8), "a request after the cancelled ones: \(String(describing: answer))")
     }
+
+    /// URLSession ended the process on an answer cut inside its header block
+    /// (swift-corelibs-foundation#5285); this transport must report it as a failed request.
+    @Test("An answer cut inside its headers is an error of that request, and the next request works")
+    func answerCutInsideItsHeaders() async throws {
+        let peer = try StandInPeer { _, _ in .init(body: "{}") }
+        defer { peer.stop() }
+        let proxy = try FaultProxy(upstreamPort: peer.port, plan: .init(truncateHeaders: 1), seed: 7)
+        defer { proxy.stop() }
+        let transport = HTTPTransport(trust: .systemStore, timeout: 5)
+        for _ in 0..<20 {
+            let url = try #require(URL(string: proxy.url + "/v1/status"))
+            do {
+                let answer = try await transport.send(PeerRequest(method: "GET", url: url, headers: [], body: nil))
+                Issue.record("a cut answer was taken as complete: \(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
+            } catch {
+                guard case .unreachable = error else {
+                    Issue.record("a cut answer should be 'unreachable', not \(error)")
+                    continue
+                }
+            }
+        }
+        #expect(proxy.counts[.truncateHeaders, default: 0] == 20, "cuts applied: \(proxy.counts)")
+        proxy.setPlan(.none)
+        let url = try #require(URL(string: proxy.url + "/v1/status"))
+        let answer = try await transport.send(PeerRequest(method: "GET", url: url, headers: [], body: nil))
+        #expect(answer.status == 200 && answer.body == Data("{}".utf8))
+    }
 }
 
-/// What the requests of ``URLSessionTransportTests`` came to.
+/// What the requests of ``HTTPTransportTests`` came to.
 private final class Outcome: Sendable {
     private let value = Mutex<(cancelled: Int, answer: PeerResponse?)?>(nil)
     private let done = DispatchSemaphore(value: 0)

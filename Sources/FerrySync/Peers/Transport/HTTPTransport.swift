@@ -5,20 +5,27 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// Requests through AsyncHTTPClient, checking the peer's certificate against a
-/// private CA (a peer's `ca_file`) instead of the system trust store — which
-/// URLSession on Linux cannot do. Timeouts and gzip as ``URLSessionTransport``.
-final class CertificateAuthorityTransport: PeerTransport {
+/// The one HTTP client of every peer: AsyncHTTPClient on SwiftNIO, with
+/// kept-alive connections, gzip answers, timeouts and Swift task cancellation.
+/// HTTPS peers are checked against the system trust store, or against a
+/// private CA (a peer's `ca_file`).
+///
+/// (It replaced URLSession, which on Linux needed three workarounds and still
+/// ended the process on a response cut inside its headers: docs/RELIABILITY.md.)
+final class HTTPTransport: PeerTransport {
     private let client: HTTPClient
-    private let authority: CertificateAuthority
+    private let trust: PeerTrust
     private let timeout: TimeInterval
 
     /// The most a peer's answer may hold, decompressed (a pull page is far smaller).
     static let maximumAnswerBytes = 1 << 30
 
-    init(authority: CertificateAuthority, timeout: TimeInterval) {
+    /// A transport whose requests may go `timeout` seconds without data, and take four times that in all.
+    init(trust: PeerTrust, timeout: TimeInterval) {
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates(authority.certificates)
+        if case .certificateAuthority(let authority) = trust {
+            tls.trustRoots = .certificates(authority.certificates)
+        }
         tls.minimumTLSVersion = .tlsv12
         let seconds = TimeAmount.milliseconds(Int64(timeout * 1000))
         var configuration = HTTPClient.Configuration(
@@ -27,12 +34,12 @@ final class CertificateAuthorityTransport: PeerTransport {
             timeout: .init(connect: min(seconds, .seconds(30)), read: seconds),
             decompression: .enabled(limit: .size(Self.maximumAnswerBytes))
         )
-        // A refused connection or certificate fails the request at once, as with URLSession:
-        // the peer's session retries with its own backoff (and a bad certificate would fail
-        // again for the whole connect timeout).
+        // A refused connection or certificate fails the request at once: the peer's session
+        // retries with its own backoff (and a bad certificate would fail again for the whole
+        // connect timeout).
         configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        self.authority = authority
+        self.trust = trust
         self.timeout = timeout
     }
 
@@ -53,25 +60,33 @@ final class CertificateAuthorityTransport: PeerTransport {
             let body = try await response.body.collect(upTo: Self.maximumAnswerBytes)
             return PeerResponse(status: Int(response.status.code), body: Data(body.readableBytesView))
         } catch {
-            throw Self.peerError(error, place: place, caFile: authority.file)
+            throw Self.peerError(error, place: place, trust: trust)
         }
     }
 
     /// The ``PeerError`` for a failed request: refused connections are `notListening`,
-    /// certificate failures name the CA file, anything else is `unreachable`.
-    static func peerError(_ error: any Error, place: String, caFile: String) -> PeerError {
+    /// certificate failures say what the certificate was checked against, anything else
+    /// (a cut answer, a timeout, a cancelled request) is `unreachable`.
+    static func peerError(_ error: any Error, place: String, trust: PeerTrust) -> PeerError {
         if isConnectionRefused(error) {
             return .notListening("\(place): connection refused")
         }
+        let checkedAgainst = switch trust {
+        case .systemStore: "the system trust store"
+        case .certificateAuthority(let authority): "ca_file \(authority.file)"
+        }
         let detail = "\(error)"
         if detail.contains("CERTIFICATE_VERIFY_FAILED") {
-            return .unreachable("\(place): TLS handshake failed: the peer's certificate does not chain up to ca_file \(caFile) (CERTIFICATE_VERIFY_FAILED)")
+            return .unreachable("\(place): TLS handshake failed: the peer's certificate does not chain up to \(checkedAgainst) (CERTIFICATE_VERIFY_FAILED)")
         }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
             return .unreachable("\(place): TLS handshake failed: the peer's certificate is not for the host of its url (\(error))")
         }
         if error is NIOSSLError || error is BoringSSLError {
-            return .unreachable("\(place): TLS handshake failed (checked against ca_file \(caFile)): \(detail)")
+            return .unreachable("\(place): TLS handshake failed (checked against \(checkedAgainst)): \(detail)")
+        }
+        if error is CancellationError {
+            return .unreachable("\(place): the request was cancelled")
         }
         return .unreachable("\(place): \(error)")
     }

@@ -17,6 +17,8 @@ public actor SyncCoordinator {
         var session: PeerSession
         var toPull: Int64?
         var toPush: Int64?
+        /// The peer's store and vector as the last successful round saw them (a push-only round starts from them).
+        var known: (store: UUID, vector: VersionVector)?
     }
 
     /// The local side.
@@ -66,6 +68,11 @@ public actor SyncCoordinator {
         return peers.filter { $0.session.canStart(at: time) }.map(\.name)
     }
 
+    /// When the first failed peer's backoff runs out; nil when no peer is backing off.
+    func nextRetry() -> Date? {
+        peers.compactMap { $0.session.consecutiveFailures > 0 ? $0.session.retryAt : nil }.min()
+    }
+
     /// The failed peers whose backoff has run out.
     func failedPeersDue() -> [String] {
         let time = now()
@@ -84,7 +91,15 @@ public actor SyncCoordinator {
                 logger.error("sync with \(name) not started: \(error)")
                 continue
             }
-            let result = await peers[index].sync.run(pull: pull, push: push, progress: progress)
+            // A push-only round (after a local commit) starts from the peer's vector as last seen;
+            // a full round asks the peer, so a peer that went back is corrected on the interval.
+            let known = pull ? nil : peers[index].known
+            let result = await peers[index].sync.run(pull: pull, push: push, known: known, progress: progress)
+            if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
+                peers[index].known = (store, vector)
+            } else if result.error != nil {
+                peers[index].known = nil
+            }
             let backoff: TimeInterval?
             do {
                 backoff = try peers[index].session.finish(error: result.error, at: now(), using: &random)

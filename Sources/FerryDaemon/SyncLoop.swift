@@ -5,18 +5,19 @@ import Synchronization
 import FerryStore
 import FerrySync
 
-/// The daemon's sync loop, as a service: pushes soon after every new local
-/// change set (saves by this process, by any other process on the same file,
-/// and change sets received from other peers, which are forwarded), pulls from
-/// every peer on the interval with jitter, and retries failed peers with backoff.
+/// The daemon's sync loop, as a service: pushes as soon as the store has a new
+/// change set (a save by this process or by any other process on the same file,
+/// or change sets received from other peers, which are forwarded), woken by the
+/// store's commits rather than by polling it; pulls from every peer on the
+/// interval with jitter; and retries failed peers when their backoff runs out.
 struct SyncLoop: Service {
     let coordinator: SyncCoordinator
     let endpoint: ReplicationEndpoint
     let pullInterval: TimeInterval
     let notifier: SystemdNotifier
     let logger: Logger
-    /// How often the store is checked for new change sets.
-    static let pollInterval: Duration = .milliseconds(20)
+    /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
+    static let longestNap: TimeInterval = 1
 
     func run() async throws {
         let heartbeat = Heartbeat()
@@ -50,30 +51,53 @@ struct SyncLoop: Service {
     }
 
     private func loop(_ heartbeat: Heartbeat) async throws {
-        var lastVector: VersionVector?
-        var nextPull = Date()  // pull from everyone at start
+        // Subscribed before the first round, so that no commit made meanwhile is missed.
+        let commits = endpoint.commits()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pullOnSchedule(heartbeat) }
+            group.addTask { try await pushOnCommits(commits, heartbeat) }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// A full round with every peer at start and then every pull interval; in between, a round
+    /// with each failed peer whose backoff has run out.
+    private func pullOnSchedule(_ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
+        var nextPull = Date()  // pull from everyone at start
         while !Task.isCancelled {
             heartbeat.beat()
+            if Date() >= nextPull {
+                _ = await coordinator.round(progress: beat)
+                nextPull = Date().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
+            } else {
+                for peer in await coordinator.failedPeersDue() { _ = await coordinator.round(peer: peer, progress: beat) }
+            }
+            let wake = min(nextPull, await coordinator.nextRetry() ?? nextPull, Date().addingTimeInterval(Self.longestNap))
+            let nap = max(0.001, wake.timeIntervalSinceNow)
+            try await Task.sleep(for: .milliseconds(Int64(nap * 1000)))
+        }
+    }
+
+    /// After each commit to the store: when its version vector moved, a push round with every
+    /// peer not in backoff (a down peer is retried on its own schedule).
+    private func pushOnCommits(_ commits: AsyncStream<Void>, _ heartbeat: Heartbeat) async throws {
+        let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
+        var lastVector: VersionVector?
+        var pending = true  // learn the vector at start
+        var signals = commits.makeAsyncIterator()
+        while !Task.isCancelled {
+            if !pending {
+                guard await signals.next() != nil else { return }
+            }
+            pending = false
             do {
-                let now = Date()
-                if now >= nextPull {
-                    _ = await coordinator.round(progress: beat)
-                    nextPull = Date().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
-                    lastVector = try await endpoint.state().vector
-                } else {
-                    for peer in await coordinator.failedPeersDue() { _ = await coordinator.round(peer: peer, progress: beat) }
-                }
                 let vector = try await endpoint.state().vector
-                if vector != lastVector {
-                    // (The first pass only learns the vector.)
-                    if lastVector != nil {
-                        // Only peers not in backoff: a down peer is retried on its own schedule.
-                        for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false, progress: beat) }
-                    }
-                    lastVector = vector
+                if let lastVector, vector != lastVector {
+                    for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false, progress: beat) }
                 }
-                try await Task.sleep(for: Self.pollInterval)
+                lastVector = vector
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
@@ -81,6 +105,7 @@ struct SyncLoop: Service {
                 // if it lasts, the silent heartbeat lets systemd's watchdog restart the daemon.
                 logger.error("sync loop: \(error); retrying in 1 s")
                 try await Task.sleep(for: .seconds(1))
+                pending = true
             }
         }
     }

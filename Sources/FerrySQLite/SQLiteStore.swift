@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GRDB
 import GRDBSQLite
 import FerryModel
@@ -41,6 +42,8 @@ public final class SQLiteStore: PersistentStore {
     /// Checkpoints the write-ahead log off the saving thread (writable stores only).
     let checkpointer: BackgroundCheckpointer?
     let layout: StoreLayout
+    /// Wakes ``commits()``'s subscribers; made on the first subscription.
+    private let watcher = Mutex<CommitWatcher?>(nil)
 
     /// How to open a store.
     public struct Options: Sendable {
@@ -239,7 +242,7 @@ public final class SQLiteStore: PersistentStore {
         guard !request.isEmpty else { return .empty }
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
-            return try pool.writeWithoutTransaction { db in
+            let saved = try pool.writeWithoutTransaction { db in
                 var result = SaveResult.empty
                 try db.inTransaction(.immediate) {
                     result = try writer.write(request, in: db)
@@ -247,11 +250,38 @@ public final class SQLiteStore: PersistentStore {
                 }
                 return result
             }
+            noteCommit()
+            return saved
         } catch let error as SaveError {
             throw error
         } catch {
             throw SaveError.storeFailed(Self.describe(error))
         }
+    }
+
+    // MARK: - Commits
+
+    /// A signal after each commit to the store file from now on — a save or a replay through
+    /// this process, or a commit by any other process on the same file — without polling the
+    /// store (see ``CommitWatcher``). A burst of commits while the subscriber was busy reads as
+    /// one signal; what changed is read from the store. Ends when the store is released.
+    ///
+    /// ```swift
+    /// for await _ in store.commits() { let vector = try store.historyState().vector … }
+    /// ```
+    public func commits() -> AsyncStream<Void> {
+        let watcher = self.watcher.withLock { watcher in
+            if let watcher { return watcher }
+            let made = CommitWatcher(path: path)
+            watcher = made
+            return made
+        }
+        return watcher.commits()
+    }
+
+    /// Tells ``commits()``'s subscribers of a commit this store just made.
+    func noteCommit() {
+        watcher.withLock { $0 }?.noteCommit()
     }
 
     // MARK: - Helpers

@@ -20,7 +20,7 @@ struct HistoryAPITests {
 
         let reader = Task {
             var seen: [Int64] = []
-            for try await changeSet in store.changeSetUpdates(interval: .milliseconds(20)) {
+            for try await changeSet in store.changeSetUpdates() {
                 seen.append(changeSet.sequence)
                 if seen.count == 4 { break }
             }

@@ -17,41 +17,41 @@ extension SQLiteStore {
 
     /// The change sets not covered by `vector`, then every new one as it is
     /// recorded — by this process or by any other process writing the same file
-    /// (the file is polled every `interval`). Ends when the task is cancelled.
+    /// (woken by ``commits()``, not by polling). Ends when the task is cancelled.
     ///
     /// ```swift
     /// for try await changeSet in store.changeSetUpdates(after: peerVector) { push(changeSet) }
     /// ```
-    public func changeSetUpdates(after vector: VersionVector = [:], interval: Duration = .milliseconds(100)) -> ChangeSetUpdates {
-        ChangeSetUpdates(store: self, vector: vector, interval: interval)
+    public func changeSetUpdates(after vector: VersionVector = [:]) -> ChangeSetUpdates {
+        ChangeSetUpdates(store: self, vector: vector)
     }
 }
 
 /// An `AsyncSequence` of a store's change sets: those after a version vector,
-/// then each new one as it is recorded (see ``SQLiteStore/changeSetUpdates(after:interval:)``).
+/// then each new one as it is recorded (see ``SQLiteStore/changeSetUpdates(after:)``).
 public struct ChangeSetUpdates: AsyncSequence, Sendable {
     public typealias Element = ChangeSet
 
     let store: SQLiteStore
     let vector: VersionVector
-    let interval: Duration
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, vector: vector, interval: interval)
+        Iterator(store: store, vector: vector)
     }
 
-    /// Reads the history in rank order, waiting for more when it has caught up.
+    /// Reads the history in rank order, waiting for the store's next commit when it has caught up.
     public struct Iterator: AsyncIteratorProtocol {
         let store: SQLiteStore
         var vector: VersionVector
-        let interval: Duration
         var lastRank: Int64 = 0
         var buffered: [ChangeSet] = []
+        /// Subscribed before the first read, so that no commit falls between a read and the wait.
+        var commits: AsyncStream<Void>.AsyncIterator
 
-        init(store: SQLiteStore, vector: VersionVector, interval: Duration) {
+        init(store: SQLiteStore, vector: VersionVector) {
             self.store = store
             self.vector = vector
-            self.interval = interval
+            self.commits = store.commits().makeAsyncIterator()
         }
 
         public mutating func next() async throws -> ChangeSet? {
@@ -61,7 +61,7 @@ public struct ChangeSetUpdates: AsyncSequence, Sendable {
                 lastRank = last
                 buffered = rows
                 if buffered.isEmpty {
-                    do { try await Task.sleep(for: interval) } catch { return nil }
+                    guard await commits.next() != nil, !Task.isCancelled else { return nil }
                 }
             }
             return buffered.removeFirst()

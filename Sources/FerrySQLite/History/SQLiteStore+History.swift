@@ -166,6 +166,7 @@ extension SQLiteStore {
                     return .commit
                 }
             }
+            noteCommit()
         } catch {
             throw StoreError.storeFailure(Self.describe(error))
         }

@@ -25,6 +25,12 @@ public actor ReplicationEndpoint {
         self.engine = try ReplayEngine(store: store)
     }
 
+    /// A signal after each commit to the store (this process's or another's on the same file;
+    /// see ``SQLiteStore/commits()``): what the daemon waits on to push new change sets.
+    public nonisolated func commits() -> AsyncStream<Void> {
+        store.commits()
+    }
+
     /// The store's UUID, model hash and version vector.
     public func state() throws -> HistoryState {
         try store.historyState()

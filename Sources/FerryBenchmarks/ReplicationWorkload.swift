@@ -98,32 +98,41 @@ enum ReplicationWorkload {
             for await _ in reader.commits() { committed.signal() }
         }
         defer { watching.cancel() }
-        /// Saves one object on A and returns the milliseconds until B has it.
-        func saveAndWait(_ name: String) throws -> Double {
+        /// Saves one object on A and returns the milliseconds until B has it, from the call to
+        /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
+        func saveAndWait(_ name: String) throws -> (fromSave: Double, fromCommit: Double) {
             let person = try writer.insert(entityName: "Person")
             try person.setValue(name, forKey: "name")
             let start = DispatchTime.now().uptimeNanoseconds
             try writer.save()
+            let returned = DispatchTime.now().uptimeNanoseconds
             let uri = person.objectID.uriString
             while try reader.localObjectID(forOriginURI: uri) == nil {
                 guard DispatchTime.now().uptimeNanoseconds - start < 10_000_000_000 else { throw RawSQLiteError.failed("B did not show '\(name)' within 10 s") }
                 _ = committed.wait(timeout: .now() + .milliseconds(2))
             }
-            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+            let seen = DispatchTime.now().uptimeNanoseconds
+            return (Double(seen - start) / 1e6, Double(seen - returned) / 1e6)
         }
         // Not counted: A starts first, so its first pull finds B not yet listening and waits out
         // a backoff (~1 s) before it pushes again; W4 is about two daemons that are both running.
         let warmUp = try saveAndWait("W4 warm-up")
-        print(String(format: "  warm-up save (not counted): %.1f ms", warmUp))
+        print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.fromSave))
         var latencies: [Double] = []
+        var fromCommit: [Double] = []
         for index in 0..<samples {
-            latencies.append(try saveAndWait("W4 \(index)"))
+            let sample = try saveAndWait("W4 \(index)")
+            latencies.append(sample.fromSave)
+            fromCommit.append(sample.fromCommit)
             usleep(UInt32.random(in: 20_000...60_000))  // saves spread out, not in one burst
         }
         latencies.sort()
-        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-        print(String(format: "W4 latency: %d saves on A until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 50 ms, p99 <= 200 ms)",
-                     samples, percentile(0.5), percentile(0.99), latencies.last ?? 0))
+        fromCommit.sort()
+        func percentile(_ values: [Double], _ p: Double) -> Double { values[min(values.count - 1, Int(Double(values.count) * p))] }
+        print(String(format: "W4 latency: %d saves on A (by another process) until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 3 ms, p99 <= 15 ms)",
+                     samples, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
+        print(String(format: "  the same from each save's return (A's commit) until B shows it: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                     percentile(fromCommit, 0.5), percentile(fromCommit, 0.99), fromCommit.last ?? 0))
         // A failed round waits for its backoff before the next try: the likeliest cause of a slow outlier.
         for peer in [a, b] {
             let failures = peer.log().split(separator: "\n").filter { $0.contains(" failed") }

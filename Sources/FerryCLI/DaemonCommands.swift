@@ -141,26 +141,9 @@ struct SyncNowCommand: AsyncParsableCommand {
     }
 
     /// Prints the daemon's per-peer answer; exit status 1 when a peer failed.
-    private func report(daemonAnswer data: Data) throws {
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let peers = object["peers"] as? [[String: Any]] else {
-            throw CLIError("the daemon's answer was not understood: \(String(decoding: data.prefix(200), as: UTF8.self))")
-        }
-        var anyFailed = false
-        for peer in peers {
-            let name = peer["peer"] as? String ?? "?"
-            func counts(_ key: String) -> String {
-                let counts = peer[key] as? [String: Any] ?? [:]
-                return ["applied", "duplicate", "waiting", "quarantined"].map { "\(counts[$0] as? Int ?? 0) \($0)" }.joined(separator: ", ")
-            }
-            if let error = peer["error"] as? String {
-                anyFailed = true
-                print("\(name): FAILED (\(error)); pulled \(counts("pulled")); pushed \(counts("pushed"))")
-            } else {
-                print("\(name): ok; pulled \(counts("pulled")); pushed \(counts("pushed"))")
-            }
-        }
-        if anyFailed { throw ExitCode(1) }
+    private func report(daemonAnswer answer: SyncAnswer) throws {
+        for peer in answer.peers { print(peer.summary) }
+        if !answer.succeeded { throw ExitCode(1) }
     }
 }
 
@@ -178,12 +161,12 @@ struct StatusCommand: AsyncParsableCommand {
         let configuration = try loadConfiguration(config)
         let client = try localDaemonClient(configuration)
         do {
-            let data = try await client.status()
-            print(String(decoding: data, as: UTF8.self))
+            print(try await client.status().json)
         } catch PeerError.notListening {
             let parts = try openInProcess(configuration, label: "ferry-status")
-            let local = await parts.coordinator.statusJSON()
-            print(local.dropLast() + #","daemon":"not running"}"#)
+            var local = await parts.coordinator.status()
+            local.daemon = "not running"
+            print(local.json)
         } catch {
             // Something listens but does not answer as the daemon should (e.g. its certificate is not trusted here).
             throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")

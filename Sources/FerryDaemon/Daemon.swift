@@ -166,23 +166,8 @@ public enum Daemon {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
         let gate = try await opening.openAtStart()
-        let hooks = FerryAPI.Hooks(
-            status: { await opening.statusJSON() },
-            sync: { peer in
-                guard let coordinator = await opening.coordinator else {
-                    let message = await opening.unavailability?.description ?? "the daemon is starting; try again in a moment"
-                    return (503, JSONValue.sortedObject(["error": .sortedObject(["message": .string(message)])]).text)
-                }
-                if let peer, await !coordinator.peerNames.contains(peer) {
-                    return (404, JSONValue.sortedObject(["error": .sortedObject(["message": .string("no peer named '\(peer)' in the configuration")])]).text)
-                }
-                let results = await coordinator.round(peer: peer)
-                let body = JSONValue.sortedObject(["peers": .array(results.map(\.jsonValue))]).text
-                return (results.allSatisfy { $0.error == nil } ? 200 : 502, body)
-            }
-        )
         let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
-                           hooks: hooks, metrics: registry)
+                           control: opening, metrics: registry)
         let app = Application(
             router: api.router(),
             server: try serverBuilder(configuration.server.tls),

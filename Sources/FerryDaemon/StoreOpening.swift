@@ -16,7 +16,7 @@ import FerryServer
 ///
 /// Metrics: `ferry_store_errors_total{operation="open"}` counts failed attempts,
 /// `ferry_store_open` is 1 once the store is open and 0 before.
-actor StoreOpening {
+actor StoreOpening: SyncControl {
     private let settings: Daemon.Settings
     private let notifier: SystemdNotifier
     private let logger: Logger
@@ -86,21 +86,24 @@ actor StoreOpening {
 
     /// The status document: the coordinator's once the store is open; before, the
     /// store's problem and the configured peers.
-    func statusJSON() async -> String {
-        if let coordinator { return await coordinator.statusJSON() }
-        let formatter = ISO8601DateFormatter()
+    func status() async -> StatusDocument {
+        if let coordinator { return await coordinator.status() }
         var since = Date()
         if case .unavailable(_, let date, _) = await gate.state { since = date }
-        return JSONValue.sortedObject([
-            "store_error": .sortedObject([
-                "message": .string(unavailability?.description ?? "the store is not open yet"),
-                "since": .string(formatter.string(from: since)),
-                "read_only_view": .bool(readOnlyView != nil),
-            ]),
-            "peers": .array(settings.peers.map { peer in
-                .sortedObject(["name": .string(peer.name), "url": .string(peer.url.absoluteString), "state": .string("waiting for the store")])
-            }),
-        ]).text
+        let problem = StatusDocument.StoreProblem(message: unavailability?.description ?? "the store is not open yet",
+                                                  since: since, readOnlyView: readOnlyView != nil)
+        return StatusDocument(storeError: problem, peers: settings.peers.map { peer in
+            StatusDocument.Peer(name: peer.name, url: peer.url.absoluteString, state: "waiting for the store")
+        })
+    }
+
+    /// A sync round now (`POST /v1/sync`), once the store is open.
+    func sync(peer: String?) async -> SyncOutcome {
+        guard let coordinator else {
+            return .unavailable(unavailability?.description ?? "the daemon is starting; try again in a moment")
+        }
+        if let peer, await !coordinator.peerNames.contains(peer) { return .unknownPeer(peer) }
+        return .ran(SyncAnswer(await coordinator.round(peer: peer)))
     }
 
     private enum Attempt {

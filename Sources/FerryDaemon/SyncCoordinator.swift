@@ -148,70 +148,42 @@ public actor SyncCoordinator {
         return (toPull, toPush)
     }
 
-    /// The status document of `GET /v1/status` and `ferry status`.
+    /// The status document of `GET /v1/status` and `ferry status` (``StatusDocument``).
     ///
     /// `store` and `model` are always there. `vector`, `waiting` and `quarantined` are read
     /// from the store; any of them that could not be read is `null`, and `read_error` says
     /// why (`null` when every read succeeded) — a count is never left out without a word.
-    public func statusJSON() async -> String {
-        var members: [String: JSONValue] = [
-            "store": .string(endpoint.storeIdentifier.uuidString),
-            "model": .string(endpoint.modelVersionHash),
-            "vector": .null, "waiting": .null, "quarantined": .null, "read_error": .null,
-        ]
+    public func status() async -> StatusDocument {
+        let time = now()
+        var document = StatusDocument(store: endpoint.storeIdentifier, model: endpoint.modelVersionHash, peers: peers.map { peer in
+            var status = StatusDocument.Peer(name: peer.name, url: peer.url.absoluteString, state: peer.session.phase(at: time).name)
+            status.lastAttempt = peer.session.lastAttempt
+            status.lastSuccess = peer.session.lastSuccess
+            status.lastError = peer.session.lastError?.description
+            status.consecutiveFailures = peer.session.consecutiveFailures
+            status.retryAt = peer.session.retryAt
+            status.toPull = peer.toPull
+            status.toPush = peer.toPush
+            return status
+        })
         var readErrors: [String] = []
         do {
-            let vector = try await endpoint.state().vector
-            members["vector"] = .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+            document.vector = try await endpoint.state().vector
         } catch {
             readErrors.append("the version vector: \(error)")
         }
         do {
             let backlog = try await endpoint.backlog()
-            members["waiting"] = .integer(Int64(backlog.waiting))
-            members["quarantined"] = .integer(Int64(backlog.quarantined))
+            document.waiting = backlog.waiting
+            document.quarantined = backlog.quarantined
         } catch {
             readErrors.append("the waiting and quarantined change sets: \(error)")
         }
         if !readErrors.isEmpty {
             let message = "could not read \(readErrors.joined(separator: "; nor ")); ask again, and see the daemon's log if it persists"
             logger.warning("status: \(message)")
-            members["read_error"] = .string(message)
+            document.readError = message
         }
-        let formatter = ISO8601DateFormatter()
-        func date(_ value: Date?) -> JSONValue { value.map { .string(formatter.string(from: $0)) } ?? .null }
-        members["peers"] = .array(peers.map { peer in
-            .sortedObject([
-                "name": .string(peer.name),
-                "url": .string(peer.url.absoluteString),
-                "last_attempt": date(peer.session.lastAttempt),
-                "last_success": date(peer.session.lastSuccess),
-                "last_error": peer.session.lastError.map { JSONValue.string($0.description) } ?? .null,
-                "consecutive_failures": .integer(Int64(peer.session.consecutiveFailures)),
-                // What the session with this peer is doing: a round now, waiting out a backoff, or nothing.
-                "state": .string(peer.session.phase(at: now()).name),
-                "retry_at": date(peer.session.retryAt),
-                "to_pull": peer.toPull.map(JSONValue.integer) ?? .null,
-                "to_push": peer.toPush.map(JSONValue.integer) ?? .null,
-            ])
-        })
-        return JSONValue.sortedObject(members).text
-    }
-}
-
-extension PeerSyncResult {
-    /// The result as a JSON object (the answer of `POST /v1/sync`).
-    public var jsonValue: JSONValue {
-        func counts(_ report: ApplyReport) -> JSONValue {
-            .sortedObject(["applied": .integer(Int64(report.applied)), "duplicate": .integer(Int64(report.duplicate)),
-                           "waiting": .integer(Int64(report.waiting)), "quarantined": .integer(Int64(report.quarantined))])
-        }
-        return .sortedObject([
-            "peer": .string(peer),
-            "ok": .bool(error == nil),
-            "error": error.map { .string($0.description) } ?? .null,
-            "pulled": counts(pulled),
-            "pushed": counts(pushed),
-        ])
+        return document
     }
 }

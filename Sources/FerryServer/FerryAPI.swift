@@ -25,23 +25,6 @@ import FerrySync
 /// an admin action. Errors are `{"error":{"message":…}}`. While the store is
 /// not open (``StoreGate``), the store's routes answer 503 with the reason.
 public struct FerryAPI: Sendable {
-    /// What the daemon adds to the store's own routes.
-    public struct Hooks: Sendable {
-        /// The status document (JSON object text).
-        public var status: @Sendable () async -> String
-        /// Runs a sync round (with one peer, or all when nil); answers (HTTP status, JSON text).
-        public var sync: @Sendable (_ peer: String?) async -> (status: Int, body: String)
-
-        /// Hooks for a server without a sync loop.
-        public static let none = Hooks(status: { "{}" }, sync: { _ in (503, #"{"error":{"message":"this server runs no sync loop"}}"#) })
-
-        /// Creates hooks.
-        public init(status: @escaping @Sendable () async -> String, sync: @escaping @Sendable (String?) async -> (status: Int, body: String)) {
-            self.status = status
-            self.sync = sync
-        }
-    }
-
     /// Most change sets one pull request may ask for.
     public static let maximumLimit = 10_000
     /// Most change sets read from the store per streamed chunk.
@@ -65,25 +48,26 @@ public struct FerryAPI: Sendable {
     let gate: StoreGate
     let tokens: AccessTokens
     let maxBodyBytes: Int
-    let hooks: Hooks
+    let control: (any SyncControl)?
     let metrics: PrometheusCollectorRegistry?
 
     /// An API over `endpoint`, accepting `tokens`, refusing bodies over
     /// `maxBodyBytes` with 413, serving `metrics` (the registry the process's
-    /// `MetricsSystem` was bootstrapped with) at `/metrics`.
-    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none,
+    /// `MetricsSystem` was bootstrapped with) at `/metrics`. `control` answers
+    /// `/v1/status` and `/v1/sync` (without one, both answer 503).
+    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, control: (any SyncControl)? = nil,
                 metrics: PrometheusCollectorRegistry? = nil) {
-        self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, hooks: hooks, metrics: metrics)
+        self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, control: control, metrics: metrics)
     }
 
     /// An API over the store behind `gate`, which may open only later; otherwise as
-    /// ``init(endpoint:tokens:maxBodyBytes:hooks:metrics:)``.
-    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, hooks: Hooks = .none,
+    /// ``init(endpoint:tokens:maxBodyBytes:control:metrics:)``.
+    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, control: (any SyncControl)? = nil,
                 metrics: PrometheusCollectorRegistry? = nil) {
         self.gate = gate
         self.tokens = tokens
         self.maxBodyBytes = maxBodyBytes
-        self.hooks = hooks
+        self.control = control
         self.metrics = metrics
     }
 
@@ -131,13 +115,20 @@ public struct FerryAPI: Sendable {
         }
         router.get("v1/status") { request, _ in
             try authorize(request, .peer)
-            return Self.json(await hooks.status())
+            guard let control else { throw HTTPError(.serviceUnavailable, message: "this server runs no sync loop") }
+            return Self.json(await control.status().json)
         }
         router.post("v1/sync") { request, _ in
             try authorize(request, .admin)
-            let peer = request.uri.queryParameters.get("peer")
-            let answer = await hooks.sync(peer)
-            return Self.json(answer.body, status: HTTPResponse.Status(code: answer.status))
+            guard let control else { throw HTTPError(.serviceUnavailable, message: "this server runs no sync loop") }
+            switch await control.sync(peer: request.uri.queryParameters.get("peer")) {
+            case .ran(let answer):
+                return Self.json(WireJSON.encode(answer), status: answer.succeeded ? .ok : .badGateway)
+            case .unknownPeer(let name):
+                throw HTTPError(.notFound, message: "no peer named '\(name)' in the configuration")
+            case .unavailable(let reason):
+                throw HTTPError(.serviceUnavailable, message: reason)
+            }
         }
         return router
     }

@@ -25,7 +25,7 @@ struct StatusDocumentTests {
         // A's second change set without its first: held, waiting for it.
         let report = try await parts.endpoint.apply(lines: [try #require(lines.last)])
         #expect(report.waiting == 1)
-        let readable = try Self.object(await parts.coordinator.statusJSON())
+        let readable = try Self.object(await parts.coordinator.status().json)
         #expect(readable["waiting"] as? Int == 1 && readable["quarantined"] as? Int == 0, "\(readable)")
         #expect(readable["read_error"] is NSNull && readable["vector"] is [String: Any], "\(readable)")
         #expect(readable["store"] as? String == parts.endpoint.storeIdentifier.uuidString)
@@ -33,7 +33,7 @@ struct StatusDocumentTests {
         // The table of held change sets is gone (a damaged store): the counts cannot be read.
         let queue = try DatabaseQueue(path: b.store)
         try await queue.write { db in try db.execute(sql: "DROP TABLE Z_FERRY_PENDING") }
-        let unreadable = try Self.object(await parts.coordinator.statusJSON())
+        let unreadable = try Self.object(await parts.coordinator.status().json)
         #expect(unreadable["waiting"] is NSNull && unreadable["quarantined"] is NSNull, "\(unreadable)")
         let message = try #require(unreadable["read_error"] as? String, "\(unreadable)")
         #expect(message.contains("waiting and quarantined") && message.contains("Z_FERRY_PENDING"), "\(message)")

@@ -3,25 +3,6 @@ import GRDB
 import FerryModel
 import FerryStore
 
-/// Where a store stands: its UUID, its model, and what it has taken in.
-public struct HistoryState: Sendable, Hashable {
-    /// The store's UUID.
-    public var store: UUID
-    /// The version hash of the store's model.
-    public var modelHash: String
-    /// For each origin, the highest sequence number taken in.
-    public var vector: VersionVector
-
-    /// `{"model":…,"store":…,"vector":{…}}`, the form `ferry state` prints.
-    public var json: String {
-        JSONValue.sortedObject([
-            "store": .string(store.uuidString),
-            "model": .string(modelHash),
-            "vector": .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) })),
-        ]).text
-    }
-}
-
 extension SQLiteStore {
     /// The store's UUID, model hash and version vector.
     public func historyState() throws -> HistoryState {

@@ -41,16 +41,6 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     }
 }
 
-/// A peer's identity and progress, as `GET /v1/state` answers.
-public struct PeerState: Sendable, Equatable {
-    /// The peer's store UUID.
-    public var store: UUID
-    /// The version hash of the peer's model.
-    public var modelHash: String
-    /// What the peer has taken in, per origin.
-    public var vector: VersionVector
-}
-
 /// Talks to one peer's HTTP API (docs/PROTOCOL.md) through AsyncHTTPClient;
 /// an HTTPS peer's certificate is checked as its ``PeerTrust`` says.
 public struct PeerClient: Sendable {
@@ -68,15 +58,9 @@ public struct PeerClient: Sendable {
         transport = HTTPTransport(trust: trust, timeout: timeout)
     }
 
-    /// `GET /v1/state`.
-    public func state() async throws(PeerError) -> PeerState {
-        let data = try await send("GET", "v1/state")
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let storeText = object["store"] as? String, let store = UUID(uuidString: storeText),
-              let model = object["model"] as? String, let vector = Self.vector(object["vector"]) else {
-            throw PeerError.badAnswer("GET /v1/state did not return {store, model, vector}")
-        }
-        return PeerState(store: store, modelHash: model, vector: vector)
+    /// `GET /v1/state`: the peer's store UUID, model hash and version vector.
+    public func state() async throws(PeerError) -> HistoryState {
+        try decode(HistoryState.self, try await send("GET", "v1/state"), from: "GET /v1/state")
     }
 
     /// `GET /v1/changesets`: at most `limit` change sets the peer has and `vector` does not cover.
@@ -111,19 +95,19 @@ public struct PeerClient: Sendable {
             }
         }
         let data = try await send("POST", "v1/changesets", body: body, contentType: "application/x-ndjson", contentEncoding: encoding)
-        guard let report = Self.report(data) else { throw PeerError.badAnswer("POST /v1/changesets did not return a report") }
-        return report
+        return try decode(ApplyReport.self, data, from: "POST /v1/changesets")
     }
 
     /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its
-    /// JSON answer, per-peer results whether they succeeded (200) or not (502).
-    public func requestSync(peer: String?) async throws(PeerError) -> Data {
-        try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [], alsoAccepting: [502])
+    /// per-peer results, whether they succeeded (200) or not (502).
+    public func requestSync(peer: String?) async throws(PeerError) -> SyncAnswer {
+        let data = try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [], alsoAccepting: [502])
+        return try decode(SyncAnswer.self, data, from: "POST /v1/sync")
     }
 
     /// `GET /v1/status`: the daemon's status document.
-    public func status() async throws(PeerError) -> Data {
-        try await send("GET", "v1/status")
+    public func status() async throws(PeerError) -> StatusDocument {
+        try decode(StatusDocument.self, try await send("GET", "v1/status"), from: "GET /v1/status")
     }
 
     // MARK: - Internals
@@ -150,35 +134,16 @@ public struct PeerClient: Sendable {
         }
     }
 
+    /// The message of an error answer (`{"error":{"message":…}}`), or the start of the body as it is.
     static func errorMessage(_ data: Data) -> String {
-        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
-            if let error = object["error"] as? [String: Any], let message = error["message"] as? String { return message }
-            if let message = object["error"] as? String { return message }
-        }
-        return String(decoding: data.prefix(300), as: UTF8.self)
+        (try? WireJSON.decode(ErrorMessage.self, from: data))?.error.message ?? String(decoding: data.prefix(300), as: UTF8.self)
     }
 
-    static func vector(_ value: Any?) -> VersionVector? {
-        guard let object = value as? [String: Any] else { return nil }
-        var vector: VersionVector = [:]
-        for (key, number) in object {
-            guard let origin = UUID(uuidString: key), let sequence = (number as? NSNumber)?.int64Value else { return nil }
-            vector[origin] = sequence
+    private func decode<Message: Decodable>(_ type: Message.Type, _ data: Data, from place: String) throws(PeerError) -> Message {
+        do {
+            return try WireJSON.decode(type, from: data)
+        } catch {
+            throw PeerError.badAnswer("\(place): \(error)")
         }
-        return vector
-    }
-
-    static func report(_ data: Data) -> ApplyReport? {
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        var report = ApplyReport()
-        guard let applied = object["applied"] as? Int, let duplicate = object["duplicate"] as? Int,
-              let waiting = object["waiting"] as? Int, let quarantined = object["quarantined"] as? Int,
-              let vector = vector(object["vector"]) else { return nil }
-        report.applied = applied
-        report.duplicate = duplicate
-        report.waiting = waiting
-        report.quarantined = quarantined
-        report.vector = vector
-        return report
     }
 }

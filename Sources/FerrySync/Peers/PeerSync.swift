@@ -21,12 +21,8 @@ public struct PeerSyncResult: Sendable, Equatable {
     /// Creates an empty result for `peer`.
     public init(peer: String) { self.peer = peer }
 
-    /// One line for a person: counts, or the error.
-    public var summary: String {
-        let counts = "pulled \(pulled.applied) applied, \(pulled.duplicate) duplicate, \(pulled.waiting) waiting, \(pulled.quarantined) quarantined; "
-            + "pushed \(pushed.applied) applied, \(pushed.duplicate) duplicate, \(pushed.waiting) waiting, \(pushed.quarantined) quarantined"
-        return error.map { "\(peer): FAILED (\($0)); \(counts)" } ?? "\(peer): ok; \(counts)"
-    }
+    /// One line for a person: counts, or the error (as ``SyncAnswer/Peer/summary``).
+    public var summary: String { SyncAnswer.Peer(self).summary }
 }
 
 /// One sync round between this store and one peer: pull what the peer has

@@ -1,0 +1,22 @@
+import Foundation
+import FerryStore
+
+/// Why a batch of change sets was refused before anything was applied.
+public enum ReplayError: Error, Sendable, CustomStringConvertible {
+    /// A line is not a valid change set for this model.
+    case malformed(line: Int, ChangeSetError)
+    /// Other writers kept changing the same objects; nothing of this change set was applied.
+    case busy(origin: UUID, sequence: Int64)
+    /// Replay needs a SQLite store (it keeps the history and merge metadata).
+    case notSQLite
+
+    public var description: String {
+        switch self {
+        case .malformed(let line, let error): "line \(line): \(error.description); nothing was applied"
+        case .notSQLite:
+            "change sets can only be applied to a SQLite store (it keeps the history and the merge metadata)"
+        case .busy(let origin, let sequence):
+            "change set \(sequence) of \(origin.uuidString) kept meeting write conflicts with other writers; it was not applied and can be sent again"
+        }
+    }
+}

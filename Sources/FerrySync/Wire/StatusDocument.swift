@@ -1,0 +1,163 @@
+import Foundation
+import FerryStore
+
+/// The daemon's status document: the answer of `GET /v1/status` and what
+/// `ferry status` prints (docs/PROTOCOL.md). `store` and `model` are always
+/// there; `vector`, `waiting` and `quarantined` are read from the store, and any
+/// of them that could not be read is `null` with `read_error` saying why — a
+/// count is never left out without a word. While the daemon's store cannot be
+/// opened, `store_error` says why and the counts are absent.
+public struct StatusDocument: Codable, Sendable, Equatable {
+    /// One configured peer as the daemon sees it.
+    public struct Peer: Codable, Sendable, Equatable {
+        /// The peer's name in the configuration.
+        public var name: String
+        /// The peer's URL.
+        public var url: String
+        /// `idle`, `syncing`, `backing_off`, or `waiting for the store`.
+        public var state: String
+        public var lastAttempt: Date?
+        public var lastSuccess: Date?
+        public var lastError: String?
+        public var consecutiveFailures: Int?
+        /// When the next automatic round is due after a failure.
+        public var retryAt: Date?
+        /// Change sets the peer has that this store lacks, as of the last successful round.
+        public var toPull: Int64?
+        /// Change sets this store has that the peer lacks, likewise.
+        public var toPush: Int64?
+
+        /// A peer in `state`, with nothing else known yet.
+        public init(name: String, url: String, state: String) {
+            self.name = name
+            self.url = url
+            self.state = state
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case name, url, state
+            case lastAttempt = "last_attempt", lastSuccess = "last_success", lastError = "last_error"
+            case consecutiveFailures = "consecutive_failures", retryAt = "retry_at", toPull = "to_pull", toPush = "to_push"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = try container.decode(String.self, forKey: .name)
+            url = try container.decode(String.self, forKey: .url)
+            state = try container.decode(String.self, forKey: .state)
+            lastAttempt = try container.decodeIfPresent(Date.self, forKey: .lastAttempt)
+            lastSuccess = try container.decodeIfPresent(Date.self, forKey: .lastSuccess)
+            lastError = try container.decodeIfPresent(String.self, forKey: .lastError)
+            consecutiveFailures = try container.decodeIfPresent(Int.self, forKey: .consecutiveFailures)
+            retryAt = try container.decodeIfPresent(Date.self, forKey: .retryAt)
+            toPull = try container.decodeIfPresent(Int64.self, forKey: .toPull)
+            toPush = try container.decodeIfPresent(Int64.self, forKey: .toPush)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(url, forKey: .url)
+            try container.encode(state, forKey: .state)
+            // Only a peer of an open store has these; each is then there, null when unknown.
+            if let consecutiveFailures {
+                try container.encode(consecutiveFailures, forKey: .consecutiveFailures)
+                try container.encode(lastAttempt, forKey: .lastAttempt)
+                try container.encode(lastSuccess, forKey: .lastSuccess)
+                try container.encode(lastError, forKey: .lastError)
+                try container.encode(retryAt, forKey: .retryAt)
+                try container.encode(toPull, forKey: .toPull)
+                try container.encode(toPush, forKey: .toPush)
+            }
+        }
+    }
+
+    /// Why the daemon's store is not open.
+    public struct StoreProblem: Codable, Sendable, Equatable {
+        /// What is wrong and what the daemon does about it.
+        public var message: String
+        /// Since when.
+        public var since: Date
+        /// Whether pulls are served from a read-only view meanwhile.
+        public var readOnlyView: Bool
+
+        /// A problem.
+        public init(message: String, since: Date, readOnlyView: Bool) {
+            self.message = message
+            self.since = since
+            self.readOnlyView = readOnlyView
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case message, since, readOnlyView = "read_only_view"
+        }
+    }
+
+    /// The store's UUID (absent while the store is not open).
+    public var store: UUID?
+    /// The store's model version hash (absent while the store is not open).
+    public var model: String?
+    /// What the store has taken in; null when it could not be read.
+    public var vector: VersionVector?
+    /// Received change sets waiting for a predecessor or a model; null when unreadable.
+    public var waiting: Int?
+    /// Quarantined change sets; null when unreadable.
+    public var quarantined: Int?
+    /// Why some counts are null; null when every read succeeded.
+    public var readError: String?
+    /// Why the store is not open; absent when it is.
+    public var storeError: StoreProblem?
+    /// The configured peers.
+    public var peers: [Peer]
+    /// `"not running"` when `ferry status` found no daemon and read the store itself.
+    public var daemon: String?
+
+    /// The document of an open store.
+    public init(store: UUID, model: String, peers: [Peer]) {
+        self.store = store
+        self.model = model
+        self.peers = peers
+    }
+
+    /// The document of a daemon whose store is not open.
+    public init(storeError: StoreProblem, peers: [Peer]) {
+        self.storeError = storeError
+        self.peers = peers
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case store, model, vector, waiting, quarantined, readError = "read_error", storeError = "store_error", peers, daemon
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        store = try container.decodeIfPresent(UUID.self, forKey: .store)
+        model = try container.decodeIfPresent(String.self, forKey: .model)
+        vector = try container.decodeIfPresent(WireVector.self, forKey: .vector)?.vector
+        waiting = try container.decodeIfPresent(Int.self, forKey: .waiting)
+        quarantined = try container.decodeIfPresent(Int.self, forKey: .quarantined)
+        readError = try container.decodeIfPresent(String.self, forKey: .readError)
+        storeError = try container.decodeIfPresent(StoreProblem.self, forKey: .storeError)
+        peers = try container.decode([Peer].self, forKey: .peers)
+        daemon = try container.decodeIfPresent(String.self, forKey: .daemon)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let store {
+            // An open store: its counts are always there, null when they could not be read.
+            try container.encode(store.uuidString, forKey: .store)
+            try container.encode(model, forKey: .model)
+            try container.encode(vector.map(WireVector.init), forKey: .vector)
+            try container.encode(waiting, forKey: .waiting)
+            try container.encode(quarantined, forKey: .quarantined)
+            try container.encode(readError, forKey: .readError)
+        }
+        try container.encodeIfPresent(storeError, forKey: .storeError)
+        try container.encode(peers, forKey: .peers)
+        try container.encodeIfPresent(daemon, forKey: .daemon)
+    }
+
+    /// The document as JSON text.
+    public var json: String { WireJSON.encode(self) }
+}

@@ -62,7 +62,7 @@ let package = Package(
         .target(
             name: "FerryServer",
             dependencies: [
-                "FerryStore", "FerrySQLite", "FerrySync",
+                "FerryStore", "FerrySync",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

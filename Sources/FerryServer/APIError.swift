@@ -1,0 +1,58 @@
+import Foundation
+import Hummingbird
+import FerryStore
+
+/// Why the API refused or could not serve a request: each case one HTTP status,
+/// answered as `{"error":{"message":…}}` (``ErrorMessage``) with a message that
+/// says what happened and what to do.
+public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStringConvertible {
+    /// No token, or one the tokens file does not list: 401, without detail.
+    case unauthorized
+    /// The token's role does not allow this route: 403.
+    case forbidden(needs: AccessTokens.Role)
+    /// The request is malformed (a bad parameter, a body that is not change sets): 400.
+    case badRequest(String)
+    /// No such thing (a peer name the configuration does not have): 404.
+    case notFound(String)
+    /// The change sets asked for were purged from this store's history: 410.
+    case gone(String)
+    /// The body is larger than the server takes: 413.
+    case contentTooLarge(String)
+    /// The body's encoding is not one the server reads: 415.
+    case unsupportedMediaType(String)
+    /// The store or the daemon cannot serve this now (not open, busy, failing): 503.
+    case unavailable(String)
+    /// The store failed in a way that is a bug or needs an operator: 500.
+    case internalError(String)
+
+    public var status: HTTPResponse.Status {
+        switch self {
+        case .unauthorized: .unauthorized
+        case .forbidden: .forbidden
+        case .badRequest: .badRequest
+        case .notFound: .notFound
+        case .gone: .gone
+        case .contentTooLarge: .contentTooLarge
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .unavailable: .serviceUnavailable
+        case .internalError: .internalServerError
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unauthorized: "unauthorized"
+        case .forbidden(let needs): "this action needs an \(needs.rawValue) token"
+        case .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
+             .unsupportedMediaType(let message), .unavailable(let message), .internalError(let message):
+            message
+        }
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if case .unauthorized = self { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: status, headers: headers,
+                        body: ResponseBody(byteBuffer: ByteBuffer(string: WireJSON.encode(ErrorMessage(description)))))
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import CompressNIO
+import FerryStore
+import FerrySync
+
+/// `POST /v1/changesets`: JSON lines in (as they are, or gzip within
+/// `server.max_body_bytes`), every line checked before any is applied; answers
+/// the ``ApplyReport``.
+struct PushRoute: Sendable {
+    let gate: StoreGate
+    let maxBodyBytes: Int
+
+    /// The answer to one push request.
+    func answer(_ request: Request, logger: Logger) async throws -> Response {
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: maxBodyBytes)
+        } catch {
+            throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+        }
+        var body = buffer
+        switch request.headers[.contentEncoding]?.lowercased() {
+        case nil, "identity":
+            break
+        case "gzip":
+            do {
+                body = try body.decompress(with: .gzip(), maxSize: maxBodyBytes)
+                // (The library may stop a little past maxSize; the limit is checked here too.)
+                guard body.readableBytes <= maxBodyBytes else { throw CompressNIOError.bufferOverflow }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                throw APIError.contentTooLarge("the request body unpacks to more than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+            } catch {
+                throw APIError.badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
+            }
+        case let other?:
+            throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
+        }
+        let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+        guard !lines.isEmpty else {
+            throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
+        }
+        let endpoint = try await gate.endpointOrUnavailable()
+        do {
+            let report = try await endpoint.apply(lines: lines)
+            ReceivedMetrics.record(report, via: "push")
+            return FerryAPI.json(report.json)
+        } catch let error as ReplayError {
+            switch error {
+            case .malformed: throw APIError.badRequest(error.description)
+            case .busy: throw APIError.unavailable(error.description)
+            case .notSQLite: throw APIError.internalError(error.description)
+            }
+        } catch {
+            // The store failed (disk full, read-only, I/O): what was not applied is not recorded,
+            // and the sender keeps it and sends it again after its backoff.
+            Counter(label: "ferry_store_errors_total", dimensions: [("operation", "push")]).increment()
+            logger.error("could not apply pushed change sets: \(error)")
+            throw APIError.unavailable("this store cannot take change sets now (\(error)); nothing more was applied; send them again later")
+        }
+    }
+}

@@ -49,7 +49,7 @@ let package = Package(
         .target(
             name: "FerrySync",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite",
+                "FerryModel", "FerryStore",
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -34,7 +34,7 @@ public final class SQLiteStore: PersistentStore {
     public let isReadOnly: Bool
     /// The model's version hash, worked out once when the store opened (computing it
     /// hashes every entity), for decoding many change sets against the model.
-    package var modelVersionHash: String { layout.modelVersionHash }
+    public var modelVersionHash: String { layout.modelVersionHash }
 
     let pool: DatabasePool
     /// The folder of a store opened immutable on a read-only file system: reads stop when it turns writable.

@@ -46,7 +46,7 @@ struct PullRoute: Sendable {
         }
         let endpoint = try await gate.readableEndpointOrUnavailable()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
-        let first: (lines: [String], cursor: Int64)
+        let first: ChangeSetPage
         do {
             first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.firstPageSize))
         } catch let error as HistoryError {

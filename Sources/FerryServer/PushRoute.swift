@@ -52,7 +52,7 @@ struct PushRoute: Sendable {
             switch error {
             case .malformed: throw APIError.badRequest(error.description)
             case .busy: throw APIError.unavailable(error.description)
-            case .notSQLite: throw APIError.internalError(error.description)
+            case .notReplicaStore: throw APIError.internalError(error.description)
             }
         } catch {
             // The store failed (disk full, read-only, I/O): what was not applied is not recorded,

@@ -1,7 +1,6 @@
 import Foundation
 import FerryModel
 import FerryStore
-import FerrySQLite
 
 /// Replay's fast path for the commonest change set: objects this store has
 /// never seen, pointing at objects it has. They go straight to the store as
@@ -19,7 +18,7 @@ import FerrySQLite
 /// insert, and the request is built only when nothing could fail validation.
 /// `DirectInsertReplayTests` checks the two paths leave identical stores.
 struct DirectInsertReplay {
-    let store: SQLiteStore
+    let store: any ReplicaStore
     let container: PersistentContainer
 
     /// The fast path's draft for `changeSet`, or nil when it cannot take it

@@ -1,13 +1,12 @@
 import Foundation
 import FerryModel
 import FerryStore
-import FerrySQLite
 
 /// Merges one change set into a fresh context: the last-writer-wins decisions,
 /// deletes and tombstones, and the repair of references to deleted objects.
 /// The caller saves the context with ``annotation``.
 struct MergeContext {
-    let store: SQLiteStore
+    let store: any ReplicaStore
     let context: ManagedObjectContext
     let changeSet: ChangeSet
     private(set) var annotation: ReplayAnnotation
@@ -18,7 +17,7 @@ struct MergeContext {
     /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
     let refusedDeletes: Set<String>
 
-    init(store: SQLiteStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String, refusedDeletes: Set<String> = []) {
+    init(store: any ReplicaStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String, refusedDeletes: Set<String> = []) {
         self.store = store
         self.context = context
         self.changeSet = changeSet
@@ -218,7 +217,7 @@ struct MergeContext {
             for members in change.added.values { uris.formUnion(members) }
             for members in change.removed.values { uris.formUnion(members) }
         }
-        let found = try store.lookUp(originURIs: uris)
+        let found = try store.lookUp(originURIs: Array(uris))
         for uri in uris { buried[uri] = found.buried.contains(uri) }
         mapped = found.mapped
         known = uris

@@ -1,7 +1,6 @@
 import Foundation
 import FerryModel
 import FerryStore
-import FerrySQLite
 
 /// Applies change sets from other stores to a SQLite store, so that stores
 /// that have applied the same change sets hold the same content whatever
@@ -21,22 +20,22 @@ import FerrySQLite
 /// Each change set is applied in its own short transaction.
 public struct ReplayEngine: Sendable {
     /// The store change sets are applied to.
-    public let store: SQLiteStore
+    public let store: any ReplicaStore
     private let container: PersistentContainer
     /// Whether change sets that only insert new objects skip the context
     /// (``DirectInsertReplay``); tests turn it off to compare the two paths.
     package var usesDirectInserts = true
 
     /// An engine for `store`.
-    public init(store: SQLiteStore) throws {
+    public init(store: any ReplicaStore) throws {
         self.store = store
         self.container = try PersistentContainer(store: store)
     }
 
     /// An engine that merges through `container` (so the validators registered
-    /// on it apply on replay too), whose store must be a `SQLiteStore`.
+    /// on it apply on replay too), whose store must be a ``ReplicaStore``.
     public init(container: PersistentContainer) throws(ReplayError) {
-        guard let store = container.store as? SQLiteStore else { throw ReplayError.notSQLite }
+        guard let store = container.store as? any ReplicaStore else { throw ReplayError.notReplicaStore }
         self.store = store
         self.container = container
     }
@@ -101,13 +100,13 @@ public struct ReplayEngine: Sendable {
             if held.sequence <= vector[held.origin, default: 0] {
                 report.duplicate += 1
             } else {
-                try store.hold(origin: held.origin, sequence: held.sequence,
-                               reason: "made with model \(held.hash); this store has model \(versionHash)", body: held.body)
+                try store.hold(HeldChangeSet(origin: held.origin, sequence: held.sequence,
+                                             reason: "made with model \(held.hash); this store has model \(versionHash)", body: held.body))
                 report.waiting += 1
             }
         }
         var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
-        for held in try store.held() {
+        for held in try store.heldChangeSets() {
             guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) else { continue }
             queue[Key(origin: held.origin.uuidString, sequence: held.sequence)] = (changeSet, held.body, true)
         }
@@ -164,8 +163,8 @@ public struct ReplayEngine: Sendable {
             let have = vector[changeSet.origin, default: 0]
             var missing = changeSet.sequence > have + 1 ? ["\(changeSet.origin.uuidString) \(have + 1)…\(changeSet.sequence - 1)"] : []
             missing += changeSet.dependencies.filter { vector[$0.key, default: 0] < $0.value }.map { "\($0.key.uuidString) up to \($0.value)" }
-            try store.hold(origin: changeSet.origin, sequence: changeSet.sequence,
-                           reason: "waiting for change sets \(missing.sorted().joined(separator: ", "))", body: entry.body)
+            try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence,
+                                         reason: "waiting for change sets \(missing.sorted().joined(separator: ", "))", body: entry.body))
             report.waiting += 1
         }
         report.vector = try store.historyState().vector
@@ -173,8 +172,8 @@ public struct ReplayEngine: Sendable {
     }
 
     /// The change sets held back (waiting for a predecessor, or made with another model), with why.
-    public func heldChangeSets() throws -> [(origin: UUID, sequence: Int64, reason: String)] {
-        try store.held().map { ($0.origin, $0.sequence, $0.reason) }
+    public func heldChangeSets() throws -> [HeldChangeSet] {
+        try store.heldChangeSets()
     }
 
     /// Applies the quarantined change sets again, in the order they arrived
@@ -213,8 +212,9 @@ public struct ReplayEngine: Sendable {
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {
-                    try store.recordReceived(changeSet, body: body, quarantineReason: nil, writes: merge.annotation.writes,
-                                             tombstones: merge.annotation.tombstonesOnly, repairDeletes: merge.annotation.repairDeletes, retry: retry)
+                    try store.recordReceived(changeSet, body: body, as: ReceivedRecord(
+                        writes: merge.annotation.writes, tombstones: merge.annotation.tombstonesOnly,
+                        repairDeletes: merge.annotation.repairDeletes, isRetry: retry))
                     return .applied
                 }
                 var annotation = merge.annotation
@@ -235,10 +235,10 @@ public struct ReplayEngine: Sendable {
                     continue
                 }
                 let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")
-                try store.recordReceived(changeSet, body: body, quarantineReason: reason, retry: retry)
+                try store.recordReceived(changeSet, body: body, as: ReceivedRecord(quarantineReason: reason, isRetry: retry))
                 return .quarantined
             } catch let problem as MergeProblem {
-                try store.recordReceived(changeSet, body: body, quarantineReason: problem.description, retry: retry)
+                try store.recordReceived(changeSet, body: body, as: ReceivedRecord(quarantineReason: problem.description, isRetry: retry))
                 return .quarantined
             }
         }

@@ -7,14 +7,14 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case malformed(line: Int, ChangeSetError)
     /// Other writers kept changing the same objects; nothing of this change set was applied.
     case busy(origin: UUID, sequence: Int64)
-    /// Replay needs a SQLite store (it keeps the history and merge metadata).
-    case notSQLite
+    /// Replay needs a store that keeps history and merge metadata (a ``ReplicaStore``).
+    case notReplicaStore
 
     public var description: String {
         switch self {
         case .malformed(let line, let error): "line \(line): \(error.description); nothing was applied"
-        case .notSQLite:
-            "change sets can only be applied to a SQLite store (it keeps the history and the merge metadata)"
+        case .notReplicaStore:
+            "change sets can only be applied to a store that keeps history and merge metadata (a ReplicaStore, such as SQLiteStore)"
         case .busy(let origin, let sequence):
             "change set \(sequence) of \(origin.uuidString) kept meeting write conflicts with other writers; it was not applied and can be sent again"
         }

@@ -21,9 +21,10 @@ extension SQLiteStore {
     /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
     /// taken in after position `cursor` (0 for the start), and the cursor for
     /// the next page. Serving a long history page by page keeps memory flat.
-    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> (lines: [String], cursor: Int64) {
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         let store = identifier
-        return try read { db in try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit) }
+        let page = try read { db in try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit) }
+        return ChangeSetPage(lines: page.lines, cursor: page.cursor)
     }
 
     /// The change sets not covered by `vector`, decoded.
@@ -35,9 +36,9 @@ extension SQLiteStore {
     }
 }
 
-/// What the replay engine (`FerrySync`) needs from the store, one short read
-/// or write transaction each.
-extension SQLiteStore {
+/// What the replay engine (`FerrySync`) needs from the store (``ReplicaStore``),
+/// one short read or write transaction each.
+extension SQLiteStore: ReplicaStore {
     /// The local ID of an object named by origin URI: this store's own URIs
     /// directly, others through the identity map; nil when it never arrived.
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
@@ -55,7 +56,7 @@ extension SQLiteStore {
 
     /// The ID an object URI of this store names by itself (no lookup: the row may
     /// be gone, or the object may have been brought back on another row).
-    package func ownObjectID(forURI uri: String) -> ObjectID? {
+    public func ownObjectID(forURI uri: String) -> ObjectID? {
         guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == identifier else { return nil }
         return ownObjectID(parts)
     }
@@ -65,76 +66,74 @@ extension SQLiteStore {
     }
 
     /// A deleted object's tombstone: entity, last values and the delete's clock.
-    package func tombstone(of uri: String) throws -> (entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID)? {
+    public func tombstone(of uri: String) throws -> Tombstone? {
         let store = identifier
         guard let found = try read({ db in try HistoryLog(db: db, store: store).tombstone(uri) }) else { return nil }
         var values: [String: ChangeValue] = [:]
         if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(found.text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
             values = change.values
         }
-        return (found.entity, values, found.clock.timestamp, found.clock.origin)
+        return Tombstone(entity: found.entity, values: values, timestamp: found.clock.timestamp, origin: found.clock.origin)
     }
 
     /// Whether an object (by origin URI) was deleted here.
-    package func isBuried(_ uri: String) throws -> Bool {
+    public func isBuried(_ uri: String) throws -> Bool {
         let store = identifier
         return try read { db in try HistoryLog(db: db, store: store).isBuried(uri) }
     }
 
     /// The (timestamp, origin) of the last write of a property after the object's insert.
-    package func lastWrite(of id: ObjectID, property: String) throws -> (timestamp: HybridTimestamp, origin: UUID)? {
+    public func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp? {
         guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return nil }
         let store = identifier
         return try read { db in try HistoryLog(db: db, store: store).clock(root: root, key: key, property: property) }
-            .map { ($0.timestamp, $0.origin) }
+            .map { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
     }
 
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
-    package func recordReceived(_ changeSet: ChangeSet, body: String, quarantineReason: String?, writes: [ObjectID: Set<String>] = [:],
-                                tombstones: [(uri: String, entity: String)] = [], repairDeletes: [(uri: String, entity: String)] = [],
-                                retry: Bool = false) throws {
+    public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
         try write { db in
-            try recorder.recordReceived(changeSet, body: body, status: quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
-                                        reason: quarantineReason, writes: writes, tombstones: tombstones, repairDeletes: repairDeletes,
-                                        retry: retry, in: db)
+            try recorder.recordReceived(changeSet, body: body, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
+                                        reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
+                                        repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
         }
     }
 
     /// Keeps a received change set that cannot be applied yet (a predecessor is
     /// missing, or it was made with another model version).
-    package func hold(origin: UUID, sequence: Int64, reason: String, body: String) throws {
+    public func hold(_ changeSet: HeldChangeSet) throws {
         try write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_PENDING (Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?)",
-                           arguments: [origin.uuidString, sequence, reason, body])
+                           arguments: [changeSet.origin.uuidString, changeSet.sequence, changeSet.reason, changeSet.body])
         }
     }
 
     /// The change sets held back, with why.
-    package func held() throws -> [(origin: UUID, sequence: Int64, reason: String, body: String)] {
+    public func heldChangeSets() throws -> [HeldChangeSet] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_PENDING ORDER BY Z_ORIGIN, Z_SEQ").compactMap { row in
                 guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
-                return (origin, row[1], row[2], row[3])
+                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
             }
         }
     }
 
     /// Forgets a held change set (it was applied, or turned out a duplicate).
-    package func release(origin: UUID, sequence: Int64) throws {
+    public func release(origin: UUID, sequence: Int64) throws {
         try write { db in
             try db.execute(sql: "DELETE FROM Z_FERRY_PENDING WHERE Z_ORIGIN = ? AND Z_SEQ = ?", arguments: [origin.uuidString, sequence])
         }
     }
 
     /// The quarantined change sets, with their reasons, in the order received.
-    public func quarantinedChangeSets() throws -> [(origin: UUID, sequence: Int64, reason: String, body: String)] {
+    public func quarantinedChangeSets() throws -> [HeldChangeSet] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? ORDER BY Z_RANK",
                              arguments: [HistorySchema.quarantined]).compactMap { row in
                 guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
-                return (origin, row[1], row[2] ?? "", row[3])
+                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2] ?? "", body: row[3])
             }
         }
     }
@@ -205,8 +204,8 @@ extension SQLiteStore {
     /// For a batch of origin URIs, in one read: which were deleted here, and
     /// the local IDs of those mapped to rows (objects born elsewhere, or brought back).
     /// `uris` must not repeat a URI.
-    package func lookUp<URIs: Collection<String> & Sendable>(originURIs uris: URIs) throws -> (buried: Set<String>, mapped: [String: ObjectID]) {
-        guard !uris.isEmpty else { return ([], [:]) }
+    public func lookUp(originURIs uris: [String]) throws -> OriginLookup {
+        guard !uris.isEmpty else { return OriginLookup() }
         let store = identifier
         return try read { db in
             var buried = Set<String>()
@@ -224,7 +223,7 @@ extension SQLiteStore {
                 guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
                 mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row.key)
             }
-            return (buried, mapped)
+            return OriginLookup(buried: buried, mapped: mapped)
         }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import FerryStore
-import FerrySQLite
 
 /// One store's side of replication: what peers read from it and what they
 /// apply to it, one operation at a time. The HTTP server and the sync loop of a
@@ -10,7 +9,7 @@ import FerrySQLite
 /// actor's executor, never on a network event loop.
 public actor ReplicationEndpoint {
     /// The store.
-    public let store: SQLiteStore
+    public let store: any ReplicaStore
     /// The store's UUID (fixed for the store's life; readable without waiting for the actor).
     public nonisolated let storeIdentifier: UUID
     /// The version hash of the store's model (readable without waiting for the actor).
@@ -18,7 +17,7 @@ public actor ReplicationEndpoint {
     private let engine: ReplayEngine
 
     /// An endpoint for `store`.
-    public init(store: SQLiteStore) throws {
+    public init(store: any ReplicaStore) throws {
         self.store = store
         self.storeIdentifier = store.identifier
         self.modelVersionHash = store.modelVersionHash
@@ -26,7 +25,7 @@ public actor ReplicationEndpoint {
     }
 
     /// A signal after each commit to the store (this process's or another's on the same file;
-    /// see ``SQLiteStore/commits()``): what the daemon waits on to push new change sets.
+    /// see ``ReplicaStore/commits()``): what the daemon waits on to push new change sets.
     public nonisolated func commits() -> AsyncStream<Void> {
         store.commits()
     }
@@ -42,7 +41,7 @@ public actor ReplicationEndpoint {
     }
 
     /// One page of the change sets not covered by `vector`, after position `cursor` (0 to start).
-    public func page(after vector: VersionVector, cursor: Int64, limit: Int) throws -> (lines: [String], cursor: Int64) {
+    public func page(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         try store.changeSetPage(after: vector, cursor: cursor, limit: limit)
     }
 
@@ -65,6 +64,6 @@ public actor ReplicationEndpoint {
 
     /// How many received change sets are held back and how many are quarantined.
     public func backlog() throws -> (waiting: Int, quarantined: Int) {
-        (try engine.heldChangeSets().count, try store.quarantinedChangeSets().count)
+        (try store.heldChangeSets().count, try store.quarantinedChangeSets().count)
     }
 }

@@ -1,0 +1,149 @@
+import Foundation
+import FerryModel
+
+/// What replication needs of a store, beyond ``PersistentStore``: its history
+/// (the version vector, pages of change sets after a vector), the change sets it
+/// holds back or quarantined, the merge metadata of the rules in docs/SYNC.md
+/// (last-write clocks, tombstones, the map from origin URIs to local objects),
+/// recording a received change set, purging, and a signal after each commit.
+///
+/// The replay engine, the peer client and the HTTP server (FerrySync,
+/// FerryServer) see a store only through this protocol. `SQLiteStore` conforms.
+public protocol ReplicaStore: PersistentStore {
+    /// The version hash of the store's model, worked out once.
+    var modelVersionHash: String { get }
+
+    // MARK: History
+
+    /// The store's UUID, model hash and version vector.
+    func historyState() throws -> HistoryState
+    /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
+    func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
+    /// One page of those lines, after position `cursor` (0 to start).
+    /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
+    func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage
+    /// Deletes the change sets every vector of `peers` covers; returns how many went.
+    func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int
+    /// A signal after each commit to the store, by this process or another.
+    func commits() -> AsyncStream<Void>
+
+    // MARK: Received change sets that wait or were refused
+
+    /// Keeps a received change set that cannot be applied yet.
+    func hold(_ changeSet: HeldChangeSet) throws
+    /// The change sets held back, with why.
+    func heldChangeSets() throws -> [HeldChangeSet]
+    /// Forgets a held change set (applied, or a duplicate).
+    func release(origin: UUID, sequence: Int64) throws
+    /// The quarantined change sets, with their reasons, in the order received.
+    func quarantinedChangeSets() throws -> [HeldChangeSet]
+    /// Records a received change set that changed no rows: applied without effect, or quarantined.
+    func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws
+
+    // MARK: Merge metadata
+
+    /// The local ID of an object named by origin URI; nil when it never arrived.
+    func localObjectID(forOriginURI uri: String) throws -> ObjectID?
+    /// The ID a URI of this store's own namespace names by itself (no lookup).
+    func ownObjectID(forURI uri: String) -> ObjectID?
+    /// For a batch of distinct origin URIs, in one read: which were deleted here, and the local IDs of those mapped to rows.
+    func lookUp(originURIs uris: [String]) throws -> OriginLookup
+    /// Whether an object (by origin URI) was deleted here.
+    func isBuried(_ uri: String) throws -> Bool
+    /// A deleted object's tombstone.
+    func tombstone(of uri: String) throws -> Tombstone?
+    /// Who last wrote a property of an object after its insert.
+    func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp?
+}
+
+/// One page of a store's history.
+public struct ChangeSetPage: Sendable, Equatable {
+    /// The change sets, as canonical JSON lines.
+    public var lines: [String]
+    /// Where the next page starts.
+    public var cursor: Int64
+
+    public init(lines: [String], cursor: Int64) {
+        self.lines = lines
+        self.cursor = cursor
+    }
+}
+
+/// A received change set kept outside the history: held (waiting) or quarantined.
+public struct HeldChangeSet: Sendable, Equatable {
+    public var origin: UUID
+    public var sequence: Int64
+    /// Why it is held or quarantined.
+    public var reason: String
+    /// Its canonical text.
+    public var body: String
+
+    public init(origin: UUID, sequence: Int64, reason: String, body: String) {
+        self.origin = origin
+        self.sequence = sequence
+        self.reason = reason
+        self.body = body
+    }
+}
+
+/// How a received change set that changed no rows is recorded.
+public struct ReceivedRecord: Sendable {
+    /// Why it was quarantined; nil when it was applied (without effect on rows).
+    public var quarantineReason: String?
+    /// The properties it won, per object (their clocks are stamped).
+    public var writes: [ObjectID: Set<String>]
+    /// Objects it deleted that were not here: tombstones only.
+    public var tombstones: [(uri: String, entity: String)]
+    /// Deletes this store must record as a repair change set of its own.
+    public var repairDeletes: [(uri: String, entity: String)]
+    /// Whether it is a retry of a quarantined change set.
+    public var isRetry: Bool
+
+    public init(quarantineReason: String? = nil, writes: [ObjectID: Set<String>] = [:], tombstones: [(uri: String, entity: String)] = [],
+                repairDeletes: [(uri: String, entity: String)] = [], isRetry: Bool = false) {
+        self.quarantineReason = quarantineReason
+        self.writes = writes
+        self.tombstones = tombstones
+        self.repairDeletes = repairDeletes
+        self.isRetry = isRetry
+    }
+}
+
+/// What one batched look-up of origin URIs found.
+public struct OriginLookup: Sendable, Equatable {
+    /// The URIs of objects deleted here.
+    public var buried: Set<String>
+    /// The URIs mapped to local rows (objects born elsewhere, or brought back).
+    public var mapped: [String: ObjectID]
+
+    public init(buried: Set<String> = [], mapped: [String: ObjectID] = [:]) {
+        self.buried = buried
+        self.mapped = mapped
+    }
+}
+
+/// A deleted object's tombstone: its entity, last values, and the delete's clock.
+public struct Tombstone: Sendable, Equatable {
+    public var entity: String
+    public var values: [String: ChangeValue]
+    public var timestamp: HybridTimestamp
+    public var origin: UUID
+
+    public init(entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID) {
+        self.entity = entity
+        self.values = values
+        self.timestamp = timestamp
+        self.origin = origin
+    }
+}
+
+/// Who wrote a value last: a timestamp and the origin that made it (ties broken by origin).
+public struct WriteStamp: Sendable, Equatable {
+    public var timestamp: HybridTimestamp
+    public var origin: UUID
+
+    public init(timestamp: HybridTimestamp, origin: UUID) {
+        self.timestamp = timestamp
+        self.origin = origin
+    }
+}

@@ -94,6 +94,8 @@ let package = Package(
                 "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
@@ -130,6 +132,12 @@ let package = Package(
             dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
                            .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // The HTTP API in process, through Hummingbird's router test client.
+        .testTarget(
+            name: "FerryServerTests",
+            dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerryModel", "FerryTestSupport",
+                           .product(name: "HummingbirdTesting", package: "hummingbird")]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import FerryStore
 import FerrySQLite
 import FerrySync
@@ -71,8 +73,11 @@ struct RunCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "ferry")
+        // The process's metrics go to one Prometheus registry, served at /metrics.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         do {
-            try await Daemon.run(configuration, logger: logger) { port in
+            try await Daemon.run(configuration, logger: logger, metrics: registry) { port in
                 // Written straight to the file descriptor: scripts and tests wait for this line.
                 FileHandle.standardOutput.write(Data("ferry: listening on \(configuration.server.host):\(port)\n".utf8))
             }

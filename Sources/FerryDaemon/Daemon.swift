@@ -154,16 +154,17 @@ public enum Daemon {
     }
 
     /// Runs until SIGTERM or SIGINT. `onListening` hears the bound port once the server accepts connections.
+    /// `metrics` is the registry the process bootstrapped `MetricsSystem` with (the command does that,
+    /// once per process; a library must not): it is served at `/metrics`, which is absent without one.
     ///
     /// A store that cannot be opened because of its surroundings (read-only or full file
     /// system, permissions) does not stop the daemon: it serves health, status and metrics,
     /// answers the store's routes with 503 and the reason, and keeps trying to open the
     /// store with backoff; once it opens, syncing starts by itself. Any other error ends it.
-    public static func run(_ configuration: Configuration, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
+    public static func run(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
+                           onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
         let settings = try readSettings(configuration)
         let notifier = SystemdNotifier()
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
         let gate = try await opening.openAtStart()
         let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,

@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+import Hummingbird
+import HummingbirdTesting
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+@testable import FerryServer
+
+/// The HTTP API in process, through Hummingbird's router test client: no `ferry run`
+/// process, no socket. (Process-level behaviour — TLS, limits under load, stopping —
+/// stays in FerryDaemonTests and FerryReliabilityTests.)
+@Suite("HTTP API in process")
+struct FerryAPITests {
+    static let peerToken = "peer-token-0123456789abcdef"
+    static let adminToken = "admin-token-0123456789abcdef"
+
+    /// A store with an API over it, and a second store that writes change sets to push.
+    struct Fixture {
+        let directory = TemporaryDirectory()
+        let store: SQLiteStore
+        let other: SQLiteStore
+        let app: Application<RouterResponder<FerryRequestContext>>
+
+        init(control: (any SyncControl)? = nil) throws {
+            let model = try SampleModels.load("OrgChart")
+            store = try SQLiteStore(path: directory.file("served.sqlite"), model: model)
+            other = try SQLiteStore(path: directory.file("other.sqlite"), model: model)
+            let api = FerryAPI(endpoint: try ReplicationEndpoint(store: store),
+                               tokens: AccessTokens([(FerryAPITests.peerToken, .peer), (FerryAPITests.adminToken, .admin)]),
+                               maxBodyBytes: 1 << 20, control: control)
+            app = Application(router: api.router())
+        }
+
+        /// One change set of `other`, saving a person called `name`.
+        func changeSet(_ name: String) throws -> String {
+            let before = try other.historyState().vector
+            let context = try PersistentContainer(store: other).newContext()
+            try context.make("Person", ["name": name])
+            try context.save()
+            return try #require(try other.changeSetLines(after: before, limit: nil).first)
+        }
+    }
+
+    static func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)"] }
+
+    @Test("Every route but healthz needs a known token: 401 with WWW-Authenticate and no detail")
+    func authentication() async throws {
+        let fixture = try Fixture()
+        try await fixture.app.test(.router) { client in
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            for (method, path) in [(HTTPRequest.Method.get, "/v1/state"), (.get, "/v1/changesets"), (.post, "/v1/changesets"),
+                                   (.get, "/v1/status"), (.post, "/v1/sync")] {
+                for headers in [HTTPFields(), Self.bearer("wrong"), [.authorization: "Basic \(Self.peerToken)"]] {
+                    let answer = try await client.execute(uri: path, method: method, headers: headers)
+                    #expect(answer.status == .unauthorized, "\(method) \(path)")
+                    #expect(answer.headers[.wwwAuthenticate] == "Bearer")
+                    #expect(String(buffer: answer.body) == #"{"error":{"message":"unauthorized"}}"#)
+                }
+            }
+            let state = try await client.execute(uri: "/v1/state", method: .get, headers: Self.bearer(Self.peerToken))
+            #expect(state.status == .ok)
+            let decoded = try WireJSON.decode(HistoryState.self, from: Data(buffer: state.body))
+            #expect(decoded.store == fixture.store.identifier)
+        }
+    }
+
+    @Test("A peer token may not ask for a sync round (403); an admin token reaches the control, or 503 without one")
+    func adminRole() async throws {
+        let fixture = try Fixture()
+        try await fixture.app.test(.router) { client in
+            let refused = try await client.execute(uri: "/v1/sync", method: .post, headers: Self.bearer(Self.peerToken))
+            #expect(refused.status == .forbidden && String(buffer: refused.body).contains("admin token"))
+            let noLoop = try await client.execute(uri: "/v1/sync", method: .post, headers: Self.bearer(Self.adminToken))
+            #expect(noLoop.status == .serviceUnavailable && String(buffer: noLoop.body).contains("no sync loop"))
+        }
+    }
+
+    /// A control that answers from fixed values.
+    struct FixedControl: SyncControl {
+        let document: StatusDocument
+        let peers: [String]
+
+        func status() async -> StatusDocument { document }
+
+        func sync(peer: String?) async -> SyncOutcome {
+            if let peer, !peers.contains(peer) { return .unknownPeer(peer) }
+            var failed = PeerSyncResult(peer: "b")
+            failed.error = .notListening("connection refused")
+            return .ran(SyncAnswer([failed]))
+        }
+    }
+
+    @Test("Status and sync go through SyncControl: its document, 404 for an unknown peer, 502 when a peer failed")
+    func syncControl() async throws {
+        let document = StatusDocument(store: UUID(), model: "m", peers: [])
+        let fixture = try Fixture(control: FixedControl(document: document, peers: ["b"]))
+        try await fixture.app.test(.router) { client in
+            let status = try await client.execute(uri: "/v1/status", method: .get, headers: Self.bearer(Self.peerToken))
+            #expect(try WireJSON.decode(StatusDocument.self, from: Data(buffer: status.body)) == document)
+            let unknown = try await client.execute(uri: "/v1/sync?peer=zz", method: .post, headers: Self.bearer(Self.adminToken))
+            #expect(unknown.status == .notFound && String(buffer: unknown.body).contains("no peer named 'zz'"))
+            let failed = try await client.execute(uri: "/v1/sync?peer=b", method: .post, headers: Self.bearer(Self.adminToken))
+            #expect(failed.status == .badGateway)
+            let answer = try WireJSON.decode(SyncAnswer.self, from: Data(buffer: failed.body))
+            #expect(answer.peers.map(\.peer) == ["b"] && !answer.succeeded)
+        }
+    }
+
+    @Test("A pushed change set is applied once, then served back to a puller that lacks it")
+    func pushThenPull() async throws {
+        let fixture = try Fixture()
+        let line = try fixture.changeSet("Ann")
+        try await fixture.app.test(.router) { client in
+            let pushed = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken),
+                                                  body: ByteBuffer(string: line + "\n"))
+            let report = try WireJSON.decode(ApplyReport.self, from: Data(buffer: pushed.body))
+            #expect(pushed.status == .ok && report.applied == 1 && report.vector[fixture.other.identifier] == 1)
+            let again = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken),
+                                                 body: ByteBuffer(string: line + "\n"))
+            #expect(try WireJSON.decode(ApplyReport.self, from: Data(buffer: again.body)).duplicate == 1)
+            let pulled = try await client.execute(uri: "/v1/changesets?after=%7B%7D&limit=10", method: .get, headers: Self.bearer(Self.peerToken))
+            #expect(pulled.status == .ok && pulled.headers[.contentType] == "application/x-ndjson")
+            #expect(String(buffer: pulled.body) == line + "\n")
+            let covered = "%7B%22\(fixture.other.identifier.uuidString)%22%3A1%7D"
+            let nothing = try await client.execute(uri: "/v1/changesets?after=\(covered)", method: .get, headers: Self.bearer(Self.peerToken))
+            #expect(nothing.status == .ok && nothing.body.readableBytes == 0)
+        }
+    }
+
+    @Test("Bad requests are refused with what to do, and apply nothing")
+    func badRequests() async throws {
+        let fixture = try Fixture()
+        try await fixture.app.test(.router) { client in
+            let empty = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken), body: ByteBuffer())
+            #expect(empty.status == .badRequest && String(buffer: empty.body).contains("no change sets"))
+            let garbage = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken),
+                                                   body: ByteBuffer(string: "{\"not\":\"a change set\"}\n"))
+            #expect(garbage.status == .badRequest && String(buffer: garbage.body).contains("nothing was applied"))
+            var headers = Self.bearer(Self.peerToken)
+            headers[.contentEncoding] = "br"
+            let encoding = try await client.execute(uri: "/v1/changesets", method: .post, headers: headers, body: ByteBuffer(string: "x"))
+            #expect(encoding.status == .unsupportedMediaType)
+            let limit = try await client.execute(uri: "/v1/changesets?limit=0", method: .get, headers: Self.bearer(Self.peerToken))
+            #expect(limit.status == .badRequest && String(buffer: limit.body).contains("'limit'"))
+            let method = try await client.execute(uri: "/v1/state", method: .delete, headers: Self.bearer(Self.peerToken))
+            #expect(method.status == .methodNotAllowed && method.headers[.allow] == "GET")
+        }
+        #expect(try fixture.store.historyState().vector.isEmpty, "a refused request applied something")
+    }
+}

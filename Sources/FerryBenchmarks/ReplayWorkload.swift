@@ -39,7 +39,11 @@ enum ReplayWorkload {
             let replayStore = try SQLiteStore(path: directory.file("replay\(run).sqlite"), model: model)
             let engine = try ReplayEngine(store: replayStore)
             var report = ApplyReport()
-            let replay = try seconds { report = try engine.apply(lines: lines) }
+            // Ends after a last checkpoint, as the raw side does (see ferryInsert).
+            let replay = try seconds {
+                report = try engine.apply(lines: lines)
+                try replayStore.checkpoint()
+            }
             guard report.applied == lines.count else { throw RawSQLiteError.failed("replay applied \(report.applied) of \(lines.count)") }
             let raw = try rawInsert(settings, model: model, path: directory.file("raw\(run).sqlite"))
             bestReplay = min(bestReplay, replay)

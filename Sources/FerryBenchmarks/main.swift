@@ -74,6 +74,9 @@ func ferryInsert(_ settings: Settings, model: ManagedObjectModel, path: String) 
             if (index + 1) % settings.batch == 0 { try context.save() }
         }
         try context.save()
+        // Both sides end after a last checkpoint: Ferry's checkpoints run on a queue of their own,
+        // and a timer stopped with one still queued would leave work the raw side pays in its commits.
+        try store.checkpoint()
     }
 }
 
@@ -129,6 +132,8 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
             }
             try exec("COMMIT")
         }
+        // The same last checkpoint as Ferry's side (SQLite's automatic ones ran inside the commits).
+        try exec("PRAGMA wal_checkpoint(PASSIVE)")
     }
 }
 

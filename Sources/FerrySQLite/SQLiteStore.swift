@@ -259,6 +259,22 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
+    // MARK: - Checkpoints
+
+    /// Copies what the write-ahead log holds into the store file now (a passive checkpoint on
+    /// the writer: it waits for no reader, and what a reader still needs stays for the next
+    /// one), after any background checkpoint already queued. Checkpoints run by themselves as
+    /// the log grows; this is for a moment that needs the file up to date (a backup, a
+    /// benchmark that must pay for every checkpoint its writes caused).
+    public func checkpoint() throws {
+        checkpointer?.waitForQueuedCheckpoints()
+        do {
+            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.passive) }
+        } catch {
+            throw StoreError.storeFailure(Self.describe(error))
+        }
+    }
+
     // MARK: - Commits
 
     /// A signal after each commit to the store file from now on — a save or a replay through

@@ -287,7 +287,21 @@ public final class DaemonPeer: @unchecked Sendable {
     private func readOnlyStore() throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
+        // A daemon killed a moment ago leaves a log the next connection must recover; wait for that.
+        configuration.busyMode = .timeout(10)
         return try DatabaseQueue(path: store, configuration: configuration)
+    }
+
+    /// The store's UUID (its origin in change sets), read from the file.
+    public func storeIdentifier() throws -> String {
+        let found = try readOnlyStore().read { try String.fetchOne($0, sql: "SELECT Z_UUID FROM Z_METADATA WHERE Z_VERSION = 1") }
+        guard let found else { throw DaemonPeerError(description: "\(name): the store has no Z_METADATA row") }
+        return found
+    }
+
+    /// How many change sets of `origin` the store holds (one read of its log).
+    public func changeSetCount(of origin: String) throws -> Int {
+        try readOnlyStore().read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ?", arguments: [origin]) ?? 0 }
     }
 
     /// Every change set the store holds, as (origin, sequence, status, quarantine reason) rows

@@ -50,6 +50,10 @@ struct CrashSafetyTests {
         let killsPerRound = 3
         var landedBehind = 0
         var tally: [String: Int] = [:]
+        // Kills that provably landed inside a transfer: B held more of A's change sets than when
+        // the victim started, and fewer than A has.
+        var midTransfer: [String: Int] = [:]
+        let originA = try a.storeIdentifier()
         for round in 0..<(kills + killsPerRound - 1) / killsPerRound {
             let moment = Moment.allCases[round % Moment.allCases.count]
             let victim: DaemonPeer
@@ -57,29 +61,40 @@ struct CrashSafetyTests {
             case .pull:
                 // B is down while A writes a backlog; B starts, pulls it, and dies somewhere in it.
                 b.stop()
-                for _ in 0..<3 { try save(on: a, count: Int.random(in: 400...800, using: &random)) }
+                // Many change sets, so that the transfer takes many transactions and a kill lands inside it.
+                try writer.saveMany(on: a, saves: 60, perSave: 15...40, random: &random)
                 try b.launch()
                 victim = b
             case .push:
                 // A saves while its daemon is down (another process on the file); the daemon
                 // starts, pushes the new change sets to B, and dies somewhere in it.
                 a.stop()
-                for _ in 0..<3 { try save(on: a, count: Int.random(in: 300...600, using: &random)) }
+                try writer.saveMany(on: a, saves: 60, perSave: 10...30, random: &random)
                 try save(on: b, count: Int.random(in: 1...20, using: &random))
                 try a.launch()
                 victim = a
             case .replay:
                 // A large backlog reaches B as pushes; B dies while replaying them.
                 a.stop()
-                for _ in 0..<2 { try save(on: a, count: Int.random(in: 800...1200, using: &random)) }
+                try writer.saveMany(on: a, saves: 40, perSave: 30...60, random: &random)
                 try a.launch()
                 victim = b
             }
             let other = victim === a ? b : a
+            let total = try a.changeSetCount(of: originA)
             for attempt in 0..<killsPerRound {
-                Thread.sleep(forTimeInterval: Double.random(in: 0.03...0.4, using: &random))
+                // B takes in A's backlog in every moment: wait until it has started (the daemon is up and
+                // the transfer runs), then kill at a random point a little later.
+                let before = try b.changeSetCount(of: originA)
+                let waitingSince = Date()
+                while try b.changeSetCount(of: originA) == before, before < total, Date().timeIntervalSince(waitingSince) < 30 {
+                    Thread.sleep(forTimeInterval: 0.005)
+                }
+                Thread.sleep(forTimeInterval: Double.random(in: 0...0.03, using: &random))
                 victim.kill()
                 tally[moment.description, default: 0] += 1
+                let after = try b.changeSetCount(of: originA)
+                if after > before && after < total { midTransfer[moment.description, default: 0] += 1 }
                 // Did the kill interrupt a catch-up? (The two lacked some of each other's change sets.)
                 if try victim.vector() != other.vector() { landedBehind += 1 }
                 if attempt < killsPerRound - 1 { try victim.launch() }
@@ -88,6 +103,10 @@ struct CrashSafetyTests {
             if !other.isRunning { try other.start() }
         }
         let killCount = tally.values.reduce(0, +)
+        for moment in Moment.allCases where tally[moment.description, default: 0] > 0 {
+            #expect(midTransfer[moment.description, default: 0] > 0,
+                    "\(context): none of the \(tally[moment.description, default: 0]) kills \(moment) landed inside a transfer: \(midTransfer)")
+        }
 
         let converged = try DaemonPeer.waitUntil(timeout: 120) {
             let dumps = try [a.dump(), b.dump()]
@@ -102,6 +121,7 @@ struct CrashSafetyTests {
             #expect(conflicts.status == 0 && conflicts.standardOutput.isEmpty, "\(context): \(conflicts.standardOutput)")
         }
         print("crash safety: \(killCount) kills (\(tally.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))), "
-              + "\(landedBehind) while the killed daemon was behind; \(writer.saves) saves, \(writer.objects) objects; \(context)")
+              + "\(landedBehind) while the killed daemon was behind, inside a transfer: \(midTransfer.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); "
+              + "\(writer.saves) saves, \(writer.objects) objects; \(context)")
     }
 }

@@ -139,6 +139,27 @@ struct PeopleWriter {
         objects += count
         saves += 1
     }
+
+    /// `saves` saves of `perSave` new people each on `peer`, through one `ferry put` (JSON lines:
+    /// one save per line), so that a backlog holds many change sets without a process per save.
+    mutating func saveMany(on peer: DaemonPeer, saves count: Int, perSave: ClosedRange<Int>, random: inout SeededGenerator) throws {
+        var lines: [String] = []
+        var next = objects
+        for _ in 0..<count {
+            let size = Int.random(in: perSave, using: &random)
+            let operations = (0..<size).map { offset in
+                let id = next + offset
+                let manager = offset > 0 ? #","manager":"r\#(next + offset / 4)""# : ""
+                return #"{"op":"insert","entity":"Person","ref":"r\#(id)","values":{"id":\#(id),"name":"P\#(id)"\#(manager)}}"#
+            }
+            lines.append("[" + operations.joined(separator: ",") + "]")
+            next += size
+        }
+        let refs = try peer.put(lines.joined(separator: "\n"))
+        own[peer.name, default: []] += refs.values.sorted().prefix(5)
+        objects = next
+        saves += count
+    }
 }
 
 /// Each store holds every one of `saves` change sets exactly once, all applied, none held;

@@ -74,6 +74,11 @@ final class BackgroundCheckpointer: Sendable {
         if let previous { Unmanaged<BackgroundCheckpointer>.fromOpaque(previous).release() }
     }
 
+    /// Waits until the checkpoints queued so far have run.
+    func waitForQueuedCheckpoints() {
+        queue.sync {}
+    }
+
     /// Called by SQLite after each commit on the writer with the log's size in pages.
     private func logGrew(to pages: Int32, writer: OpaquePointer?) {
         if pages >= writerThreshold {

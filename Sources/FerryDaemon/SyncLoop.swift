@@ -124,3 +124,24 @@ final class Heartbeat: Sendable {
         return age < Self.limit.components.seconds * 1_000_000_000
     }
 }
+
+/// The daemon's work besides serving HTTP: wait for the store to open (at once,
+/// normally), then run the sync loop until shutdown.
+struct SyncService: Service {
+    let opening: StoreOpening
+    let pullInterval: TimeInterval
+    let notifier: SystemdNotifier
+    let logger: Logger
+
+    func run() async throws {
+        let parts: Daemon.Parts
+        do {
+            parts = try await cancelWhenGracefulShutdown { try await opening.waitUntilOpen() }
+        } catch is CancellationError {
+            notifier.stopping()
+            return
+        }
+        try await SyncLoop(coordinator: parts.coordinator, endpoint: parts.endpoint, pullInterval: pullInterval,
+                           notifier: notifier, logger: logger).run()
+    }
+}

@@ -36,6 +36,14 @@ struct CommitSignalTests {
         deinit { task.cancel() }
     }
 
+    /// A store file in a new folder, opened twice: one store to watch, one container that writes.
+    static func twoConnections() throws -> (TemporaryDirectory, SQLiteStore, PersistentContainer) {
+        let directory = TemporaryDirectory()
+        let path = directory.file("shared.sqlite")
+        let model = try SampleModels.load("OrgChart")
+        return (directory, try SQLiteStore(path: path, model: model), try PersistentContainer(store: SQLiteStore(path: path, model: model)))
+    }
+
     @Test("A save through the store itself signals its subscribers")
     func ownSave() async throws {
         let directory = TemporaryDirectory()
@@ -49,11 +57,8 @@ struct CommitSignalTests {
 
     @Test("A commit by another connection on the same file signals, and reads alone do not")
     func otherConnection() async throws {
-        let directory = TemporaryDirectory()
-        let path = directory.file("shared.sqlite")
-        let model = try SampleModels.load("OrgChart")
-        let watched = try SQLiteStore(path: path, model: model)
-        let other = try PersistentContainer(store: SQLiteStore(path: path, model: model))
+        let (directory, watched, other) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
         let listener = Listener(watched)
         // Reads by either store touch no -wal frames and must not wake anyone.
         for _ in 0..<20 { _ = try other.newContext().count(for: FetchRequest(entityName: "Person")) }
@@ -83,11 +88,8 @@ struct CommitSignalTests {
 
     @Test("Change-set updates follow another connection's saves as they happen")
     func changeSetUpdatesWakeOnCommit() async throws {
-        let directory = TemporaryDirectory()
-        let path = directory.file("shared.sqlite")
-        let model = try SampleModels.load("OrgChart")
-        let reader = try SQLiteStore(path: path, model: model)
-        let writer = try PersistentContainer(store: SQLiteStore(path: path, model: model))
+        let (directory, reader, writer) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
         let received = Task.detached { () -> [Int64] in
             var sequences: [Int64] = []
             for try await changeSet in reader.changeSetUpdates() {

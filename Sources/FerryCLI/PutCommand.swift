@@ -68,8 +68,8 @@ enum SaveFailureReport {
         case .conflict(let uris):
             members.append(("objects", .array(uris.map(JSONValue.string))))
             members.append(("message", .string(error.description)))
-        case .storeFailed(let reason):
-            members.append(("message", .string(reason)))
+        case .storeFailed(let failure):
+            members.append(("message", .string(failure.message)))
         }
         return .object(members)
     }

@@ -255,7 +255,7 @@ public final class SQLiteStore: PersistentStore {
         } catch let error as SaveError {
             throw error
         } catch {
-            throw SaveError.storeFailed(Self.describe(error))
+            throw SaveError.storeFailed(Self.failure(error))
         }
     }
 
@@ -271,7 +271,7 @@ public final class SQLiteStore: PersistentStore {
         do {
             try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.passive) }
         } catch {
-            throw StoreError.storeFailure(Self.describe(error))
+            throw StoreError.storeFailure(Self.failure(error))
         }
     }
 
@@ -313,8 +313,16 @@ public final class SQLiteStore: PersistentStore {
         } catch let error as HistoryError {
             throw error
         } catch {
-            throw StoreError.storeFailure(Self.describe(error))
+            throw StoreError.storeFailure(Self.failure(error))
         }
+    }
+
+    /// A failure of a query or write, keeping the database's error as its cause; transient when
+    /// SQLite says the cause lies outside the store (busy, locked, full, an I/O error).
+    static func failure(_ error: Error) -> StoreFailure {
+        guard let database = error as? DatabaseError else { return StoreFailure(describe(error)) }
+        let transient: [ResultCode] = [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR]
+        return StoreFailure(describe(error), cause: database, isTransient: transient.contains(database.resultCode))
     }
 
     /// The error for a store SQLite could not open or set up at `path`:

@@ -148,7 +148,7 @@ extension SQLiteStore: ReplicaStore {
             }
             noteCommit()
         } catch {
-            throw StoreError.storeFailure(Self.describe(error))
+            throw StoreError.storeFailure(Self.failure(error))
         }
     }
 }

@@ -23,7 +23,7 @@ extension ManagedObjectContext {
         do {
             try propagateDeletes()
         } catch {
-            throw SaveError.storeFailed(error.description)
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         }
         // Updated objects are validated and written in key order, so errors and writes are deterministic.
         let updatedInOrder = updatedKeys.sorted()
@@ -36,8 +36,11 @@ extension ManagedObjectContext {
             result = try store.save(request)
         } catch let error as SaveError {
             throw error
+        } catch let error as StoreError {
+            if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         } catch {
-            throw SaveError.storeFailed("\(error)")
+            throw SaveError.storeFailed(StoreFailure("\(error)"))
         }
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
             throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")

@@ -72,7 +72,7 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
     /// read (optimistic locking). Refetch or `rollback()`, then apply the change again.
     case conflict(objectURIs: [String])
     /// The store failed to write (disk full, read-only file, …).
-    case storeFailed(String)
+    case storeFailed(StoreFailure)
 
     /// Core Data's error code: the single failure's code, 1560 for several,
     /// 133020 for a conflict, 134030 for a store failure.
@@ -125,7 +125,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The store was made with another model and cannot be migrated automatically.
     case incompatibleModel(path: String, differences: [String])
     /// A query or write failed inside the store.
-    case storeFailure(String)
+    case storeFailure(StoreFailure)
     /// The store file was created by a newer Ferry.
     case unsupportedFormatVersion(path: String, found: Int, supported: Int)
 

@@ -1,0 +1,34 @@
+import Foundation
+
+/// A query or write that failed inside a store: what happened, the error that
+/// caused it (the database's own, kept for whoever needs more than the message),
+/// and whether trying again later may succeed (a busy lock, a full disk, an I/O
+/// error) or not (a corrupt file, a bug).
+///
+/// Written as a string where there is no cause to keep:
+/// `throw SaveError.storeFailed("entity 'X' is not in this store's model")`.
+public struct StoreFailure: Error, Sendable, CustomStringConvertible, ExpressibleByStringInterpolation {
+    /// What happened, for a person.
+    public let message: String
+    /// The error that caused it, if any.
+    public let cause: (any Error & Sendable)?
+    /// Whether the same operation may succeed later without anyone changing anything here.
+    public let isTransient: Bool
+
+    /// A failure saying `message`, caused by `cause`.
+    public init(_ message: String, cause: (any Error & Sendable)? = nil, isTransient: Bool = false) {
+        self.message = message
+        self.cause = cause
+        self.isTransient = isTransient
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+
+    public init(stringInterpolation: DefaultStringInterpolation) {
+        self.init(String(stringInterpolation: stringInterpolation))
+    }
+
+    public var description: String { message }
+}

@@ -113,8 +113,10 @@ let package = Package(
         .executableTarget(
             name: "FerryBenchmarks",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryDaemon", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),

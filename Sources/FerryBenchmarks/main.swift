@@ -174,7 +174,8 @@ do {
         exit(0)
     }
     if CommandLine.arguments.contains("--latency") {
-        try ReplicationWorkload.latency(samples: 200, model: model)
+        try await ReplicationWorkload.latency(samples: 200, model: model)
+        try await ReplicationWorkload.latency(samples: 200, model: model, daemonInProcess: true)
         exit(0)
     }
     if CommandLine.arguments.contains("--predicates") {

@@ -163,6 +163,19 @@ public enum Daemon {
     /// store with backoff; once it opens, syncing starts by itself. Any other error ends it.
     public static func run(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                            onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
+        let group = try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: true,
+                                       onListening: onListening)
+        try await group.run()
+        logger.info("stopped")
+    }
+
+    /// The daemon's services — the HTTP server and the sync loop — assembled from `configuration`
+    /// into one `ServiceGroup`, not yet running: what ``run(_:logger:metrics:onListening:)`` runs,
+    /// and what a test or an application runs inside its own process. With `stopsOnSignals`,
+    /// SIGTERM and SIGINT stop it gracefully (what `ferry run` wants); without, the caller ends
+    /// it with `triggerGracefulShutdown()`. Opens the store (or starts waiting for it).
+    public static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
+                                stopsOnSignals: Bool = false, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ServiceGroup {
         let settings = try readSettings(configuration)
         let notifier = SystemdNotifier()
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
@@ -187,11 +200,9 @@ public enum Daemon {
         )
         let sync = SyncService(opening: opening, pullInterval: configuration.sync.pullInterval, notifier: notifier, logger: logger)
         var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: app), .init(service: sync)],
-                                                           gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+                                                           gracefulShutdownSignals: stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = ShutdownBounds.graceful
         groupConfiguration.maximumCancellationDuration = ShutdownBounds.cancellation
-        let group = ServiceGroup(configuration: groupConfiguration)
-        try await group.run()
-        logger.info("stopped")
+        return ServiceGroup(configuration: groupConfiguration)
     }
 }

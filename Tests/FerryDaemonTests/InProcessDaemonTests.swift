@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryDaemon
+import FerryTestSupport
+
+/// Daemons assembled inside the test process (`Daemon.assemble`): no `ferry run`
+/// process. Before the assembly existed, `Daemon.run` bootstrapped the process-wide
+/// metrics system, so a second daemon in one process ended it.
+@Suite("Daemons in process")
+struct InProcessDaemonTests {
+    /// A daemon of `peer`'s configuration running in this process, and its port once it listens.
+    final class Running: Sendable {
+        let group: ServiceGroup
+        let task: Task<Void, any Error>
+        let port: Task<Int, Never>
+
+        init(_ peer: DaemonPeer) async throws {
+            let (ports, listening) = AsyncStream<Int>.makeStream()
+            let configuration = try Configuration.load(path: peer.configuration)
+            var logger = Logger(label: "in-process-\(peer.name)")
+            logger.logLevel = .warning
+            group = try await Daemon.assemble(configuration, logger: logger) { port in
+                listening.yield(port)
+                listening.finish()
+            }
+            let group = self.group
+            task = Task { try await group.run() }
+            port = Task { await ports.first { _ in true } ?? -1 }
+        }
+
+        /// Stops the daemon gracefully and waits for it.
+        func stop() async throws {
+            await group.triggerGracefulShutdown()
+            try await task.value
+        }
+    }
+
+    @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly")
+    func twoDaemonsReplicate() async throws {
+        let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 3600)
+        let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 3600)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        let runningB = try await Running(b)
+        let runningA = try await Running(a)
+        let ports = (await runningA.port.value, await runningB.port.value)
+        #expect(ports == (a.port, b.port))
+
+        // A save on A's file in this process (another connection than the daemon's own).
+        let model = try XcodeModelReader.read(at: a.model)
+        let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
+        let reader = try SQLiteStore(path: b.store, model: model)
+        let person = try writer.make("Person", ["name": "In-process Ann"])
+        try writer.save()
+        let uri = person.objectID.uriString
+        var found = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !found, ContinuousClock.now < deadline {
+            found = try reader.localObjectID(forOriginURI: uri) != nil
+            if !found { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(found, "B's store never showed A's save")
+        try await runningA.stop()
+        try await runningB.stop()
+    }
+}

@@ -16,6 +16,7 @@ struct WireMessageTests {
         let state = HistoryState(store: Self.a, modelHash: "abc", vector: [Self.a: 3, Self.b: 12])
         #expect(state.json == #"{"model":"abc","store":"11111111-2222-3333-4444-555555555555","vector":{"11111111-2222-3333-4444-555555555555":3,"AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE":12}}"#)
         #expect(try WireJSON.decode(HistoryState.self, from: Data(state.json.utf8)) == state)
+        #expect(state.json == WireJSON.encode(state), "the fast path and the Codable form differ")
     }
 
     @Test("An apply report reads back as written, with every count")
@@ -26,6 +27,7 @@ struct WireMessageTests {
         report.vector = [Self.b: 7]
         #expect(report.json == #"{"applied":2,"duplicate":0,"quarantined":0,"vector":{"AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE":7},"waiting":1}"#)
         #expect(try WireJSON.decode(ApplyReport.self, from: Data(report.json.utf8)) == report)
+        #expect(report.json == WireJSON.encode(report), "the fast path and the Codable form differ")
     }
 
     @Test("A sync answer says null for the error of a round that succeeded, and reads back")

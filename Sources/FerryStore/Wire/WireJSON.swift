@@ -58,6 +58,12 @@ public struct WireError: Error, Sendable, CustomStringConvertible {
 
 /// Version vectors in control messages: a JSON object from store UUID to sequence number.
 public struct WireVector: Codable, Sendable, Hashable {
+    /// The vector as a ``JSONValue`` (for the hand-written fast paths of the messages on
+    /// every save's path; tests hold them equal to ``WireJSON/encode(_:)``).
+    public static func jsonValue(_ vector: VersionVector) -> JSONValue {
+        .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
+    }
+
     /// The vector.
     public var vector: VersionVector
 

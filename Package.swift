@@ -103,7 +103,7 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

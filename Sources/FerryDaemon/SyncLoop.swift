@@ -16,6 +16,8 @@ struct SyncLoop: Service {
     let pullInterval: TimeInterval
     let notifier: SystemdNotifier
     let logger: Logger
+    /// What the pull schedule reads and waits on (the coordinator must read the same clock).
+    var clock: any SyncClock = SystemSyncClock()
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
     static let longestNap: TimeInterval = 1
 
@@ -65,18 +67,18 @@ struct SyncLoop: Service {
     /// with each failed peer whose backoff has run out.
     private func pullOnSchedule(_ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
-        var nextPull = Date()  // pull from everyone at start
+        var nextPull = clock.now()  // pull from everyone at start
         while !Task.isCancelled {
             heartbeat.beat()
-            if Date() >= nextPull {
+            if clock.now() >= nextPull {
                 _ = await coordinator.round(progress: beat)
-                nextPull = Date().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
+                nextPull = clock.now().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
             } else {
                 for peer in await coordinator.failedPeersDue() { _ = await coordinator.round(peer: peer, progress: beat) }
             }
-            let wake = min(nextPull, await coordinator.nextRetry() ?? nextPull, Date().addingTimeInterval(Self.longestNap))
-            let nap = max(0.001, wake.timeIntervalSinceNow)
-            try await Task.sleep(for: .milliseconds(Int64(nap * 1000)))
+            let wake = min(nextPull, await coordinator.nextRetry() ?? nextPull, clock.now().addingTimeInterval(Self.longestNap))
+            // (At least a millisecond: a failed peer's round may still be running when its retry is due.)
+            try await clock.sleep(until: max(wake, clock.now().addingTimeInterval(0.001)))
         }
     }
 

@@ -1,0 +1,63 @@
+import Foundation
+import Logging
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+@testable import FerryDaemon
+
+/// The sync loop's pull schedule on a ``ManualClock``: rounds happen when the clock says,
+/// never because real time passed.
+@Suite("Sync schedule on a manual clock")
+struct SyncScheduleTests {
+    @Test("A full round at start; a failed peer is retried when its backoff runs out on the clock, and not before; the pull interval brings the next full round")
+    func retriesAndPullsByTheClock() async throws {
+        let directory = TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.file("s.sqlite"), model: try SampleModels.load("OrgChart"))
+        let endpoint = try ReplicationEndpoint(store: store)
+        let clock = ManualClock()
+        let start = clock.now()
+        // A peer nothing listens for: every round with it fails at once (connection refused).
+        let down = try DaemonPeer(name: "down", model: SampleModels.path("OrgChart"))  // never started
+        let nowhere = try #require(URL(string: down.url))
+        let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("down", nowhere, "token", .systemStore)], batchSize: 10,
+                                          requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
+                                          logger: Logger(label: "schedule-test"), now: { clock.now() })
+        var loop = SyncLoop(coordinator: coordinator, endpoint: endpoint, pullInterval: 1_000,
+                            notifier: SystemdNotifier(environment: [:]), logger: Logger(label: "schedule-test"))
+        loop.clock = clock
+        let running = Task { [loop] in try await loop.run() }
+        defer { running.cancel() }
+
+        /// The peer's status once it has failed `failures` times (waiting in real time, bounded).
+        func peer(afterFailures failures: Int) async throws -> StatusDocument.Peer {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                if let peer = await coordinator.status().peers.first, peer.consecutiveFailures == failures, clock.sleeperCount > 0 { return peer }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            throw DaemonPeerError(description: "the peer did not reach \(failures) failures: \(await coordinator.status().peers)")
+        }
+
+        // At start: one full round, failed; the retry is due 10 s later on the clock.
+        let first = try await peer(afterFailures: 1)
+        #expect(first.lastAttempt == start && first.retryAt == start.addingTimeInterval(10))
+        // Time does not move: nothing more happens, however long the test waits.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(await coordinator.status().peers.first?.consecutiveFailures == 1)
+        // 9 s on the clock: still inside the backoff.
+        clock.advance(by: 9)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await coordinator.status().peers.first?.consecutiveFailures == 1)
+        // Past the backoff: retried once, at that moment of the clock.
+        clock.advance(by: 1.5)
+        let second = try await peer(afterFailures: 2)
+        #expect(second.lastAttempt == start.addingTimeInterval(10.5))
+        // Past the pull interval (1,000 s ± 10 %): the next full round, whatever the backoff.
+        clock.advance(by: 1_200)
+        let third = try await peer(afterFailures: 3)
+        #expect(third.lastAttempt == start.addingTimeInterval(1_210.5))
+    }
+}

@@ -105,7 +105,12 @@ public final class InMemoryStore: PersistentStore {
     // MARK: - Writing
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
-        try state.withLock { state in
+        // This store keeps no history: a replayed change set would be written without its clocks,
+        // tombstones or record, and the next replay would merge against nothing. Refused, not ignored.
+        if request.replay != nil {
+            throw SaveError.storeFailed("an in-memory store keeps no history, so it cannot replay change sets; replay into a ReplicaStore such as SQLiteStore")
+        }
+        return try state.withLock { state in
             var conflicts: [String] = []
             for update in request.updates where state.rows[update.objectID]?.version != update.expectedVersion {
                 conflicts.append(update.objectID.uriString)

@@ -103,7 +103,9 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryDaemon",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -113,10 +115,8 @@ let package = Package(
         .executableTarget(
             name: "FerryBenchmarks",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryDaemon", "FerryTestSupport",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),

@@ -2,10 +2,7 @@ import Foundation
 import FerryModel
 import FerryStore
 import FerrySQLite
-import FerryDaemon
 import FerryTestSupport
-import Logging
-import ServiceLifecycle
 
 /// Workloads W3, W4 and W6 of DESIGN.md, with real `ferry` processes on 127.0.0.1
 /// (the release `ferry` binary next to this one: `swift build -c release --product ferry`).
@@ -93,17 +90,9 @@ enum ReplicationWorkload {
         try a.connect(to: b)
         try b.connect(to: a)
         try b.start()
-        var inProcess: (group: ServiceGroup, task: Task<Void, any Error>)?
+        var inProcess: InProcessDaemon?
         if daemonInProcess {
-            var logger = Logger(label: "w4-a")
-            logger.logLevel = .error
-            let (ports, listening) = AsyncStream<Int>.makeStream()
-            let group = try await Daemon.assemble(try Configuration.load(path: a.configuration), logger: logger) { port in
-                listening.yield(port)
-                listening.finish()
-            }
-            inProcess = (group, Task { try await group.run() })
-            _ = await ports.first { _ in true }
+            inProcess = try await InProcessDaemon(a, logLevel: .error)
         } else {
             try a.start()
         }
@@ -133,8 +122,9 @@ enum ReplicationWorkload {
             let seen = DispatchTime.now().uptimeNanoseconds
             return (Double(seen - start) / 1e6, Double(seen - returned) / 1e6)
         }
-        // Not counted: A starts first, so its first pull finds B not yet listening and waits out
-        // a backoff (~1 s) before it pushes again; W4 is about two daemons that are both running.
+        // Not counted: the first save opens the connection between the daemons and prepares what
+        // later saves reuse. (B starts before A, so A's first pull finds B listening and no backoff
+        // is left over from the start; it once was, which made the first save last a second.)
         let warmUp = try saveAndWait("W4 warm-up")
         print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.fromSave))
         var latencies: [Double] = []
@@ -153,10 +143,7 @@ enum ReplicationWorkload {
                      samples, saver, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
         print(String(format: "  the same from each save's return (A's commit) until B shows it: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99), fromCommit.last ?? 0))
-        if let inProcess {
-            await inProcess.group.triggerGracefulShutdown()
-            try await inProcess.task.value
-        }
+        try await inProcess?.stop()
         // A failed round waits for its backoff before the next try: the likeliest cause of a slow outlier.
         for peer in [a, b] {
             let failures = peer.log().split(separator: "\n").filter { $0.contains(" failed") }

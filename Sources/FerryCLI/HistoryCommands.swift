@@ -109,12 +109,9 @@ struct ConflictsCommand: ParsableCommand {
         func run() throws {
             let store = try options.openSQLiteStore()
             do {
-                for entry in try store.quarantinedChangeSets() {
-                    print(JSONValue.sortedObject(["status": .string("quarantined"), "origin": .string(entry.origin.uuidString),
-                                                  "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)
-                }
-                for entry in try ReplayEngine(store: store).heldChangeSets() {
-                    print(JSONValue.sortedObject(["status": .string("waiting"), "origin": .string(entry.origin.uuidString),
+                let listed = try store.quarantinedChangeSets().map { ("quarantined", $0) } + store.heldChangeSets().map { ("waiting", $0) }
+                for (status, entry) in listed {
+                    print(JSONValue.sortedObject(["status": .string(status), "origin": .string(entry.origin.uuidString),
                                                   "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)
                 }
             } catch {

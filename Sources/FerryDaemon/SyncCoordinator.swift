@@ -26,17 +26,19 @@ public actor SyncCoordinator {
     private var peers: [PeerRecord]
     private var tail: Task<[PeerSyncResult], Never>?
     private let logger: Logger
-    private let now: @Sendable () -> Date
+    /// The time rounds and backoffs are reckoned in; the sync loop's schedule reads it too.
+    nonisolated let clock: any SyncClock
     private var random = SystemRandomNumberGenerator()
 
     /// A coordinator for `peers` (name, URL, token, how its certificate is checked) over
-    /// `endpoint`; a failing peer is retried on `retries`. `now` is the clock (tests pass their own).
+    /// `endpoint`; a failing peer is retried on `retries`, reckoned on `clock` (tests pass a
+    /// `ManualClock`).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
-                now: @escaping @Sendable () -> Date = Date.init) {
+                clock: any SyncClock = SystemSyncClock()) {
         self.endpoint = endpoint
         self.logger = logger
-        self.now = now
+        self.clock = clock
         self.peers = peers.map { peer in
             PeerRecord(name: peer.name, url: peer.url,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
@@ -64,7 +66,7 @@ public actor SyncCoordinator {
 
     /// The peers whose backoff after a failure has run out (or that never failed).
     func peersDue() -> [String] {
-        let time = now()
+        let time = clock.now()
         return peers.filter { $0.session.canStart(at: time) }.map(\.name)
     }
 
@@ -75,7 +77,7 @@ public actor SyncCoordinator {
 
     /// The failed peers whose backoff has run out.
     func failedPeersDue() -> [String] {
-        let time = now()
+        let time = clock.now()
         return peers.filter { $0.session.consecutiveFailures > 0 && $0.session.canStart(at: time) }.map(\.name)
     }
 
@@ -85,7 +87,7 @@ public actor SyncCoordinator {
             let name = peers[index].name
             do {
                 // Forced: a round asked for (the pull interval, sync-now) runs even during a backoff.
-                try peers[index].session.start(at: now(), force: true)
+                try peers[index].session.start(at: clock.now(), force: true)
             } catch {
                 // Rounds run one at a time (see `round`), so a session is never already syncing here.
                 logger.error("sync with \(name) not started: \(error)")
@@ -102,7 +104,7 @@ public actor SyncCoordinator {
             }
             let backoff: TimeInterval?
             do {
-                backoff = try peers[index].session.finish(error: result.error, at: now(), using: &random)
+                backoff = try peers[index].session.finish(error: result.error, at: clock.now(), using: &random)
             } catch {
                 logger.error("sync with \(name) ended in an unexpected state: \(error)")
                 backoff = nil
@@ -154,7 +156,7 @@ public actor SyncCoordinator {
     /// from the store; any of them that could not be read is `null`, and `read_error` says
     /// why (`null` when every read succeeded) — a count is never left out without a word.
     public func status() async -> StatusDocument {
-        let time = now()
+        let time = clock.now()
         var document = StatusDocument(store: endpoint.storeIdentifier, model: endpoint.modelVersionHash, peers: peers.map { peer in
             var status = StatusDocument.Peer(name: peer.name, url: peer.url.absoluteString, state: peer.session.phase(at: time).name)
             status.lastAttempt = peer.session.lastAttempt

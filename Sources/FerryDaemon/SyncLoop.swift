@@ -16,8 +16,6 @@ struct SyncLoop: Service {
     let pullInterval: TimeInterval
     let notifier: SystemdNotifier
     let logger: Logger
-    /// What the pull schedule reads and waits on (the coordinator must read the same clock).
-    var clock: any SyncClock = SystemSyncClock()
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
     static let longestNap: TimeInterval = 1
 
@@ -67,6 +65,7 @@ struct SyncLoop: Service {
     /// with each failed peer whose backoff has run out.
     private func pullOnSchedule(_ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
+        let clock = coordinator.clock  // the coordinator's backoffs are reckoned on it too
         var nextPull = clock.now()  // pull from everyone at start
         while !Task.isCancelled {
             heartbeat.beat()

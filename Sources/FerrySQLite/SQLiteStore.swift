@@ -242,7 +242,7 @@ public final class SQLiteStore: PersistentStore {
         guard !request.isEmpty else { return .empty }
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
-            let saved = try pool.writeWithoutTransaction { db in
+            return try pool.writeWithoutTransaction { db in
                 var result = SaveResult.empty
                 try db.inTransaction(.immediate) {
                     result = try writer.write(request, in: db)
@@ -250,8 +250,6 @@ public final class SQLiteStore: PersistentStore {
                 }
                 return result
             }
-            noteCommit()
-            return saved
         } catch let error as SaveError {
             throw error
         } catch {
@@ -278,7 +276,7 @@ public final class SQLiteStore: PersistentStore {
     // MARK: - Commits
 
     /// A signal after each commit to the store file from now on — a save or a replay through
-    /// this process, or a commit by any other process on the same file — without polling the
+    /// this process or any other on the same file, all seen the same way — without polling the
     /// store (see ``CommitWatcher``). A burst of commits while the subscriber was busy reads as
     /// one signal; what changed is read from the store. Ends when the store is released.
     ///
@@ -293,11 +291,6 @@ public final class SQLiteStore: PersistentStore {
             return made
         }
         return watcher.commits()
-    }
-
-    /// Tells ``commits()``'s subscribers of a commit this store just made.
-    func noteCommit() {
-        watcher.withLock { $0 }?.noteCommit()
     }
 
     // MARK: - Helpers

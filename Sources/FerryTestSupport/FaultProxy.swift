@@ -202,10 +202,7 @@ public final class FaultProxy: Sendable {
             if Self.startsRequest(buffer[0..<count]) {
                 let (fault, hold, cut) = draw()
                 delay = fault == .delay ? hold : 0
-                let cutsResponse = fault == .truncateResponse || fault == .truncateHeaders || fault == .reset
-                connection.setResponseFaults(fault: fault, budget: cutsResponse ? cut : Int.max,
-                                             reset: fault == .reset, delay: delay,
-                                             headers: fault == .truncateHeaders ? .cutInside : fault == .truncateResponse ? .skip : .count)
+                connection.setResponseFaults(fault: fault, cut: cut, delay: delay)
                 switch fault {
                 case .drop:
                     // Swallow the request, answer nothing for a moment, then close.
@@ -313,8 +310,16 @@ private final class ConnectionFaults: Sendable {
 
     private let response = Mutex(Response())
 
-    func setResponseFaults(fault: FaultProxy.Fault, budget: Int, reset: Bool, delay: TimeInterval, headers: Headers) {
-        response.withLock { $0.fault = fault; $0.budget = budget; $0.reset = reset; $0.delay = delay; $0.headers = headers }
+    /// The current request's fault: a cut or reset `cut` bytes in (counted from where `fault`
+    /// says: the first byte, the end of the headers, or inside them), and a hold-back per chunk.
+    func setResponseFaults(fault: FaultProxy.Fault, cut: Int, delay: TimeInterval) {
+        response.withLock { state in
+            state.fault = fault
+            state.budget = [.truncateResponse, .truncateHeaders, .reset].contains(fault) ? cut : Int.max
+            state.reset = fault == .reset
+            state.headers = fault == .truncateHeaders ? .cutInside : fault == .truncateResponse ? .skip : .count
+            state.delay = delay
+        }
     }
 
     /// How many of the response bytes `chunk` may pass, whether to reset after a cut, the

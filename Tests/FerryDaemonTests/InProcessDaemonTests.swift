@@ -1,11 +1,8 @@
 import Foundation
-import Logging
-import ServiceLifecycle
 import Testing
 import FerryModel
 import FerryStore
 import FerrySQLite
-import FerryDaemon
 import FerryTestSupport
 
 /// Daemons assembled inside the test process (`Daemon.assemble`): no `ferry run`
@@ -13,43 +10,15 @@ import FerryTestSupport
 /// metrics system, so a second daemon in one process ended it.
 @Suite("Daemons in process")
 struct InProcessDaemonTests {
-    /// A daemon of `peer`'s configuration running in this process, and its port once it listens.
-    final class Running: Sendable {
-        let group: ServiceGroup
-        let task: Task<Void, any Error>
-        let port: Task<Int, Never>
-
-        init(_ peer: DaemonPeer) async throws {
-            let (ports, listening) = AsyncStream<Int>.makeStream()
-            let configuration = try Configuration.load(path: peer.configuration)
-            var logger = Logger(label: "in-process-\(peer.name)")
-            logger.logLevel = .warning
-            group = try await Daemon.assemble(configuration, logger: logger) { port in
-                listening.yield(port)
-                listening.finish()
-            }
-            let group = self.group
-            task = Task { try await group.run() }
-            port = Task { await ports.first { _ in true } ?? -1 }
-        }
-
-        /// Stops the daemon gracefully and waits for it.
-        func stop() async throws {
-            await group.triggerGracefulShutdown()
-            try await task.value
-        }
-    }
-
     @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly")
     func twoDaemonsReplicate() async throws {
         let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 3600)
         let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 3600)
         try a.connect(to: b)
         try b.connect(to: a)
-        let runningB = try await Running(b)
-        let runningA = try await Running(a)
-        let ports = (await runningA.port.value, await runningB.port.value)
-        #expect(ports == (a.port, b.port))
+        let runningB = try await InProcessDaemon(b)
+        let runningA = try await InProcessDaemon(a)
+        #expect(runningA.port == a.port && runningB.port == b.port)
 
         // A save on A's file in this process (another connection than the daemon's own).
         let model = try XcodeModelReader.read(at: a.model)

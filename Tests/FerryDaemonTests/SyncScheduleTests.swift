@@ -24,10 +24,9 @@ struct SyncScheduleTests {
         let nowhere = try #require(URL(string: down.url))
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("down", nowhere, "token", .systemStore)], batchSize: 10,
                                           requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
-                                          logger: Logger(label: "schedule-test"), now: { clock.now() })
-        var loop = SyncLoop(coordinator: coordinator, endpoint: endpoint, pullInterval: 1_000,
+                                          logger: Logger(label: "schedule-test"), clock: clock)
+        let loop = SyncLoop(coordinator: coordinator, endpoint: endpoint, pullInterval: 1_000,
                             notifier: SystemdNotifier(environment: [:]), logger: Logger(label: "schedule-test"))
-        loop.clock = clock
         let running = Task { [loop] in try await loop.run() }
         defer { running.cancel() }
 

@@ -123,12 +123,7 @@ struct PeopleWriter {
     /// One save of `count` new people on `peer` (each managed by an earlier one of the save)
     /// and up to three edits of people that peer saved before.
     mutating func save(on peer: DaemonPeer, count: Int, random: inout SeededGenerator) throws {
-        var operations: [String] = []
-        for offset in 0..<count {
-            let id = objects + offset
-            let manager = offset > 0 ? #","manager":"r\#(objects + offset / 4)""# : ""
-            operations.append(#"{"op":"insert","entity":"Person","ref":"r\#(id)","values":{"id":\#(id),"name":"P\#(id)"\#(manager)}}"#)
-        }
+        var operations = Self.inserts(from: objects, count: count)
         let earlier = own[peer.name] ?? []
         for _ in 0..<min(3, earlier.count) {
             let uri = earlier[Int.random(in: 0..<earlier.count, using: &random)]
@@ -147,18 +142,23 @@ struct PeopleWriter {
         var next = objects
         for _ in 0..<count {
             let size = Int.random(in: perSave, using: &random)
-            let operations = (0..<size).map { offset in
-                let id = next + offset
-                let manager = offset > 0 ? #","manager":"r\#(next + offset / 4)""# : ""
-                return #"{"op":"insert","entity":"Person","ref":"r\#(id)","values":{"id":\#(id),"name":"P\#(id)"\#(manager)}}"#
-            }
-            lines.append("[" + operations.joined(separator: ",") + "]")
+            lines.append("[" + Self.inserts(from: next, count: size).joined(separator: ",") + "]")
             next += size
         }
         let refs = try peer.put(lines.joined(separator: "\n"))
         own[peer.name, default: []] += refs.values.sorted().prefix(5)
         objects = next
         saves += count
+    }
+
+    /// The insert operations of people `first`, `first + 1`, … (each after the first of a save
+    /// managed by an earlier one of the same save).
+    private static func inserts(from first: Int, count: Int) -> [String] {
+        (0..<count).map { offset in
+            let id = first + offset
+            let manager = offset > 0 ? #","manager":"r\#(first + offset / 4)""# : ""
+            return #"{"op":"insert","entity":"Person","ref":"r\#(id)","values":{"id":\#(id),"name":"P\#(id)"\#(manager)}}"#
+        }
     }
 }
 

@@ -146,7 +146,6 @@ extension SQLiteStore: ReplicaStore {
                     return .commit
                 }
             }
-            noteCommit()
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

@@ -15,9 +15,9 @@ import Glibc
 /// not see) only after its sync, so each wake-up is followed by a few checks of
 /// SQLite's `PRAGMA data_version` on a connection of the watcher's own, at
 /// growing intervals (every 0.25 ms at first, up to half a second), until the number changes: a change
-/// means another connection committed. Saves made through this process's
-/// ``SQLiteStore`` also say so directly (``noteCommit()``), with no wait at all.
-/// Where inotify is not available, `data_version` is checked every 50 ms instead.
+/// means another connection committed — and the watcher's connection is its own, so that covers
+/// this process's saves as well as other processes'. Where inotify is not available,
+/// `data_version` is checked every 50 ms instead.
 ///
 /// Each subscriber gets an `AsyncStream` that holds at most one pending signal:
 /// a burst of commits while it was busy reads as one. A signal says only that
@@ -57,11 +57,6 @@ final class CommitWatcher: Sendable {
         return stream
     }
 
-    /// Called after this process committed to the file: wakes the subscribers at once.
-    func noteCommit() {
-        broadcast()
-    }
-
     private func broadcast() {
         let continuations = subscribers.withLock { Array($0.continuations.values) }
         for continuation in continuations { continuation.yield() }
@@ -69,13 +64,21 @@ final class CommitWatcher: Sendable {
 }
 
 /// The watching thread: inotify on the store's folder (Linux), `data_version` checks after each wake-up.
+///
+/// Armed when it is made — the watch added and the first `data_version` read before the
+/// initializer returns — so that a commit made once ``SQLiteStore/commits()`` has returned is
+/// never missed, however late the thread gets to run.
 private final class WatchLoop: Sendable {
-    private let path: String
     private let walName: String
-    private let folder: String
     /// Written to by ``stop()`` to wake the thread.
     private let stopPipe: (read: Int32, write: Int32)
     private let stopped = Atomic<Bool>(false)
+    /// The watcher's own connection, for `PRAGMA data_version`.
+    private let connection: DatabaseQueue
+    /// `data_version` when the watcher was armed.
+    private let initialVersion: Int64?
+    /// The inotify descriptor; nil where inotify cannot be used.
+    private let watch: Int32?
 
     /// Delays after a wake-up at which `data_version` is read, in microseconds: every 0.25 ms for
     /// the first 2 ms (a commit's sync, about a millisecond here, lies between its last write and
@@ -87,15 +90,25 @@ private final class WatchLoop: Sendable {
     static let fallbackInterval = 50
 
     init?(path: String) {
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let connection = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return nil }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         stopPipe = (fds[0], fds[1])
         let url = URL(fileURLWithPath: path)
-        self.path = path
-        self.walName = url.lastPathComponent + "-wal"
-        self.folder = url.deletingLastPathComponent().path
+        walName = url.lastPathComponent + "-wal"
+        self.connection = connection
+        watch = Self.watchFolder(url.deletingLastPathComponent().path)
+        initialVersion = Self.dataVersion(on: connection)
+    }
+
+    /// SQLite's `PRAGMA data_version` on `connection` (a cached statement: read hundreds of
+    /// times a second while commits come in).
+    private static func dataVersion(on connection: DatabaseQueue) -> Int64? {
+        try? connection.inDatabase { db in try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) }
     }
 
     func start(onCommit: @escaping @Sendable () -> Void) {
@@ -114,24 +127,16 @@ private final class WatchLoop: Sendable {
         defer {
             close(stopPipe.read)
             close(stopPipe.write)
+            if let watch { close(watch) }
         }
-        var configuration = Configuration()
-        configuration.readonly = true
-        guard let connection = try? DatabaseQueue(path: path, configuration: configuration) else { return }
-        func dataVersion() -> Int64? {
-            // (A cached statement: read hundreds of times a second while commits come in.)
-            try? connection.inDatabase { db in try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) }
-        }
-        var lastVersion = dataVersion()
+        var lastVersion = initialVersion
         /// Reads `data_version`; true (and remembered) when it changed.
         func changed() -> Bool {
-            guard let version = dataVersion(), version != lastVersion else { return false }
+            guard let version = Self.dataVersion(on: connection), version != lastVersion else { return false }
             lastVersion = version
             return true
         }
 
-        let watch = Self.watchFolder(folder)
-        defer { if let watch { close(watch) } }
         // Pending checks after the last wake-up: deadlines in uptime nanoseconds.
         var checks: [UInt64] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

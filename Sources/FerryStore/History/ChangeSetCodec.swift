@@ -31,7 +31,12 @@ public enum ChangeSetCodec {
 
     /// A version vector as JSON: `{"UUID": seq, …}`.
     public static func encode(_ vector: VersionVector) -> String {
-        JSONValue.sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) })).text
+        vectorValue(vector).text
+    }
+
+    /// A version vector as a ``JSONValue`` object (sorted by store UUID), for messages that carry one.
+    public static func vectorValue(_ vector: VersionVector) -> JSONValue {
+        .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
     }
 
     /// Reads a version vector (`{"UUID": seq, …}`).
@@ -39,10 +44,16 @@ public enum ChangeSetCodec {
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("the version vector is not JSON: \(error)") }
         guard let members = json.objectMembers else { throw ChangeSetError.malformed("a version vector is a JSON object {\"STORE-UUID\": SEQ, …}") }
+        return try vector(members.map { key, value in (key, value.integerValue) })
+    }
+
+    /// A version vector from its entries (store UUID text, sequence number; nil where the JSON
+    /// held no whole number), each checked: a store UUID, a whole number ≥ 0.
+    public static func vector(_ entries: some Sequence<(String, Int64?)>) throws(ChangeSetError) -> VersionVector {
         var vector: VersionVector = [:]
-        for (key, value) in members {
+        for (key, sequence) in entries {
             guard let store = UUID(uuidString: key) else { throw ChangeSetError.malformed("'\(key)' in the version vector is not a store UUID") }
-            guard case .integer(let sequence) = value, sequence >= 0 else {
+            guard let sequence, sequence >= 0 else {
                 throw ChangeSetError.malformed("the version vector's entry for \(key) must be a whole number ≥ 0")
             }
             vector[store] = sequence

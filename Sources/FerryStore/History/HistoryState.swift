@@ -41,6 +41,6 @@ public struct HistoryState: Sendable, Hashable, Codable {
     /// push takes.
     public var json: String {
         JSONValue.sortedObject(["store": .string(store.uuidString), "model": .string(modelHash),
-                                "vector": WireVector.jsonValue(vector)]).text
+                                "vector": ChangeSetCodec.vectorValue(vector)]).text
     }
 }

@@ -35,6 +35,12 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         return nil
     }
 
+    /// The number, for whole numbers.
+    public var integerValue: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
     /// A short name of the kind of value, for error messages.
     public var kindName: String {
         switch self {

@@ -56,14 +56,9 @@ public struct WireError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Version vectors in control messages: a JSON object from store UUID to sequence number.
+/// Version vectors in control messages: a JSON object from store UUID to sequence number,
+/// checked as ``ChangeSetCodec/vector(_:)`` checks the vectors of change sets and pulls.
 public struct WireVector: Codable, Sendable, Hashable {
-    /// The vector as a ``JSONValue`` (for the hand-written fast paths of the messages on
-    /// every save's path; tests hold them equal to ``WireJSON/encode(_:)``).
-    public static func jsonValue(_ vector: VersionVector) -> JSONValue {
-        .sortedObject(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.uuidString, JSONValue.integer($0.value)) }))
-    }
-
     /// The vector.
     public var vector: VersionVector
 
@@ -74,17 +69,11 @@ public struct WireVector: Codable, Sendable, Hashable {
 
     public init(from decoder: any Decoder) throws {
         let members = try decoder.singleValueContainer().decode([String: Int64].self)
-        var vector: VersionVector = [:]
-        for (key, sequence) in members {
-            guard let store = UUID(uuidString: key) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "'\(key)' in a version vector is not a store UUID"))
-            }
-            guard sequence >= 0 else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "the version vector's entry for \(key) is negative"))
-            }
-            vector[store] = sequence
+        do {
+            vector = try ChangeSetCodec.vector(members.map { ($0.key, Optional($0.value)) })
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
         }
-        self.vector = vector
     }
 
     public func encode(to encoder: any Encoder) throws {

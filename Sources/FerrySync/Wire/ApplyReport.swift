@@ -47,7 +47,7 @@ public struct ApplyReport: Sendable, Hashable, Codable {
         JSONValue.sortedObject([
             "applied": .integer(Int64(applied)), "duplicate": .integer(Int64(duplicate)),
             "waiting": .integer(Int64(waiting)), "quarantined": .integer(Int64(quarantined)),
-            "vector": WireVector.jsonValue(vector),
+            "vector": ChangeSetCodec.vectorValue(vector),
         ]).text
     }
 }

@@ -209,7 +209,10 @@ public final class FaultProxy: Sendable {
                     Thread.sleep(forTimeInterval: 0.3)
                     return
                 case .truncateRequest:
-                    requestBudget = cut
+                    // Somewhere inside this request (its head and the body its Content-Length
+                    // announces, or this first chunk), so that even a short request is cut.
+                    let length = HTTPHead(in: buffer[0..<count]).map { $0.end + ($0.contentLength ?? count - $0.end) } ?? count
+                    requestBudget = cut % max(length, 1)
                 default:
                     requestBudget = Int.max
                 }
@@ -289,11 +292,16 @@ public final class FaultProxy: Sendable {
 /// What the current request of one connection does to its response, and whether
 /// the connection was ended (the two directions race to end it; the first wins).
 private final class ConnectionFaults: Sendable {
-    /// Where a cut may fall relative to the response's header block.
+    /// Where a cut may fall relative to the response's header block. The cut is placed once the
+    /// response's first chunk shows its head, within the bytes the response is known to have (its
+    /// head and the body its Content-Length announces, or what the first chunk holds of a chunked
+    /// body), so that a short answer is cut too and every drawn cut really changes bytes.
     enum Headers {
-        /// Anywhere: the budget counts from the first byte.
+        /// Already placed, or no cut: the budget counts down from here.
         case count
-        /// In the body: the budget counts from the end of the headers.
+        /// Anywhere in the response, head or body.
+        case anywhere
+        /// In the body, after the header block.
         case skip
         /// Inside the header block.
         case cutInside
@@ -317,7 +325,12 @@ private final class ConnectionFaults: Sendable {
             state.fault = fault
             state.budget = [.truncateResponse, .truncateHeaders, .reset].contains(fault) ? cut : Int.max
             state.reset = fault == .reset
-            state.headers = fault == .truncateHeaders ? .cutInside : fault == .truncateResponse ? .skip : .count
+            state.headers = switch fault {
+            case .truncateHeaders: .cutInside
+            case .truncateResponse: .skip
+            case .reset: .anywhere
+            default: .count
+            }
             state.delay = delay
         }
     }
@@ -327,9 +340,15 @@ private final class ConnectionFaults: Sendable {
     func takeResponseBytes(_ chunk: ArraySlice<UInt8>) -> (allowed: Int, reset: Bool, delay: TimeInterval, fault: FaultProxy.Fault) {
         response.withLock { state in
             let count = chunk.count
-            if state.budget != Int.max, state.headers != .count, let end = Self.headerEnd(in: chunk) {
-                // The first chunk of a cut response: place the cut after, or inside, its headers.
-                state.budget = state.headers == .skip ? end + state.budget : 1 + state.budget % max(end - 1, 1)
+            if state.budget != Int.max, state.headers != .count, let head = HTTPHead(in: chunk) {
+                // The first chunk of a cut response: place the cut inside its headers, in its body, or anywhere.
+                let body = head.contentLength ?? count - head.end
+                switch state.headers {
+                case .cutInside: state.budget = 1 + state.budget % max(head.end - 1, 1)
+                case .skip: state.budget = head.end + (body > 0 ? state.budget % body : state.budget)
+                case .anywhere: state.budget %= max(head.end + body, 1)
+                case .count: break
+                }
                 state.headers = .count
             }
             let allowed = min(count, state.budget)
@@ -338,21 +357,33 @@ private final class ConnectionFaults: Sendable {
         }
     }
 
-    /// The length of the header block (through its blank line) at the start of `chunk`, if it ends there.
-    private static func headerEnd(in chunk: ArraySlice<UInt8>) -> Int? {
-        let bytes = Array(chunk)
-        guard bytes.count >= 4 else { return nil }
-        for index in 0...(bytes.count - 4) where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
-            return index + 4
-        }
-        return nil
-    }
-
     /// True for the first caller only.
     func claimFinish() -> Bool {
         response.withLock { state in
             defer { state.finished = true }
             return !state.finished
         }
+    }
+}
+
+/// The head of an HTTP message at the start of a chunk: where its header block ends (through the
+/// blank line) and the body length its Content-Length header announces, if any.
+private struct HTTPHead {
+    let end: Int
+    let contentLength: Int?
+
+    /// Nil when the chunk does not hold a whole header block.
+    init?(in chunk: ArraySlice<UInt8>) {
+        let bytes = Array(chunk)
+        guard bytes.count >= 4,
+              let index = (0...(bytes.count - 4)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 })
+        else { return nil }
+        end = index + 4
+        let head = String(decoding: bytes[0..<index], as: UTF8.self)
+        contentLength = head.split(separator: "\r\n").lazy.compactMap { line -> Int? in
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+            return Int(parts[1].trimmingCharacters(in: .whitespaces))
+        }.first
     }
 }

@@ -208,7 +208,7 @@ public struct ReplayEngine: Sendable {
         var refused = Set<String>()
         for _ in 0..<8 {
             let context = container.newContext()
-            var merge = MergeContext(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused)
+            var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused)
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {

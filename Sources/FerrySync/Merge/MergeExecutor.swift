@@ -1,0 +1,112 @@
+import Foundation
+import FerryModel
+import FerryStore
+
+/// Carries a change set's ``MergePlan`` out on a fresh context: reads the
+/// ``MergeFacts`` from the store, asks ``MergePlanner`` for the plan, makes its
+/// writes, and runs the delete rules. The caller saves the context with
+/// ``annotation``, which tells the store what to record.
+struct MergeExecutor {
+    let store: any ReplicaStore
+    let context: ManagedObjectContext
+    let changeSet: ChangeSet
+    private(set) var annotation: ReplayAnnotation
+    /// Objects by origin URI: those that exist here, and those the plan created.
+    private var objects: [String: ManagedObject] = [:]
+
+    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
+    let refusedDeletes: Set<String>
+
+    init(store: any ReplicaStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String, refusedDeletes: Set<String> = []) {
+        self.store = store
+        self.context = context
+        self.changeSet = changeSet
+        self.annotation = ReplayAnnotation(changeSet: changeSet, body: body)
+        self.refusedDeletes = refusedDeletes
+    }
+
+    /// The origin URI of an object of this merge.
+    func originURI(of id: ObjectID) -> String? {
+        objects.first { $0.value.objectID == id }?.key
+    }
+
+    /// Plans the merge and makes its writes on the context.
+    /// - Throws: ``MergeProblem`` when the change set names an object this store never received.
+    mutating func applyChanges() throws {
+        let context = self.context
+        let (facts, localIDs) = try MergeFacts.gather(for: changeSet, from: store) { ids in
+            // Load the rows in one read, rather than one read each.
+            try context.registerExisting(ids)
+            return Set(ids.filter { (try? context.existingObject(with: $0)) != nil })
+        }
+        for (uri, id) in localIDs {
+            objects[uri] = try context.existingObject(with: id)
+        }
+        let plan = try MergePlanner.plan(changeSet, model: store.model, facts: facts, refusedDeletes: refusedDeletes)
+        try carryOut(plan)
+        // Run delete rules now, so that objects this change set inserted and a
+        // rule then deleted leave tombstones: later updates to them are ignored.
+        try context.processPendingChanges()
+        for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) {
+            guard let object = objects[uri], object.isDeleted, object.objectID == id else { continue }
+            annotation.repairDeletes.append((uri, object.entity.name))
+        }
+    }
+
+    private mutating func carryOut(_ plan: MergePlan) throws {
+        for step in plan.steps {
+            switch step {
+            case .create(let uri, let entity, let keeping):
+                try insert(uri, entity: entity, keeping: keeping)
+            case .resurrect(let uri, let entity, let keeping):
+                let object = try insert(uri, entity: entity, keeping: keeping)
+                annotation.resurrected.insert(object.objectID)
+            case .set(let uri, let property, let value):
+                let target = try object(uri)
+                switch value {
+                case .null:
+                    if target.entity.attribute(named: property) != nil {
+                        try target.setAttributeValue(nil, forKey: property)
+                    } else {
+                        try target.setToOneValue(nil, forKey: property)
+                    }
+                case .attribute(let attribute):
+                    try target.setAttributeValue(attribute, forKey: property)
+                case .object(let destination):
+                    try target.setToOneValue(try object(destination), forKey: property)
+                }
+            case .add(let uri, let relationship, let member):
+                try object(uri).mutableSetValue(forKey: relationship).insert(try object(member))
+            case .remove(let uri, let relationship, let member):
+                try object(uri).mutableSetValue(forKey: relationship).remove(try object(member))
+            case .delete(let uri):
+                context.delete(try object(uri))
+            }
+        }
+        for (uri, properties) in plan.clocks {
+            annotation.writes[try object(uri).objectID, default: []].formUnion(properties)
+        }
+        for uri in plan.deletes { annotation.deletes.insert(try object(uri).objectID) }
+        for uri in plan.restored { annotation.restored.insert(try object(uri).objectID) }
+        annotation.tombstonesOnly = plan.tombstonesOnly.map { ($0.uri, $0.entity) }
+    }
+
+    /// Inserts an object for `uri`; attributes with a default that `keeping` does not name are
+    /// cleared (inserts, restores and tombstones carry every non-nil value, so a default they
+    /// leave out was set to nil where they were made).
+    @discardableResult
+    private mutating func insert(_ uri: String, entity: String, keeping: Set<String>) throws -> ManagedObject {
+        let inserted = try context.insert(entityName: entity)
+        for attribute in inserted.entity.attributes where attribute.defaultValue != nil && !attribute.isTransient && !keeping.contains(attribute.name) {
+            try inserted.setAttributeValue(nil, forKey: attribute.name)
+        }
+        objects[uri] = inserted
+        annotation.originURIs[inserted.objectID] = uri
+        return inserted
+    }
+
+    private func object(_ uri: String) throws -> ManagedObject {
+        guard let found = objects[uri] else { throw MergeProblem.unknownObject(uri, place: "the merge plan") }
+        return found
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import FerryModel
+import FerryStore
+
+/// Decides what replaying a change set does here: every merge rule of docs/SYNC.md
+/// lives in this file. It reads nothing but the change set, the model and the
+/// ``MergeFacts`` the store gave, and returns a ``MergePlan``; it writes nothing.
+///
+/// - **values and members**: last writer wins per (object, property) and per
+///   (object, relationship, member), by (timestamp, origin); a property never
+///   written since its insert takes any write;
+/// - **inserts** create their object (defaults they leave out cleared) unless it
+///   exists or was deleted here;
+/// - **deletes** win over updates; a delete older than a restore of its object is
+///   ignored; a delete a Deny rule refused here keeps the object and records a restore;
+///   a delete of an object never seen leaves a tombstone only;
+/// - **restores** newer than an object's delete bring it back with their values;
+/// - **references to objects deleted here** are repaired by the deleted side's rule:
+///   Cascade deletes the referrer, Deny brings the object back from its tombstone,
+///   Nullify and No Action leave the reference nil; a reference to an object never
+///   received is a ``MergeProblem`` (the change set is quarantined).
+///
+/// What the delete rules then do to the local graph is not the planner's: the
+/// context runs them, and the store records their effects as a change set of its own.
+struct MergePlanner {
+    let changeSet: ChangeSet
+    let model: ManagedObjectModel
+    let facts: MergeFacts
+    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
+    let refusedDeletes: Set<String>
+
+    private var plan = MergePlan()
+    /// Objects the plan creates (new inserts and resurrections): every write to them wins.
+    private var created: Set<String> = []
+    private var resurrected: Set<String> = []
+    /// Objects the plan deletes.
+    private var deleted: Set<String> = []
+    /// Deleted here, as the plan goes: the facts' tombstones, minus resurrections, plus tombstones it adds.
+    private var buried: [String: Bool] = [:]
+
+    init(changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = []) {
+        self.changeSet = changeSet
+        self.model = model
+        self.facts = facts
+        self.refusedDeletes = refusedDeletes
+    }
+
+    /// The plan for the change set.
+    /// - Throws: ``MergeProblem`` when it names an object this store never received.
+    static func plan(_ changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = []) throws(MergeProblem) -> MergePlan {
+        var planner = MergePlanner(changeSet: changeSet, model: model, facts: facts, refusedDeletes: refusedDeletes)
+        try planner.decide()
+        return planner.plan
+    }
+
+    private mutating func decide() throws(MergeProblem) {
+        // Create the inserted objects first: a change may refer to one inserted later in the set.
+        for change in changeSet.changes where change.kind == .insert {
+            guard !isBuried(change.uri), !exists(change.uri) else { continue }
+            plan.steps.append(.create(uri: change.uri, entity: change.entity, keeping: Set(change.values.keys)))
+            created.insert(change.uri)
+        }
+        for change in changeSet.changes {
+            switch change.kind {
+            case .insert:
+                guard !isBuried(change.uri), exists(change.uri) else { continue }
+                try write(change, isNew: created.contains(change.uri))
+            case .update:
+                guard !isBuried(change.uri) else { continue }
+                guard exists(change.uri) else { throw .unknownObject(change.uri, place: "an update") }
+                try write(change, isNew: false)
+            case .restore:
+                try restore(change)
+            case .delete:
+                if exists(change.uri) {
+                    if refusedDeletes.contains(change.uri) {
+                        plan.restored.insert(change.uri)
+                    } else if let kept = facts.stamp(of: change.uri, property: ReplayAnnotation.existenceKey), !isLater(than: kept) {
+                        continue  // restored after this delete was made
+                    } else if !deleted.contains(change.uri) {
+                        delete(change.uri)
+                        plan.deletes.insert(change.uri)
+                    }
+                } else if !isBuried(change.uri) {
+                    plan.tombstonesOnly.append(.init(uri: change.uri, entity: change.entity))
+                    buried[change.uri] = true
+                }
+            }
+        }
+    }
+
+    // MARK: - Rules
+
+    /// Whether this change set's clock is later than `stamp`'s (ties broken by origin, as text).
+    private func isLater(than stamp: WriteStamp) -> Bool {
+        if changeSet.timestamp != stamp.timestamp { return changeSet.timestamp > stamp.timestamp }
+        return changeSet.origin.uuidString > stamp.origin.uuidString
+    }
+
+    /// Whether this change set's write of `property` beats the last one applied here.
+    private func wins(_ uri: String, _ property: String) -> Bool {
+        guard !created.contains(uri), let last = facts.stamp(of: uri, property: property) else { return true }
+        return isLater(than: last)
+    }
+
+    /// A restore wins over a delete older than it: the object comes back (on a
+    /// new row, under its origin URI) with the restore's values.
+    private mutating func restore(_ change: ObjectChange) throws(MergeProblem) {
+        if isBuried(change.uri) {
+            guard let tombstone = facts.tombstone(of: change.uri),
+                  isLater(than: WriteStamp(timestamp: tombstone.timestamp, origin: tombstone.origin)) else { return }
+            resurrect(change.uri, entity: change.entity, keeping: Set(change.values.keys))
+            try write(change, isNew: true)
+            plan.clocks[change.uri, default: []].formUnion(change.values.keys)
+            plan.clocks[change.uri, default: []].insert(ReplayAnnotation.existenceKey)
+        } else if exists(change.uri) {
+            try write(change, isNew: false)
+            if wins(change.uri, ReplayAnnotation.existenceKey) { plan.clocks[change.uri, default: []].insert(ReplayAnnotation.existenceKey) }
+        }
+    }
+
+    /// The writes of one change that win. A plain insert needs no clocks (every later
+    /// write follows it); a resurrected object does.
+    private mutating func write(_ change: ObjectChange, isNew: Bool) throws(MergeProblem) {
+        let uri = change.uri
+        guard !deleted.contains(uri) else { return }
+        let clocked = !isNew || resurrected.contains(uri)
+        for (name, value) in change.values.sorted(by: { $0.key < $1.key }) {
+            guard isNew || wins(uri, name) else { continue }
+            switch value {
+            case .null, .attribute:
+                plan.steps.append(.set(uri: uri, property: name, value: value))
+            case .object(let target):
+                // A reference to an object deleted here becomes nil (after the deleted side's rule ran).
+                let destination = try reference(target, from: uri, entity: change.entity, relationship: name)
+                if deleted.contains(uri) { return }
+                plan.steps.append(.set(uri: uri, property: name, value: destination.map(ChangeValue.object) ?? .null))
+            }
+            if clocked { plan.clocks[uri, default: []].insert(name) }
+            if deleted.contains(uri) { return }
+        }
+        for (relationship, members) in change.added.sorted(by: { $0.key < $1.key }) {
+            for member in members.sorted() {
+                let key = relationship + " " + member
+                guard isNew || wins(uri, key) else { continue }
+                if clocked { plan.clocks[uri, default: []].insert(key) }
+                guard let found = try reference(member, from: uri, entity: change.entity, relationship: relationship) else { continue }
+                if deleted.contains(uri) { return }
+                plan.steps.append(.add(uri: uri, relationship: relationship, member: found))
+            }
+        }
+        for (relationship, members) in change.removed.sorted(by: { $0.key < $1.key }) {
+            for member in members.sorted() {
+                let key = relationship + " " + member
+                guard isNew || wins(uri, key) else { continue }
+                if clocked { plan.clocks[uri, default: []].insert(key) }
+                guard !isBuried(member), exists(member) else { continue }
+                plan.steps.append(.remove(uri: uri, relationship: relationship, member: member))
+            }
+        }
+    }
+
+    /// The object a reference points to; nil when it was deleted here, after
+    /// repairing the referrer by the deleted side's delete rule (Cascade deletes
+    /// the referrer; Nullify and No Action drop the reference; Deny brings the object back).
+    private mutating func reference(_ target: String, from source: String, entity: String, relationship name: String) throws(MergeProblem) -> String? {
+        if !isBuried(target), exists(target), !deleted.contains(target) { return target }
+        guard isBuried(target) || deleted.contains(target) else {
+            throw .unknownObject(target, place: "\(entity).\(name)")
+        }
+        let inverse = model.entity(named: entity)?.relationship(named: name).flatMap { model.inverse(of: $0) }
+        switch inverse?.deleteRule {
+        case .cascade?:
+            delete(source)
+        case .deny?:
+            // The delete would have been refused had the reference been here: bring the object back.
+            guard isBuried(target), let tombstone = facts.tombstone(of: target) else { return nil }
+            resurrect(target, entity: tombstone.entity, keeping: Set(tombstone.values.keys))
+            plan.restored.insert(target)
+            try write(ObjectChange(kind: .restore, uri: target, entity: tombstone.entity, values: tombstone.values), isNew: true)
+            return target
+        default:
+            break
+        }
+        return nil
+    }
+
+    // MARK: - Objects as the plan goes
+
+    private func isBuried(_ uri: String) -> Bool {
+        buried[uri] ?? facts.isBuried(uri)
+    }
+
+    /// Whether the object exists here or the plan created it (deleted or not).
+    private func exists(_ uri: String) -> Bool {
+        created.contains(uri) || (facts.isLive(uri) && !isBuried(uri))
+    }
+
+    private mutating func resurrect(_ uri: String, entity: String, keeping: Set<String>) {
+        plan.steps.append(.resurrect(uri: uri, entity: entity, keeping: keeping))
+        created.insert(uri)
+        resurrected.insert(uri)
+        buried[uri] = false
+    }
+
+    private mutating func delete(_ uri: String) {
+        guard !deleted.contains(uri) else { return }
+        plan.steps.append(.delete(uri: uri))
+        deleted.insert(uri)
+    }
+}

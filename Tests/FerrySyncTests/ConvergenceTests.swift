@@ -10,7 +10,8 @@ import FerryTestSupport
 /// hold the same content, whatever order they arrived in. Random operations on
 /// 3–5 replicas, random partial exchanges in random orders, then exchanges
 /// until nothing new flows: every dump must be identical and every change set
-/// taken in everywhere. `FERRY_SOAK=N` runs N seeds instead of 200; a failure
+/// taken in everywhere. Each run mixes SQLite and in-memory stores, with and
+/// without the direct-insert fast path. `FERRY_SOAK=N` runs N seeds instead of 200; a failure
 /// names its seed, and `FERRY_SEED=S` replays that one.
 @Suite("Convergence of random replicas")
 struct ConvergenceTests {
@@ -130,10 +131,11 @@ struct ConvergenceTests {
         case .departments: Self.departments
         }
         // Store UUIDs from the seed too: they order origins and name objects, so a seed must fix them to replay exactly.
-        // Every other replica merges without the direct-insert fast path, so the two paths must agree too.
+        // Every other replica merges without the direct-insert fast path, so the two paths must agree too;
+        // replicas 0, 1 and 4 are SQLite stores, 2 and 3 in-memory ones, so the two stores must agree as well.
         let replicas = try (0..<(3 + Int(seed / 3 % 3))).map { index in
             try Replica(model: model, identifier: UUID(uuidString: String(format: "%08X-0000-4000-8000-%012X", UInt32(truncatingIfNeeded: seed), index)),
-                        directInserts: index % 2 == 0)
+                        directInserts: index % 2 == 0, kind: index % 4 < 2 ? .sqlite : .memory)
         }
         for _ in 0..<24 {
             if Int.random(in: 0..<3, using: &random) == 0 {

@@ -80,7 +80,7 @@ struct DirectInsertReplayTests {
         let localThere = try #require(try origin.object(local.objectID.uriString))
         try origin.context.make("Person", ["id": Int64(8), "name": "New", "manager": localThere])
         try origin.context.save()
-        let line = try #require(try origin.store.changeSetLines(after: [receiver.store.identifier: 1]).last)
+        let line = try #require(try origin.store.changeSetLines(after: [receiver.store.identifier: 1], limit: nil).last)
         #expect(try direct(receiver, line))
         #expect(try receiver.dump() == origin.dump())
     }

@@ -7,7 +7,8 @@ import FerrySync
 import FerryTestSupport
 
 /// One test per merge rule of docs/SYNC.md, each with two replicas that change
-/// the same data concurrently and then exchange change sets in both orders.
+/// the same data concurrently and then exchange change sets in both orders,
+/// on each kind of store (SQLite and in memory).
 @Suite("Merge rules")
 struct MergeRuleTests {
     static let orgChart = try! SampleModels.load("OrgChart")
@@ -25,18 +26,19 @@ struct MergeRuleTests {
     }
 
     /// Two replicas with the same starting data (made on `a`), and the origin URIs of the named objects.
-    func pair(_ model: ManagedObjectModel, setUp: (ManagedObjectContext) throws -> [String: ManagedObject]) throws -> (Replica, Replica, [String: String]) {
-        let a = try Replica(model: model)
-        let b = try Replica(model: model)
+    func pair(_ model: ManagedObjectModel, _ kind: Replica.Kind,
+              setUp: (ManagedObjectContext) throws -> [String: ManagedObject]) throws -> (Replica, Replica, [String: String]) {
+        let a = try Replica(model: model, kind: kind)
+        let b = try Replica(model: model, kind: kind)
         let named = try setUp(a.context)
         try a.context.save()
         try b.pull(from: a)
         return (a, b, named.mapValues(\.objectID.uriString))
     }
 
-    @Test("Double delivery and a repeated insert change nothing")
-    func idempotence() throws {
-        let (a, b, _) = try pair(Self.orgChart) { ["ann": try $0.make("Person", ["id": Int64(1), "name": "Ann"])] }
+    @Test("Double delivery and a repeated insert change nothing", arguments: Replica.Kind.allCases)
+    func idempotence(kind: Replica.Kind) throws {
+        let (a, b, _) = try pair(Self.orgChart, kind) { ["ann": try $0.make("Person", ["id": Int64(1), "name": "Ann"])] }
         let before = try b.dump()
         let all = try a.store.changeSetLines()
         let report = try b.engine.apply(lines: all + all)
@@ -44,9 +46,9 @@ struct MergeRuleTests {
         #expect(try b.dump() == before)
     }
 
-    @Test("Nullify: a reference made concurrently with the delete ends nil everywhere")
-    func nullify() throws {
-        let (a, b, uris) = try pair(Self.orgChart) { context in
+    @Test("Nullify: a reference made concurrently with the delete ends nil everywhere", arguments: Replica.Kind.allCases)
+    func nullify(kind: Replica.Kind) throws {
+        let (a, b, uris) = try pair(Self.orgChart, kind) { context in
             try Dictionary(uniqueKeysWithValues: ["Ann", "Bob", "Cid"].map { ($0, try context.make("Person", ["name": $0])) })
         }
         a.context.reset()
@@ -68,9 +70,9 @@ struct MergeRuleTests {
         #expect(lines.allSatisfy { $0.contains("\"manager\":null") })
     }
 
-    @Test("Cascade: an employee added to a company deleted elsewhere is deleted everywhere, and stays deleted")
-    func cascade() throws {
-        let (a, b, uris) = try pair(Self.company) { ["Initech": try $0.make("Company", ["name": "Initech"])] }
+    @Test("Cascade: an employee added to a company deleted elsewhere is deleted everywhere, and stays deleted", arguments: Replica.Kind.allCases)
+    func cascade(kind: Replica.Kind) throws {
+        let (a, b, uris) = try pair(Self.company, kind) { ["Initech": try $0.make("Company", ["name": "Initech"])] }
         let initech = uris["Initech"] ?? ""
         a.context.delete(try #require(try a.object(initech)))
         try a.context.save()
@@ -90,9 +92,9 @@ struct MergeRuleTests {
         #expect(try a.dump().isEmpty, "the tombstone keeps Milton deleted")
     }
 
-    @Test("Deny: a delete refused elsewhere comes back, with the reference that refused it")
-    func deny() throws {
-        let (a, b, uris) = try pair(Self.departments) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
+    @Test("Deny: a delete refused elsewhere comes back, with the reference that refused it", arguments: Replica.Kind.allCases)
+    func deny(kind: Replica.Kind) throws {
+        let (a, b, uris) = try pair(Self.departments, kind) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
         let sales = uris["Sales"] ?? ""
         a.context.delete(try #require(try a.object(sales)))
         try a.context.save()
@@ -114,9 +116,9 @@ struct MergeRuleTests {
         #expect(try b.dump().isEmpty)
     }
 
-    @Test("Deny, other order: the replica that sees the reference first refuses the delete")
-    func denyOtherOrder() throws {
-        let (a, b, uris) = try pair(Self.departments) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
+    @Test("Deny, other order: the replica that sees the reference first refuses the delete", arguments: Replica.Kind.allCases)
+    func denyOtherOrder(kind: Replica.Kind) throws {
+        let (a, b, uris) = try pair(Self.departments, kind) { ["Sales": try $0.make("Department", ["name": "Sales"])] }
         let sales = uris["Sales"] ?? ""
         a.context.delete(try #require(try a.object(sales)))
         try a.context.save()
@@ -130,8 +132,8 @@ struct MergeRuleTests {
         #expect(try a.dump().count == 2)
     }
 
-    @Test("Validation on replay: a change set that would break a rule is quarantined, listed, and applies on retry after a fix")
-    func quarantine() throws {
+    @Test("Validation on replay: a change set that would break a rule is quarantined, listed, and applies on retry after a fix", arguments: Replica.Kind.allCases)
+    func quarantine(kind: Replica.Kind) throws {
         // The receiving store allows at most two employees per company (a custom rule).
         let rule = EntityValidator(entityName: "Company") { object, _ in
             if try object.objects("employee").count > 2 {
@@ -139,8 +141,8 @@ struct MergeRuleTests {
                                       message: "a company here has at most two employees")
             }
         }
-        let a = try Replica(model: Self.company)
-        let b = try Replica(model: Self.company)
+        let a = try Replica(model: Self.company, kind: kind)
+        let b = try Replica(model: Self.company, kind: kind)
         let strict = try PersistentContainer(store: b.store, validators: [rule])
         let engine = try ReplayEngine(container: strict)
         let acme = try a.context.make("Company", ["name": "Acme"])
@@ -164,10 +166,10 @@ struct MergeRuleTests {
 
 @Suite("Merge rules: clocks")
 struct ClockRuleTests {
-    @Test("A winning write of the value already there still moves the clock, so an older write loses later")
-    func sameValueWrite() throws {
+    @Test("A winning write of the value already there still moves the clock, so an older write loses later", arguments: Replica.Kind.allCases)
+    func sameValueWrite(kind: Replica.Kind) throws {
         let model = try SampleModels.load("OrgChart")
-        let replica = try Replica(model: model)
+        let replica = try Replica(model: model, kind: kind)
         let x = UUID(uuidString: "00000000-0000-4000-8000-00000000000A") ?? UUID()
         let y = UUID(uuidString: "00000000-0000-4000-8000-00000000000B") ?? UUID()
         let person = "x-coredata://\(x.uuidString)/Person/p1"

@@ -7,16 +7,25 @@ import FerrySQLite
 import FerrySync
 import FerryTestSupport
 
-/// A replica for tests: a SQLite store on a temporary file, its engine and a context.
+/// A replica for tests: a store (SQLite on a temporary file, or in memory), its engine and a context.
 final class Replica {
+    /// The two stores that replicate: merge-rule and convergence tests run on both.
+    enum Kind: String, CaseIterable, CustomStringConvertible, Sendable {
+        case sqlite, memory
+        var description: String { rawValue }
+    }
+
     let directory = TemporaryDirectory()
-    let store: SQLiteStore
+    let store: any ReplicaStore
     let engine: ReplayEngine
     let context: ManagedObjectContext
 
     /// `directInserts: false` merges every change set through a context (no fast path).
-    init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true) throws {
-        store = try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
+    init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true, kind: Kind = .sqlite) throws {
+        store = switch kind {
+        case .sqlite: try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
+        case .memory: InMemoryStore(model: model, identifier: identifier ?? UUID())
+        }
         var engine = try ReplayEngine(store: store)
         engine.usesDirectInserts = directInserts
         self.engine = engine
@@ -26,7 +35,7 @@ final class Replica {
     /// Takes in everything `other` has that this replica lacks.
     @discardableResult
     func pull(from other: Replica) throws -> ApplyReport {
-        try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector))
+        try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector, limit: nil))
     }
 
     func dump() throws -> [String] {
@@ -39,6 +48,21 @@ final class Replica {
     func object(_ uri: String) throws -> ManagedObject? {
         guard let id = try store.localObjectID(forOriginURI: uri) else { return nil }
         return try? context.existingObject(with: id)
+    }
+}
+
+extension ReplicaStore {
+    /// The whole history, as canonical JSON lines.
+    func changeSetLines() throws -> [String] {
+        try changeSetLines(after: [:], limit: nil)
+    }
+
+    /// The whole history, decoded.
+    func changeSets() throws -> [ChangeSet] {
+        try changeSetLines().compactMap { line in
+            if case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: model, versionHash: modelVersionHash) { return changeSet }
+            return nil
+        }
     }
 }
 

@@ -101,46 +101,24 @@ struct ChangeRecorder {
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
                                   insertsInto: &noWriter)
-        var remoteWrites: [ObjectID: Set<String>] = [:]
-        for (id, properties) in replay.writes { if let resolved = resolve(id) { remoteWrites[resolved, default: []].formUnion(properties) } }
+        let recording = ReplayRecording(entries, replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         // The change set's writes carry its clock (plain inserts need none: every later write follows them).
-        for (id, properties) in remoteWrites where !plainInserts.contains(id) {
+        for (id, properties) in recording.replayedWrites {
             guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             for property in properties {
                 try log.setClock(root: root, key: key, property: property, timestamp: incoming.timestamp, origin: incoming.origin)
             }
         }
-        let remoteDeletes = Set(replay.deletes.compactMap(resolve))
-        let restored = Set(replay.restored.compactMap(resolve))
-        var derived: [Entry] = []
-        for entry in entries {
-            if restored.contains(entry.id) { continue }
-            switch entry.change.kind {
-            case .insert, .restore:
-                if !plainInserts.contains(entry.id) && !resurrected.contains(entry.id) { derived.append(entry) }
-            case .delete:
-                if remoteDeletes.contains(entry.id) {
-                    try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
-                                 timestamp: incoming.timestamp, origin: incoming.origin)
-                    if let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey {
-                        try log.forgetClocks(root: root, key: key)
-                    }
-                } else {
-                    derived.append(entry)
-                }
-            case .update:
-                let written = remoteWrites[entry.id] ?? []
-                var rest = entry.change
-                rest.values = rest.values.filter { !written.contains($0.key) }
-                rest.added = Self.membersNotIn(written, rest.added)
-                rest.removed = Self.membersNotIn(written, rest.removed)
-                if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty {
-                    derived.append(Entry(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
-                }
+        for entry in recording.replayedDeletes {
+            try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
+                         timestamp: incoming.timestamp, origin: incoming.origin)
+            if let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey {
+                try log.forgetClocks(root: root, key: key)
             }
         }
+        var derived = recording.derived
         // Objects kept or brought back for a Deny rule: a restore with all their values.
-        for id in restored.sorted(by: { $0.uriString < $1.uriString }) {
+        for id in recording.restored {
             guard let plan = layout.plans[id.entityName], let snapshot = try snapshot(of: id, in: db) else { continue }
             var values: [String: ChangeValue] = [:]
             for property in plan.recordedProperties {
@@ -150,8 +128,7 @@ struct ChangeRecorder {
                     values[property.name] = snapshot.attributes[property.index].map(ChangeValue.attribute) ?? .null
                 }
             }
-            derived.append(Entry(id: id, change: ObjectChange(kind: .restore, uri: try names.uri(of: id), entity: id.entityName, values: values),
-                                 clocked: Array(values.keys) + [ReplayAnnotation.existenceKey]))
+            derived.append(.restore(of: id, uri: try names.uri(of: id), values: values))
         }
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
@@ -182,30 +159,11 @@ struct ChangeRecorder {
         try appendLocal([], writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes, contextName: nil, log: log)
     }
 
-    private static func membersNotIn(_ written: Set<String>, _ members: [String: [String]]) -> [String: [String]] {
-        var result: [String: [String]] = [:]
-        for (relationship, uris) in members {
-            let rest = uris.filter { !written.contains(membershipKey(relationship, $0)) }
-            if !rest.isEmpty { result[relationship] = rest }
-        }
-        return result
-    }
-
-    /// One object's change, with the properties whose clocks it sets.
-    struct Entry {
-        var id: ObjectID
-        /// The change; for inserts, its values are in ``insertValues`` instead.
-        var change: ObjectChange
-        var clocked: [String]
-        /// An insert's values, sorted by name, without nils (written without a dictionary).
-        var insertValues: [(String, ChangeValue)] = []
-    }
-
     /// Appends `entries` (and deletes of objects that never reached the store)
     /// as a new change set of this store (nothing when empty).
     /// `writer` (begun with the save's author) may hold changes already (a local save's inserts),
     /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
-    private func appendLocal(_ entries: [Entry], writer: consuming ChangeSetWriter, repairDeletes: [(uri: String, entity: String)] = [],
+    private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, repairDeletes: [(uri: String, entity: String)] = [],
                              contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
@@ -248,8 +206,8 @@ struct ChangeRecorder {
     /// memberships are written into it (in order, before anything else) instead of being returned.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                          tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
-                         insertsInto writer: inout ChangeSetWriter?) throws -> [Entry] {
-        var entries: [Entry] = []
+                         insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
+        var entries: [RecordedChange] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
         var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
         for change in request.toManyChanges {
@@ -279,7 +237,7 @@ struct ChangeRecorder {
                 }
             }
             let members = membership.isEmpty ? nil : membership.removeValue(forKey: id)
-            entries.append(Entry(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName,
+            entries.append(RecordedChange(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName,
                                                                added: members?.added ?? [:], removed: [:]), clocked: [], insertValues: values))
         }
         for update in request.updates {
@@ -296,14 +254,14 @@ struct ChangeRecorder {
             }
             let members = membership.removeValue(forKey: update.objectID)
             guard !values.isEmpty || members != nil else { continue }
-            entries.append(Entry(id: update.objectID,
+            entries.append(RecordedChange(id: update.objectID,
                                  change: ObjectChange(kind: .update, uri: try names.uri(of: update.objectID), entity: update.objectID.entityName,
                                                       values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
                                  clocked: Array(values.keys) + Self.membershipKeys(members)))
         }
         // Objects whose only change is to a to-many set.
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
-            entries.append(Entry(id: id, change: ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
+            entries.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
                                                               added: members.added, removed: members.removed),
                                  clocked: Self.membershipKeys(members)))
         }
@@ -319,7 +277,7 @@ struct ChangeRecorder {
                     }
                 }
             }
-            entries.append(Entry(id: delete.objectID, change: ObjectChange(kind: .delete, uri: try names.uri(of: delete.objectID),
+            entries.append(RecordedChange(id: delete.objectID, change: ObjectChange(kind: .delete, uri: try names.uri(of: delete.objectID),
                                                                            entity: delete.objectID.entityName, values: values), clocked: []))
         }
         return entries
@@ -365,12 +323,9 @@ struct ChangeRecorder {
     private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
         guard let members else { return [] }
         return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
-            uris.map { membershipKey(relationship, $0) }
+            uris.map { RecordedChange.membershipKey(relationship, $0) }
         }
     }
-
-    /// The clock key of one membership fact: relationship name, a space, member URI.
-    static func membershipKey(_ relationship: String, _ member: String) -> String { relationship + " " + member }
 }
 
 /// Origin URIs of local rows, cached per save; skips the map entirely while

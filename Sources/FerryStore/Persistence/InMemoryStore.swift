@@ -6,14 +6,21 @@ import FerryModel
 ///
 /// It follows the same rules as the SQLite store (primary keys per root
 /// entity, optimistic locking, delete semantics, predicate semantics), so a
-/// test written against it means the same against SQLite. Its state lives in
-/// a `Mutex`, so contexts on different tasks can share it.
+/// test written against it means the same against SQLite. It is a
+/// ``ReplicaStore`` too: it records each save as a change set and replays
+/// change sets from other stores as `SQLiteStore` does (the convergence tests
+/// run on both). Its state lives in a `Mutex`, so contexts on different tasks can share it.
 public final class InMemoryStore: PersistentStore {
     public let identifier: UUID
     public let model: ManagedObjectModel
-    private let state = Mutex(State())
+    /// The model's version hash, worked out once.
+    public let modelVersionHash: String
+    let state: Mutex<State>
+    /// The streams ``commits()`` handed out, signalled after each write.
+    let commitSignals = Mutex<[UUID: AsyncStream<Void>.Continuation]>([:])
 
-    private struct State: Sendable {
+    struct State: Sendable {
+        var history: InMemoryHistory
         var rows: [ObjectID: RowSnapshot] = [:]
         var maxPrimaryKey: [String: Int64] = [:]
         /// Join-table rows: (canonical side, other side) pairs per join table.
@@ -22,7 +29,7 @@ public final class InMemoryStore: PersistentStore {
         var order: [ObjectID: [String: [ObjectID]]] = [:]
     }
 
-    private struct JoinPair: Hashable, Sendable {
+    struct JoinPair: Hashable, Sendable {
         var canonical: ObjectID
         var other: ObjectID
     }
@@ -31,6 +38,9 @@ public final class InMemoryStore: PersistentStore {
     public init(model: ManagedObjectModel, identifier: UUID = UUID()) {
         self.model = model
         self.identifier = identifier
+        let hash = model.versionHash
+        self.modelVersionHash = hash
+        self.state = Mutex(State(history: InMemoryHistory(store: identifier, model: model, modelHash: hash)))
     }
 
     // MARK: - Reading
@@ -105,12 +115,7 @@ public final class InMemoryStore: PersistentStore {
     // MARK: - Writing
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
-        // This store keeps no history: a replayed change set would be written without its clocks,
-        // tombstones or record, and the next replay would merge against nothing. Refused, not ignored.
-        if request.replay != nil {
-            throw SaveError.storeFailed("an in-memory store keeps no history, so it cannot replay change sets; replay into a ReplicaStore such as SQLiteStore")
-        }
-        return try state.withLock { state in
+        let result = try state.withLock { state in
             var conflicts: [String] = []
             for update in request.updates where state.rows[update.objectID]?.version != update.expectedVersion {
                 conflicts.append(update.objectID.uriString)
@@ -168,16 +173,22 @@ public final class InMemoryStore: PersistentStore {
                     next.order[source, default: [:]][change.relationship] = ordered.compactMap(resolve)
                 }
             }
+            var deleted: [ObjectID: RowSnapshot] = [:]
             for delete in request.deletes {
+                deleted[delete.objectID] = next.rows[delete.objectID]
                 next.rows[delete.objectID] = nil
                 next.order[delete.objectID] = nil
                 for key in next.joins.keys {
                     next.joins[key] = next.joins[key]?.filter { $0.canonical != delete.objectID && $0.other != delete.objectID }
                 }
             }
+            let rowsAfter = next.rows
+            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, rows: { rowsAfter[$0] })
             state = next
             return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
         }
+        signalCommit()
+        return result
     }
 
     // MARK: - Helpers

@@ -1,0 +1,296 @@
+import Foundation
+import FerryModel
+
+/// The history and merge metadata of an ``InMemoryStore``: its change sets, version
+/// vector, held change sets, last-write clocks, tombstones and origin URIs, with the
+/// recording of each save. The same things `SQLiteStore` keeps in its `Z_FERRY_*`
+/// tables, recorded the same way: merge decisions come with a replaying save
+/// (``ReplayAnnotation``), and the split between the replayed change set and what the
+/// save did beyond it is ``ReplayRecording``'s, shared by both stores.
+struct InMemoryHistory: Sendable {
+    /// One change set taken in, in order.
+    struct Record: Sendable {
+        var rank: Int64
+        var origin: UUID
+        var sequence: Int64
+        var timestamp: HybridTimestamp
+        var body: String
+        var quarantineReason: String?
+    }
+
+    struct HeldKey: Hashable, Comparable, Sendable {
+        var origin: String
+        var sequence: Int64
+        static func < (lhs: HeldKey, rhs: HeldKey) -> Bool { (lhs.origin, lhs.sequence) < (rhs.origin, rhs.sequence) }
+    }
+
+    let store: UUID
+    let model: ManagedObjectModel
+    let modelHash: String
+    private(set) var lastTimestamp = HybridTimestamp(rawValue: 0)
+    private(set) var records: [Record] = []
+    private var nextRank: Int64 = 1
+    private(set) var vector: VersionVector = [:]
+    private var purged: VersionVector = [:]
+    var held: [HeldKey: HeldChangeSet] = [:]
+    private(set) var clocks: [ObjectID: [String: WriteStamp]] = [:]
+    private(set) var tombstones: [String: Tombstone] = [:]
+    /// Rows named by another URI than their own: objects born elsewhere, or brought back.
+    private(set) var rowsByOrigin: [String: ObjectID] = [:]
+    private(set) var originsByRow: [ObjectID: String] = [:]
+
+    init(store: UUID, model: ManagedObjectModel, modelHash: String) {
+        self.store = store
+        self.model = model
+        self.modelHash = modelHash
+    }
+
+    // MARK: - Reading
+
+    /// One page of the change sets `vector` does not cover, after rank `cursor`.
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws(HistoryError) -> ChangeSetPage {
+        for (origin, through) in purged where vector[origin, default: 0] < through {
+            throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: through)
+        }
+        var lines: [String] = []
+        var last = cursor
+        for record in records where record.rank > cursor && record.sequence > vector[record.origin, default: 0] {
+            lines.append(record.body)
+            last = record.rank
+            if let limit, lines.count >= limit { break }
+        }
+        return ChangeSetPage(lines: lines, cursor: last)
+    }
+
+    /// The origin URI of a row: its own URI unless it was named otherwise.
+    func uri(of id: ObjectID) -> String {
+        originsByRow[id] ?? id.uriString
+    }
+
+    // MARK: - Change sets
+
+    mutating func tick(now: Date = Date()) -> HybridTimestamp {
+        lastTimestamp = HybridTimestamp.next(after: lastTimestamp, now: now)
+        return lastTimestamp
+    }
+
+    mutating func receive(_ timestamp: HybridTimestamp) {
+        if timestamp > lastTimestamp { lastTimestamp = timestamp }
+    }
+
+    /// Records a change set taken in (or, for a retry, updates the record it has).
+    mutating func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, quarantineReason: String?, retry: Bool) {
+        if retry, let index = records.firstIndex(where: { $0.origin == origin && $0.sequence == sequence }) {
+            records[index].quarantineReason = quarantineReason
+            return
+        }
+        records.append(Record(rank: nextRank, origin: origin, sequence: sequence, timestamp: timestamp, body: body, quarantineReason: quarantineReason))
+        nextRank += 1
+        vector[origin] = max(vector[origin, default: 0], sequence)
+    }
+
+    mutating func purge(acknowledgedBy peers: [VersionVector]) -> Int {
+        guard !peers.isEmpty else { return 0 }
+        var removed = 0
+        for (origin, last) in vector {
+            let floor = min(last, peers.map { $0[origin, default: 0] }.min() ?? 0)
+            guard floor > 0 else { continue }
+            let before = records.count
+            records.removeAll { $0.origin == origin && $0.sequence <= floor }
+            removed += before - records.count
+            purged[origin] = max(purged[origin, default: 0], floor)
+        }
+        return removed
+    }
+
+    // MARK: - Merge metadata
+
+    mutating func setClock(of id: ObjectID, property: String, to stamp: WriteStamp) {
+        clocks[id, default: [:]][property] = stamp
+    }
+
+    mutating func bury(_ uri: String, entity: String, values: [String: ChangeValue], stamp: WriteStamp, row: ObjectID?) {
+        tombstones[uri] = Tombstone(entity: entity, values: values, timestamp: stamp.timestamp, origin: stamp.origin)
+        if let row { clocks[row] = nil }
+    }
+
+    mutating func unbury(_ uri: String) {
+        tombstones[uri] = nil
+    }
+
+    /// Names `row` by `uri` (an object born elsewhere, or brought back on a new row).
+    mutating func map(_ uri: String, to row: ObjectID) {
+        if let previous = rowsByOrigin[uri] { originsByRow[previous] = nil }
+        rowsByOrigin[uri] = row
+        originsByRow[row] = uri
+    }
+
+    // MARK: - Recording saves
+
+    /// Records a save whose rows are written: a local save becomes a new change set of
+    /// this store; a replaying save records the replayed change set, stamps its writes with
+    /// its clock, and records whatever else the save did as a new change set of this store.
+    /// `deleted` holds the deleted rows as they were; `rows` reads the rows after the save.
+    mutating func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+                         deleted: [ObjectID: RowSnapshot], rows: (ObjectID) -> RowSnapshot?) {
+        guard let replay = request.replay else {
+            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: []),
+                        author: request.author, contextName: request.contextName)
+            return
+        }
+        let incoming = replay.changeSet
+        let incomingStamp = WriteStamp(timestamp: incoming.timestamp, origin: incoming.origin)
+        var plainInserts = Set<ObjectID>(), resurrected = Set<ObjectID>()
+        let inOrder = replay.originURIsInOrder.count == request.inserts.count ? replay.originURIsInOrder : nil
+        for (index, id) in insertedIDs.enumerated() {
+            let temporaryID = request.inserts[index].objectID
+            guard let uri = inOrder?[index] ?? replay.originURIs[temporaryID] else { continue }
+            map(uri, to: id)
+            if replay.resurrected.contains(temporaryID) {
+                unbury(uri)
+                resurrected.insert(id)
+            } else {
+                plainInserts.insert(id)
+            }
+        }
+        receive(incoming.timestamp)
+        record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp, body: replay.body,
+               quarantineReason: nil, retry: replay.isRetry)
+        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: plainInserts),
+                                        replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
+        for (id, properties) in recording.replayedWrites {
+            for property in properties { setClock(of: id, property: property, to: incomingStamp) }
+        }
+        for entry in recording.replayedDeletes {
+            bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: incomingStamp, row: entry.id)
+        }
+        var derived = recording.derived
+        for id in recording.restored {
+            guard let row = rows(id) else { continue }
+            derived.append(.restore(of: id, uri: uri(of: id), values: values(of: row, keepingNil: true)))
+        }
+        for tombstone in replay.tombstonesOnly {
+            bury(tombstone.uri, entity: tombstone.entity, values: [:], stamp: incomingStamp, row: nil)
+        }
+        appendLocal(derived, author: "ferry-replay", contextName: nil, repairDeletes: replay.repairDeletes)
+    }
+
+    /// Records a received change set that changed no rows (see ``ReplicaStore/recordReceived(_:body:as:)``).
+    mutating func recordReceived(_ changeSet: ChangeSet, body: String, as received: ReceivedRecord) {
+        let stamp = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        receive(changeSet.timestamp)
+        record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp, body: body,
+               quarantineReason: received.quarantineReason, retry: received.isRetry)
+        for (id, properties) in received.writes where !id.isTemporaryID {
+            for property in properties { setClock(of: id, property: property, to: stamp) }
+        }
+        for tombstone in received.tombstones {
+            bury(tombstone.uri, entity: tombstone.entity, values: [:], stamp: stamp, row: nil)
+        }
+        appendLocal([], author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
+    }
+
+    /// Appends `changes` (and deletes of objects that never reached the store) as a new
+    /// change set of this store, stamping its clocks and tombstones (nothing when empty).
+    private mutating func appendLocal(_ changes: [RecordedChange], author: String?, contextName: String?,
+                                      repairDeletes: [(uri: String, entity: String)] = []) {
+        guard !changes.isEmpty || !repairDeletes.isEmpty else { return }
+        let timestamp = tick()
+        let stamp = WriteStamp(timestamp: timestamp, origin: store)
+        let sequence = vector[store, default: 0] + 1
+        let changeSet = ChangeSet(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
+                                  modelHash: modelHash, dependencies: vector.filter { $0.key != store },
+                                  changes: changes.map(\.change) + repairDeletes.map { ObjectChange(kind: .delete, uri: $0.uri, entity: $0.entity) })
+        record(origin: store, sequence: sequence, timestamp: timestamp, body: ChangeSetCodec.encode(changeSet), quarantineReason: nil, retry: false)
+        for deleted in repairDeletes {
+            bury(deleted.uri, entity: deleted.entity, values: [:], stamp: stamp, row: nil)
+        }
+        for entry in changes {
+            switch entry.change.kind {
+            case .insert:
+                continue
+            case .update, .restore:
+                for property in entry.clocked { setClock(of: entry.id, property: property, to: stamp) }
+            case .delete:
+                bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: stamp, row: entry.id)
+            }
+        }
+    }
+
+    /// The recorded changes of a save, object by object: inserts (not those `skipped`),
+    /// updates, objects whose only change is to a to-many set, then deletes with their last values.
+    private func changes(of request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+                         deleted: [ObjectID: RowSnapshot], skipping skipped: Set<ObjectID>) -> [RecordedChange] {
+        var result: [RecordedChange] = []
+        var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
+        for change in request.toManyChanges {
+            guard let source = resolve(change.source) else { continue }
+            let added = change.added.compactMap(resolve).map(uri(of:))
+            let removed = change.removed.compactMap(resolve).map(uri(of:))
+            if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
+            if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
+        }
+        for (index, id) in insertedIDs.enumerated() where !skipped.contains(id) {
+            let insert = request.inserts[index]
+            let row = RowSnapshot(objectID: id, version: 1, attributes: insert.attributes, toOne: insert.toOne.map(resolve))
+            let members = membership.removeValue(forKey: id)
+            result.append(RecordedChange(id: id, change: ObjectChange(kind: .insert, uri: uri(of: id), entity: id.entityName,
+                                                                       values: values(of: row, keepingNil: false), added: members?.added ?? [:]),
+                                         clocked: []))
+        }
+        for update in request.updates {
+            guard let entity = model.entity(named: update.objectID.entityName) else { continue }
+            var values: [String: ChangeValue] = [:]
+            for (index, value) in update.attributes {
+                guard case .attribute(let attribute) = entity.properties[index], !attribute.isTransient else { continue }
+                values[attribute.name] = value.map(ChangeValue.attribute) ?? .null
+            }
+            for (index, target) in update.toOne {
+                guard case .relationship(let relationship) = entity.properties[index], model.isRecorded(relationship, in: entity) else { continue }
+                values[relationship.name] = resolve(target).map { .object(uri(of: $0)) } ?? .null
+            }
+            let members = membership.removeValue(forKey: update.objectID)
+            guard !values.isEmpty || members != nil else { continue }
+            result.append(RecordedChange(id: update.objectID,
+                                         change: ObjectChange(kind: .update, uri: uri(of: update.objectID), entity: update.objectID.entityName,
+                                                              values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
+                                         clocked: Array(values.keys) + Self.membershipKeys(members)))
+        }
+        for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
+            result.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: uri(of: id), entity: id.entityName,
+                                                                      added: members.added, removed: members.removed),
+                                         clocked: Self.membershipKeys(members)))
+        }
+        for delete in request.deletes {
+            let values = deleted[delete.objectID].map { self.values(of: $0, keepingNil: false) } ?? [:]
+            result.append(RecordedChange(id: delete.objectID, change: ObjectChange(kind: .delete, uri: uri(of: delete.objectID),
+                                                                                   entity: delete.objectID.entityName, values: values),
+                                         clocked: []))
+        }
+        return result
+    }
+
+    /// A row's recorded values (attributes and recorded to-ones), nils as `.null` or left out.
+    private func values(of row: RowSnapshot, keepingNil: Bool) -> [String: ChangeValue] {
+        guard let entity = model.entity(named: row.objectID.entityName) else { return [:] }
+        var values: [String: ChangeValue] = [:]
+        for (index, property) in entity.properties.enumerated() {
+            switch property {
+            case .attribute(let attribute) where !attribute.isTransient:
+                if let value = row.attributes[index] { values[attribute.name] = .attribute(value) } else if keepingNil { values[attribute.name] = .null }
+            case .relationship(let relationship) where !relationship.isToMany && model.isRecorded(relationship, in: entity):
+                if let target = row.toOne[index] { values[relationship.name] = .object(uri(of: target)) } else if keepingNil { values[relationship.name] = .null }
+            default:
+                continue
+            }
+        }
+        return values
+    }
+
+    private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
+        guard let members else { return [] }
+        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
+            uris.map { RecordedChange.membershipKey(relationship, $0) }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import FerryModel
+
+/// What replication needs of the in-memory store: the same ``ReplicaStore`` as
+/// `SQLiteStore`, kept in ``InMemoryHistory``.
+extension InMemoryStore: ReplicaStore {
+    // MARK: History
+
+    public func historyState() throws -> HistoryState {
+        HistoryState(store: identifier, modelHash: modelVersionHash, vector: state.withLock { $0.history.vector })
+    }
+
+    public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
+        try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: 0, limit: limit).lines }
+    }
+
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
+        try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: cursor, limit: limit) }
+    }
+
+    public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {
+        let removed = state.withLock { $0.history.purge(acknowledgedBy: peers) }
+        signalCommit()
+        return removed
+    }
+
+    /// A signal after each write to the store (saves, received change sets, held ones, purges).
+    public func commits() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let key = UUID()
+        commitSignals.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.commitSignals.withLock { $0.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    func signalCommit() {
+        for continuation in commitSignals.withLock({ Array($0.values) }) { continuation.yield() }
+    }
+
+    // MARK: Received change sets that wait or were refused
+
+    public func hold(_ changeSet: HeldChangeSet) throws {
+        state.withLock { $0.history.held[.init(origin: changeSet.origin.uuidString, sequence: changeSet.sequence)] = changeSet }
+        signalCommit()
+    }
+
+    public func heldChangeSets() throws -> [HeldChangeSet] {
+        state.withLock { state in state.history.held.sorted { $0.key < $1.key }.map(\.value) }
+    }
+
+    public func release(origin: UUID, sequence: Int64) throws {
+        state.withLock { _ = $0.history.held.removeValue(forKey: .init(origin: origin.uuidString, sequence: sequence)) }
+        signalCommit()
+    }
+
+    public func quarantinedChangeSets() throws -> [HeldChangeSet] {
+        state.withLock { state in
+            state.history.records.compactMap { record in
+                record.quarantineReason.map { HeldChangeSet(origin: record.origin, sequence: record.sequence, reason: $0, body: record.body) }
+            }
+        }
+    }
+
+    public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
+        state.withLock { $0.history.recordReceived(changeSet, body: body, as: record) }
+        signalCommit()
+    }
+
+    // MARK: Merge metadata
+
+    public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
+        if let mapped = state.withLock({ $0.history.rowsByOrigin[uri] }) { return mapped }
+        return ownObjectID(forURI: uri)
+    }
+
+    public func ownObjectID(forURI uri: String) -> ObjectID? {
+        guard case .success(let parts) = ObjectURIComponents.parse(uri), parts.store == identifier,
+              model.entity(named: parts.entityName) != nil, let key = parts.primaryKey else { return nil }
+        return .permanent(entityName: parts.entityName, store: identifier, primaryKey: key)
+    }
+
+    public func lookUp(originURIs uris: [String]) throws -> OriginLookup {
+        state.withLock { state in
+            var found = OriginLookup()
+            for uri in uris {
+                if state.history.tombstones[uri] != nil { found.buried.insert(uri) }
+                if let row = state.history.rowsByOrigin[uri] { found.mapped[uri] = row }
+            }
+            return found
+        }
+    }
+
+    public func isBuried(_ uri: String) throws -> Bool {
+        state.withLock { $0.history.tombstones[uri] != nil }
+    }
+
+    public func tombstone(of uri: String) throws -> Tombstone? {
+        state.withLock { $0.history.tombstones[uri] }
+    }
+
+    public func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp? {
+        state.withLock { $0.history.clocks[id]?[property] }
+    }
+
+    /// The origin URI of each row named by another URI than its own (objects born elsewhere, or brought back).
+    public func originURIs() throws -> [ObjectID: String] {
+        state.withLock { $0.history.originsByRow }
+    }
+}

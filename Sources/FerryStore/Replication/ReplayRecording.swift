@@ -1,0 +1,89 @@
+import Foundation
+
+/// One object's change as a store records it in a change set, with the
+/// properties whose clocks the change sets.
+package struct RecordedChange {
+    package var id: ObjectID
+    /// The change; for a store that writes an insert's values apart (see ``insertValues``), without them.
+    package var change: ObjectChange
+    /// The properties (membership facts, existence) whose clocks the change sets.
+    package var clocked: [String]
+    /// An insert's values, sorted by name, without nils, when kept apart from ``change``.
+    package var insertValues: [(String, ChangeValue)]
+
+    package init(id: ObjectID, change: ObjectChange, clocked: [String], insertValues: [(String, ChangeValue)] = []) {
+        self.id = id
+        self.change = change
+        self.clocked = clocked
+        self.insertValues = insertValues
+    }
+
+    /// A restore of an object with all its values: an object kept, or brought back, for a Deny rule.
+    package static func restore(of id: ObjectID, uri: String, values: [String: ChangeValue]) -> RecordedChange {
+        RecordedChange(id: id, change: ObjectChange(kind: .restore, uri: uri, entity: id.entityName, values: values),
+                       clocked: Array(values.keys) + [ReplayAnnotation.existenceKey])
+    }
+
+    /// The clock key of one membership fact: relationship name, a space, member URI.
+    package static func membershipKey(_ relationship: String, _ member: String) -> String { relationship + " " + member }
+}
+
+/// How a replaying save is recorded, whatever the store: the same split for
+/// every store, so that two stores that replay the same change set record the
+/// same things. A replaying save's changes are those of the replayed change set
+/// (recorded as received, under its origin) and whatever else the save did here
+/// (delete rules against the local graph, Deny restores), which becomes a new
+/// change set of this store.
+package struct ReplayRecording {
+    /// The properties the replayed change set wrote, by local object: stamped with its clock.
+    package var replayedWrites: [ObjectID: Set<String>] = [:]
+    /// The replayed change set's own deletes: tombstoned with its clock, their clocks forgotten.
+    package var replayedDeletes: [RecordedChange] = []
+    /// What the save did beyond the replayed change set: a new change set of this store
+    /// (with the annotation's repair deletes and a restore of each ``restored`` object).
+    package var derived: [RecordedChange] = []
+    /// Objects kept or brought back for a Deny rule, recorded as restores with all their values.
+    package var restored: [ObjectID] = []
+
+    /// Splits `changes` (the save's recorded changes, without the plain inserts the replayed
+    /// change set's own text records) by what `replay` says the replayed change set did.
+    /// `resolve` turns the annotation's temporary IDs into the save's permanent ones;
+    /// `plainInserts` and `resurrected` are the save's inserts of objects named by the change set.
+    package init(_ changes: [RecordedChange], replay: ReplayAnnotation, resolve: (ObjectID?) -> ObjectID?,
+                 plainInserts: Set<ObjectID>, resurrected: Set<ObjectID>) {
+        for (id, properties) in replay.writes {
+            if let resolved = resolve(id), !plainInserts.contains(resolved) { replayedWrites[resolved, default: []].formUnion(properties) }
+        }
+        let remoteDeletes = Set(replay.deletes.compactMap(resolve))
+        let restoredIDs = Set(replay.restored.compactMap(resolve))
+        restored = restoredIDs.sorted { $0.uriString < $1.uriString }
+        for entry in changes {
+            if restoredIDs.contains(entry.id) { continue }
+            switch entry.change.kind {
+            case .insert, .restore:
+                if !plainInserts.contains(entry.id) && !resurrected.contains(entry.id) { derived.append(entry) }
+            case .delete:
+                if remoteDeletes.contains(entry.id) { replayedDeletes.append(entry) } else { derived.append(entry) }
+            case .update:
+                // What the replayed change set wrote is its own; the rest (delete rules here) is derived.
+                let written = replayedWrites[entry.id] ?? []
+                var rest = entry.change
+                rest.values = rest.values.filter { !written.contains($0.key) }
+                rest.added = Self.members(rest.added, notIn: written)
+                rest.removed = Self.members(rest.removed, notIn: written)
+                if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty {
+                    derived.append(RecordedChange(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
+                }
+            }
+        }
+    }
+
+    private static func members(_ members: [String: [String]], notIn written: Set<String>) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for (relationship, uris) in members {
+            let rest = uris.filter { !written.contains(RecordedChange.membershipKey(relationship, $0)) }
+            if !rest.isEmpty { result[relationship] = rest }
+        }
+        return result
+    }
+}

@@ -103,7 +103,9 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryDaemon",
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -139,7 +141,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerryModel", "FerryTestSupport",
-                           .product(name: "HummingbirdTesting", package: "hummingbird")]
+                           .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "CompressNIO", package: "compress-nio")]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(

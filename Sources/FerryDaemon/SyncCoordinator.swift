@@ -32,17 +32,19 @@ public actor SyncCoordinator {
 
     /// A coordinator for `peers` (name, URL, token, how its certificate is checked) over
     /// `endpoint`; a failing peer is retried on `retries`, reckoned on `clock` (tests pass a
-    /// `ManualClock`).
+    /// `ManualClock`). Requests go over HTTP, or through `transport` when one is given (tests
+    /// pass an `InMemoryTransport`).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
-                clock: any SyncClock = SystemSyncClock()) {
+                clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil) {
         self.endpoint = endpoint
         self.logger = logger
         self.clock = clock
         self.peers = peers.map { peer in
             PeerRecord(name: peer.name, url: peer.url,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
-                                      client: PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout, trust: peer.trust),
+                                      client: transport.map { PeerClient(baseURL: peer.url, token: peer.token, transport: $0) }
+                                          ?? PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout, trust: peer.trust),
                                       batchSize: batchSize),
                        session: PeerSession(retries: retries))
         }

@@ -5,6 +5,7 @@ import FerryModel
 import FerryStore
 import FerrySQLite
 import FerrySync
+import FerryServer
 import FerryTestSupport
 @testable import FerryDaemon
 
@@ -60,5 +61,43 @@ struct SyncScheduleTests {
         clock.advance(by: 1_200)
         let third = try await peer(afterFailures: 3)
         #expect(third.lastAttempt == start.addingTimeInterval(1_210.5))
+    }
+
+    @Test("Through the in-memory transport: a cut peer fails and waits out its backoff on the clock; healed, the retry brings both stores level")
+    func inMemoryPeer() async throws {
+        let model = try SampleModels.load("OrgChart")
+        let directory = TemporaryDirectory()
+        let local = try SQLiteStore(path: directory.file("local.sqlite"), model: model)
+        let remote = InMemoryStore(model: model)
+        let token = "peer-token-0123456789abcdef"
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
+                        at: "remote")
+        transport.setCut(true, host: "remote")
+        for (store, name) in [(local as any PersistentStore, "Ann"), (remote, "Bob")] {
+            let context = try PersistentContainer(store: store).newContext()
+            try context.make("Person", ["name": name])
+            try context.save()
+        }
+        let clock = ManualClock()
+        let endpoint = try ReplicationEndpoint(store: local)
+        let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("remote", InMemoryTransport.url(of: "remote"), token, .systemStore)], batchSize: 10,
+                                          requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
+                                          logger: Logger(label: "in-memory-test"), clock: clock, transport: transport)
+        let failed = await coordinator.round()
+        #expect(failed.first?.error?.isTransient == true, "\(failed)")
+        #expect(transport.requestCount == 0)
+        #expect(await coordinator.peersDue().isEmpty, "backing off until the clock moves")
+        transport.setCut(false, host: "remote")
+        clock.advance(by: 10)
+        #expect(await coordinator.peersDue() == ["remote"])
+        let healed = await coordinator.round()
+        #expect(healed.first?.error == nil && healed.first?.pulled.applied == 1 && healed.first?.pushed.applied == 1, "\(healed)")
+        func dump(_ store: any PersistentStore) throws -> [String] {
+            var lines: [String] = []
+            try StoreDump(store: store).write { lines.append($0) }
+            return lines
+        }
+        #expect(try dump(local) == dump(remote) && dump(local).count == 2)
     }
 }

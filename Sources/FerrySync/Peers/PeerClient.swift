@@ -58,6 +58,13 @@ public struct PeerClient: Sendable {
         transport = HTTPTransport(trust: trust, timeout: timeout)
     }
 
+    /// A client for the peer at `baseURL` that sends its requests through `transport`.
+    public init(baseURL: URL, token: String, transport: any PeerTransport) {
+        self.baseURL = baseURL
+        self.token = token
+        self.transport = transport
+    }
+
     /// `GET /v1/state`: the peer's store UUID, model hash and version vector.
     public func state() async throws(PeerError) -> HistoryState {
         try decode(HistoryState.self, try await send("GET", "v1/state"), from: "GET /v1/state")

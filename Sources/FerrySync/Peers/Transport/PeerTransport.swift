@@ -1,23 +1,42 @@
 import Foundation
 
 /// One HTTP request to a peer, as ``PeerClient`` builds it.
-struct PeerRequest: Sendable {
-    var method: String
-    var url: URL
-    var headers: [(name: String, value: String)]
-    var body: Data?
+public struct PeerRequest: Sendable {
+    /// `GET` or `POST`.
+    public var method: String
+    /// The full URL, query included.
+    public var url: URL
+    /// The headers (authorization, content type and encoding).
+    public var headers: [(name: String, value: String)]
+    /// The body, if any.
+    public var body: Data?
+
+    public init(method: String, url: URL, headers: [(name: String, value: String)], body: Data?) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
 }
 
 /// A peer's answer: its status and its body, already decompressed.
-struct PeerResponse: Sendable {
-    var status: Int
-    var body: Data
+public struct PeerResponse: Sendable {
+    public var status: Int
+    public var body: Data
+
+    public init(status: Int, body: Data) {
+        self.status = status
+        self.body = body
+    }
 }
 
 /// Carries ``PeerRequest``s to a peer. Failures to reach it are thrown as
 /// ``PeerError/notListening(_:)`` or ``PeerError/unreachable(_:)``; any HTTP
-/// status is an answer, not an error.
-protocol PeerTransport: Sendable {
+/// status is an answer, not an error. The daemon's is ``HTTPTransport``
+/// (AsyncHTTPClient); tests pass FerryTestSupport's `InMemoryTransport`, which
+/// hands each request to an in-process server's router.
+public protocol PeerTransport: Sendable {
+    /// Sends `request` and returns the peer's answer, whatever its status.
     func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse
 }
 

@@ -10,21 +10,56 @@ import FerrySync
 /// or change sets received from other peers, which are forwarded), woken by the
 /// store's commits rather than by polling it; pulls from every peer on the
 /// interval with jitter; and retries failed peers when their backoff runs out.
+///
+/// The daemon starts it before its store is open (`ferry run` serves HTTP at once, and
+/// waits for a store that is missing or on a read-only file system): the loop then waits
+/// for ``StoreOpening`` first.
 struct SyncLoop: Service {
-    let coordinator: SyncCoordinator
-    let endpoint: ReplicationEndpoint
+    /// Where the loop's coordinator and store come from.
+    enum Parts {
+        /// Ready (tests build them directly).
+        case ready(SyncCoordinator, ReplicationEndpoint)
+        /// Once the daemon's store opens.
+        case afterOpening(StoreOpening)
+    }
+
+    let parts: Parts
     let pullInterval: TimeInterval
     let notifier: SystemdNotifier
     let logger: Logger
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
     static let longestNap: TimeInterval = 1
 
+    init(coordinator: SyncCoordinator, endpoint: ReplicationEndpoint, pullInterval: TimeInterval, notifier: SystemdNotifier, logger: Logger) {
+        self.init(parts: .ready(coordinator, endpoint), pullInterval: pullInterval, notifier: notifier, logger: logger)
+    }
+
+    init(parts: Parts, pullInterval: TimeInterval, notifier: SystemdNotifier, logger: Logger) {
+        self.parts = parts
+        self.pullInterval = pullInterval
+        self.notifier = notifier
+        self.logger = logger
+    }
+
     func run() async throws {
+        let coordinator: SyncCoordinator, endpoint: ReplicationEndpoint
+        switch parts {
+        case .ready(let ready, let readyEndpoint):
+            (coordinator, endpoint) = (ready, readyEndpoint)
+        case .afterOpening(let opening):
+            do {
+                let opened = try await cancelWhenGracefulShutdown { try await opening.waitUntilOpen() }
+                (coordinator, endpoint) = (opened.coordinator, opened.endpoint)
+            } catch is CancellationError {
+                notifier.stopping()
+                return
+            }
+        }
         let heartbeat = Heartbeat()
         do {
             try await cancelWhenGracefulShutdown {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await loop(heartbeat) }
+                    group.addTask { try await loop(coordinator, endpoint, heartbeat) }
                     if let interval = notifier.watchdogInterval {
                         group.addTask { try await watchdog(every: interval, heartbeat) }
                     }
@@ -50,12 +85,12 @@ struct SyncLoop: Service {
         }
     }
 
-    private func loop(_ heartbeat: Heartbeat) async throws {
+    private func loop(_ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint, _ heartbeat: Heartbeat) async throws {
         // Subscribed before the first round, so that no commit made meanwhile is missed.
         let commits = endpoint.commits()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await pullOnSchedule(heartbeat) }
-            group.addTask { try await pushOnCommits(commits, heartbeat) }
+            group.addTask { try await pullOnSchedule(coordinator, heartbeat) }
+            group.addTask { try await pushOnCommits(commits, coordinator, endpoint, heartbeat) }
             try await group.next()
             group.cancelAll()
         }
@@ -63,7 +98,7 @@ struct SyncLoop: Service {
 
     /// A full round with every peer at start and then every pull interval; in between, a round
     /// with each failed peer whose backoff has run out.
-    private func pullOnSchedule(_ heartbeat: Heartbeat) async throws {
+    private func pullOnSchedule(_ coordinator: SyncCoordinator, _ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
         let clock = coordinator.clock  // the coordinator's backoffs are reckoned on it too
         var nextPull = clock.now()  // pull from everyone at start
@@ -83,7 +118,8 @@ struct SyncLoop: Service {
 
     /// After each commit to the store: when its version vector moved, a push round with every
     /// peer not in backoff (a down peer is retried on its own schedule).
-    private func pushOnCommits(_ commits: AsyncStream<Void>, _ heartbeat: Heartbeat) async throws {
+    private func pushOnCommits(_ commits: AsyncStream<Void>, _ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint,
+                               _ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
         var lastVector: VersionVector?
         var pending = true  // learn the vector at start
@@ -123,26 +159,5 @@ final class Heartbeat: Sendable {
     var isRecent: Bool {
         let age = Int64(DispatchTime.now().uptimeNanoseconds) - last.load(ordering: .relaxed)
         return age < Self.limit.components.seconds * 1_000_000_000
-    }
-}
-
-/// The daemon's work besides serving HTTP: wait for the store to open (at once,
-/// normally), then run the sync loop until shutdown.
-struct SyncService: Service {
-    let opening: StoreOpening
-    let pullInterval: TimeInterval
-    let notifier: SystemdNotifier
-    let logger: Logger
-
-    func run() async throws {
-        let parts: Daemon.Parts
-        do {
-            parts = try await cancelWhenGracefulShutdown { try await opening.waitUntilOpen() }
-        } catch is CancellationError {
-            notifier.stopping()
-            return
-        }
-        try await SyncLoop(coordinator: parts.coordinator, endpoint: parts.endpoint, pullInterval: pullInterval,
-                           notifier: notifier, logger: logger).run()
     }
 }

@@ -31,4 +31,22 @@ public struct StoreFailure: Error, Sendable, CustomStringConvertible, Expressibl
     }
 
     public var description: String { message }
+
+    /// `error` as a store failure: itself when it is one (or a ``StoreError`` or ``SaveError``
+    /// carrying one), else a failure that says what it says and keeps it as the cause.
+    public init(_ error: any Error) {
+        switch error {
+        case let failure as StoreFailure: self = failure
+        case StoreError.storeFailure(let failure): self = failure
+        case SaveError.storeFailed(let failure): self = failure
+        default: self.init(String(describing: error), cause: error)
+        }
+    }
+}
+
+extension StoreFailure: Equatable {
+    /// Failures are equal when they say the same and agree on retrying (causes are not compared).
+    public static func == (lhs: StoreFailure, rhs: StoreFailure) -> Bool {
+        lhs.message == rhs.message && lhs.isTransient == rhs.isTransient
+    }
 }

@@ -16,8 +16,8 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The peer's answer is not what the protocol says.
     case badAnswer(String)
     /// This side's store failed (disk full, read-only, I/O error): nothing of the batch was
-    /// taken in, and the next round tries again.
-    case localStore(String)
+    /// taken in, and the next round tries again. The failure keeps the store's error as its cause.
+    case localStore(StoreFailure)
 
     public var description: String {
         switch self {

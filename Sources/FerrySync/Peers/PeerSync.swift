@@ -94,7 +94,7 @@ public struct PeerSync: Sendable {
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
             } catch {
                 next?.cancel()
-                throw PeerError.localStore("\(error)")
+                throw PeerError.localStore(StoreFailure(error))
             }
             result.pulled.add(report)
             progress("\(name): pulled \(batch.lines.count) change sets (\(report.applied) applied)")

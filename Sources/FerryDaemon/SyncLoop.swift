@@ -90,7 +90,7 @@ struct SyncLoop: Service {
         let commits = endpoint.commits()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await pullOnSchedule(coordinator, heartbeat) }
-            group.addTask { try await pushOnCommits(commits, coordinator, endpoint, heartbeat) }
+            group.addTask { try await pushOnCommits(commits, coordinator, heartbeat) }
             try await group.next()
             group.cancelAll()
         }
@@ -116,34 +116,15 @@ struct SyncLoop: Service {
         }
     }
 
-    /// After each commit to the store: when its version vector moved, a push round with every
-    /// peer not in backoff (a down peer is retried on its own schedule).
-    private func pushOnCommits(_ commits: AsyncStream<Void>, _ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint,
-                               _ heartbeat: Heartbeat) async throws {
+    /// After each commit to the store, a push round with every peer not in backoff (a down
+    /// peer is retried on its own schedule). The round reads what each peer lacks itself, so
+    /// a commit that added no change set (a held one, a purge) costs one read and no request;
+    /// nothing else is read first, since every read here is latency on the path of a save.
+    private func pushOnCommits(_ commits: AsyncStream<Void>, _ coordinator: SyncCoordinator, _ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
-        var lastVector: VersionVector?
-        var pending = true  // learn the vector at start
-        var signals = commits.makeAsyncIterator()
-        while !Task.isCancelled {
-            if !pending {
-                guard await signals.next() != nil else { return }
-            }
-            pending = false
-            do {
-                let vector = try await endpoint.state().vector
-                if let lastVector, vector != lastVector {
-                    for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false, progress: beat) }
-                }
-                lastVector = vector
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                // The store could not be read (busy beyond its timeout, disk trouble): say so and try again;
-                // if it lasts, the silent heartbeat lets systemd's watchdog restart the daemon.
-                logger.error("sync loop: \(error); retrying in 1 s")
-                try await Task.sleep(for: .seconds(1))
-                pending = true
-            }
+        for await _ in commits {
+            if Task.isCancelled { break }
+            for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false, progress: beat) }
         }
     }
 }

@@ -94,7 +94,8 @@ public struct ReplayEngine: Sendable {
     private func apply(_ batch: [(changeSet: ChangeSet, body: String)],
                        otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)]) throws -> ApplyReport {
         var report = ApplyReport()
-        var vector = try store.historyState().vector
+        let start = try store.replayStart()
+        var vector = start.vector
         let versionHash = store.modelVersionHash
         for held in otherModel {
             if held.sequence <= vector[held.origin, default: 0] {
@@ -106,7 +107,7 @@ public struct ReplayEngine: Sendable {
             }
         }
         var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
-        for held in try store.heldChangeSets() {
+        for held in start.held {
             guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) else { continue }
             queue[Key(origin: held.origin.uuidString, sequence: held.sequence)] = (changeSet, held.body, true)
         }

@@ -112,11 +112,19 @@ extension SQLiteStore: ReplicaStore {
 
     /// The change sets held back, with why.
     public func heldChangeSets() throws -> [HeldChangeSet] {
-        try read { db in
-            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_PENDING ORDER BY Z_ORIGIN, Z_SEQ").compactMap { row in
-                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
-                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
-            }
+        try read(Self.held)
+    }
+
+    /// The version vector and the held change sets, in one read transaction.
+    public func replayStart() throws -> ReplayStart {
+        let store = identifier
+        return try read { db in ReplayStart(vector: try HistoryLog(db: db, store: store).vector(), held: try Self.held(db)) }
+    }
+
+    private static func held(_ db: Database) throws -> [HeldChangeSet] {
+        try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_PENDING ORDER BY Z_ORIGIN, Z_SEQ")).compactMap { row in
+            guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+            return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
         }
     }
 

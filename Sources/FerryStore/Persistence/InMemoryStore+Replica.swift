@@ -55,6 +55,10 @@ extension InMemoryStore: ReplicaStore {
         signalCommit()
     }
 
+    public func replayStart() throws -> ReplayStart {
+        state.withLock { state in ReplayStart(vector: state.history.vector, held: state.history.held.sorted { $0.key < $1.key }.map(\.value)) }
+    }
+
     public func quarantinedChangeSets() throws -> [HeldChangeSet] {
         state.withLock { state in
             state.history.records.compactMap { record in

@@ -29,6 +29,8 @@ public protocol ReplicaStore: PersistentStore {
 
     // MARK: Received change sets that wait or were refused
 
+    /// What an apply starts from, in one read: the version vector and the change sets held back.
+    func replayStart() throws -> ReplayStart
     /// Keeps a received change set that cannot be applied yet.
     func hold(_ changeSet: HeldChangeSet) throws
     /// The change sets held back, with why.
@@ -66,6 +68,19 @@ public struct ChangeSetPage: Sendable, Equatable {
     public init(lines: [String], cursor: Int64) {
         self.lines = lines
         self.cursor = cursor
+    }
+}
+
+/// What an apply starts from (``ReplicaStore/replayStart()``).
+public struct ReplayStart: Sendable {
+    /// The store's version vector.
+    public var vector: VersionVector
+    /// The change sets held back, in origin and sequence order.
+    public var held: [HeldChangeSet]
+
+    public init(vector: VersionVector, held: [HeldChangeSet]) {
+        self.vector = vector
+        self.held = held
     }
 }
 

@@ -103,7 +103,7 @@ struct MergePlannerTests {
                                              facts: [ann: .live(stamps: [:])])
         #expect(deleteThenUpdate.steps == [.delete(uri: ann)])
         #expect(deleteThenUpdate.deletes == [ann])
-        #expect(deleteThenUpdate.tombstonesOnly == [.init(uri: bob, entity: "Person")])
+        #expect(deleteThenUpdate.tombstonesOnly == [DeletedObject(uri: bob, entity: "Person")])
     }
 
     @Test("A delete older than a restore of its object is ignored; a newer one deletes")

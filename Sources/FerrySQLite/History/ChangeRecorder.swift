@@ -139,7 +139,7 @@ struct ChangeRecorder {
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, writes: [ObjectID: Set<String>],
-                        tombstones: [(uri: String, entity: String)], repairDeletes: [(uri: String, entity: String)], retry: Bool,
+                        tombstones: [DeletedObject], repairDeletes: [DeletedObject], retry: Bool,
                         in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         try log.receive(changeSet.timestamp)
@@ -163,7 +163,7 @@ struct ChangeRecorder {
     /// as a new change set of this store (nothing when empty).
     /// `writer` (begun with the save's author) may hold changes already (a local save's inserts),
     /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
-    private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, repairDeletes: [(uri: String, entity: String)] = [],
+    private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, repairDeletes: [DeletedObject] = [],
                              contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()

@@ -83,6 +83,20 @@ public struct ObjectChange: Sendable, Hashable {
     }
 }
 
+/// An object deleted (or to be deleted) by URI: a tombstone without values, or a delete a
+/// replica records as a repair.
+public struct DeletedObject: Sendable, Hashable {
+    /// The object's origin URI.
+    public var uri: String
+    /// Its entity.
+    public var entity: String
+
+    public init(uri: String, entity: String) {
+        self.uri = uri
+        self.entity = entity
+    }
+}
+
 /// A property value in a change set.
 public enum ChangeValue: Sendable, Hashable {
     /// No value (nil attribute, empty to-one).

@@ -193,7 +193,7 @@ struct InMemoryHistory: Sendable {
     /// Appends `changes` (and deletes of objects that never reached the store) as a new
     /// change set of this store, stamping its clocks and tombstones (nothing when empty).
     private mutating func appendLocal(_ changes: [RecordedChange], author: String?, contextName: String?,
-                                      repairDeletes: [(uri: String, entity: String)] = []) {
+                                      repairDeletes: [DeletedObject] = []) {
         guard !changes.isEmpty || !repairDeletes.isEmpty else { return }
         let timestamp = tick()
         let stamp = WriteStamp(timestamp: timestamp, origin: store)

@@ -193,11 +193,11 @@ public struct ReplayAnnotation: Sendable {
     /// (a direct insert): the origin URI of each insert, in the request's order.
     package var originURIsInOrder: [String] = []
     /// Deleted objects this store never had: tombstones only.
-    public var tombstonesOnly: [(uri: String, entity: String)] = []
+    public var tombstonesOnly: [DeletedObject] = []
     /// Objects the change set inserted that a delete rule removed at once (a
     /// reference to an object deleted here, with Cascade): recorded as deletes
     /// of a new local change set, so every replica deletes them too.
-    public var repairDeletes: [(uri: String, entity: String)] = []
+    public var repairDeletes: [DeletedObject] = []
     /// Whether this applies a change set quarantined earlier (its record is updated, not added).
     public var isRetry = false
     /// Objects inserted to bring back a deleted origin URI (by a restore, or to

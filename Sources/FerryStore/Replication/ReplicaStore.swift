@@ -108,14 +108,14 @@ public struct ReceivedRecord: Sendable {
     /// The properties it won, per object (their clocks are stamped).
     public var writes: [ObjectID: Set<String>]
     /// Objects it deleted that were not here: tombstones only.
-    public var tombstones: [(uri: String, entity: String)]
+    public var tombstones: [DeletedObject]
     /// Deletes this store must record as a repair change set of its own.
-    public var repairDeletes: [(uri: String, entity: String)]
+    public var repairDeletes: [DeletedObject]
     /// Whether it is a retry of a quarantined change set.
     public var isRetry: Bool
 
-    public init(quarantineReason: String? = nil, writes: [ObjectID: Set<String>] = [:], tombstones: [(uri: String, entity: String)] = [],
-                repairDeletes: [(uri: String, entity: String)] = [], isRetry: Bool = false) {
+    public init(quarantineReason: String? = nil, writes: [ObjectID: Set<String>] = [:], tombstones: [DeletedObject] = [],
+                repairDeletes: [DeletedObject] = [], isRetry: Bool = false) {
         self.quarantineReason = quarantineReason
         self.writes = writes
         self.tombstones = tombstones

@@ -49,7 +49,7 @@ struct MergeExecutor {
         try context.processPendingChanges()
         for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) {
             guard let object = objects[uri], object.isDeleted, object.objectID == id else { continue }
-            annotation.repairDeletes.append((uri, object.entity.name))
+            annotation.repairDeletes.append(DeletedObject(uri: uri, entity: object.entity.name))
         }
     }
 
@@ -88,7 +88,7 @@ struct MergeExecutor {
         }
         for uri in plan.deletes { annotation.deletes.insert(try object(uri).objectID) }
         for uri in plan.restored { annotation.restored.insert(try object(uri).objectID) }
-        annotation.tombstonesOnly = plan.tombstonesOnly.map { ($0.uri, $0.entity) }
+        annotation.tombstonesOnly = plan.tombstonesOnly
     }
 
     /// Inserts an object for `uri`; attributes with a default that `keeping` does not name are

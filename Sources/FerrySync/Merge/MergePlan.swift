@@ -35,16 +35,10 @@ struct MergePlan: Equatable {
     /// The objects the change set itself deleted here (tombstoned with its clock).
     var deletes: Set<String> = []
     /// Deleted objects this store never had: a tombstone each, nothing else.
-    var tombstonesOnly: [TombstoneOnly] = []
+    var tombstonesOnly: [DeletedObject] = []
     /// Objects recorded as restored in a new change set of this store: a delete a Deny rule
     /// refused here, or a deleted object brought back for a Deny reference.
     var restored: Set<String> = []
-
-    /// A tombstone for an object this store never had.
-    struct TombstoneOnly: Equatable {
-        var uri: String
-        var entity: String
-    }
 
     /// The URIs of the objects the plan brings into being (new and resurrected), in order.
     var createdURIs: [String] {

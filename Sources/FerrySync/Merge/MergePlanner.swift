@@ -82,7 +82,7 @@ struct MergePlanner {
                         plan.deletes.insert(change.uri)
                     }
                 } else if !isBuried(change.uri) {
-                    plan.tombstonesOnly.append(.init(uri: change.uri, entity: change.entity))
+                    plan.tombstonesOnly.append(DeletedObject(uri: change.uri, entity: change.entity))
                     buried[change.uri] = true
                 }
             }

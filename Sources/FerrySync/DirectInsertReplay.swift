@@ -55,7 +55,7 @@ struct DirectInsertReplay {
         for uri in draft.referencedURIs {
             if let id = found.mapped[uri] {
                 existing.append(id)  // mapped and not buried: the row exists
-            } else if let id = store.ownObjectID(forURI: uri) {
+            } else if let id = found.own[uri] {
                 own.append((existing.count, id))
                 existing.append(nil)
             } else {

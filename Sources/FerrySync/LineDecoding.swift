@@ -80,13 +80,27 @@ package enum LineDecoding {
         return try outcome.get()
     }
 
+    /// An object's URI names the store it was inserted in: an insert under another store's
+    /// namespace (a forged change set taking over the receiver's rows, or a third store's
+    /// objects) is refused before anything of its batch applies.
+    static func checkInsertsNameTheirOrigin(_ changeSet: ChangeSet) throws(ChangeSetError) {
+        for (number, change) in changeSet.changes.enumerated() where change.kind == .insert {
+            guard case .success(let parts) = ObjectURIComponents.parse(change.uri), parts.store == changeSet.origin else {
+                throw .badURI(place: "change \(number + 1)",
+                              message: "an insert must name an object of its change set's origin \(changeSet.origin.uuidString); \(change.uri.prefix(120)) does not")
+            }
+        }
+    }
+
     private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel, versionHash: String)
         -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
         var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []
         result.reserveCapacity(range.count)
         for index in range where !lines[index].allSatisfy(\.isWhitespace) {
             do {
-                result.append((try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash), lines[index]))
+                let decoded = try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash)
+                if case .changeSet(let changeSet) = decoded { try checkInsertsNameTheirOrigin(changeSet) }
+                result.append((decoded, lines[index]))
             } catch {
                 return .failure(.malformed(line: index + 1, error))
             }

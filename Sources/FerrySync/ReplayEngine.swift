@@ -146,8 +146,28 @@ public struct ReplayEngine: Sendable {
                     progress = true
                     continue
                 }
+                // This store's own change sets come only from its own saves: one from a peer is held, not applied.
+                if changeSet.origin == store.identifier {
+                    if !entry.held {
+                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence, reason: Self.ownOriginReason, body: entry.body))
+                        report.waiting += 1
+                    }
+                    queue[key] = nil
+                    continue
+                }
                 guard changeSet.sequence == have + 1,
                       changeSet.dependencies.allSatisfy({ $0.key == store.identifier || vector[$0.key, default: 0] >= $0.value }) else { continue }
+                // A clock too far ahead of this store's waits (held, with why) rather than move this store's clock there.
+                let latest = HybridTimestamp.latestAccepted(at: now())
+                if changeSet.timestamp > latest {
+                    if !entry.held {
+                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence,
+                                                     reason: Self.aheadReason(changeSet.timestamp), body: entry.body))
+                        report.waiting += 1
+                    }
+                    queue[key] = nil
+                    continue
+                }
                 let prepared = pipeline.flatMap { pipeline in positions[key].map { (pipeline, $0) } }
                 switch try replay(changeSet, body: entry.body, pipeline: prepared) {
                 case .applied: report.applied += 1
@@ -170,6 +190,15 @@ public struct ReplayEngine: Sendable {
         }
         report.vector = try store.historyState().vector
         return report
+    }
+
+    /// The time ahead-of-clock checks are made at (tests move it).
+    package var now: @Sendable () -> Date = { Date() }
+
+    static let ownOriginReason = "it is under this store's own origin, past what this store wrote; a store takes none of its own change sets from peers (a forged change set, or a store restored from a backup older than what its peers hold: see docs/SYNC.md)"
+
+    static func aheadReason(_ timestamp: HybridTimestamp) -> String {
+        "its clock (\(timestamp)) is more than \(Int(HybridTimestamp.maximumSkew)) s ahead of this store's; it waits until this store's clock catches up (a peer's clock far ahead, or a forged change set: check the origin's clock, or remove the origin)"
     }
 
     /// The change sets held back (waiting for a predecessor, or made with another model), with why.

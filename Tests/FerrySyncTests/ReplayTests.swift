@@ -17,7 +17,7 @@ final class Replica {
 
     let directory = TemporaryDirectory()
     let store: any ReplicaStore
-    let engine: ReplayEngine
+    var engine: ReplayEngine
     let context: ManagedObjectContext
 
     /// `directInserts: false` merges every change set through a context (no fast path).

@@ -24,8 +24,10 @@ struct HistoryLog {
     /// Takes in a timestamp seen in a replayed change set, so later local
     /// timestamps come after it.
     func receive(_ timestamp: HybridTimestamp) throws {
-        guard timestamp > (try lastTimestamp()) else { return }
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [timestamp.rawValue])
+        let last = try lastTimestamp()
+        let taken = HybridTimestamp.taking(in: timestamp, after: last)
+        guard taken > last else { return }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [taken.rawValue])
     }
 
     func lastTimestamp() throws -> HybridTimestamp {

@@ -51,7 +51,9 @@ extension SQLiteStore: ReplicaStore {
         if let mapped = try read({ db in try HistoryLog(db: db, store: store).row(of: uri, layout: layout) }) {
             return .permanent(entityName: mapped.entity, store: store, primaryKey: mapped.key)
         }
-        return origin == identifier ? ownObjectID(parts) : nil
+        guard origin == identifier, let id = ownObjectID(parts) else { return nil }
+        // A row that holds an object from elsewhere is not named by its number.
+        return try lookUp(originURIs: [uri]).own[uri] == id ? id : nil
     }
 
     /// The ID an object URI of this store names by itself (no lookup: the row may
@@ -226,11 +228,21 @@ extension SQLiteStore {
                     buried.insert(uri)
                 }
             }
-            for (uri, row) in try IdentityMap(db: db).rows(of: uris) {
+            let identity = IdentityMap(db: db)
+            for (uri, row) in try identity.rows(of: uris) {
                 guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
                 mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row.key)
             }
-            return OriginLookup(buried: buried, mapped: mapped)
+            // This store's own URIs name their row only when the row was born here.
+            var own: [String: ObjectID] = [:]
+            let anyForeign = try !identity.isEmpty()
+            for uri in uris where mapped[uri] == nil && !buried.contains(uri) {
+                guard let id = ownObjectID(forURI: uri) else { continue }
+                if anyForeign, let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
+                   try identity.uri(of: IdentityMap.Row(root: root, key: key)) != nil { continue }
+                own[uri] = id
+            }
+            return OriginLookup(buried: buried, mapped: mapped, own: own)
         }
     }
 }

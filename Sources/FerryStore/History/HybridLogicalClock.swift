@@ -19,11 +19,38 @@ public struct HybridTimestamp: Sendable, Hashable, Comparable, CustomStringConve
     /// The logical counter.
     public var counter: Int64 { rawValue & 0xFFFF }
 
+    /// How far ahead of a store's wall clock a received change set's clock may be: five
+    /// minutes. A change set further ahead waits (held, with the reason) until the store's
+    /// clock catches up, so that no peer can move a store's clock further than this (a
+    /// clock pinned at the maximum would stop every later save).
+    public static let maximumSkew: TimeInterval = 300
+
+    /// The timestamp of the wall clock at `now` (counter 0), within the representable range.
+    public static func wall(_ now: Date) -> HybridTimestamp {
+        let milliseconds = (now.timeIntervalSince1970 * 1000).rounded(.down)
+        // 47 bits of milliseconds keep the packed value positive (until the year 6429).
+        let bounded = Swift.min(Swift.max(milliseconds, 0), Double(Int64.max >> 17))
+        return HybridTimestamp(rawValue: Int64(bounded) << 16)
+    }
+
+    /// The latest clock a store takes in at `now`: its wall clock plus ``maximumSkew``.
+    public static func latestAccepted(at now: Date = Date()) -> HybridTimestamp {
+        wall(now.addingTimeInterval(maximumSkew))
+    }
+
     /// The timestamp for a new event: the wall clock if it is ahead of `last`,
-    /// else `last` with its counter increased.
+    /// else `last` with its counter increased (never past the largest value: a
+    /// clock there stays there rather than overflow).
     public static func next(after last: HybridTimestamp, now: Date = Date()) -> HybridTimestamp {
-        let wall = Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) << 16
-        return HybridTimestamp(rawValue: Swift.max(wall, last.rawValue + 1))
+        let (following, overflow) = last.rawValue.addingReportingOverflow(1)
+        return HybridTimestamp(rawValue: Swift.max(wall(now).rawValue, overflow ? Int64.max : following))
+    }
+
+    /// A store's clock after it takes in `received` at `now`: the later of the two, but
+    /// never past ``latestAccepted(at:)`` (replay holds such change sets back; this is the
+    /// last line, for every path that takes in a clock).
+    public static func taking(in received: HybridTimestamp, after last: HybridTimestamp, now: Date = Date()) -> HybridTimestamp {
+        Swift.max(last, Swift.min(received, latestAccepted(at: now)))
     }
 
     /// The zero timestamp, before every event.

@@ -75,7 +75,7 @@ struct InMemoryHistory: Sendable {
     }
 
     mutating func receive(_ timestamp: HybridTimestamp) {
-        if timestamp > lastTimestamp { lastTimestamp = timestamp }
+        lastTimestamp = HybridTimestamp.taking(in: timestamp, after: lastTimestamp)
     }
 
     /// Records a change set taken in (or, for a retry, updates the record it has).

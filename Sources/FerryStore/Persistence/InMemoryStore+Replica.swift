@@ -75,8 +75,8 @@ extension InMemoryStore: ReplicaStore {
     // MARK: Merge metadata
 
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
-        if let mapped = state.withLock({ $0.history.rowsByOrigin[uri] }) { return mapped }
-        return ownObjectID(forURI: uri)
+        let found = try lookUp(originURIs: [uri])
+        return found.mapped[uri] ?? found.own[uri]
     }
 
     public func ownObjectID(forURI uri: String) -> ObjectID? {
@@ -90,7 +90,11 @@ extension InMemoryStore: ReplicaStore {
             var found = OriginLookup()
             for uri in uris {
                 if state.history.tombstones[uri] != nil { found.buried.insert(uri) }
-                if let row = state.history.rowsByOrigin[uri] { found.mapped[uri] = row }
+                if let row = state.history.rowsByOrigin[uri] {
+                    found.mapped[uri] = row
+                } else if !found.buried.contains(uri), let id = ownObjectID(forURI: uri), state.history.originsByRow[id] == nil {
+                    found.own[uri] = id  // a row born here (not one renamed for an object from elsewhere)
+                }
             }
             return found
         }

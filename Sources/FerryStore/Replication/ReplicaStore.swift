@@ -130,10 +130,15 @@ public struct OriginLookup: Sendable, Equatable {
     public var buried: Set<String>
     /// The URIs mapped to local rows (objects born elsewhere, or brought back).
     public var mapped: [String: ObjectID]
+    /// URIs of this store's own namespace that name a row born here, by that row's ID (whether
+    /// the row still exists is the caller's to check). A row that holds an object from elsewhere
+    /// is never named by its number: such a URI is in none of the three.
+    public var own: [String: ObjectID]
 
-    public init(buried: Set<String> = [], mapped: [String: ObjectID] = [:]) {
+    public init(buried: Set<String> = [], mapped: [String: ObjectID] = [:], own: [String: ObjectID] = [:]) {
         self.buried = buried
         self.mapped = mapped
+        self.own = own
     }
 }
 

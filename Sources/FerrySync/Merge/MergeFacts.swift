@@ -90,7 +90,7 @@ extension MergeFacts {
                     for value in (tombstone?.values ?? [:]).values {
                         if case .object(let target) = value, !seen.contains(target) { pending.insert(target) }
                     }
-                } else if let id = found.mapped[uri] ?? store.ownObjectID(forURI: uri) {
+                } else if let id = found.mapped[uri] ?? found.own[uri] {
                     candidates[uri] = id
                 }
             }

@@ -45,8 +45,19 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
         case .forbidden(let needs): "this action needs an \(needs.rawValue) token"
         case .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
              .unsupportedMediaType(let message), .unavailable(let message), .internalError(let message):
-            message
+            Self.excerpt(message)
         }
+    }
+
+    /// The longest message an answer (or a log line) carries: messages quote what was sent, and
+    /// a request must not buy an answer many times its size (a 64 KB gzip body once unpacked into
+    /// a 64 MiB number that came back whole).
+    static let longestMessage = 1_000
+
+    /// `message`, cut to ``longestMessage`` characters with a note of its full length.
+    static func excerpt(_ message: String) -> String {
+        guard message.utf8.count > longestMessage else { return message }
+        return String(message.prefix(longestMessage)) + "… (cut: \(message.count) characters in all)"
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

@@ -18,6 +18,7 @@ public final class InMemoryTransport: PeerTransport {
     private struct State {
         var routers: [String: RouterResponder<FerryRequestContext>] = [:]
         var cut: Set<String> = []
+        var refused: [String: Int] = [:]
         var requests = 0
     }
 
@@ -44,6 +45,12 @@ public final class InMemoryTransport: PeerTransport {
         }
     }
 
+    /// Answers every `method` request to `path` (on any host) with `status` and an error body,
+    /// without reaching the router (nil: let them through again).
+    public func refuse(_ method: String, _ path: String, with status: Int?) {
+        state.withLock { $0.refused[method + " " + path] = status }
+    }
+
     /// How many requests reached a router so far.
     public var requestCount: Int { state.withLock { $0.requests } }
 
@@ -55,6 +62,9 @@ public final class InMemoryTransport: PeerTransport {
             return responder
         }
         guard let responder else { throw PeerError.unreachable("\(host): no in-memory route to it") }
+        if let status = state.withLock({ $0.refused[request.method + " " + request.url.path] }) {
+            return PeerResponse(status: status, body: Data(#"{"error":{"message":"refused by the test"}}"#.utf8))
+        }
         var path = request.url.path.isEmpty ? "/" : request.url.path
         if let query = request.url.query { path += "?" + query }
         var fields = HTTPFields()

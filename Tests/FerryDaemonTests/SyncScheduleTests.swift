@@ -100,4 +100,25 @@ struct SyncScheduleTests {
         }
         #expect(try dump(local) == dump(remote) && dump(local).count == 2)
     }
+
+    @Test("A round whose pull the peer refuses still pushes this store's change sets to it")
+    func pushAfterRefusedPull() async throws {
+        let model = try SampleModels.load("OrgChart")
+        let local = InMemoryStore(model: model)
+        let remote = InMemoryStore(model: model)
+        let token = "peer-token-0123456789abcdef"
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
+                        at: "remote")
+        transport.refuse("GET", "/v1/changesets", with: 400)
+        let context = try PersistentContainer(store: local).newContext()
+        try context.make("Person", ["name": "Ann"])
+        try context.save()
+        let coordinator = SyncCoordinator(endpoint: try ReplicationEndpoint(store: local), peers: [("remote", InMemoryTransport.url(of: "remote"), token, .systemStore)],
+                                          batchSize: 10, requestTimeout: 5, logger: Logger(label: "refused-pull"), clock: ManualClock(), transport: transport)
+        let result = try #require(await coordinator.round().first)
+        #expect(result.error == .failed(status: 400, message: "refused by the test"), "\(result)")
+        #expect(result.pushed.applied == 1, "\(result)")
+        #expect(try remote.historyState().vector == [local.identifier: 1])
+    }
 }

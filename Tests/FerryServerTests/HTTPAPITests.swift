@@ -169,6 +169,19 @@ struct HTTPAPITests {
         #expect(again.body.contains(#""applied":0"#) && again.body.contains(#""duplicate":1"#))
     }
 
+    @Test("An error answer quotes at most a short excerpt of what was sent, however large")
+    func errorAnswersAreShort() async throws {
+        let origin = UUID().uuidString
+        let huge = String(repeating: "9", count: 4 << 20)
+        for line in [#"{"changes":[],"format":1,"hlc":\#(huge),"model":"m","origin":"\#(origin)","seq":1}"#,
+                     #"{"changes":[{"entity":"\#(huge)","op":"insert","uri":"x-coredata://\#(origin)/P/p1","values":{}}],"format":1,"hlc":1,"model":"\#(store.modelVersionHash)","origin":"\#(origin)","seq":1}"#] {
+            let answer = try await request(.post, "/v1/changesets", token: Self.peerToken, body: ByteBuffer(string: line))
+            #expect(answer.status == 400)
+            #expect(answer.bytes.readableBytes < 2_000, "a \(line.utf8.count)-byte push got a \(answer.bytes.readableBytes)-byte answer")
+            #expect(answer.body.contains("line 1"), "\(answer.body.prefix(200))")
+        }
+    }
+
     @Test("A known path with a method it does not take gets 405 and the methods it takes; an empty push gets 400")
     func methodNotAllowed() async throws {
         let answer = try await request(.delete, "/v1/changesets", token: Self.peerToken)

@@ -64,16 +64,36 @@ public struct PeerSync: Sendable {
                     progress: @Sendable (String) -> Void = { _ in }) async -> PeerSyncResult {
         var result = PeerSyncResult(peer: name)
         result.peerStore = known?.store
-        do {
-            if pull { try await self.pull(into: &result, progress: progress) }
-            if push { try await self.push(into: &result, startingFrom: known?.vector, progress: progress) }
-        } catch let error as PeerError {
-            result.error = error
-        } catch {
-            result.error = .badAnswer("\(error)")
+        if pull {
+            do {
+                try await self.pull(into: &result, progress: progress)
+            } catch {
+                result.error = Self.peerError(error)
+            }
+        }
+        // A pull the peer refused (or could not answer) does not keep this store's own change sets
+        // from it: the push goes on, unless the peer cannot be reached or refused the token.
+        if push, result.error.map(Self.stillPushes) ?? true {
+            do {
+                try await self.push(into: &result, startingFrom: known?.vector, progress: progress)
+            } catch {
+                result.error = result.error ?? Self.peerError(error)
+            }
         }
         result.finished = Date()
         return result
+    }
+
+    private static func peerError(_ error: any Error) -> PeerError {
+        (error as? PeerError) ?? .badAnswer("\(error)")
+    }
+
+    /// Whether a push is still worth trying after a pull failed this way.
+    private static func stillPushes(after error: PeerError) -> Bool {
+        switch error {
+        case .notListening, .unreachable, .unauthorized: false
+        case .failed, .badAnswer, .localStore: true
+        }
     }
 
     private func pull(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {

@@ -57,7 +57,8 @@ public struct FerryAPI: Sendable {
         // Request counts and latency (http_server_request_duration_seconds), through swift-metrics.
         router.add(middleware: MetricsMiddleware())
         var allowed: [String: [HTTPRequest.Method]] = [
-            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/status": [.get], "/v1/sync": [.post],
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
+            "/v1/status": [.get], "/v1/sync": [.post],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
         router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
@@ -75,6 +76,7 @@ public struct FerryAPI: Sendable {
             .get("state") { _, _ in try await state() }
             .get("changesets") { request, _ in try await pull.answer(request) }
             .post("changesets") { request, context in try await push.answer(request, logger: context.logger) }
+            .post("changesets/pull") { request, _ in try await pull.answerPost(request) }
             .get("status") { _, _ in try await status() }
             .post("sync") { request, context in
                 try context.require(.admin)

@@ -4,11 +4,32 @@ import CompressNIO
 import FerryStore
 import FerrySync
 
-/// `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller lacks,
+/// `POST /v1/changesets/pull` with `{"after": VECTOR, "limit": N}` (and the older
+/// `GET /v1/changesets?after=VECTOR&limit=N`): the change sets the caller lacks,
 /// streamed as JSON lines page by page (gzip-compressed chunk by chunk when the
 /// caller takes gzip), so that a long history is served in flat memory.
+///
+/// Peers pull with POST: a vector grows with every origin a fleet has seen, and in a
+/// URL it once outgrew what the HTTP parser takes (about 80 KiB), which stopped every
+/// pull between any two peers.
 struct PullRoute: Sendable {
     let gate: StoreGate
+    /// Largest body of a POST pull (a vector of about 20,000 origins).
+    static let maximumRequestBytes = 1 << 20
+
+    /// What a POST pull asks for: both members may be left out, but neither may be null.
+    struct Query: Decodable {
+        var after: VersionVector = [:]
+        var limit = 500
+
+        private enum CodingKeys: String, CodingKey { case after, limit }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if container.contains(.after) { after = try container.decode(WireVector.self, forKey: .after).vector }
+            if container.contains(.limit) { limit = try container.decode(Int.self, forKey: .limit) }
+        }
+    }
 
     /// Most change sets one pull request may ask for.
     static let maximumLimit = 10_000
@@ -30,7 +51,7 @@ struct PullRoute: Sendable {
     /// 0.21 s per 22 MB), which on a catch-up is time the serving peer's store work could use.
     static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
 
-    /// The answer to one pull request.
+    /// The answer to a GET pull (vector and limit in the query).
     func answer(_ request: Request) async throws -> Response {
         let vector: VersionVector
         do {
@@ -44,6 +65,30 @@ struct PullRoute: Sendable {
         guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
             throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
         }
+        return try await answer(request, after: vector, limit: limit)
+    }
+
+    /// The answer to a POST pull (`{"after": VECTOR, "limit": N}` in the body).
+    func answerPost(_ request: Request) async throws -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: Self.maximumRequestBytes)
+        } catch {
+            throw APIError.contentTooLarge("a pull request's body takes at most \(Self.maximumRequestBytes) bytes")
+        }
+        let query: Query
+        do {
+            query = try WireJSON.decode(Query.self, from: Data(buffer: body))
+        } catch {
+            throw APIError.badRequest("a pull's body must be {\"after\": {\"<store UUID>\": 12, …}, \"limit\": 500}: \(error)")
+        }
+        guard (1...Self.maximumLimit).contains(query.limit) else {
+            throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found \(query.limit)")
+        }
+        return try await answer(request, after: query.after, limit: query.limit)
+    }
+
+    private func answer(_ request: Request, after vector: VersionVector, limit: Int) async throws -> Response {
         let endpoint = try await gate.readableEndpointOrUnavailable()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: ChangeSetPage

@@ -29,11 +29,17 @@ public final class StandInPeer: Sendable {
     public let port: Int
     private let listener: Int32
     private let running = Mutex(true)
-    private let answer: @Sendable (_ method: String, _ target: String) -> Answer
+    private let answer: @Sendable (_ method: String, _ target: String, _ body: String) -> Answer
 
     /// Starts listening on a free port of 127.0.0.1; `answer` gets each request's
     /// method and target (path and query, as sent).
-    public init(answer: @escaping @Sendable (_ method: String, _ target: String) -> Answer) throws {
+    public convenience init(answer: @escaping @Sendable (_ method: String, _ target: String) -> Answer) throws {
+        try self.init(answeringWithBody: { method, target, _ in answer(method, target) })
+    }
+
+    /// Starts listening on a free port of 127.0.0.1; `answer` gets each request's
+    /// method, target (path and query, as sent) and body (as its Content-Length says).
+    public init(answeringWithBody answer: @escaping @Sendable (_ method: String, _ target: String, _ body: String) -> Answer) throws {
         self.answer = answer
         (listener, port) = try LoopbackSocket.bound(listening: 16)
         Thread { [self] in acceptLoop() }.start()
@@ -66,7 +72,7 @@ public final class StandInPeer: Sendable {
         }
     }
 
-    /// Reads one request's head (a body, if any, is not needed by the answers), answers, closes.
+    /// Reads one request (head and body), answers, closes.
     private func serve(_ client: Int32) {
         defer { close(client) }
         var head: [UInt8] = []
@@ -79,10 +85,23 @@ public final class StandInPeer: Sendable {
         }
         let requestLine = String(decoding: head.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self).split(separator: " ")
         guard requestLine.count >= 2 else { return }
-        let reply = answer(String(requestLine[0]), String(requestLine[1]))
-        let body = Array(reply.body.utf8)
-        let text = "HTTP/1.1 \(reply.status) Stand-in\r\nContent-Type: \(reply.contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-        let bytes = Array(text.utf8) + body
+        // The body: what came after the head, and the rest of what Content-Length announces.
+        guard let headEnd = (0...(head.count - 4)).first(where: { head[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }) else { return }
+        let headText = String(decoding: head[0..<headEnd], as: UTF8.self).lowercased()
+        let length = headText.split(separator: "\r\n").compactMap { line -> Int? in
+            guard line.hasPrefix("content-length:") else { return nil }
+            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+        }.first ?? 0
+        var body = Array(head[(headEnd + 4)...])
+        while body.count < length {
+            let count = recv(client, &buffer, buffer.count, 0)
+            guard count > 0 else { return }
+            body += buffer[0..<count]
+        }
+        let reply = answer(String(requestLine[0]), String(requestLine[1]), String(decoding: body, as: UTF8.self))
+        let replyBody = Array(reply.body.utf8)
+        let text = "HTTP/1.1 \(reply.status) Stand-in\r\nContent-Type: \(reply.contentType)\r\nContent-Length: \(replyBody.count)\r\nConnection: close\r\n\r\n"
+        let bytes = Array(text.utf8) + replyBody
         var offset = 0
         while offset < bytes.count {
             // MSG_NOSIGNAL: a client that went away must not end the test process with SIGPIPE.

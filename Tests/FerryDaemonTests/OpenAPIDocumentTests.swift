@@ -88,6 +88,11 @@ struct OpenAPIDocumentTests {
         try await check("GET", "/v1/changesets", "/v1/changesets?limit=10", token: peer, expect: 200)
         try await check("GET", "/v1/changesets", "/v1/changesets?limit=0", token: peer, expect: 400)
         try await check("GET", "/v1/changesets", "/v1/changesets", token: "nope-nope-nope-nope", expect: 401)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data(#"{"after":{},"limit":10}"#.utf8), expect: 200)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data(#"{"limit":0}"#.utf8), expect: 400)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data("not json".utf8), expect: 400)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: nil, body: Data("{}".utf8), expect: 401)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data(count: (1 << 20) + 1), expect: 413)
         // The server's own change set sent back: a duplicate, 200 with the report.
         let ownChangeSet = try #require(try server.history().first)
         try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data((ownChangeSet + "\n").utf8), expect: 200)
@@ -109,6 +114,7 @@ struct OpenAPIDocumentTests {
         let store = try SQLiteStore(path: server.store, model: try XcodeModelReader.read(at: ReplicationTests.model))
         #expect(try store.purgeChangeSets(acknowledgedBy: [store.historyState().vector]) == 1)
         try await check("GET", "/v1/changesets", "/v1/changesets", token: peer, expect: 410)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data("{}".utf8), expect: 410)
 
         // A daemon whose store cannot be opened (a file where its folder should be): 503 on the store's routes.
         let blocked = TemporaryDirectory(prefix: "ferry-blocked")
@@ -124,6 +130,7 @@ struct OpenAPIDocumentTests {
         try await checkWaiting("GET", "/healthz", token: nil, expect: 503)
         try await checkWaiting("GET", "/v1/state", token: waiting.peerToken, expect: 503)
         try await checkWaiting("GET", "/v1/changesets", token: waiting.peerToken, expect: 503)
+        try await checkWaiting("POST", "/v1/changesets/pull", token: waiting.peerToken, body: Data("{}".utf8), expect: 503)
         try await checkWaiting("POST", "/v1/changesets", token: waiting.peerToken, body: Data((ownChangeSet + "\n").utf8), expect: 503)
         try await checkWaiting("GET", "/v1/status", token: waiting.peerToken, expect: 200)
         try await checkWaiting("POST", "/v1/sync", token: waiting.adminToken, expect: 503)

@@ -110,7 +110,7 @@ struct SyncScheduleTests {
         let transport = InMemoryTransport()
         transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
                         at: "remote")
-        transport.refuse("GET", "/v1/changesets", with: 400)
+        transport.refuse("POST", "/v1/changesets/pull", with: 400)
         let context = try PersistentContainer(store: local).newContext()
         try context.make("Person", ["name": "Ann"])
         try context.save()

@@ -113,6 +113,15 @@ struct HTTPAPITests {
             let answer = try await request(.get, bad, token: Self.peerToken)
             #expect(answer.status == 400 && answer.body.contains(#""message""#), "\(bad): \(answer.body)")
         }
+        // The same by POST, with the vector in the body (how peers pull).
+        let posted = try await request(.post, "/v1/changesets/pull", token: Self.peerToken,
+                                       body: ByteBuffer(string: #"{"after":{"\#(store.identifier.uuidString)":1},"limit":5}"#))
+        #expect(posted.status == 200 && posted.body == rest.body)
+        #expect(try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: "{}")).body == all.body)
+        for bad in [#"{"limit":null}"#, #"{"after":null}"#, #"{"limit":0}"#, #"{"after":{"nope":1}}"#, "[]", "not json"] {
+            let answer = try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: bad))
+            #expect(answer.status == 400 && answer.body.contains(#""message""#), "\(bad): \(answer.body)")
+        }
     }
 
     @Test("An answer ends near 1 MiB whatever the limit; asking again after the new vector brings the rest, each change set once")

@@ -25,8 +25,8 @@ struct PrefetchedBatchTests {
         #expect(lines.count == 3)
         // A stand-in peer: the first two sets, then (asked after them) the third and a line that is no change set.
         let originID = origin.identifier.uuidString
-        let peer = try StandInPeer { _, target in
-            let answer = target.contains(originID) ? [lines[2], #"{"format":1,"changes":"none"}"#] : Array(lines[0..<2])
+        let peer = try StandInPeer { _, _, body in
+            let answer = body.contains(originID) ? [lines[2], #"{"format":1,"changes":"none"}"#] : Array(lines[0..<2])
             return .init(contentType: "application/x-ndjson", body: answer.joined(separator: "\n") + "\n")
         }
         defer { peer.stop() }

@@ -70,10 +70,11 @@ public struct PeerClient: Sendable {
         try decode(HistoryState.self, try await send("GET", "v1/state"), from: "GET /v1/state")
     }
 
-    /// `GET /v1/changesets`: at most `limit` change sets the peer has and `vector` does not cover.
+    /// `POST /v1/changesets/pull`: at most `limit` change sets the peer has and `vector` does not
+    /// cover. The vector goes in the body: it grows with every origin, and a URL does not.
     public func pull(after vector: VersionVector, limit: Int) async throws(PeerError) -> [String] {
-        let after = ChangeSetCodec.encode(vector)
-        let data = try await send("GET", "v1/changesets", query: [URLQueryItem(name: "after", value: after), URLQueryItem(name: "limit", value: String(limit))])
+        let body = Data(#"{"after":\#(ChangeSetCodec.encode(vector)),"limit":\#(limit)}"#.utf8)
+        let data = try await send("POST", "v1/changesets/pull", body: body, contentType: "application/json")
         return JSONLines.split(data)
     }
 

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+import FerryTestSupport
+
+/// What a peer holding one valid *peer* token could do to a fleet (issue 19), against real
+/// `ferry run` daemons on loopback: each attack is refused or contained, the daemons keep
+/// running, and genuine saves still reach every replica afterwards.
+@Suite("Hostile peers", .serialized)
+struct HostilePeerTests {
+    static let model = SampleModels.path("OrgChart")
+
+    /// Two daemons connected both ways, started, with one save each already exchanged.
+    func pair() throws -> (DaemonPeer, DaemonPeer) {
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
+        try a.connect(to: b)
+        try b.connect(to: a)
+        try a.start()
+        try b.start()
+        return (a, b)
+    }
+
+    func push(_ body: String, to peer: DaemonPeer) throws -> (status: Int, body: String) {
+        try FerryProcess.curl("POST", peer.url + "/v1/changesets", token: peer.peerToken, body: body)
+    }
+
+    func modelHash(of peer: DaemonPeer) throws -> String {
+        let output = try FerryProcess.run(["state", "--store", peer.store]).standardOutput
+        let state = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
+        return try #require(state["model"] as? String)
+    }
+
+    /// A genuine save on `from` shows up on `to` (within 30 s).
+    func expectReplicates(_ name: String, from: DaemonPeer, to: DaemonPeer, _ context: String) throws {
+        try from.put(#"[{"op":"insert","entity":"Person","ref":"x","values":{"name":"\#(name)"}}]"#)
+        let arrived = try DaemonPeer.waitUntil(timeout: 30) { try to.dump().contains(name) }
+        #expect(arrived, "\(context): a genuine save on \(from.name) did not reach \(to.name)\n\(to.logExcerpt())")
+    }
+
+    @Test("A change set at the largest clock waits on the receiver; saves and replication go on at the wall clock")
+    func clockAtTheMaximum() throws {
+        let (a, b) = try pair()
+        let origin = UUID().uuidString
+        let forged = #"{"changes":[],"format":1,"hlc":9223372036854775807,"model":"\#(try modelHash(of: b))","origin":"\#(origin)","seq":1}"#
+        let answer = try push(forged, to: b)
+        #expect(answer.status == 200 && answer.body.contains(#""waiting":1"#), "\(answer)")
+        // Saves on b still work (a clock at the maximum used to trap every later save), and replicate both ways.
+        try expectReplicates("after the forged clock (b)", from: b, to: a, "clock")
+        try expectReplicates("after the forged clock (a)", from: a, to: b, "clock")
+        #expect(a.isRunning && b.isRunning)
+        let (stopA, stopB) = (a.stop(), b.stop())
+        #expect(stopA == 0 && stopB == 0)
+    }
+
+    @Test("Two thousand fresh origins do not stop pulls: the vector travels in a POST body, and saves keep flowing both ways")
+    func originFlood() throws {
+        let (a, b) = try pair()
+        let hash = try modelHash(of: b)
+        let now = Int64(Date().timeIntervalSince1970 * 1000) << 16
+        let flood = (0..<2_000).map { _ in #"{"changes":[],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"# }
+        let answer = try push(flood.joined(separator: "\n"), to: b)
+        #expect(answer.status == 200, "\(answer.status) \(answer.body.prefix(300))")
+        #expect(try b.vector().count >= 2_000)
+        // a pulls b's vector of 2,000 origins and more; a's own saves still reach b, and b's reach a.
+        try expectReplicates("after the flood (a)", from: a, to: b, "flood")
+        try expectReplicates("after the flood (b)", from: b, to: a, "flood")
+        let spread = try DaemonPeer.waitUntil(timeout: 30) { try a.vector().count >= 2_000 }
+        #expect(spread, "the flood's change sets did not reach a (pulls stopped)\n\(a.logExcerpt())")
+        #expect(!(a.log() + b.log()).contains("answered 400"), "a pull was refused:\n\(a.logExcerpt())")
+        let (stopA, stopB) = (a.stop(), b.stop())
+        #expect(stopA == 0 && stopB == 0)
+    }
+
+    @Test("Inserts under the receiver's namespace are refused, change sets under its own origin are held; its objects keep their names")
+    func namespaceTakeover() throws {
+        let (a, b) = try pair()
+        try b.put(#"[{"op":"insert","entity":"Person","ref":"x","values":{"name":"Bea"}}]"#)
+        let me = try b.storeIdentifier()
+        let hash = try modelHash(of: b)
+        let now = Int64(Date().timeIntervalSince1970 * 1000) << 16
+        let before = try b.dump()
+        // An insert naming b's row 1 under another origin: refused whole.
+        let takeover = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p1","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"#
+        let refused = try push(takeover, to: b)
+        #expect(refused.status == 400 && refused.body.contains("an insert must name an object of its change set's origin"), "\(refused)")
+        // A change set under b's own origin, past what b wrote: held, not applied.
+        let planted = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p99","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(me)","seq":99}"#
+        let held = try push(planted, to: b)
+        #expect(held.status == 200 && held.body.contains(#""waiting":1"#), "\(held)")
+        #expect(try b.dump() == before && !b.dump().contains("Mallory"))
+        try expectReplicates("after the takeover", from: a, to: b, "namespace")
+        #expect(try !a.dump().contains("Mallory"))
+        let (stopA, stopB) = (a.stop(), b.stop())
+        #expect(stopA == 0 && stopB == 0)
+    }
+}

@@ -177,6 +177,7 @@ public enum Daemon {
     public static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                                 stopsOnSignals: Bool = false, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ServiceGroup {
         let settings = try readSettings(configuration)
+        for warning in AccessTokens.warnings(forFile: configuration.server.tokensFile) { logger.warning("server.tokens_file: \(warning)") }
         let notifier = SystemdNotifier()
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
         let gate = try await opening.openAtStart()

@@ -33,6 +33,7 @@ public struct AccessTokens: Sendable {
             throw AccessTokensError(description: "\(file): cannot read the tokens file (\(error.localizedDescription))")
         }
         var entries: [(String, Role)] = []
+        var firstLine: [String: (line: Int, role: Role)] = [:]
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
@@ -47,12 +48,42 @@ public struct AccessTokens: Sendable {
             default:
                 throw AccessTokensError(description: "\(file):\(number + 1): expected 'peer TOKEN', 'admin TOKEN' or a token alone")
             }
-            if let token = entries.last?.0, token.utf8.count < 16 {
+            guard let (token, role) = entries.last else { continue }
+            guard token.unicodeScalars.allSatisfy({ Self.tokenCharacters.contains($0) }) else {
+                throw AccessTokensError(description: "\(file):\(number + 1): not a token line: a token is letters, digits and - . _ ~ + / = only (is this a tokens file? expected 'peer TOKEN' or 'admin TOKEN' per line)")
+            }
+            if token.utf8.count < 16 {
                 throw AccessTokensError(description: "\(file):\(number + 1): the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 32`)")
+            }
+            if let earlier = firstLine[token] {
+                guard earlier.role == role else {
+                    throw AccessTokensError(description: "\(file):\(number + 1): the same token is listed as \(earlier.role.rawValue) on line \(earlier.line) and as \(role.rawValue) here; give each role its own token")
+                }
+            } else {
+                firstLine[token] = (number + 1, role)
             }
         }
         guard !entries.isEmpty else { throw AccessTokensError(description: "\(file): no tokens; add a line 'peer TOKEN' for each peer") }
         self.init(entries)
+    }
+
+    /// The characters a token may have: those of hex, base64 and base64url.
+    static let tokenCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+
+    /// What is unsafe about how the tokens file at `file` is kept: readable or writable by
+    /// other users than its owner, or reached through a symbolic link (which can be
+    /// pointed elsewhere). Empty when nothing is.
+    public static func warnings(forFile file: String) -> [String] {
+        var warnings: [String] = []
+        var link = stat()
+        if lstat(file, &link) == 0, (link.st_mode & S_IFMT) == S_IFLNK {
+            warnings.append("\(file) is a symbolic link; point server.tokens_file at the file itself")
+        }
+        var info = stat()
+        if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
+            warnings.append("\(file) can be read or written by users other than its owner (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)")
+        }
+        return warnings
     }
 
     /// The role of a presented token, or nil when it matches none. Every entry

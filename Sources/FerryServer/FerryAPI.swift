@@ -77,7 +77,7 @@ public struct FerryAPI: Sendable {
             .get("changesets") { request, _ in try await pull.answer(request) }
             .post("changesets") { request, context in try await push.answer(request, logger: context.logger) }
             .post("changesets/pull") { request, _ in try await pull.answerPost(request) }
-            .get("status") { _, _ in try await status() }
+            .get("status") { _, context in try await status(role: context.role) }
             .post("sync") { request, context in
                 try context.require(.admin)
                 return try await sync(peer: request.uri.queryParameters.get("peer"))
@@ -88,9 +88,11 @@ public struct FerryAPI: Sendable {
     // MARK: - Handlers
 
     private func health() async throws -> Response {
-        guard case .unavailable(let reason, let since, let view) = await gate.state else { return Self.json(#"{"status":"ok"}"#) }
+        // (No token is needed here, so the reason, which names paths, is left to the log and to admins' /v1/status.)
+        guard case .unavailable(_, let since, let view) = await gate.state else { return Self.json(#"{"status":"ok"}"#) }
         let body = JSONValue.sortedObject([
-            "status": .string("store unavailable"), "reason": .string(reason),
+            "status": .string("store unavailable"),
+            "reason": .string("the store is not open; the daemon's log and /v1/status (admin token) say why"),
             "since": .string(ISO8601DateFormatter().string(from: since)), "read_only_view": .bool(view != nil),
         ])
         return Self.json(body.text, status: .serviceUnavailable)
@@ -105,9 +107,10 @@ public struct FerryAPI: Sendable {
         }
     }
 
-    private func status() async throws -> Response {
+    private func status(role: AccessTokens.Role?) async throws -> Response {
         guard let control else { throw APIError.unavailable("this server runs no sync loop") }
-        return Self.json(await control.status().json)
+        let document = await control.status()
+        return Self.json(role == .admin ? document.json : document.forPeers.json)
     }
 
     private func sync(peer: String?) async throws -> Response {

@@ -36,6 +36,7 @@ public final class DaemonPeer: @unchecked Sendable {
         self.maxBackoff = maxBackoff
         self.port = try Self.freePort()
         try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.file("tokens"))  // as docs/ advise
         try writeConfiguration()
     }
 

@@ -26,6 +26,41 @@ struct AccessTokensTests {
         #expect(AccessTokens.Role.admin >= .peer && !(AccessTokens.Role.peer >= .admin))
     }
 
+    @Test("A file that is not a tokens file, and a token listed under two roles, are refused with the line; nothing of a token is printed")
+    func notATokensFile() throws {
+        let directory = TemporaryDirectory()
+        let cases = [
+            ("root:$6$Zq0yHs3x$abcdefghijklmnopqrstuv:19000:0:99999:7:::\n", "line", "is this a tokens file"),
+            ("peer 0123456789abcdef0123\nadmin 0123456789abcdef0123\n", "line 1", "as admin"),
+        ]
+        for (index, (text, place, problem)) in cases.enumerated() {
+            let file = directory.file("tokens-\(index)")
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            #expect {
+                try AccessTokens(file: file)
+            } throws: { error in
+                let message = "\(error)"
+                return message.contains(place) && message.contains(problem) && !message.contains("0123456789abcdef0123") && !message.contains("Zq0yHs3x")
+            }
+        }
+        // The same token twice under one role is only a repetition.
+        try "peer 0123456789abcdef0123\npeer 0123456789abcdef0123\n".write(toFile: directory.file("twice"), atomically: true, encoding: .utf8)
+        #expect(try AccessTokens(file: directory.file("twice")).role(of: "0123456789abcdef0123") == .peer)
+    }
+
+    @Test("A tokens file others can read, or reached through a symbolic link, gets a warning; one only its owner reads gets none")
+    func permissions() throws {
+        let directory = TemporaryDirectory()
+        let file = directory.file("tokens")
+        try "peer 0123456789abcdef0123\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
+        #expect(AccessTokens.warnings(forFile: file).contains { $0.contains("chmod 600") })
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        #expect(AccessTokens.warnings(forFile: file).isEmpty)
+        try FileManager.default.createSymbolicLink(atPath: directory.file("link"), withDestinationPath: file)
+        #expect(AccessTokens.warnings(forFile: directory.file("link")).contains { $0.contains("symbolic link") })
+    }
+
     @Test("The constant-time comparison is an exact comparison")
     func comparison() {
         let samples = ["", "a", "ab", "abc", "abd", "abcd", "ABC", "é", "e\u{301}"]

@@ -109,6 +109,27 @@ struct FerryAPITests {
         }
     }
 
+    @Test("A peer token's status shows no peer URLs, paths or error texts; an admin token's shows them all")
+    func statusDetailsForAdminsOnly() async throws {
+        var peer = StatusDocument.Peer(name: "b", url: "https://internal-b.example:8443", state: "backing_off")
+        peer.lastError = "not listening: connection refused"
+        peer.consecutiveFailures = 1
+        var made = StatusDocument(store: UUID(), model: "m", peers: [peer])
+        made.storeError = StatusDocument.StoreProblem(message: "store.path /srv/ferry/secret/store.sqlite: read-only file system", since: Date(timeIntervalSince1970: 0), readOnlyView: true)
+        let document = made
+        let fixture = try Fixture(control: FixedControl(document: document, peers: ["b"]))
+        try await fixture.app.test(.router) { client in
+            let asPeer = try await client.execute(uri: "/v1/status", method: .get, headers: Self.bearer(Self.peerToken))
+            let shown = String(buffer: asPeer.body)
+            #expect(!shown.contains("internal-b") && !shown.contains("/srv/ferry") && !shown.contains("connection refused"), "\(shown)")
+            #expect(try WireJSON.decode(StatusDocument.self, from: Data(buffer: asPeer.body)).peers.first?.state == "backing_off")
+            let asAdmin = try await client.execute(uri: "/v1/status", method: .get, headers: Self.bearer(Self.adminToken))
+            let full = try WireJSON.decode(StatusDocument.self, from: Data(buffer: asAdmin.body))
+            #expect(full.peers.first?.url == "https://internal-b.example:8443" && full.peers.first?.lastError == "not listening: connection refused", "\(full)")
+            #expect(full.storeError == document.storeError)
+        }
+    }
+
     @Test("A pushed change set is applied once, then served back to a puller that lacks it")
     func pushThenPull() async throws {
         let fixture = try Fixture()

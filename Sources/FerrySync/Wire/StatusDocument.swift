@@ -160,4 +160,26 @@ public struct StatusDocument: Codable, Sendable, Equatable {
 
     /// The document as JSON text.
     public var json: String { WireJSON.encode(self) }
+
+    /// What a peer token is shown: no peer URLs, and no messages that may name paths on
+    /// this machine (the store's problem, failed reads, peers' last errors). Counts,
+    /// states and times stay, so a peer can still tell how far behind it is.
+    public var forPeers: StatusDocument {
+        var shown = self
+        shown.peers = peers.map { peer in
+            var redacted = peer
+            redacted.url = Self.adminOnly
+            if redacted.lastError != nil { redacted.lastError = Self.adminOnly }
+            return redacted
+        }
+        if var problem = shown.storeError {
+            problem.message = Self.adminOnly
+            shown.storeError = problem
+        }
+        if shown.readError != nil { shown.readError = Self.adminOnly }
+        return shown
+    }
+
+    /// What stands in for details only admin tokens see.
+    public static let adminOnly = "(shown to admin tokens only)"
 }

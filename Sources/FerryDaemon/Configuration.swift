@@ -27,6 +27,11 @@ public struct Configuration: Sendable, Equatable {
         public var tokensFile: String
         /// The largest request body accepted, in bytes (default 64 MiB); larger ones get 413.
         public var maxBodyBytes: Int
+        /// Most push bodies held at once (default 4); a push past them gets 503 with `Retry-After`.
+        public var maxConcurrentBodies: Int = 4
+        /// Most connections open at once (default 256); past them new connections wait in the
+        /// kernel's queue (and are refused when it is full) instead of using up file descriptors.
+        public var maxConnections: Int = 256
         /// HTTPS: the server's certificate chain and private key (PEM files); plain HTTP when nil.
         public var tls: TLS?
     }
@@ -87,13 +92,14 @@ extension Configuration {
     /// Every scalar key, by path; the environment can override these.
     static let scalarKeys = [
         "store.path", "store.model",
-        "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.tls.certificate", "server.tls.key",
+        "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.max_concurrent_bodies", "server.max_connections",
+        "server.tls.certificate", "server.tls.key",
         "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync"],
         "store": ["path", "model"],
-        "server": ["host", "port", "tokens_file", "max_body_bytes", "tls"],
+        "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff"],
         "peer": ["name", "url", "token_file", "ca_file"],
@@ -246,6 +252,8 @@ extension Configuration {
                            port: try integer("server.port", default: 7400, range: 0...65535),
                            tokensFile: resolve(try string("server.tokens_file")),
                            maxBodyBytes: try integer("server.max_body_bytes", default: 64 << 20, range: 1024...(1 << 32)),
+                           maxConcurrentBodies: try integer("server.max_concurrent_bodies", default: 4, range: 1...1024),
+                           maxConnections: try integer("server.max_connections", default: 256, range: 2...100_000),
                            tls: tls),
             peers: peers,
             sync: Sync(pullInterval: try number("sync.pull_interval", default: 30, range: 0.05...86400),

@@ -182,11 +182,14 @@ public enum Daemon {
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
         let gate = try await opening.openAtStart()
         let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
-                           control: opening, metrics: registry)
+                           maxConcurrentBodies: configuration.server.maxConcurrentBodies, control: opening, metrics: registry)
         let app = Application(
             router: api.router(),
             server: try serverBuilder(configuration.server.tls),
-            configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry"),
+            // Past server.max_connections the server stops accepting (new connections wait in the kernel's
+            // queue): idle connections must not use up the descriptors the daemon needs for its store.
+            configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry",
+                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.server.maxConnections)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.server.port
                 logger.info("listening on \(configuration.server.host):\(port)")

@@ -22,6 +22,8 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     case unsupportedMediaType(String)
     /// The store or the daemon cannot serve this now (not open, busy, failing): 503.
     case unavailable(String)
+    /// The daemon holds as many request bodies as it takes: 503 with `Retry-After: 1`.
+    case busy(String)
     /// The store failed in a way that is a bug or needs an operator: 500.
     case internalError(String)
 
@@ -34,7 +36,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
         case .gone: .gone
         case .contentTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
-        case .unavailable: .serviceUnavailable
+        case .unavailable, .busy: .serviceUnavailable
         case .internalError: .internalServerError
         }
     }
@@ -44,7 +46,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
         case .unauthorized: "unauthorized"
         case .forbidden(let needs): "this action needs an \(needs.rawValue) token"
         case .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
-             .unsupportedMediaType(let message), .unavailable(let message), .internalError(let message):
+             .unsupportedMediaType(let message), .unavailable(let message), .busy(let message), .internalError(let message):
             Self.excerpt(message)
         }
     }
@@ -63,6 +65,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/json"]
         if case .unauthorized = self { headers[.wwwAuthenticate] = "Bearer" }
+        if case .busy = self { headers[.retryAfter] = "1" }
         return Response(status: status, headers: headers,
                         body: ResponseBody(byteBuffer: ByteBuffer(string: WireJSON.encode(ErrorMessage(description)))))
     }

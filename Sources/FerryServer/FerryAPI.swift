@@ -28,25 +28,28 @@ public struct FerryAPI: Sendable {
     let gate: StoreGate
     let tokens: AccessTokens
     let maxBodyBytes: Int
+    let bodySlots: BodySlots
     let control: (any SyncControl)?
     let metrics: PrometheusCollectorRegistry?
 
     /// An API over `endpoint`, accepting `tokens`, refusing bodies over
-    /// `maxBodyBytes` with 413, serving `metrics` (the registry the process's
-    /// `MetricsSystem` was bootstrapped with) at `/metrics`. `control` answers
-    /// `/v1/status` and `/v1/sync` (without one, both answer 503).
-    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, control: (any SyncControl)? = nil,
-                metrics: PrometheusCollectorRegistry? = nil) {
-        self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, control: control, metrics: metrics)
+    /// `maxBodyBytes` with 413 and pushes past `maxConcurrentBodies` held at once with 503,
+    /// serving `metrics` (the registry the process's `MetricsSystem` was bootstrapped with)
+    /// at `/metrics`. `control` answers `/v1/status` and `/v1/sync` (without one, both answer 503).
+    public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4,
+                control: (any SyncControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
+        self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, maxConcurrentBodies: maxConcurrentBodies,
+                  control: control, metrics: metrics)
     }
 
     /// An API over the store behind `gate`, which may open only later; otherwise as
-    /// ``init(endpoint:tokens:maxBodyBytes:control:metrics:)``.
-    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, control: (any SyncControl)? = nil,
-                metrics: PrometheusCollectorRegistry? = nil) {
+    /// ``init(endpoint:tokens:maxBodyBytes:maxConcurrentBodies:control:metrics:)``.
+    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4,
+                control: (any SyncControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
         self.gate = gate
         self.tokens = tokens
         self.maxBodyBytes = maxBodyBytes
+        self.bodySlots = BodySlots(capacity: maxConcurrentBodies)
         self.control = control
         self.metrics = metrics
     }
@@ -70,7 +73,7 @@ public struct FerryAPI: Sendable {
             }
         }
         let pull = PullRoute(gate: gate)
-        let push = PushRoute(gate: gate, maxBodyBytes: maxBodyBytes)
+        let push = PushRoute(gate: gate, maxBodyBytes: maxBodyBytes, bodySlots: bodySlots)
         router.group("v1")
             .add(middleware: BearerAuthentication(tokens: tokens))
             .get("state") { _, _ in try await state() }

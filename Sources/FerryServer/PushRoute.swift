@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Hummingbird
 import Logging
 import Metrics
@@ -12,9 +13,16 @@ import FerrySync
 struct PushRoute: Sendable {
     let gate: StoreGate
     let maxBodyBytes: Int
+    /// The push bodies that may be held at once (`server.max_concurrent_bodies`): with
+    /// `maxBodyBytes` they bound what pushes can make the daemon hold.
+    let bodySlots: BodySlots
 
     /// The answer to one push request.
     func answer(_ request: Request, logger: Logger) async throws -> Response {
+        guard bodySlots.take() else {
+            throw APIError.busy("this daemon holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
+        }
+        defer { bodySlots.give() }
         var request = request
         let buffer: ByteBuffer
         do {
@@ -61,5 +69,31 @@ struct PushRoute: Sendable {
             logger.error("could not apply pushed change sets: \(error)")
             throw APIError.unavailable("this store cannot take change sets now (\(error)); nothing more was applied; send them again later")
         }
+    }
+}
+
+/// A count of what is in use out of a fixed capacity, taken and given back without waiting.
+final class BodySlots: Sendable {
+    let capacity: Int
+    private let used = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// Takes a slot; false (nothing taken) when all are in use.
+    func take() -> Bool {
+        var current = used.load(ordering: .relaxed)
+        while current < capacity {
+            let (exchanged, original) = used.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    /// Gives a taken slot back.
+    func give() {
+        used.subtract(1, ordering: .acquiringAndReleasing)
     }
 }

@@ -66,6 +66,13 @@ public final class DaemonPeer: @unchecked Sendable {
         return kilobytes * 1024
     }
 
+    /// How many file descriptors the daemon has open (`/proc/PID/fd`), while it runs.
+    public var openDescriptors: Int? {
+        guard let process, process.isRunning,
+              let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd") else { return nil }
+        return entries.count
+    }
+
     /// "running", or how the last daemon process ended (exit status or signal), for failure messages.
     public var processState: String {
         guard let process else { return "never started" }

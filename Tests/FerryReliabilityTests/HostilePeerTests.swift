@@ -93,4 +93,24 @@ struct HostilePeerTests {
         let (stopA, stopB) = (a.stop(), b.stop())
         #expect(stopA == 0 && stopB == 0)
     }
+
+    @Test("Idle connections past server.max_connections wait in the kernel's queue: the daemon's descriptors stay bounded, it keeps serving")
+    func connectionCap() throws {
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
+        try b.start(environment: ["FERRY_SERVER_MAX_CONNECTIONS": "8"])
+        let baseline = try #require(b.openDescriptors)
+        // Two hundred idle connections (no token needed to open one).
+        let idle = try (0..<200).map { _ in try RawConnection(port: b.port) }
+        Thread.sleep(forTimeInterval: 1)
+        let held = try #require(b.openDescriptors)
+        #expect(held - baseline <= 8 + 4, "the daemon took \(held - baseline) more descriptors for 200 idle connections (cap 8)")
+        #expect(b.isRunning)
+        for connection in idle { connection.close() }
+        // Once they go, it serves again.
+        let serving = DaemonPeer.waitUntil(timeout: 20) {
+            (try? FerryProcess.curl("GET", b.url + "/healthz", token: nil).status) == 200
+        }
+        #expect(serving, "healthz did not answer after the idle connections closed\n\(b.logExcerpt())")
+        #expect(b.stop() == 0)
+    }
 }

@@ -23,12 +23,13 @@ struct FerryAPITests {
         let store: SQLiteStore
         let other: SQLiteStore
         let app: Application<RouterResponder<FerryRequestContext>>
+        let api: FerryAPI
 
         init(control: (any SyncControl)? = nil) throws {
             let model = try SampleModels.load("OrgChart")
             store = try SQLiteStore(path: directory.file("served.sqlite"), model: model)
             other = try SQLiteStore(path: directory.file("other.sqlite"), model: model)
-            let api = FerryAPI(endpoint: try ReplicationEndpoint(store: store),
+            api = FerryAPI(endpoint: try ReplicationEndpoint(store: store),
                                tokens: AccessTokens([(FerryAPITests.peerToken, .peer), (FerryAPITests.adminToken, .admin)]),
                                maxBodyBytes: 1 << 20, control: control)
             app = Application(router: api.router())
@@ -128,6 +129,26 @@ struct FerryAPITests {
             #expect(full.peers.first?.url == "https://internal-b.example:8443" && full.peers.first?.lastError == "not listening: connection refused", "\(full)")
             #expect(full.storeError == document.storeError)
         }
+    }
+
+    @Test("Past the push bodies it may hold at once, a push gets 503 with Retry-After and applies nothing; with a slot free it applies")
+    func bodySlots() async throws {
+        let fixture = try Fixture()
+        let line = try fixture.changeSet("Ann")
+        let api = fixture.api
+        #expect(api.bodySlots.capacity == 4)
+        for _ in 0..<4 { #expect(api.bodySlots.take()) }
+        #expect(!api.bodySlots.take())
+        try await fixture.app.test(.router) { client in
+            let busy = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken), body: ByteBuffer(string: line))
+            #expect(busy.status == .serviceUnavailable && busy.headers[.retryAfter] == "1" && String(buffer: busy.body).contains("max_concurrent_bodies"))
+            #expect(try fixture.store.historyState().vector.isEmpty)
+            api.bodySlots.give()
+            let applied = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.peerToken), body: ByteBuffer(string: line))
+            #expect(applied.status == .ok)
+        }
+        // The push gave its slot back: one is free beside the three the test still holds.
+        #expect(api.bodySlots.take() && !api.bodySlots.take())
     }
 
     @Test("A pushed change set is applied once, then served back to a puller that lacks it")

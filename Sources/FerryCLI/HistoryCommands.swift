@@ -150,3 +150,52 @@ extension StoreOptions {
         }
     }
 }
+
+struct OriginsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "origins",
+        abstract: "List the origins this store takes change sets from, or remove a bogus one.",
+        discussion: """
+            A peer with a valid token can send change sets under origins no store has (each is kept,
+            replicated, and carried in every vector). `remove` forgets one origin's change sets here:
+            its history, its place in the vector, the held ones; the objects they made stay. Run it
+            on every replica (stop its daemon first), or peers that still hold the origin send it back.
+            """,
+        subcommands: [List.self, Remove.self]
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print each origin as {\"origin\",\"seq\",\"own\"}, one per line.")
+
+        @OptionGroup var options: StoreOptions
+
+        func run() throws {
+            let store = try options.openSQLiteStore()
+            do {
+                for (origin, sequence) in try store.historyState().vector.sorted(by: { $0.key.uuidString < $1.key.uuidString }) {
+                    print(JSONValue.sortedObject(["origin": .string(origin.uuidString), "seq": .integer(sequence),
+                                                  "own": .bool(origin == store.identifier)]).text)
+                }
+            } catch {
+                throw CLIError(error)
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Forget every change set of ORIGIN here; print how many went.")
+
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The origin's store UUID.") var origin: String
+
+        func run() throws {
+            guard let uuid = UUID(uuidString: origin) else { throw CLIError("'\(origin)' is not a store UUID") }
+            let store = try options.openSQLiteStore()
+            do {
+                print(JSONValue.sortedObject(["removed": .integer(Int64(try store.removeOrigin(uuid)))]).text)
+            } catch {
+                throw CLIError(error)
+            }
+        }
+    }
+}

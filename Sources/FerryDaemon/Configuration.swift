@@ -72,6 +72,9 @@ public struct Configuration: Sendable, Equatable {
         /// a store that cannot be opened yet, in seconds (default 60): retries back off
         /// 1 s, 2 s, 4 s … up to this, each ×0.5–1.5.
         public var maxBackoff: Double = 60
+        /// Most origins the store takes change sets from (default 10,000); a change set of a new
+        /// origin past them is held until bogus origins are removed (`ferry origins remove`).
+        public var maxOrigins: Int = 10_000
     }
 
     public var store: Store
@@ -94,14 +97,14 @@ extension Configuration {
         "store.path", "store.model",
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.max_concurrent_bodies", "server.max_connections",
         "server.tls.certificate", "server.tls.key",
-        "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff",
+        "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff", "sync.max_origins",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync"],
         "store": ["path", "model"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
-        "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff"],
+        "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins"],
         "peer": ["name", "url", "token_file", "ca_file"],
     ]
 
@@ -259,7 +262,8 @@ extension Configuration {
             sync: Sync(pullInterval: try number("sync.pull_interval", default: 30, range: 0.05...86400),
                        batchSize: try integer("sync.batch_size", default: 500, range: 1...100_000),
                        requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600),
-                       maxBackoff: try number("sync.max_backoff", default: 60, range: 1...86400)),
+                       maxBackoff: try number("sync.max_backoff", default: 60, range: 1...86400),
+                       maxOrigins: try integer("sync.max_origins", default: 10_000, range: 2...10_000_000)),
             file: file
         )
     }

@@ -95,7 +95,8 @@ public enum Daemon {
         } catch {
             throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
         }
-        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model))
+        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model),
+                                               maximumOrigins: configuration.sync.maxOrigins)
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger)

@@ -155,6 +155,15 @@ public struct ReplayEngine: Sendable {
                     queue[key] = nil
                     continue
                 }
+                // A new origin past the bound waits, held with why.
+                if vector[changeSet.origin] == nil, vector.count >= maximumOrigins {
+                    if !entry.held {
+                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence, reason: Self.originsReason(maximumOrigins), body: entry.body))
+                        report.waiting += 1
+                    }
+                    queue[key] = nil
+                    continue
+                }
                 guard changeSet.sequence == have + 1,
                       changeSet.dependencies.allSatisfy({ $0.key == store.identifier || vector[$0.key, default: 0] >= $0.value }) else { continue }
                 // A clock too far ahead of this store's waits (held, with why) rather than move this store's clock there.
@@ -192,10 +201,20 @@ public struct ReplayEngine: Sendable {
         return report
     }
 
+    /// Most origins this store takes change sets from (`sync.max_origins`): a change set of a
+    /// new origin past them is held, with the reason, until an operator removes bogus origins
+    /// (`ferry origins remove`) or raises the bound. Forged origins are permanent and replicate,
+    /// and every vector carries them.
+    public var maximumOrigins = 10_000
+
     /// The time ahead-of-clock checks are made at (tests move it).
     package var now: @Sendable () -> Date = { Date() }
 
     static let ownOriginReason = "it is under this store's own origin, past what this store wrote; a store takes none of its own change sets from peers (a forged change set, or a store restored from a backup older than what its peers hold: see docs/SYNC.md)"
+
+    static func originsReason(_ bound: Int) -> String {
+        "it is from a new origin, and this store already takes change sets from \(bound) origins (sync.max_origins); list them with `ferry origins list`, remove bogus ones with `ferry origins remove`, or raise the bound"
+    }
 
     static func aheadReason(_ timestamp: HybridTimestamp) -> String {
         "its clock (\(timestamp)) is more than \(Int(HybridTimestamp.maximumSkew)) s ahead of this store's; it waits until this store's clock catches up (a peer's clock far ahead, or a forged change set: check the origin's clock, or remove the origin)"

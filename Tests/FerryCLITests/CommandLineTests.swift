@@ -60,6 +60,23 @@ struct CommandLineTests {
         #expect(again.standardError.contains("already exists"))
     }
 
+    @Test("origins lists the vector's origins; remove forgets one, and refuses the store's own")
+    func origins() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        let uuid = try FerryProcess.run(["init", "--store", store, "--model", orgChart]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let put = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","ref":"a","values":{"name":"A"}}]"#)
+        #expect(put.status == 0, "\(put.standardError)")
+        let listed = try FerryProcess.run(["origins", "list", "--store", store, "--model", orgChart])
+        #expect(listed.status == 0 && listed.standardOutput == #"{"origin":"\#(uuid)","own":true,"seq":1}"# + "\n", "\(listed.standardOutput)")
+        let own = try FerryProcess.run(["origins", "remove", "--store", store, "--model", orgChart, uuid])
+        #expect(own.status == 1 && own.standardError.contains("own origin"), "\(own.standardError)")
+        let other = try FerryProcess.run(["origins", "remove", "--store", store, "--model", orgChart, UUID().uuidString])
+        #expect(other.status == 0 && other.standardOutput.contains(#""removed":0"#), "\(other.standardOutput) \(other.standardError)")
+        let bad = try FerryProcess.run(["origins", "remove", "--store", store, "--model", orgChart, "not-a-uuid"])
+        #expect(bad.status != 0 && bad.standardError.contains("not a store UUID"))
+    }
+
     @Test("put applies JSON-lines saves and prints refs; dump reads them back canonically")
     func putAndDump() throws {
         let directory = TemporaryDirectory()

@@ -103,6 +103,20 @@ extension SQLiteStore: ReplicaStore {
         }
     }
 
+    /// Forgets every change set of `origin`: its history, its place in the vector, the held ones.
+    public func removeOrigin(_ origin: UUID) throws -> Int {
+        guard origin != identifier else { throw HistoryError.ownOrigin(origin) }
+        var removed = 0
+        try write { db in
+            try db.execute(sql: "DELETE FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
+            removed = db.changesCount
+            try db.execute(sql: "DELETE FROM Z_FERRY_VECTOR WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
+            try db.execute(sql: "DELETE FROM Z_FERRY_PENDING WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
+            removed += db.changesCount
+        }
+        return removed
+    }
+
     /// Keeps a received change set that cannot be applied yet (a predecessor is
     /// missing, or it was made with another model version).
     public func hold(_ changeSet: HeldChangeSet) throws {

@@ -103,6 +103,17 @@ struct InMemoryHistory: Sendable {
         return removed
     }
 
+    /// Forgets every change set of `origin`, its vector entry and its held change sets.
+    mutating func removeOrigin(_ origin: UUID) -> Int {
+        let before = records.count
+        records.removeAll { $0.origin == origin }
+        vector[origin] = nil
+        purged[origin] = nil
+        let heldBefore = held.count
+        held = held.filter { $0.value.origin != origin }
+        return before - records.count + heldBefore - held.count
+    }
+
     // MARK: - Merge metadata
 
     mutating func setClock(of id: ObjectID, property: String, to stamp: WriteStamp) {

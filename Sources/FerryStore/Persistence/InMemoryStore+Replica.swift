@@ -24,6 +24,13 @@ extension InMemoryStore: ReplicaStore {
         return removed
     }
 
+    public func removeOrigin(_ origin: UUID) throws -> Int {
+        guard origin != identifier else { throw HistoryError.ownOrigin(origin) }
+        let removed = state.withLock { $0.history.removeOrigin(origin) }
+        signalCommit()
+        return removed
+    }
+
     /// A signal after each write to the store (saves, received change sets, held ones, purges).
     public func commits() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))

@@ -24,6 +24,11 @@ public protocol ReplicaStore: PersistentStore {
     func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage
     /// Deletes the change sets every vector of `peers` covers; returns how many went.
     func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int
+    /// Forgets every change set of `origin` (its history, its place in the vector, the ones
+    /// held back): an operator's way to remove a bogus origin. The objects its change sets
+    /// made stay. Returns how many change sets went.
+    /// - Throws: ``HistoryError/ownOrigin`` for this store's own origin.
+    func removeOrigin(_ origin: UUID) throws -> Int
     /// A signal after each commit to the store, by this process or another.
     func commits() -> AsyncStream<Void>
 

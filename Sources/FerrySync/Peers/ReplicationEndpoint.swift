@@ -17,11 +17,13 @@ public actor ReplicationEndpoint {
     private let engine: ReplayEngine
 
     /// An endpoint for `store`.
-    public init(store: any ReplicaStore) throws {
+    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000) throws {
         self.store = store
         self.storeIdentifier = store.identifier
         self.modelVersionHash = store.modelVersionHash
-        self.engine = try ReplayEngine(store: store)
+        var engine = try ReplayEngine(store: store)
+        engine.maximumOrigins = maximumOrigins
+        self.engine = engine
     }
 
     /// A signal after each commit to the store (this process's or another's on the same file;

@@ -110,9 +110,19 @@ struct PullRoute: Sendable {
             var bytes = 0
             while true {
                 var buffer = ByteBuffer()
+                var full = false
                 for line in page.lines {
+                    // A change set larger than an answer goes alone: after others, it waits for the next answer.
+                    if bytes + buffer.readableBytes > 0, line.utf8.count >= Self.answerBytes {
+                        full = true
+                        break
+                    }
                     buffer.writeString(line)
                     buffer.writeInteger(UInt8(ascii: "\n"))
+                    if bytes + buffer.readableBytes >= Self.answerBytes {
+                        full = true
+                        break
+                    }
                 }
                 bytes += buffer.readableBytes
                 if let compressor {
@@ -121,7 +131,7 @@ struct PullRoute: Sendable {
                     try await writer.write(buffer)
                 }
                 sent += page.lines.count
-                guard sent < limit, page.lines.count == asked, bytes < Self.answerBytes else { break }
+                guard !full, sent < limit, page.lines.count == asked, bytes < Self.answerBytes else { break }
                 let bytesPerChangeSet = max(1, bytes / sent)
                 asked = min(limit - sent, Self.pageSize, (Self.answerBytes - bytes) / bytesPerChangeSet + 1)
                 page = try await endpoint.page(after: vector, cursor: page.cursor, limit: asked)

@@ -159,6 +159,31 @@ struct HTTPAPITests {
         #expect(answers.dropLast().allSatisfy { $0.bytes >= 1 << 20 } && answers.allSatisfy { $0.bytes < 2 << 20 }, "\(answers)")
     }
 
+    @Test("A change set larger than an answer goes alone: the answers before and after it hold the others")
+    func largeChangeSetGoesAlone() async throws {
+        let context = try PersistentContainer(store: store).newContext()
+        for index in 0..<16_000 { try context.make("Person", ["id": Int64(10_000 + index), "name": "Large \(index)"]) }
+        try context.save()  // change set 3, over 2 MiB
+        try context.make("Person", ["id": Int64(99), "name": "After"])
+        try context.save()  // change set 4
+        var answers: [[Int]] = []
+        var sizes: [Int] = []
+        var seen = 0
+        while answers.count < 10 {
+            let after = #"{"\#(store.identifier.uuidString)":\#(seen)}"#
+            let answer = try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: #"{"after":\#(after),"limit":10000}"#))
+            let sequences = answer.body.split(separator: "\n").compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["seq"] as? Int
+            }
+            if sequences.isEmpty { break }
+            answers.append(sequences)
+            sizes.append(answer.bytes.readableBytes)
+            seen = sequences.max() ?? seen
+        }
+        #expect(answers == [[1, 2], [3], [4]], "\(answers) (\(sizes) bytes)")
+        #expect(sizes[1] > 2 << 20, "\(sizes)")
+    }
+
     @Test("A malformed push is refused whole with 400, and nothing of it is applied")
     func malformedPush() async throws {
         let origin = UUID().uuidString

@@ -7,15 +7,17 @@ import FerrySync
 
 /// The HTTP API of a Ferry store (docs/PROTOCOL.md, docs/openapi.yaml):
 ///
-/// - `GET /healthz`: liveness, no token needed (503 with the reason while the
-///   store cannot be opened);
+/// - `GET /healthz`: liveness, no token needed (503 while the store cannot be
+///   opened; why, only to admin tokens in `/v1/status`);
 /// - `GET /v1/state`: store UUID, model hash, version vector;
-/// - `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller
+/// - `POST /v1/changesets/pull` (`{"after":VECTOR,"limit":N}`, what peers use) and
+///   `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller
 ///   lacks, streamed as JSON lines (NDJSON), page by page so memory stays flat
 ///   (``PullRoute``);
 /// - `POST /v1/changesets`: JSON lines in, all checked before any is applied;
 ///   answers what was applied, duplicate, waiting and quarantined (``PushRoute``);
-/// - `GET /v1/status`: the daemon's view of its peers and backlog;
+/// - `GET /v1/status`: the daemon's view of its peers and backlog (URLs, paths and
+///   error texts only to admin tokens);
 /// - `POST /v1/sync?peer=NAME` (admin token): a sync round now;
 /// - `GET /metrics`: Prometheus metrics.
 ///

@@ -175,6 +175,25 @@ public enum Daemon {
     /// and what a test or an application runs inside its own process. With `stopsOnSignals`,
     /// SIGTERM and SIGINT stop it gracefully (what `ferry run` wants); without, the caller ends
     /// it with `triggerGracefulShutdown()`. Opens the store (or starts waiting for it).
+    /// Descriptors kept free for everything but clients' connections: the store's files and
+    /// connections, the commit watcher, the listening socket, logs, and a few per peer.
+    static let reservedDescriptors = 48
+
+    /// `server.max_connections`, lowered when the process may not open that many descriptors
+    /// besides the ones it needs itself (`LimitNOFILE`): running out of descriptors must end
+    /// in connections left waiting, never in a failure inside the process.
+    static func connectionCap(_ configuration: Configuration, peers: Int, logger: Logger) -> Int {
+        let configured = configuration.server.maxConnections
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else { return configured }
+        let available = Int(clamping: limit.rlim_cur) - reservedDescriptors - 4 * peers
+        let cap = max(2, min(configured, available))
+        if cap < configured {
+            logger.warning("server.max_connections lowered from \(configured) to \(cap): this process may open only \(limit.rlim_cur) file descriptors; raise LimitNOFILE or lower server.max_connections")
+        }
+        return cap
+    }
+
     public static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                                 stopsOnSignals: Bool = false, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ServiceGroup {
         let settings = try readSettings(configuration)
@@ -184,13 +203,14 @@ public enum Daemon {
         let gate = try await opening.openAtStart()
         let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
                            maxConcurrentBodies: configuration.server.maxConcurrentBodies, control: opening, metrics: registry)
+        let maxConnections = connectionCap(configuration, peers: settings.peers.count, logger: logger)
         let app = Application(
             router: api.router(),
             server: try serverBuilder(configuration.server.tls),
             // Past server.max_connections the server stops accepting (new connections wait in the kernel's
             // queue): idle connections must not use up the descriptors the daemon needs for its store.
             configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry",
-                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.server.maxConnections)),
+                                 availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.server.port
                 logger.info("listening on \(configuration.server.host):\(port)")

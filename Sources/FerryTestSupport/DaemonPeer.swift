@@ -66,6 +66,9 @@ public final class DaemonPeer: @unchecked Sendable {
         return kilobytes * 1024
     }
 
+    /// The daemon's limit of open file descriptors (`prlimit --nofile`), when a test lowers it.
+    public var descriptorLimit: Int?
+
     /// How many file descriptors the daemon has open (`/proc/PID/fd`), while it runs.
     public var openDescriptors: Int? {
         guard let process, process.isRunning,
@@ -136,8 +139,14 @@ public final class DaemonPeer: @unchecked Sendable {
     @discardableResult
     public func launch(environment: [String: String] = [:]) throws -> Pipe {
         let process = Process()
-        process.executableURL = try FerryProcess.executable()
-        process.arguments = ["run", "--config", configuration]
+        if let descriptorLimit {
+            // prlimit sets the limit and then becomes the daemon (same process).
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nofile=\(descriptorLimit):\(descriptorLimit)", try FerryProcess.executable().path, "run", "--config", configuration]
+        } else {
+            process.executableURL = try FerryProcess.executable()
+            process.arguments = ["run", "--config", configuration]
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output

@@ -113,4 +113,24 @@ struct HostilePeerTests {
         #expect(serving, "healthz did not answer after the idle connections closed\n\(b.logExcerpt())")
         #expect(b.stop() == 0)
     }
+
+    @Test("Under a low descriptor limit the daemon lowers its connection cap: idle connections wait, it does not run out of descriptors, and serves once they go")
+    func descriptorLimit() throws {
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
+        b.descriptorLimit = 100
+        try b.start()  // server.max_connections left at 256
+        #expect(b.log().contains("server.max_connections lowered from 256"), "\(b.logExcerpt())")
+        let idle = try (0..<150).map { _ in try RawConnection(port: b.port) }
+        Thread.sleep(forTimeInterval: 1)
+        let held = try #require(b.openDescriptors)
+        #expect(held <= 100 - 16, "the daemon holds \(held) descriptors of 100 with 150 idle connections")
+        #expect(b.isRunning)
+        for connection in idle { connection.close() }
+        let serving = DaemonPeer.waitUntil(timeout: 20) {
+            (try? FerryProcess.curl("GET", b.url + "/healthz", token: nil).status) == 200
+        }
+        #expect(serving, "healthz did not answer after the idle connections closed\n\(b.logExcerpt())")
+        try b.put(#"[{"op":"insert","entity":"Person","ref":"x","values":{"name":"still saving"}}]"#)
+        #expect(b.stop() == 0)
+    }
 }

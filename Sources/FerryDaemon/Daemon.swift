@@ -201,16 +201,17 @@ public enum Daemon {
         let notifier = SystemdNotifier()
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)
         let gate = try await opening.openAtStart()
+        let connections = ConnectionGauge(maximum: connectionCap(configuration, peers: settings.peers.count, logger: logger))
         let api = FerryAPI(gate: gate, tokens: settings.tokens, maxBodyBytes: configuration.server.maxBodyBytes,
-                           maxConcurrentBodies: configuration.server.maxConcurrentBodies, control: opening, metrics: registry)
-        let maxConnections = connectionCap(configuration, peers: settings.peers.count, logger: logger)
+                           maxConcurrentBodies: configuration.server.maxConcurrentBodies, connections: connections,
+                           control: opening, metrics: registry)
         let app = Application(
             router: api.router(),
             server: try serverBuilder(configuration.server.tls),
             // Past server.max_connections the server stops accepting (new connections wait in the kernel's
             // queue): idle connections must not use up the descriptors the daemon needs for its store.
             configuration: .init(address: .hostname(configuration.server.host, port: configuration.server.port), serverName: "ferry",
-                                 availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
+                                 availableConnectionsDelegate: connections),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.server.port
                 logger.info("listening on \(configuration.server.host):\(port)")

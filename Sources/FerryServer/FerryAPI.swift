@@ -31,6 +31,7 @@ public struct FerryAPI: Sendable {
     let tokens: AccessTokens
     let maxBodyBytes: Int
     let bodySlots: BodySlots
+    let connections: ConnectionGauge?
     let control: (any SyncControl)?
     let metrics: PrometheusCollectorRegistry?
 
@@ -46,9 +47,11 @@ public struct FerryAPI: Sendable {
 
     /// An API over the store behind `gate`, which may open only later; otherwise as
     /// ``init(endpoint:tokens:maxBodyBytes:maxConcurrentBodies:control:metrics:)``.
-    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4,
+    /// `connections`, when given, is the server's connection bound: near it, requests get 503.
+    public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4, connections: ConnectionGauge? = nil,
                 control: (any SyncControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
         self.gate = gate
+        self.connections = connections
         self.tokens = tokens
         self.maxBodyBytes = maxBodyBytes
         self.bodySlots = BodySlots(capacity: maxConcurrentBodies)
@@ -61,6 +64,7 @@ public struct FerryAPI: Sendable {
         let router = Router(context: FerryRequestContext.self)
         // Request counts and latency (http_server_request_duration_seconds), through swift-metrics.
         router.add(middleware: MetricsMiddleware())
+        if let connections { router.add(middleware: ConnectionPressureMiddleware(gauge: connections)) }
         var allowed: [String: [HTTPRequest.Method]] = [
             "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
             "/v1/status": [.get], "/v1/sync": [.post],

@@ -105,7 +105,14 @@ struct HostilePeerTests {
         let held = try #require(b.openDescriptors)
         #expect(held - baseline <= 8 + 4, "the daemon took \(held - baseline) more descriptors for 200 idle connections (cap 8)")
         #expect(b.isRunning)
+        // A request on one of the last connections before the bound hears 503 with Retry-After, not silence.
         for connection in idle { connection.close() }
+        Thread.sleep(forTimeInterval: 0.5)
+        let nearBound = try (0..<7).map { _ in try RawConnection(port: b.port) }  // the 8th (curl) is past 8 - 8/8
+        Thread.sleep(forTimeInterval: 0.3)
+        let busy = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "-i", "-H", "Authorization: Bearer \(b.peerToken)", b.url + "/v1/state"])
+        #expect(busy.standardOutput.contains("503") && busy.standardOutput.lowercased().contains("retry-after: 1"), "\(busy.standardOutput) \(busy.standardError)")
+        for connection in nearBound { connection.close() }
         // Once they go, it serves again.
         let serving = DaemonPeer.waitUntil(timeout: 20) {
             (try? FerryProcess.curl("GET", b.url + "/healthz", token: nil).status) == 200

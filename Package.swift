@@ -31,6 +31,9 @@ let package = Package(
         // per-peer CA file). URLSession on Linux needed three workarounds and still ended the process on
         // a response cut inside its headers (docs/RELIABILITY.md). Already in the graph through Hummingbird.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // NIOHTTPTypesHTTP1 (already in the graph through Hummingbird): the daemon's HTTP/1 child
+        // channel puts a handler before its HTTP/1-to-HTTP-types conversion (HTTP1Server.swift).
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
@@ -79,6 +82,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

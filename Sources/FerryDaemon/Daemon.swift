@@ -125,7 +125,7 @@ public enum Daemon {
 
     /// Plain HTTP/1.1, or HTTPS with the configured certificate and key (TLS 1.2 or later).
     static func serverBuilder(_ tls: Configuration.TLS?) throws(DaemonError) -> HTTPServerBuilder {
-        let http = HTTPServerBuilder.http1(configuration: .init(idleTimeout: idleTimeout))
+        let http = HTTP1Server.builder(idleTimeout: idleTimeout)
         guard let tls else { return http }
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)

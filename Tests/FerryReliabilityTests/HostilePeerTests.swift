@@ -140,4 +140,25 @@ struct HostilePeerTests {
         try b.put(#"[{"op":"insert","entity":"Person","ref":"x","values":{"name":"still saving"}}]"#)
         #expect(b.stop() == 0)
     }
+
+    @Test("An HTTP/1.0 request is answered and its connection closed, unless it asks to keep it; HTTP/1.1 connections stay open")
+    func http10() throws {
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
+        try b.start()
+        func exchange(_ request: String) throws -> (answer: String, closed: Bool) {
+            let connection = try RawConnection(port: b.port)
+            defer { connection.close() }
+            #expect(connection.send(request))
+            let started = Date()
+            let answer = connection.read(timeout: 3)
+            return (answer, Date().timeIntervalSince(started) < 2)  // read ends early only when the daemon closes
+        }
+        let plain = try exchange("GET /healthz HTTP/1.0\r\n\r\n")
+        #expect(plain.answer.contains("200") && plain.answer.lowercased().contains("connection: close") && plain.closed, "\(plain)")
+        let keptAlive = try exchange("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        #expect(keptAlive.answer.contains("200") && !keptAlive.closed, "\(keptAlive)")
+        let modern = try exchange("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(modern.answer.contains("200") && !modern.closed, "\(modern)")
+        #expect(b.stop() == 0)
+    }
 }

@@ -43,6 +43,7 @@ struct NamespaceTests {
         let report = try replica.engine.apply([changeSet(UUID(), 1, [ObjectChange(kind: .update, uri: own, entity: "Person", values: ["name": .attribute(.string("renamed"))])])])
         #expect(report.quarantined == 1 && report.applied == 0)
         #expect(try replica.store.quarantinedChangeSets().first?.reason.contains(own) == true)
+        #expect(try replica.store.backlog() == Backlog(waiting: 0, quarantined: 1))
         let dump = try replica.dump()
         #expect(dump.contains { $0.contains(thirds) && $0.contains("Thea") }, "\(dump)")
         #expect(try replica.store.localObjectID(forOriginURI: own) == nil)

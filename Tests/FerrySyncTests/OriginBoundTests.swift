@@ -24,6 +24,7 @@ struct OriginBoundTests {
         let report = try replica.engine.apply([changeSet(origins[3]), changeSet(origins[0], 2)])
         #expect(report.applied == 1 && report.waiting == 1, "\(report)")
         #expect(try replica.store.heldChangeSets().first?.reason.contains("sync.max_origins") == true)
+        #expect(try replica.store.backlog() == Backlog(waiting: 1, quarantined: 0))
         // The operator removes a bogus origin: its history and place go, and the held one gets in.
         #expect(try replica.store.removeOrigin(origins[1]) == 1)
         #expect(try replica.store.historyState().vector[origins[1]] == nil)

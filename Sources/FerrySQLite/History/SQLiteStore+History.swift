@@ -131,6 +131,15 @@ extension SQLiteStore: ReplicaStore {
         try read(Self.held)
     }
 
+    /// How many change sets are held back and how many quarantined (two counts, no bodies read).
+    public func backlog() throws -> Backlog {
+        try read { db in
+            Backlog(waiting: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_PENDING")) ?? 0,
+                    quarantined: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ?"),
+                                                  arguments: [HistorySchema.quarantined]) ?? 0)
+        }
+    }
+
     /// The version vector and the held change sets, in one read transaction.
     public func replayStart() throws -> ReplayStart {
         let store = identifier

@@ -62,6 +62,12 @@ extension InMemoryStore: ReplicaStore {
         signalCommit()
     }
 
+    public func backlog() throws -> Backlog {
+        state.withLock { state in
+            Backlog(waiting: state.history.held.count, quarantined: state.history.records.count { $0.quarantineReason != nil })
+        }
+    }
+
     public func replayStart() throws -> ReplayStart {
         state.withLock { state in ReplayStart(vector: state.history.vector, held: state.history.held.sorted { $0.key < $1.key }.map(\.value)) }
     }

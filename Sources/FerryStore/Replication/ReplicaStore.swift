@@ -44,6 +44,8 @@ public protocol ReplicaStore: PersistentStore {
     func release(origin: UUID, sequence: Int64) throws
     /// The quarantined change sets, with their reasons, in the order received.
     func quarantinedChangeSets() throws -> [HeldChangeSet]
+    /// How many change sets are held back and how many quarantined, without reading them.
+    func backlog() throws -> Backlog
     /// Records a received change set that changed no rows: applied without effect, or quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws
 
@@ -73,6 +75,17 @@ public struct ChangeSetPage: Sendable, Equatable {
     public init(lines: [String], cursor: Int64) {
         self.lines = lines
         self.cursor = cursor
+    }
+}
+
+/// How many received change sets wait, and how many were quarantined (``ReplicaStore/backlog()``).
+public struct Backlog: Sendable, Equatable {
+    public var waiting: Int
+    public var quarantined: Int
+
+    public init(waiting: Int, quarantined: Int) {
+        self.waiting = waiting
+        self.quarantined = quarantined
     }
 }
 

@@ -65,7 +65,7 @@ public actor ReplicationEndpoint {
     }
 
     /// How many received change sets are held back and how many are quarantined.
-    public func backlog() throws -> (waiting: Int, quarantined: Int) {
-        (try store.heldChangeSets().count, try store.quarantinedChangeSets().count)
+    public func backlog() throws -> Backlog {
+        try store.backlog()
     }
 }

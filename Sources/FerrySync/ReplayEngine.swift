@@ -146,35 +146,29 @@ public struct ReplayEngine: Sendable {
                     progress = true
                     continue
                 }
-                // This store's own change sets come only from its own saves: one from a peer is held, not applied.
-                if changeSet.origin == store.identifier {
+                /// Keeps the change set back (held once, with why) and takes it out of this apply.
+                func holdBack(_ reason: String) throws {
                     if !entry.held {
-                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence, reason: Self.ownOriginReason, body: entry.body))
+                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence, reason: reason, body: entry.body))
                         report.waiting += 1
                     }
                     queue[key] = nil
+                }
+                // This store's own change sets come only from its own saves: one from a peer is held, not applied.
+                if changeSet.origin == store.identifier {
+                    try holdBack(Self.ownOriginReason)
                     continue
                 }
                 // A new origin past the bound waits, held with why.
                 if vector[changeSet.origin] == nil, vector.count >= maximumOrigins {
-                    if !entry.held {
-                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence, reason: Self.originsReason(maximumOrigins), body: entry.body))
-                        report.waiting += 1
-                    }
-                    queue[key] = nil
+                    try holdBack(Self.originsReason(maximumOrigins))
                     continue
                 }
                 guard changeSet.sequence == have + 1,
                       changeSet.dependencies.allSatisfy({ $0.key == store.identifier || vector[$0.key, default: 0] >= $0.value }) else { continue }
                 // A clock too far ahead of this store's waits (held, with why) rather than move this store's clock there.
-                let latest = HybridTimestamp.latestAccepted(at: now())
-                if changeSet.timestamp > latest {
-                    if !entry.held {
-                        try store.hold(HeldChangeSet(origin: changeSet.origin, sequence: changeSet.sequence,
-                                                     reason: Self.aheadReason(changeSet.timestamp), body: entry.body))
-                        report.waiting += 1
-                    }
-                    queue[key] = nil
+                if changeSet.timestamp > HybridTimestamp.latestAccepted(at: now()) {
+                    try holdBack(Self.aheadReason(changeSet.timestamp))
                     continue
                 }
                 let prepared = pipeline.flatMap { pipeline in positions[key].map { (pipeline, $0) } }

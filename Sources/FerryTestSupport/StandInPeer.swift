@@ -86,13 +86,9 @@ public final class StandInPeer: Sendable {
         let requestLine = String(decoding: head.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self).split(separator: " ")
         guard requestLine.count >= 2 else { return }
         // The body: what came after the head, and the rest of what Content-Length announces.
-        guard let headEnd = (0...(head.count - 4)).first(where: { head[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }) else { return }
-        let headText = String(decoding: head[0..<headEnd], as: UTF8.self).lowercased()
-        let length = headText.split(separator: "\r\n").compactMap { line -> Int? in
-            guard line.hasPrefix("content-length:") else { return nil }
-            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
-        }.first ?? 0
-        var body = Array(head[(headEnd + 4)...])
+        guard let parsed = HTTPHead(in: head[...]) else { return }
+        let length = parsed.contentLength ?? 0
+        var body = Array(head[parsed.end...])
         while body.count < length {
             let count = recv(client, &buffer, buffer.count, 0)
             guard count > 0 else { return }

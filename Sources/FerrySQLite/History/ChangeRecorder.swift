@@ -257,13 +257,13 @@ struct ChangeRecorder {
             entries.append(RecordedChange(id: update.objectID,
                                  change: ObjectChange(kind: .update, uri: try names.uri(of: update.objectID), entity: update.objectID.entityName,
                                                       values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
-                                 clocked: Array(values.keys) + Self.membershipKeys(members)))
+                                 clocked: Array(values.keys) + RecordedChange.membershipKeys(members)))
         }
         // Objects whose only change is to a to-many set.
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
             entries.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
                                                               added: members.added, removed: members.removed),
-                                 clocked: Self.membershipKeys(members)))
+                                 clocked: RecordedChange.membershipKeys(members)))
         }
         for delete in request.deletes {
             guard let plan = layout.plans[delete.objectID.entityName] else { continue }
@@ -320,12 +320,6 @@ struct ChangeRecorder {
         return true
     }
 
-    private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
-        guard let members else { return [] }
-        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
-            uris.map { RecordedChange.membershipKey(relationship, $0) }
-        }
-    }
 }
 
 /// Origin URIs of local rows, cached per save; skips the map entirely while

@@ -33,6 +33,8 @@ struct InMemoryHistory: Sendable {
     private(set) var vector: VersionVector = [:]
     private var purged: VersionVector = [:]
     var held: [HeldKey: HeldChangeSet] = [:]
+    /// The held change sets in origin and sequence order.
+    var heldInOrder: [HeldChangeSet] { held.sorted { $0.key < $1.key }.map(\.value) }
     private(set) var clocks: [ObjectID: [String: WriteStamp]] = [:]
     private(set) var tombstones: [String: Tombstone] = [:]
     /// Rows named by another URI than their own: objects born elsewhere, or brought back.
@@ -265,12 +267,12 @@ struct InMemoryHistory: Sendable {
             result.append(RecordedChange(id: update.objectID,
                                          change: ObjectChange(kind: .update, uri: uri(of: update.objectID), entity: update.objectID.entityName,
                                                               values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
-                                         clocked: Array(values.keys) + Self.membershipKeys(members)))
+                                         clocked: Array(values.keys) + RecordedChange.membershipKeys(members)))
         }
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
             result.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: uri(of: id), entity: id.entityName,
                                                                       added: members.added, removed: members.removed),
-                                         clocked: Self.membershipKeys(members)))
+                                         clocked: RecordedChange.membershipKeys(members)))
         }
         for delete in request.deletes {
             let values = deleted[delete.objectID].map { self.values(of: $0, keepingNil: false) } ?? [:]
@@ -298,10 +300,4 @@ struct InMemoryHistory: Sendable {
         return values
     }
 
-    private static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
-        guard let members else { return [] }
-        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
-            uris.map { RecordedChange.membershipKey(relationship, $0) }
-        }
-    }
 }

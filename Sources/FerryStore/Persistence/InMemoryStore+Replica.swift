@@ -54,7 +54,7 @@ extension InMemoryStore: ReplicaStore {
     }
 
     public func heldChangeSets() throws -> [HeldChangeSet] {
-        state.withLock { state in state.history.held.sorted { $0.key < $1.key }.map(\.value) }
+        state.withLock { $0.history.heldInOrder }
     }
 
     public func release(origin: UUID, sequence: Int64) throws {
@@ -69,7 +69,7 @@ extension InMemoryStore: ReplicaStore {
     }
 
     public func replayStart() throws -> ReplayStart {
-        state.withLock { state in ReplayStart(vector: state.history.vector, held: state.history.held.sorted { $0.key < $1.key }.map(\.value)) }
+        state.withLock { ReplayStart(vector: $0.history.vector, held: $0.history.heldInOrder) }
     }
 
     public func quarantinedChangeSets() throws -> [HeldChangeSet] {

@@ -26,6 +26,14 @@ package struct RecordedChange {
 
     /// The clock key of one membership fact: relationship name, a space, member URI.
     package static func membershipKey(_ relationship: String, _ member: String) -> String { relationship + " " + member }
+
+    /// The clock keys of a change's membership facts, added and removed.
+    package static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
+        guard let members else { return [] }
+        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
+            uris.map { membershipKey(relationship, $0) }
+        }
+    }
 }
 
 /// How a replaying save is recorded, whatever the store: the same split for

@@ -37,10 +37,26 @@ struct ConvergenceTests {
             Relationship("department", to: "Department", inverse: "employees")
         }
     }
+    /// Ordered to-many relationships: one-to-many (tracks) and many-to-many (tags, ordered on one side).
+    static let playlists = try! ManagedObjectModel {
+        Entity("Playlist") {
+            Attribute("name", .string)
+            Relationship("tracks", to: "Track", inverse: "playlist", toMany: true, ordered: true)
+            Relationship("tags", to: "Tag", inverse: "playlists", toMany: true, ordered: true)
+        }
+        Entity("Track") {
+            Attribute("title", .string)
+            Relationship("playlist", to: "Playlist", inverse: "tracks")
+        }
+        Entity("Tag") {
+            Attribute("name", .string)
+            Relationship("playlists", to: "Playlist", inverse: "tags", toMany: true)
+        }
+    }
     static let names = ["Ann", "Bob", "Cid", "Dee", "Eve", nil]
 
     /// One random operation on a replica's context (objects picked by sorted origin URI, so a seed replays exactly).
-    enum Workload { case orgChart, company, departments }
+    enum Workload { case orgChart, company, departments, playlists }
 
     func randomOperation(_ random: inout Generator, on replica: Replica, workload: Workload) throws {
         let context = replica.context
@@ -52,7 +68,40 @@ struct ConvergenceTests {
             return sorted[Int.random(in: 0..<sorted.count, using: &random)]
         }
         let name = Self.names.randomElement(using: &random) ?? nil
-        if workload == .departments {
+        /// Inserts `member` into an ordered relationship at a random place (or moves it there).
+        func place(_ member: ManagedObject, in owner: ManagedObject, _ relationship: String) throws {
+            let members = try owner.mutableSetValue(forKey: relationship)
+            try members.insert(member, at: Int.random(in: 0...members.count, using: &random))
+        }
+        if workload == .playlists {
+            switch Int.random(in: 0..<12, using: &random) {
+            case 0...1:
+                try context.make("Playlist").setValue(name, forKey: "name")
+            case 2...3:
+                let track = try context.make("Track")
+                try track.setValue(name, forKey: "title")
+                if let playlist = try pick("Playlist") { try place(track, in: playlist, "tracks") }
+            case 4...5:
+                // Move a track within its playlist, or to another one.
+                guard let track = try pick("Track") else { return }
+                let owner = try (track.value(forKey: "playlist") as? ManagedObject).flatMap { Bool.random(using: &random) ? $0 : nil }
+                if let target = try owner ?? pick("Playlist") { try place(track, in: target, "tracks") }
+            case 6:
+                if let track = try pick("Track") { try track.setValue(nil, forKey: "playlist") }
+            case 7:
+                try context.make("Tag").setValue(name, forKey: "name")
+            case 8...9:
+                if let playlist = try pick("Playlist"), let tag = try pick("Tag") { try place(tag, in: playlist, "tags") }
+            case 10:
+                if let playlist = try pick("Playlist"), let tag = try pick("Tag") { try playlist.mutableSetValue(forKey: "tags").remove(tag) }
+            default:
+                if Bool.random(using: &random) {
+                    if let track = try pick("Track") { context.delete(track) }
+                } else if let victim = try pick(Bool.random(using: &random) ? "Playlist" : "Tag") {
+                    context.delete(victim)
+                }
+            }
+        } else if workload == .departments {
             switch Int.random(in: 0..<10, using: &random) {
             case 0...2:
                 try context.make("Department").setValue(name, forKey: "name")
@@ -124,11 +173,12 @@ struct ConvergenceTests {
     @Test("Random operations and exchanges converge", arguments: seeds)
     func converge(seed: UInt64) throws {
         var random = Generator(seed: seed)
-        let workload: Workload = [.orgChart, .company, .departments][Int(seed % 3)]
+        let workload: Workload = [.orgChart, .company, .departments, .playlists][Int(seed % 4)]
         let model = switch workload {
         case .orgChart: Self.orgChart
         case .company: Self.company
         case .departments: Self.departments
+        case .playlists: Self.playlists
         }
         // Store UUIDs from the seed too: they order origins and name objects, so a seed must fix them to replay exactly.
         // Every other replica merges without the direct-insert fast path, so the two paths must agree too;

@@ -77,7 +77,7 @@ struct WireFormatTests {
     static let malformed: [(String, String)] = [
         ("not json", "not JSON"),
         ("[]", "a change set is a JSON object"),
-        (#"{"format":2}"#, "change set format 2 is not supported"),
+        (#"{"format":3}"#, "change set format 3 is not supported (this Ferry reads formats 1…2); upgrade Ferry"),
         (#"{"format":1,"origin":"x"}"#, "'origin' must be a store UUID"),
         (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":0}"#, "'seq' must be a whole number ≥ 1"),
         (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":-1}"#, "'hlc' must be a whole number ≥ 0"),
@@ -104,6 +104,76 @@ struct WireFormatTests {
         let line = text.replacingOccurrences(of: "MODEL", with: Self.model.versionHash)
         do {
             let decoded = try ChangeSetCodec.decode(line, model: Self.model)
+            Issue.record("accepted \(line): \(decoded)")
+        } catch {
+            #expect(error.description.contains(message), "\(error.description)")
+        }
+    }
+
+    // MARK: - Format 2: positions in ordered relationships
+
+    static let orderedModel = try! ManagedObjectModel {
+        Entity("List") {
+            Attribute("name", .string)
+            Relationship("items", to: "Item", inverse: "list", toMany: true, ordered: true)
+            Relationship("labels", to: "Label", inverse: "lists", toMany: true)
+        }
+        Entity("Item") { Attribute("title", .string); Relationship("list", to: "List", inverse: "items") }
+        Entity("Label") { Attribute("name", .string); Relationship("lists", to: "List", inverse: "labels", toMany: true) }
+    }
+
+    static let orderedSets: [ChangeSet] = [
+        ChangeSet(origin: origin, sequence: 1, timestamp: HybridTimestamp(rawValue: 113_000_000_000_000_001), modelHash: orderedModel.versionHash, changes: [
+            ObjectChange(kind: .insert, uri: uri("Item", 1), entity: "Item", values: ["list": .object(uri("List", 1))]),
+            ObjectChange(kind: .insert, uri: uri("List", 1), entity: "List", values: ["name": .attribute(.string("todo"))],
+                         positions: ["items": [uri("Item", 1): "V001"]]),
+        ]),
+        ChangeSet(origin: origin, sequence: 2, timestamp: HybridTimestamp(rawValue: 113_000_000_000_065_536), modelHash: orderedModel.versionHash, changes: [
+            ObjectChange(kind: .update, uri: uri("List", 1), entity: "List", positions: ["items": [uri("Item", 1): "V002", uri("Item", 2): "G"]]),
+        ]),
+        // No positions: written in format 1, so peers that read only format 1 still read it.
+        ChangeSet(origin: origin, sequence: 3, timestamp: HybridTimestamp(rawValue: 113_000_000_000_131_072), modelHash: orderedModel.versionHash, changes: [
+            ObjectChange(kind: .update, uri: uri("List", 1), entity: "List", values: ["name": .null]),
+        ]),
+    ]
+
+    static var orderedGoldenPath: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/changesets-v2.jsonl").path
+    }
+
+    @Test("Positions need format 2: they match the golden file, and change sets without them stay format 1")
+    func goldenPositions() throws {
+        let encoded = Self.orderedSets.map(ChangeSetCodec.encode).joined(separator: "\n") + "\n"
+        if ProcessInfo.processInfo.environment["FERRY_UPDATE_GOLDEN"] != nil {
+            try encoded.write(toFile: Self.orderedGoldenPath, atomically: true, encoding: .utf8)
+            Issue.record("wrote \(Self.orderedGoldenPath); unset FERRY_UPDATE_GOLDEN and run again")
+            return
+        }
+        let golden = try String(contentsOfFile: Self.orderedGoldenPath, encoding: .utf8)
+        #expect(encoded == golden)
+        let lines = golden.split(separator: "\n").map(String.init)
+        #expect(lines.map { $0.contains("\"format\":2") } == [true, true, false])
+        let decoded = try lines.map { line -> ChangeSet in
+            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.orderedModel) else { throw ChangeSetError.malformed("other model") }
+            return changeSet
+        }
+        #expect(decoded == Self.orderedSets)
+    }
+
+    static let malformedPositions: [(String, String)] = [
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V"}}}]}"#, "needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"labels":{}}}]}"#, "entity 'List' has no recorded property 'labels'"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V0"}}}]}"#, "must be 1…256 base-62 digits"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1":"V"}}}]}"#, "does not name a Item"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{}}]}"#, "a delete carries no positions"),
+    ]
+
+    @Test("Malformed positions are refused with the field and the problem", arguments: malformedPositions.indices)
+    func refusedPositions(index: Int) {
+        let (text, message) = Self.malformedPositions[index]
+        let line = text.replacingOccurrences(of: "MODEL", with: Self.orderedModel.versionHash)
+        do {
+            let decoded = try ChangeSetCodec.decode(line, model: Self.orderedModel)
             Issue.record("accepted \(line): \(decoded)")
         } catch {
             #expect(error.description.contains(message), "\(error.description)")

@@ -100,7 +100,7 @@ struct ChangeRecorder {
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
-                                  insertsInto: &noWriter)
+                                  assignsPositions: false, insertsInto: &noWriter)
         let recording = ReplayRecording(entries, replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         // The change set's writes carry its clock (plain inserts need none: every later write follows them).
         for (id, properties) in recording.replayedWrites {
@@ -108,6 +108,11 @@ struct ChangeRecorder {
             for property in properties {
                 try log.setClock(root: root, key: key, property: property, timestamp: incoming.timestamp, origin: incoming.origin)
             }
+        }
+        // The change set's positions that won (already in the order the save wrote).
+        for (temporaryID, positions) in replay.positions {
+            guard let id = resolve(temporaryID), let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            try storePositions(positions, root: root, key: key, log: log)
         }
         for entry in recording.replayedDeletes {
             try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
@@ -134,6 +139,14 @@ struct ChangeRecorder {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
         }
         try appendLocal(derived, writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: replay.repairDeletes, contextName: nil, log: log)
+    }
+
+    private func storePositions(_ positions: [String: [String: String]], root: Int, key: Int64, log: HistoryLog) throws {
+        for (relationship, keys) in positions {
+            for (member, position) in keys {
+                try log.setPosition(root: root, key: key, relationship: relationship, member: member, position: position)
+            }
+        }
     }
 
     /// Records a replayed change set that changed nothing here (every write lost,
@@ -168,7 +181,7 @@ struct ChangeRecorder {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
         for entry in entries {
-            if entry.change.kind == .insert && entry.change.added.isEmpty {
+            if entry.change.kind == .insert && entry.change.added.isEmpty && entry.change.positions.isEmpty {
                 writer.appendInsert(entity: entry.change.entity, uri: entry.change.uri, values: entry.insertValues)
             } else if entry.change.kind == .insert {
                 var change = entry.change
@@ -188,6 +201,7 @@ struct ChangeRecorder {
         }
         for entry in entries {
             guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
+            try storePositions(entry.change.positions, root: root, key: key, log: log)
             switch entry.change.kind {
             case .insert:
                 continue
@@ -206,16 +220,15 @@ struct ChangeRecorder {
     /// memberships are written into it (in order, before anything else) instead of being returned.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                          tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
-                         insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
+                         assignsPositions: Bool = true, insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
         var entries: [RecordedChange] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
-        var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
-        for change in request.toManyChanges {
-            guard let source = resolve(change.source) else { continue }
-            let added = try change.added.compactMap(resolve).map { try names.uri(of: $0) }
-            let removed = try change.removed.compactMap(resolve).map { try names.uri(of: $0) }
-            if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
-            if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
+        let log = HistoryLog(db: names.db, store: store, modelHash: layout.modelVersionHash)
+        let layout = self.layout
+        var membership = try RecordedMembership.collect(request, model: layout.model, resolve: resolve, uri: { try names.uri(of: $0) },
+                                                         assignsPositions: assignsPositions) { id, relationship in
+            guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return [:] }
+            return try log.positions(root: root, key: key, relationship: relationship)
         }
         var plans = PlanCache(layout: layout)
         for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
@@ -238,7 +251,8 @@ struct ChangeRecorder {
             }
             let members = membership.isEmpty ? nil : membership.removeValue(forKey: id)
             entries.append(RecordedChange(id: id, change: ObjectChange(kind: .insert, uri: try names.uri(of: id), entity: id.entityName,
-                                                               added: members?.added ?? [:], removed: [:]), clocked: [], insertValues: values))
+                                                               added: members?.added ?? [:], removed: [:], positions: members?.positions ?? [:]),
+                                          clocked: [], insertValues: values))
         }
         for update in request.updates {
             guard let plan = layout.plans[update.objectID.entityName] else { continue }
@@ -256,14 +270,15 @@ struct ChangeRecorder {
             guard !values.isEmpty || members != nil else { continue }
             entries.append(RecordedChange(id: update.objectID,
                                  change: ObjectChange(kind: .update, uri: try names.uri(of: update.objectID), entity: update.objectID.entityName,
-                                                      values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
-                                 clocked: Array(values.keys) + RecordedChange.membershipKeys(members)))
+                                                      values: values, added: members?.added ?? [:], removed: members?.removed ?? [:],
+                                                      positions: members?.positions ?? [:]),
+                                 clocked: Array(values.keys) + (members?.clockKeys ?? [])))
         }
         // Objects whose only change is to a to-many set.
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
             entries.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: try names.uri(of: id), entity: id.entityName,
-                                                              added: members.added, removed: members.removed),
-                                 clocked: RecordedChange.membershipKeys(members)))
+                                                              added: members.added, removed: members.removed, positions: members.positions),
+                                 clocked: members.clockKeys))
         }
         for delete in request.deletes {
             guard let plan = layout.plans[delete.objectID.entityName] else { continue }

@@ -191,8 +191,25 @@ struct HistoryLog {
         return WriteClock(timestamp: HybridTimestamp(rawValue: row[0]), origin: origin)
     }
 
+    /// Forgets a deleted row's clocks and the positions in its ordered relationships.
     func forgetClocks(root: Int, key: Int64) throws {
         try db.cachedStatement(sql: "DELETE FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ?").execute(arguments: [root, key])
+        try db.cachedStatement(sql: "DELETE FROM Z_FERRY_POSITION WHERE Z_ROOT = ? AND Z_PK = ?").execute(arguments: [root, key])
+    }
+
+    /// Sets the position key of `member` (an origin URI) in an ordered relationship of a row.
+    func setPosition(root: Int, key: Int64, relationship: String, member: String, position: String) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_POSITION (Z_ROOT, Z_PK, Z_RELATIONSHIP, Z_MEMBER, Z_KEY) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [root, key, relationship, member, position])
+    }
+
+    /// The position keys of the members of an ordered relationship of a row, by member origin URI.
+    func positions(root: Int, key: Int64, relationship: String) throws -> [String: String] {
+        var result: [String: String] = [:]
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT Z_MEMBER, Z_KEY FROM Z_FERRY_POSITION WHERE Z_ROOT = ? AND Z_PK = ? AND Z_RELATIONSHIP = ?"),
+                                       arguments: [root, key, relationship])
+        while let row = try rows.next() { result[row[0]] = row[1] }
+        return result
     }
 
     /// Keeps a deleted object's tombstone, so nothing brings it back by accident.

@@ -13,6 +13,8 @@ import GRDB
 ///   entries (``IdentityMap`` explains the two).
 /// - `Z_FERRY_CLOCK`: per (row, property) the (timestamp, origin) of the last
 ///   write after the insert, for last-writer-wins merging.
+/// - `Z_FERRY_POSITION`: per (row, ordered to-many relationship, member origin URI)
+///   the member's position key (``OrderedPositions``); its clock is in `Z_FERRY_CLOCK`.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
 /// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
 /// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
@@ -40,6 +42,10 @@ enum HistorySchema {
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_CLOCK (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_PROPERTY TEXT NOT NULL,
             Z_HLC INTEGER NOT NULL, Z_ORIGIN TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_PROPERTY)) WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_POSITION (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_RELATIONSHIP TEXT NOT NULL,
+            Z_MEMBER TEXT NOT NULL, Z_KEY TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_RELATIONSHIP, Z_MEMBER)) WITHOUT ROWID
         """,
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_TOMBSTONE (Z_URI TEXT PRIMARY KEY, Z_ENTITY TEXT NOT NULL, Z_HLC INTEGER NOT NULL,

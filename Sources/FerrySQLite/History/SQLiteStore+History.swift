@@ -92,6 +92,22 @@ extension SQLiteStore: ReplicaStore {
             .map { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
     }
 
+    /// The position keys of the members of an ordered to-many relationship of an object, by member origin URI.
+    public func positions(of id: ObjectID, relationship: String) throws -> [String: String] {
+        guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return [:] }
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).positions(root: root, key: key, relationship: relationship) }
+    }
+
+    /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
+    public func originURI(of id: ObjectID) throws -> String {
+        let layout = self.layout
+        return try read { db in
+            var names = OriginNames(layout: layout, db: db)
+            return try names.uri(of: id)
+        }
+    }
+
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {

@@ -63,7 +63,7 @@ private struct CanonicalReader {
             guard let deps = self.dependencies() else { return nil }
             dependencies = deps
         }
-        guard take(",\"format\":"), integer() == Int64(ChangeSet.formatVersion),
+        guard take(",\"format\":"), integer() == 1,
               take(",\"hlc\":"), let clock = integer(), clock >= 0,
               take(",\"model\":"), let modelHash = string(), !modelHash.isEmpty,
               take(",\"origin\":"), let originText = string(), let origin = ObjectURIComponents.uuid(originText),

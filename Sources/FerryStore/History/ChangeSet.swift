@@ -5,8 +5,13 @@ import FerryModel
 /// where it stands in its origin's sequence, and what it changed, with every
 /// object named by its origin URI.
 public struct ChangeSet: Sendable, Hashable {
-    /// The wire format version this library writes.
-    public static let formatVersion = 1
+    /// The newest wire format version this library reads and writes. A change set is
+    /// written in format 1 unless it carries positions of ordered to-many members
+    /// (``ObjectChange/positions``), which need format 2; so peers that read only
+    /// format 1 still read every change set of a model without ordered relationships.
+    public static let formatVersion = 2
+    /// The format versions this library reads.
+    public static let readableFormats: ClosedRange<Int> = 1...2
 
     /// The store where the save happened.
     public var origin: UUID
@@ -70,16 +75,22 @@ public struct ObjectChange: Sendable, Hashable {
     public var added: [String: [String]]
     /// Members removed from such relationships.
     public var removed: [String: [String]]
+    /// New positions of members of this object's ordered to-many relationships: relationship
+    /// name → member origin URI → position key (see `docs/SYNC.md`, "Ordered relationships").
+    /// Recorded on the object that owns the ordered relationship, whichever side records
+    /// the membership itself. Needs change-set format 2.
+    public var positions: [String: [String: String]]
 
     /// Creates an object change.
     public init(kind: Kind, uri: String, entity: String, values: [String: ChangeValue] = [:],
-                added: [String: [String]] = [:], removed: [String: [String]] = [:]) {
+                added: [String: [String]] = [:], removed: [String: [String]] = [:], positions: [String: [String: String]] = [:]) {
         self.kind = kind
         self.uri = uri
         self.entity = entity
         self.values = values
         self.added = added
         self.removed = removed
+        self.positions = positions
     }
 }
 

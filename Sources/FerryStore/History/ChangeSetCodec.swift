@@ -85,7 +85,7 @@ public enum ChangeSetCodec {
         do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
         guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
-        guard format == Int64(ChangeSet.formatVersion) else { throw ChangeSetError.unsupportedFormat(Int(format)) }
+        guard ChangeSet.readableFormats.contains(Int(clamping: format)) else { throw ChangeSetError.unsupportedFormat(Int(clamping: format)) }
         let origin = try uuid(json["origin"], "origin")
         guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
         guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
@@ -108,7 +108,11 @@ public enum ChangeSetCodec {
         changes.reserveCapacity(items.count)
         var lookups = ModelLookups(model: model)
         for (index, item) in items.enumerated() {
-            changes.append(try decodeChange(item, at: index, lookups: &lookups))
+            let change = try decodeChange(item, at: index, lookups: &lookups)
+            if !change.positions.isEmpty && format < 2 {
+                throw ChangeSetError.malformed("changes[\(index)].order (positions in ordered relationships) needs format 2; this change set says format \(format)")
+            }
+            changes.append(change)
         }
         return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
                                     contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
@@ -215,7 +219,38 @@ public enum ChangeSetCodec {
         if let removed = json["removed"] {
             change.removed = try decodeMembers(removed, field: "removed", entity: entity, lookups: &lookups, place: place)
         }
+        if let order = json["order"] {
+            guard kind != .delete else { throw ChangeSetError.malformed("\(place.text).order: a delete carries no positions") }
+            change.positions = try decodePositions(order, entity: entity, lookups: &lookups, place: place)
+        }
         return change
+    }
+
+    /// `{"relationship": {"member URI": "position key", …}, …}` for ordered to-many relationships of the entity.
+    private static func decodePositions(_ json: JSONValue, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
+                                        place: Place) throws(ChangeSetError) -> [String: [String: String]] {
+        guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place.text).order must be an object") }
+        var result: [String: [String: String]] = [:]
+        for (key, keys) in members {
+            guard let relationship = entity.entity.relationship(named: key), relationship.isToMany, relationship.isOrdered,
+                  !relationship.isTransient else {
+                throw ChangeSetError.unknownProperty(place: "\(place.text).order", entity: entity.entity.name, property: key)
+            }
+            guard let entries = keys.objectMembers else {
+                throw ChangeSetError.malformed("\(place.text).order.\(key) must map member URIs to position keys")
+            }
+            var positions: [String: String] = [:]
+            for (member, value) in entries {
+                try checkURI(member, entity: relationship.destinationEntityName, family: true, lookups: &lookups,
+                             place: place.appending("order").appending(key).text)
+                guard let text = value.stringValue, OrderedPositions.isValid(text) else {
+                    throw ChangeSetError.malformed("\(place.text).order.\(key): the position of \(member) must be 1…\(OrderedPositions.maximumKeyLength) base-62 digits, not ending in 0")
+                }
+                positions[member] = text
+            }
+            result[key] = positions
+        }
+        return result
     }
 
     private static func decodeMembers(_ json: JSONValue, field: String, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
@@ -308,7 +343,7 @@ public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let message): "malformed change set: \(message)"
-        case .unsupportedFormat(let version): "change set format \(version) is not supported (this Ferry reads format \(ChangeSet.formatVersion)); upgrade Ferry"
+        case .unsupportedFormat(let version): "change set format \(version) is not supported (this Ferry reads formats \(ChangeSet.readableFormats.lowerBound)…\(ChangeSet.readableFormats.upperBound)); upgrade Ferry on this peer to read it"
         case .unknownEntity(let place, let entity): "\(place): the model has no entity '\(entity)'"
         case .unknownProperty(let place, let entity, let property): "\(place): entity '\(entity)' has no recorded property '\(property)'"
         case .wrongType(let place, let message): "\(place): \(message)"

@@ -12,6 +12,8 @@ package struct ChangeSetWriter {
     private var count = 0
     /// Values written so far into the insert begun by ``beginInsert(head:key:)``.
     private var insertValues = 0
+    /// Whether a change carried positions (the change set then needs format 2).
+    private var hasPositions = false
 
     /// A change set by `author` (the only envelope key that sorts before
     /// `changes`, so it is written now); `capacity` bytes are reserved for the
@@ -50,6 +52,11 @@ package struct ChangeSetWriter {
         raw(",\"op\":\"")
         raw(change.kind.rawValue)
         raw("\"")
+        if !change.positions.isEmpty {
+            hasPositions = true
+            raw(",\"order\":")
+            positions(change.positions)
+        }
         if !change.removed.isEmpty {
             raw(",\"removed\":")
             members(change.removed)
@@ -181,7 +188,7 @@ package struct ChangeSetWriter {
             raw(",\"deps\":")
             raw(ChangeSetCodec.encode(dependencies))
         }
-        raw(",\"format\":\(ChangeSet.formatVersion),\"hlc\":\(timestamp.rawValue),\"model\":")
+        raw(",\"format\":\(hasPositions ? 2 : 1),\"hlc\":\(timestamp.rawValue),\"model\":")
         quoted(modelHash)
         raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
         return line
@@ -252,6 +259,24 @@ package struct ChangeSetWriter {
             case .attribute(.boolean(let flag)): raw(flag ? "true" : "false")
             case .attribute(let other): raw(AttributeJSON.encode(other).text)
             }
+        }
+        line.append(UInt8(ascii: "}"))
+    }
+
+    private mutating func positions(_ positions: [String: [String: String]]) {
+        line.append(UInt8(ascii: "{"))
+        for (index, relationship) in positions.keys.sorted(by: Self.byteOrder).enumerated() {
+            if index > 0 { line.append(UInt8(ascii: ",")) }
+            quoted(relationship)
+            raw(":{")
+            let keys = positions[relationship] ?? [:]
+            for (position, member) in keys.keys.sorted(by: Self.byteOrder).enumerated() {
+                if position > 0 { line.append(UInt8(ascii: ",")) }
+                quoted(member)
+                line.append(UInt8(ascii: ":"))
+                quoted(keys[member] ?? "")
+            }
+            line.append(UInt8(ascii: "}"))
         }
         line.append(UInt8(ascii: "}"))
     }

@@ -50,7 +50,7 @@ extension PersistentContainer {
         changeRuntimes.reserveCapacity(changeSet.changes.count)
         var last: (entityName: String, runtime: EntityRuntime)?
         for (counter, change) in changeSet.changes.enumerated() {
-            guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty else { return nil }
+            guard change.kind == .insert, change.added.isEmpty, change.removed.isEmpty, change.positions.isEmpty else { return nil }
             if let last, last.entityName == change.entity {
                 changeRuntimes.append(last.runtime)
             } else if let known = entityRuntimes[change.entity] {
@@ -170,7 +170,9 @@ extension PersistentContainer {
     /// Whether setting this to-one changes no other row: it has no inverse, or a to-many one.
     private func hasNoToOneInverse(_ relationship: RelationshipInfo) -> Bool {
         guard let inverseName = relationship.inverseName else { return true }
-        return model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName)?.isToMany ?? false
+        // An ordered inverse keeps the member's position in the row (its order column): that takes a context.
+        guard let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName) else { return false }
+        return inverse.isToMany && !inverse.isOrdered
     }
 }
 

@@ -37,6 +37,8 @@ struct InMemoryHistory: Sendable {
     var heldInOrder: [HeldChangeSet] { held.sorted { $0.key < $1.key }.map(\.value) }
     private(set) var clocks: [ObjectID: [String: WriteStamp]] = [:]
     private(set) var tombstones: [String: Tombstone] = [:]
+    /// Position keys of members of ordered relationships: row → relationship → member origin URI → key.
+    private(set) var positions: [ObjectID: [String: [String: String]]] = [:]
     /// Rows named by another URI than their own: objects born elsewhere, or brought back.
     private(set) var rowsByOrigin: [String: ObjectID] = [:]
     private(set) var originsByRow: [ObjectID: String] = [:]
@@ -124,7 +126,16 @@ struct InMemoryHistory: Sendable {
 
     mutating func bury(_ uri: String, entity: String, values: [String: ChangeValue], stamp: WriteStamp, row: ObjectID?) {
         tombstones[uri] = Tombstone(entity: entity, values: values, timestamp: stamp.timestamp, origin: stamp.origin)
-        if let row { clocks[row] = nil }
+        if let row {
+            clocks[row] = nil
+            positions[row] = nil
+        }
+    }
+
+    mutating func setPositions(of id: ObjectID, _ keys: [String: [String: String]]) {
+        for (relationship, members) in keys {
+            positions[id, default: [:]][relationship, default: [:]].merge(members) { _, new in new }
+        }
     }
 
     mutating func unbury(_ uri: String) {
@@ -147,7 +158,7 @@ struct InMemoryHistory: Sendable {
     mutating func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                          deleted: [ObjectID: RowSnapshot], rows: (ObjectID) -> RowSnapshot?) {
         guard let replay = request.replay else {
-            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: []),
+            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: [], assignsPositions: true),
                         author: request.author, contextName: request.contextName)
             return
         }
@@ -169,10 +180,14 @@ struct InMemoryHistory: Sendable {
         receive(incoming.timestamp)
         record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp, body: replay.body,
                quarantineReason: nil, retry: replay.isRetry)
-        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: plainInserts),
+        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: plainInserts,
+                                                assignsPositions: false),
                                         replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         for (id, properties) in recording.replayedWrites {
             for property in properties { setClock(of: id, property: property, to: incomingStamp) }
+        }
+        for (temporaryID, keys) in replay.positions {
+            if let id = resolve(temporaryID) { setPositions(of: id, keys) }
         }
         for entry in recording.replayedDeletes {
             bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: incomingStamp, row: entry.id)
@@ -219,6 +234,7 @@ struct InMemoryHistory: Sendable {
             bury(deleted.uri, entity: deleted.entity, values: [:], stamp: stamp, row: nil)
         }
         for entry in changes {
+            setPositions(of: entry.id, entry.change.positions)
             switch entry.change.kind {
             case .insert:
                 continue
@@ -233,22 +249,18 @@ struct InMemoryHistory: Sendable {
     /// The recorded changes of a save, object by object: inserts (not those `skipped`),
     /// updates, objects whose only change is to a to-many set, then deletes with their last values.
     private func changes(of request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         deleted: [ObjectID: RowSnapshot], skipping skipped: Set<ObjectID>) -> [RecordedChange] {
+                         deleted: [ObjectID: RowSnapshot], skipping skipped: Set<ObjectID>, assignsPositions: Bool) -> [RecordedChange] {
         var result: [RecordedChange] = []
-        var membership: [ObjectID: (added: [String: [String]], removed: [String: [String]])] = [:]
-        for change in request.toManyChanges {
-            guard let source = resolve(change.source) else { continue }
-            let added = change.added.compactMap(resolve).map(uri(of:))
-            let removed = change.removed.compactMap(resolve).map(uri(of:))
-            if !added.isEmpty { membership[source, default: ([:], [:])].added[change.relationship, default: []] += added }
-            if !removed.isEmpty { membership[source, default: ([:], [:])].removed[change.relationship, default: []] += removed }
-        }
+        let known = positions
+        var membership = RecordedMembership.collect(request, model: model, resolve: resolve, uri: { uri(of: $0) },
+                                                    assignsPositions: assignsPositions) { id, relationship in known[id]?[relationship] ?? [:] }
         for (index, id) in insertedIDs.enumerated() where !skipped.contains(id) {
             let insert = request.inserts[index]
             let row = RowSnapshot(objectID: id, version: 1, attributes: insert.attributes, toOne: insert.toOne.map(resolve))
             let members = membership.removeValue(forKey: id)
             result.append(RecordedChange(id: id, change: ObjectChange(kind: .insert, uri: uri(of: id), entity: id.entityName,
-                                                                       values: values(of: row, keepingNil: false), added: members?.added ?? [:]),
+                                                                       values: values(of: row, keepingNil: false), added: members?.added ?? [:],
+                                                                       positions: members?.positions ?? [:]),
                                          clocked: []))
         }
         for update in request.updates {
@@ -266,13 +278,14 @@ struct InMemoryHistory: Sendable {
             guard !values.isEmpty || members != nil else { continue }
             result.append(RecordedChange(id: update.objectID,
                                          change: ObjectChange(kind: .update, uri: uri(of: update.objectID), entity: update.objectID.entityName,
-                                                              values: values, added: members?.added ?? [:], removed: members?.removed ?? [:]),
-                                         clocked: Array(values.keys) + RecordedChange.membershipKeys(members)))
+                                                              values: values, added: members?.added ?? [:], removed: members?.removed ?? [:],
+                                                              positions: members?.positions ?? [:]),
+                                         clocked: Array(values.keys) + (members?.clockKeys ?? [])))
         }
         for (id, members) in membership.sorted(by: { $0.key.uriString < $1.key.uriString }) {
             result.append(RecordedChange(id: id, change: ObjectChange(kind: .update, uri: uri(of: id), entity: id.entityName,
-                                                                      added: members.added, removed: members.removed),
-                                         clocked: RecordedChange.membershipKeys(members)))
+                                                                      added: members.added, removed: members.removed, positions: members.positions),
+                                         clocked: members.clockKeys))
         }
         for delete in request.deletes {
             let values = deleted[delete.objectID].map { self.values(of: $0, keepingNil: false) } ?? [:]

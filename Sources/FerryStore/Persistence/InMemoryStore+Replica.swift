@@ -125,6 +125,14 @@ extension InMemoryStore: ReplicaStore {
         state.withLock { $0.history.clocks[id]?[property] }
     }
 
+    public func positions(of id: ObjectID, relationship: String) throws -> [String: String] {
+        state.withLock { $0.history.positions[id]?[relationship] ?? [:] }
+    }
+
+    public func originURI(of id: ObjectID) throws -> String {
+        state.withLock { $0.history.uri(of: id) }
+    }
+
     /// The origin URI of each row named by another URI than its own (objects born elsewhere, or brought back).
     public func originURIs() throws -> [ObjectID: String] {
         state.withLock { $0.history.originsByRow }

@@ -198,6 +198,9 @@ public struct ReplayAnnotation: Sendable {
     /// reference to an object deleted here, with Cascade): recorded as deletes
     /// of a new local change set, so every replica deletes them too.
     public var repairDeletes: [DeletedObject] = []
+    /// Positions in ordered relationships that the change set wrote and that won here, by
+    /// owner: relationship → member origin URI → position key. The save's order already follows them.
+    public var positions: [ObjectID: [String: [String: String]]] = [:]
     /// Whether this applies a change set quarantined earlier (its record is updated, not added).
     public var isRetry = false
     /// Objects inserted to bring back a deleted origin URI (by a restore, or to
@@ -213,7 +216,7 @@ public struct ReplayAnnotation: Sendable {
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
     package var insertsNewObjectsOnly: Bool {
-        writes.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
+        writes.isEmpty && positions.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
     }
 
     /// Creates an annotation for `changeSet`.

@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// One object's change as a store records it in a change set, with the
 /// properties whose clocks the change sets.
@@ -27,12 +28,46 @@ package struct RecordedChange {
     /// The clock key of one membership fact: relationship name, a space, member URI.
     package static func membershipKey(_ relationship: String, _ member: String) -> String { relationship + " " + member }
 
-    /// The clock keys of a change's membership facts, added and removed.
-    package static func membershipKeys(_ members: (added: [String: [String]], removed: [String: [String]])?) -> [String] {
-        guard let members else { return [] }
-        return members.added.merging(members.removed, uniquingKeysWith: +).flatMap { relationship, uris in
-            uris.map { membershipKey(relationship, $0) }
+    /// The clock key of one member's position in an ordered relationship: relationship name, `@ `, member URI.
+    package static func positionKey(_ relationship: String, _ member: String) -> String { relationship + "@ " + member }
+}
+
+/// What one save changed in the to-many relationships of one object, as recorded:
+/// members added and removed (relationships kept on this side) and new positions of
+/// members of ordered relationships.
+package struct RecordedMembership {
+    package var added: [String: [String]] = [:]
+    package var removed: [String: [String]] = [:]
+    package var positions: [String: [String: String]] = [:]
+
+    /// The clock keys of its facts: memberships added and removed, and positions.
+    package var clockKeys: [String] {
+        added.merging(removed, uniquingKeysWith: +).flatMap { relationship, uris in uris.map { RecordedChange.membershipKey(relationship, $0) } }
+            + positions.flatMap { relationship, keys in keys.keys.map { RecordedChange.positionKey(relationship, $0) } }
+    }
+
+    /// The to-many facts of a save, by object (permanent IDs). When it `assignsPositions` (a local
+    /// save), each ordered relationship the save changed gets position keys for the members that
+    /// moved or arrived (``OrderedPositions/assign(order:existing:)``), given the keys the store has
+    /// (`positionsOf`); a replaying save does not, as its positions are the replayed change set's.
+    package static func collect(_ request: SaveRequest, model: ManagedObjectModel, resolve: (ObjectID?) -> ObjectID?,
+                                uri: (ObjectID) throws -> String, assignsPositions: Bool,
+                                positionsOf: (ObjectID, String) throws -> [String: String]) rethrows -> [ObjectID: RecordedMembership] {
+        var result: [ObjectID: RecordedMembership] = [:]
+        for change in request.toManyChanges {
+            guard let source = resolve(change.source) else { continue }
+            let added = try change.added.compactMap(resolve).map(uri)
+            let removed = try change.removed.compactMap(resolve).map(uri)
+            if !added.isEmpty { result[source, default: RecordedMembership()].added[change.relationship, default: []] += added }
+            if !removed.isEmpty { result[source, default: RecordedMembership()].removed[change.relationship, default: []] += removed }
+            guard assignsPositions, let ordered = change.orderedMembers,
+                  let relationship = model.entity(named: source.entityName)?.relationship(named: change.relationship),
+                  relationship.isOrdered, !relationship.isTransient else { continue }
+            let order = try ordered.compactMap(resolve).map(uri)
+            let assigned = OrderedPositions.assign(order: order, existing: try positionsOf(source, change.relationship))
+            if !assigned.isEmpty { result[source, default: RecordedMembership()].positions[change.relationship] = assigned }
         }
+        return result
     }
 }
 
@@ -79,7 +114,13 @@ package struct ReplayRecording {
                 rest.values = rest.values.filter { !written.contains($0.key) }
                 rest.added = Self.members(rest.added, notIn: written)
                 rest.removed = Self.members(rest.removed, notIn: written)
-                if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty {
+                var positions: [String: [String: String]] = [:]
+                for (relationship, keys) in rest.positions {
+                    let kept = keys.filter { !written.contains(RecordedChange.positionKey(relationship, $0.key)) }
+                    if !kept.isEmpty { positions[relationship] = kept }
+                }
+                rest.positions = positions
+                if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty || !rest.positions.isEmpty {
                     derived.append(RecordedChange(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
                 }
             }

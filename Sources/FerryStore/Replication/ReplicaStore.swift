@@ -63,6 +63,11 @@ public protocol ReplicaStore: PersistentStore {
     func tombstone(of uri: String) throws -> Tombstone?
     /// Who last wrote a property of an object after its insert.
     func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp?
+    /// The position keys of the members of an ordered to-many relationship of an object,
+    /// by member origin URI (see `docs/SYNC.md`, "Ordered relationships").
+    func positions(of id: ObjectID, relationship: String) throws -> [String: String]
+    /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
+    func originURI(of id: ObjectID) throws -> String
 }
 
 /// One page of a store's history.

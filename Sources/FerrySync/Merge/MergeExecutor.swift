@@ -47,6 +47,7 @@ struct MergeExecutor {
         // Run delete rules now, so that objects this change set inserted and a
         // rule then deleted leave tombstones: later updates to them are ignored.
         try context.processPendingChanges()
+        try orderMembers(by: plan)
         for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) {
             guard let object = objects[uri], object.isDeleted, object.objectID == id else { continue }
             annotation.repairDeletes.append(DeletedObject(uri: uri, entity: object.entity.name))
@@ -89,6 +90,36 @@ struct MergeExecutor {
         for uri in plan.deletes { annotation.deletes.insert(try object(uri).objectID) }
         for uri in plan.restored { annotation.restored.insert(try object(uri).objectID) }
         annotation.tombstonesOnly = plan.tombstonesOnly
+    }
+
+    /// Puts the members of every ordered relationship the merge touched in the order every replica
+    /// agrees on: by position key (the keys that won here, then those the store keeps), then by
+    /// member origin URI (docs/SYNC.md, "Ordered relationships").
+    private mutating func orderMembers(by plan: MergePlan) throws {
+        var touched = context.changedOrderedRelationships()
+        for (uri, positions) in plan.positions.sorted(by: { $0.key < $1.key }) {
+            guard let owner = objects[uri], !owner.isDeleted else { continue }
+            annotation.positions[owner.objectID] = positions
+            for relationship in positions.keys.sorted() where !touched.contains(where: { $0.owner === owner && $0.relationship == relationship }) {
+                touched.append((owner, relationship))
+            }
+        }
+        guard !touched.isEmpty else { return }
+        var names: [ObjectID: String] = [:]
+        for (uri, object) in objects { names[object.objectID] = uri }
+        for (owner, relationship) in touched {
+            let members = try owner.mutableSetValue(forKey: relationship).objects
+            guard members.count > 1 || plan.positions[names[owner.objectID] ?? ""] != nil else { continue }
+            var keys = owner.objectID.isTemporaryID ? [:] : try store.positions(of: owner.objectID, relationship: relationship)
+            if let uri = names[owner.objectID], let won = plan.positions[uri]?[relationship] { keys.merge(won) { _, new in new } }
+            var named: [(member: ManagedObject, uri: String)] = []
+            for member in members {
+                let uri = try names[member.objectID] ?? store.originURI(of: member.objectID)
+                named.append((member, uri))
+            }
+            named.sort { OrderedPositions.precedes((keys[$0.uri], $0.uri), (keys[$1.uri], $1.uri)) }
+            try context.reorder(owner, relationship: relationship, as: named.map(\.member))
+        }
     }
 
     /// Inserts an object for `uri`; attributes with a default that `keeping` does not name are

@@ -62,6 +62,7 @@ extension MergeFacts {
         var properties = Set(change.values.keys)
         for (relationship, members) in change.added { for member in members { properties.insert(relationship + " " + member) } }
         for (relationship, members) in change.removed { for member in members { properties.insert(relationship + " " + member) } }
+        for (relationship, keys) in change.positions { for member in keys.keys { properties.insert(RecordedChange.positionKey(relationship, member)) } }
         if change.kind == .delete || change.kind == .restore { properties.insert(ReplayAnnotation.existenceKey) }
         return properties
     }

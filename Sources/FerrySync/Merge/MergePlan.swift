@@ -32,6 +32,10 @@ struct MergePlan: Equatable {
     /// The properties (membership facts as `relationship + " " + member`, existence as
     /// ``ReplayAnnotation/existenceKey``) whose clocks take the change set's clock, by object.
     var clocks: [String: Set<String>] = [:]
+    /// Positions in ordered relationships that win their (object, relationship, member) clock:
+    /// owner URI → relationship → member URI → position key. The executor orders the owner's
+    /// members by them (with the positions the store keeps for the others).
+    var positions: [String: [String: [String: String]]] = [:]
     /// The objects the change set itself deleted here (tombstoned with its clock).
     var deletes: Set<String> = []
     /// Deleted objects this store never had: a tombstone each, nothing else.

@@ -6,9 +6,9 @@ import FerryStore
 /// lives in this file. It reads nothing but the change set, the model and the
 /// ``MergeFacts`` the store gave, and returns a ``MergePlan``; it writes nothing.
 ///
-/// - **values and members**: last writer wins per (object, property) and per
-///   (object, relationship, member), by (timestamp, origin); a property never
-///   written since its insert takes any write;
+/// - **values, members and positions**: last writer wins per (object, property), per
+///   (object, relationship, member) and per ordered member's position, by (timestamp,
+///   origin); a property never written since its insert takes any write;
 /// - **inserts** create their object (defaults they leave out cleared) unless it
 ///   exists or was deleted here;
 /// - **deletes** win over updates; a delete older than a restore of its object is
@@ -156,6 +156,17 @@ struct MergePlanner {
                 if clocked { plan.clocks[uri, default: []].insert(key) }
                 guard !isBuried(member), exists(member) else { continue }
                 plan.steps.append(.remove(uri: uri, relationship: relationship, member: member))
+            }
+        }
+        // Positions in ordered relationships: last writer wins per member, like values. A position of a
+        // member that is not (or no longer) in the relationship is kept all the same: it orders the member
+        // if it comes back, and every replica keeps the same keys.
+        for (relationship, keys) in change.positions.sorted(by: { $0.key < $1.key }) {
+            for (member, key) in keys.sorted(by: { $0.key < $1.key }) {
+                let clockKey = RecordedChange.positionKey(relationship, member)
+                guard isNew || wins(uri, clockKey) else { continue }
+                if clocked { plan.clocks[uri, default: []].insert(clockKey) }
+                plan.positions[uri, default: [:]][relationship, default: [:]][member] = key
             }
         }
     }

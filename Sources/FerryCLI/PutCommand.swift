@@ -1,6 +1,8 @@
 import ArgumentParser
 import FerryStore
 
+extension MergePolicy: ExpressibleByArgument {}
+
 struct PutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
@@ -14,11 +16,17 @@ struct PutCommand: ParsableCommand {
             The whole input is checked before anything is written. Prints a JSON object mapping \
             each ref to its permanent URI. A save refused by validation or a Deny rule writes \
             nothing, stops the run, prints its errors as JSON on standard error, and exits 1; \
-            the saves before it stay written.
+            the saves before it stay written. With uniqueness constraints in the model, \
+            --merge-policy says what a save that duplicates a unique key does (Core Data's \
+            merge policies): error (the default: the save is refused, naming the constraint and \
+            both objects), store-trump, object-trump (an upsert), overwrite, or rollback.
             """
     )
 
     @OptionGroup var options: StoreOptions
+
+    @Option(name: .long, help: "What a save that duplicates a unique key does: error, store-trump, object-trump, overwrite or rollback.")
+    var mergePolicy: MergePolicy = .error
 
     @Argument(help: "The operations file, or - for standard input.")
     var file: String
@@ -29,7 +37,7 @@ struct PutCommand: ParsableCommand {
         let outcome: BatchApplier.Outcome
         do {
             batch = try OperationBatch.parse(try InputFile.read(file))
-            outcome = try BatchApplier(container: container).apply(batch)
+            outcome = try BatchApplier(container: container, mergePolicy: mergePolicy).apply(batch)
         } catch let error as InterchangeError {
             StandardError.write(JSONValue.object([("error", .string("invalid input")), ("message", .string(error.description))]).text)
             throw ExitCode.failure
@@ -68,6 +76,18 @@ enum SaveFailureReport {
         case .conflict(let uris):
             members.append(("objects", .array(uris.map(JSONValue.string))))
             members.append(("message", .string(error.description)))
+        case .constraintConflict(let conflicts):
+            members.append(("conflicts", .array(conflicts.map { conflict in
+                .object([
+                    ("constraint", .string(conflict.constraint.description)),
+                    ("object", .string(conflict.objectURI)),
+                    ("ref", refs[conflict.objectURI].map(JSONValue.string) ?? .null),
+                    ("conflictingObject", .string(conflict.conflictingObjectURI)),
+                    ("conflictingRef", refs[conflict.conflictingObjectURI].map(JSONValue.string) ?? .null),
+                    ("values", .array(conflict.values.map(JSONValue.string))),
+                ])
+            })))
+            members.append(("message", .string(error.description)))
         case .storeFailed(let failure):
             members.append(("message", .string(failure.message)))
         }
@@ -78,6 +98,7 @@ enum SaveFailureReport {
         switch error {
         case .validationFailed: "validation failed"
         case .conflict: "conflict"
+        case .constraintConflict: "uniqueness constraint"
         case .storeFailed: "store failure"
         }
     }

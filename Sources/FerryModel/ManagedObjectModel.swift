@@ -163,8 +163,14 @@ private struct ModelResolver {
             }
         }
         for constraint in entity.uniquenessConstraints {
-            for key in constraint where indexByName[key] == nil {
-                throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)', which is not one of its properties")
+            for key in constraint {
+                guard let index = indexByName[key] else {
+                    throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)', which is not one of its properties")
+                }
+                let property = properties[index]
+                if !property.isPersistent || property.relationship?.isToMany == true {
+                    throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)'; constraints take stored attributes and to-one relationships only")
+                }
             }
         }
         entity.properties = properties

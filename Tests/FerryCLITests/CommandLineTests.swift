@@ -160,6 +160,42 @@ struct CommandLineTests {
         #expect(lines(try FerryProcess.run(["dump", "--store", store, "--model", model]).standardOutput).count == 2)
     }
 
+    @Test("A duplicate unique key fails under the default policy, naming both objects; --merge-policy object-trump upserts")
+    func putMergePolicy() throws {
+        let directory = TemporaryDirectory()
+        let model = directory.file("Unique.xcdatamodel")
+        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
+        try Data("""
+            <model><entity name="User"><attribute name="email" optional="YES" attributeType="String"/><attribute name="name" optional="YES" attributeType="String"/>
+            <uniquenessConstraints><uniquenessConstraint><constraint value="email"/></uniquenessConstraint></uniquenessConstraints></entity></model>
+            """.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
+        let store = directory.file("s.sqlite")
+        _ = try FerryProcess.run(["init", "--store", store, "--model", model])
+        let setup = try FerryProcess.run(["put", "--store", store, "--model", model, "-"],
+                                         input: #"[{"op":"insert","entity":"User","ref":"ann","values":{"email":"ann@x","name":"Ann"}}]"#)
+        let ann = try #require(try JSONValue.parse(setup.standardOutput)["ann"]?.stringValue)
+        let duplicate = #"[{"op":"insert","entity":"User","ref":"again","values":{"email":"ann@x","name":"Annie"}}]"#
+        let refused = try FerryProcess.run(["put", "--store", store, "--model", model, "-"], input: duplicate)
+        #expect(refused.status == 1)
+        let report = try JSONValue.parse(refused.standardError)
+        #expect(report["error"] == .string("uniqueness constraint"))
+        #expect(report["code"] == .integer(133021))
+        guard case .array(let conflicts)? = report["conflicts"], let conflict = conflicts.first else { Issue.record("no conflicts: \(refused.standardError)"); return }
+        #expect(conflict["constraint"] == .string("User(email)"))
+        #expect(conflict["ref"] == .string("again"))
+        #expect(conflict["conflictingObject"] == .string(ann))
+        #expect(lines(try FerryProcess.run(["dump", "--store", store, "--model", model]).standardOutput).count == 1)
+
+        let upsert = try FerryProcess.run(["put", "--store", store, "--model", model, "--merge-policy", "object-trump", "-"], input: duplicate)
+        #expect(upsert.status == 0, "\(upsert.standardError)")
+        let dump = lines(try FerryProcess.run(["dump", "--store", store, "--model", model]).standardOutput)
+        #expect(dump.count == 1)
+        #expect(dump.first?.contains("\"name\":\"Annie\"") == true)
+        #expect(dump.first?.contains(ann) == true)
+        let bad = try FerryProcess.run(["put", "--store", store, "--model", model, "--merge-policy", "newest", "-"], input: duplicate)
+        #expect(bad.status != 0 && bad.standardError.contains("merge-policy"))
+    }
+
     @Test("A malformed file is rejected whole, nothing written")
     func putMalformed() throws {
         let directory = TemporaryDirectory()

@@ -2,7 +2,8 @@ import Foundation
 import FerryModel
 
 /// The save pipeline, in Core Data's order:
-/// 1. delete propagation (Cascade, Nullify) over the pending deletes;
+/// 1. delete propagation (Cascade, Nullify) over the pending deletes, then
+///    uniqueness constraints resolved by the merge policy (``resolveUniquenessConflicts()``);
 /// 2. validation of every deleted (Deny, custom), inserted and updated object,
 ///    all failures collected;
 /// 3. one store transaction with every insert, update, delete and relationship change;
@@ -25,6 +26,8 @@ extension ManagedObjectContext {
         } catch {
             throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         }
+        // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead.
+        if replay == nil { try resolveUniquenessConflicts() }
         // Updated objects are validated and written in key order, so errors and writes are deterministic.
         let updatedInOrder = updatedKeys.sorted()
         let failures = validatePendingChanges(updatedInOrder)

@@ -23,6 +23,9 @@ public final class ManagedObjectContext {
     public var name: String?
     /// The author recorded with each save (Core Data's `transactionAuthor`).
     public var transactionAuthor: String?
+    /// What a save does when objects would share the values of a uniqueness constraint
+    /// (``MergePolicy/error``, the default, refuses the save).
+    public var mergePolicy: MergePolicy = .error
 
     #if DEBUG
     var registry: [ManagedObject?] = []

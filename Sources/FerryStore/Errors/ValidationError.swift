@@ -71,15 +71,20 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
     /// Another context or process changed or deleted these objects since they were
     /// read (optimistic locking). Refetch or `rollback()`, then apply the change again.
     case conflict(objectURIs: [String])
+    /// Objects of the save would share the values of a uniqueness constraint, and the
+    /// context's ``ManagedObjectContext/mergePolicy`` is ``MergePolicy/error``. Change one of
+    /// them, or save with another merge policy.
+    case constraintConflict([ConstraintConflict])
     /// The store failed to write (disk full, read-only file, …).
     case storeFailed(StoreFailure)
 
     /// Core Data's error code: the single failure's code, 1560 for several,
-    /// 133020 for a conflict, 134030 for a store failure.
+    /// 133020 for a conflict, 133021 for a uniqueness constraint conflict, 134030 for a store failure.
     public var code: Int {
         switch self {
         case .validationFailed(let errors): errors.count == 1 ? errors[0].code.rawValue : 1560
         case .conflict: 133020
+        case .constraintConflict: 133021
         case .storeFailed: 134030
         }
     }
@@ -95,6 +100,7 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .validationFailed: false
         case .conflict: false
+        case .constraintConflict: false
         case .storeFailed: true
         }
     }
@@ -107,6 +113,9 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
             "validation failed with \(errors.count) errors:\n" + errors.map { "  - \($0)" }.joined(separator: "\n")
         case .conflict(let uris):
             "save conflict: \(uris.joined(separator: ", ")) changed in the store since this context read them; refetch and apply the change again"
+        case .constraintConflict(let conflicts):
+            "save refused under the error merge policy: " + conflicts.map(\.description).joined(separator: "; ")
+                + "; change the values, or save with another merge policy"
         case .storeFailed(let reason):
             "the store could not write: \(reason)"
         }

@@ -13,8 +13,13 @@ public struct BatchApplier {
     public let container: PersistentContainer
 
     /// Creates an applier.
-    public init(container: PersistentContainer) {
+    /// What a save that duplicates a unique key does.
+    public let mergePolicy: MergePolicy
+
+    /// An applier writing to `container`'s store, its saves made under `mergePolicy`.
+    public init(container: PersistentContainer, mergePolicy: MergePolicy = .error) {
         self.container = container
+        self.mergePolicy = mergePolicy
     }
 
     /// What happened.
@@ -31,6 +36,7 @@ public struct BatchApplier {
     /// - Throws: ``InterchangeError`` when the batch is invalid (nothing applied).
     public func apply(_ batch: OperationBatch) throws(InterchangeError) -> Outcome {
         let context = container.newContext()
+        context.mergePolicy = mergePolicy
         context.transactionAuthor = "ferry put"
         try check(batch, context: context)
         var objects: [String: ManagedObject] = [:]

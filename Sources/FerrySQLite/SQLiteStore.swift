@@ -239,7 +239,8 @@ public final class SQLiteStore: PersistentStore {
     }
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
-        guard !request.isEmpty else { return .empty }
+        // A replaying save is recorded even when it writes no row (a duplicate merged away at once).
+        guard !request.isEmpty || request.replay != nil else { return .empty }
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
             return try pool.writeWithoutTransaction { db in

@@ -39,11 +39,14 @@ struct DirectInsertReplay {
     }
 
     /// Applies a prepared change set if the store allows it now: none of its
-    /// objects exists or is buried here, and every object it points at exists.
+    /// objects exists or is buried here, and every object it points at exists
+    /// (and was not merged into another).
     /// False (nothing written) otherwise.
     /// (`draft` is consumed, so that the request it holds is finished in place;
     /// `discard` then gets it, to free it elsewhere.)
     func apply(_ draft: consuming DirectInsertDraft, discard: ((DirectInsertDraft) -> Void)? = nil) throws -> Bool {
+        // A reference to a merged duplicate stands for its survivor: the context path follows it.
+        guard try store.aliases(of: draft.referencedURIs).isEmpty else { return false }
         let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
         // The inserted objects must be new here; the referenced ones must exist.
         guard found.buried.isEmpty,

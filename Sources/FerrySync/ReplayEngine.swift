@@ -257,7 +257,7 @@ public struct ReplayEngine: Sendable {
                 if !context.hasChanges {
                     try store.recordReceived(changeSet, body: body, as: ReceivedRecord(
                         writes: merge.annotation.writes, tombstones: merge.annotation.tombstonesOnly,
-                        repairDeletes: merge.annotation.repairDeletes, isRetry: retry))
+                        repairDeletes: merge.annotation.repairDeletes, isRetry: retry, merges: merge.annotation.merges))
                     return .applied
                 }
                 var annotation = merge.annotation

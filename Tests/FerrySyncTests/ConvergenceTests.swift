@@ -53,10 +53,33 @@ struct ConvergenceTests {
             Relationship("playlists", to: "Playlist", inverse: "tags", toMany: true)
         }
     }
+    /// Uniqueness constraints (single and compound, on a parent and shared by a subentity), with
+    /// keys drawn from small pools so that replicas keep inserting the same keys.
+    static let members = try! ManagedObjectModel {
+        Entity("Member", uniquenessConstraints: [["email"]]) {
+            Attribute("email", .string)
+            Attribute("name", .string)
+            Attribute("score", .integer64)
+            Relationship("club", to: "Club", inverse: "members")
+            Relationship("tags", to: "Tag", inverse: "members", toMany: true)
+        }
+        Entity("Officer", parent: "Member") { Attribute("rank", .integer16) }
+        Entity("Club", uniquenessConstraints: [["city", "code"]]) {
+            Attribute("city", .string)
+            Attribute("code", .integer16)
+            Attribute("name", .string)
+            Relationship("members", to: "Member", inverse: "club", toMany: true)
+        }
+        Entity("Tag") {
+            Attribute("name", .string)
+            Relationship("members", to: "Member", inverse: "tags", toMany: true)
+        }
+        Entity("Card") { Relationship("holder", to: "Member") }
+    }
     static let names = ["Ann", "Bob", "Cid", "Dee", "Eve", nil]
 
     /// One random operation on a replica's context (objects picked by sorted origin URI, so a seed replays exactly).
-    enum Workload { case orgChart, company, departments, playlists }
+    enum Workload { case orgChart, company, departments, playlists, members }
 
     func randomOperation(_ random: inout Generator, on replica: Replica, workload: Workload) throws {
         let context = replica.context
@@ -73,7 +96,42 @@ struct ConvergenceTests {
             let members = try owner.mutableSetValue(forKey: relationship)
             try members.insert(member, at: Int.random(in: 0...members.count, using: &random))
         }
-        if workload == .playlists {
+        if workload == .members {
+            let email: String? = ["a@x", "b@x", "c@x", "d@x", nil].randomElement(using: &random) ?? nil
+            switch Int.random(in: 0..<14, using: &random) {
+            case 0...2:
+                let member = try context.make(Bool.random(using: &random) ? "Member" : "Officer")
+                try member.setValue(email, forKey: "email")
+                try member.setValue(name, forKey: "name")
+                if Bool.random(using: &random) { try member.setValue(Int64.random(in: 0...9, using: &random), forKey: "score") }
+                if let club = try pick("Club"), Bool.random(using: &random) { try member.setValue(club, forKey: "club") }
+            case 3...4:
+                guard let member = try pick("Member") else { return }
+                if Bool.random(using: &random) { try member.setValue(name, forKey: "name") } else { try member.setValue(Int64.random(in: 0...9, using: &random), forKey: "score") }
+            case 5:
+                if let member = try pick("Member") { try member.setValue(email, forKey: "email") }
+            case 6...7:
+                let club = try context.make("Club")
+                try club.setValue(["Oslo", "Rome"].randomElement(using: &random), forKey: "city")
+                try club.setValue(Int16.random(in: 1...2, using: &random), forKey: "code")
+                try club.setValue(name, forKey: "name")
+            case 8:
+                if let member = try pick("Member") { try member.setValue(Bool.random(using: &random) ? try pick("Club") : nil, forKey: "club") }
+            case 9:
+                if let member = try pick("Member") {
+                    let tag = try pick("Tag") ?? context.make("Tag", ["name": name ?? "untitled"])
+                    try member.mutableSetValue(forKey: "tags").insert(tag)
+                }
+            case 10:
+                try context.make("Card").setValue(try pick("Member"), forKey: "holder")
+            case 11:
+                if let card = try pick("Card") { try card.setValue(try pick("Member"), forKey: "holder") }
+            case 12:
+                if let member = try pick("Member") { context.delete(member) }
+            default:
+                if let club = try pick("Club") { context.delete(club) }
+            }
+        } else if workload == .playlists {
             switch Int.random(in: 0..<12, using: &random) {
             case 0...1:
                 try context.make("Playlist").setValue(name, forKey: "name")
@@ -170,15 +228,31 @@ struct ConvergenceTests {
         }
     }
 
+    /// The unique keys (constraint and values) that more than one object of a dump holds.
+    static func duplicateKeys(in dump: [String], model: ManagedObjectModel) throws -> [String] {
+        var seen: [String: Int] = [:]
+        for line in dump {
+            let json = try JSONValue.parse(line)
+            guard let name = json["entity"]?.stringValue, let entity = model.entity(named: name) else { continue }
+            for constraint in model.uniquenessConstraints(of: entity) {
+                let values = constraint.properties.map { json["values"]?[$0] ?? .null }
+                guard !values.contains(.null) else { continue }
+                seen["\(constraint) " + values.map(\.text).joined(separator: ","), default: 0] += 1
+            }
+        }
+        return seen.filter { $0.value > 1 }.map(\.key).sorted()
+    }
+
     @Test("Random operations and exchanges converge", arguments: seeds)
     func converge(seed: UInt64) throws {
         var random = Generator(seed: seed)
-        let workload: Workload = [.orgChart, .company, .departments, .playlists][Int(seed % 4)]
+        let workload: Workload = [.orgChart, .company, .departments, .playlists, .members][Int(seed % 5)]
         let model = switch workload {
         case .orgChart: Self.orgChart
         case .company: Self.company
         case .departments: Self.departments
         case .playlists: Self.playlists
+        case .members: Self.members
         }
         // Store UUIDs from the seed too: they order origins and name objects, so a seed must fix them to replay exactly.
         // Every other replica merges without the direct-insert fast path, so the two paths must agree too;
@@ -187,6 +261,8 @@ struct ConvergenceTests {
             try Replica(model: model, identifier: UUID(uuidString: String(format: "%08X-0000-4000-8000-%012X", UInt32(truncatingIfNeeded: seed), index)),
                         directInserts: index % 2 == 0, kind: index % 4 < 2 ? .sqlite : .memory)
         }
+        // Local saves that duplicate a unique key upsert (an error would only lose the operation).
+        for replica in replicas { replica.context.mergePolicy = .mergeByPropertyObjectTrump }
         for _ in 0..<24 {
             if Int.random(in: 0..<3, using: &random) == 0 {
                 let from = replicas.randomElement(using: &random)
@@ -208,6 +284,13 @@ struct ConvergenceTests {
         }
         #expect(rounds < 10, "seed \(seed): exchanges did not settle")
         let dumps = try replicas.map { try $0.dump() }
+        if ProcessInfo.processInfo.environment["FERRY_DEBUG"] == "all" {
+            for (number, replica) in replicas.enumerated() {
+                print("=== replica \(number) \(replica.store.identifier)")
+                for line in try replica.store.changeSetLines() { print(line) }
+                print("--- dump"); for line in dumps[number] { print(line) }
+            }
+        }
         for (index, dump) in dumps.enumerated().dropFirst() where dump != dumps[0] {
             let onlyHere = dump.filter { !dumps[0].contains($0) }
             let onlyThere = dumps[0].filter { !dump.contains($0) }
@@ -221,6 +304,8 @@ struct ConvergenceTests {
         }
         let vectors = try replicas.map { try $0.store.historyState().vector }
         #expect(Set(vectors).count == 1, "seed \(seed): every change set reached every replica")
+        let duplicates = try Self.duplicateKeys(in: dumps[0], model: model)
+        #expect(duplicates.isEmpty, "seed \(seed): duplicate unique keys \(duplicates)")
         let totalSets = vectors.first?.values.reduce(0, +) ?? 0
         for replica in replicas {
             #expect(try replica.store.changeSetLines().count == Int(totalSets), "seed \(seed): none lost, none twice")

@@ -130,6 +130,7 @@ struct WireFormatTests {
         ]),
         ChangeSet(origin: origin, sequence: 2, timestamp: HybridTimestamp(rawValue: 113_000_000_000_065_536), modelHash: orderedModel.versionHash, changes: [
             ObjectChange(kind: .update, uri: uri("List", 1), entity: "List", positions: ["items": [uri("Item", 1): "V002", uri("Item", 2): "G"]]),
+            ObjectChange(kind: .merge, uri: uri("Item", 3), entity: "Item", mergedInto: uri("Item", 1)),
         ]),
         // No positions: written in format 1, so peers that read only format 1 still read it.
         ChangeSet(origin: origin, sequence: 3, timestamp: HybridTimestamp(rawValue: 113_000_000_000_131_072), modelHash: orderedModel.versionHash, changes: [
@@ -141,7 +142,7 @@ struct WireFormatTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/changesets-v2.jsonl").path
     }
 
-    @Test("Positions need format 2: they match the golden file, and change sets without them stay format 1")
+    @Test("Positions and merges need format 2: they match the golden file, and change sets without them stay format 1")
     func goldenPositions() throws {
         let encoded = Self.orderedSets.map(ChangeSetCodec.encode).joined(separator: "\n") + "\n"
         if ProcessInfo.processInfo.environment["FERRY_UPDATE_GOLDEN"] != nil {
@@ -166,6 +167,12 @@ struct WireFormatTests {
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V0"}}}]}"#, "must be 1…256 base-62 digits"),
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1":"V"}}}]}"#, "does not name a Item"),
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{}}]}"#, "a delete carries no positions"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#, "a merge needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#, "into (the object merged into) is missing"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#, "cannot be merged into itself"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"}]}"#, "does not name a Item"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1","values":{}}]}"#, "a merge carries no 'values'"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#, "into belongs to merges only"),
     ]
 
     @Test("Malformed positions are refused with the field and the problem", arguments: malformedPositions.indices)

@@ -114,6 +114,19 @@ struct ChangeRecorder {
             guard let id = resolve(temporaryID), let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
             try storePositions(positions, root: root, key: key, log: log)
         }
+        // Merged duplicates: the loser's URI now names the survivor; the clocks its values brought along.
+        for merge in replay.merges {
+            try log.alias(merge.loserURI, to: merge.survivorURI)
+            if let root = layout.plans[merge.loser.entityName]?.rootNumber, let key = merge.loser.primaryKey {
+                try log.forgetClocks(root: root, key: key)
+            }
+        }
+        for (id, stamps) in recording.mergeStamps {
+            guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }
+            for (property, stamp) in stamps {
+                try log.setClock(root: root, key: key, property: property, timestamp: stamp.timestamp, origin: stamp.origin)
+            }
+        }
         for entry in recording.replayedDeletes {
             try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
                          timestamp: incoming.timestamp, origin: incoming.origin)
@@ -152,7 +165,7 @@ struct ChangeRecorder {
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, writes: [ObjectID: Set<String>],
-                        tombstones: [DeletedObject], repairDeletes: [DeletedObject], retry: Bool,
+                        tombstones: [DeletedObject], repairDeletes: [DeletedObject], merges: [MergedDuplicate] = [], retry: Bool,
                         in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         try log.receive(changeSet.timestamp)
@@ -169,7 +182,9 @@ struct ChangeRecorder {
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }
-        try appendLocal([], writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes, contextName: nil, log: log)
+        for merge in merges { try log.alias(merge.loserURI, to: merge.survivorURI) }
+        try appendLocal(ReplayRecording.derivedMerges(merges), writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes,
+                        contextName: nil, log: log)
     }
 
     /// Appends `entries` (and deletes of objects that never reached the store)
@@ -203,7 +218,7 @@ struct ChangeRecorder {
             guard let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey else { continue }
             try storePositions(entry.change.positions, root: root, key: key, log: log)
             switch entry.change.kind {
-            case .insert:
+            case .insert, .merge:
                 continue
             case .update, .restore:
                 for property in entry.clocked {

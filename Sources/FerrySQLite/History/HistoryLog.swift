@@ -197,6 +197,36 @@ struct HistoryLog {
         try db.cachedStatement(sql: "DELETE FROM Z_FERRY_POSITION WHERE Z_ROOT = ? AND Z_PK = ?").execute(arguments: [root, key])
     }
 
+    /// Every clock of a row, by property.
+    func clocks(root: Int, key: Int64) throws -> [String: WriteClock] {
+        var result: [String: WriteClock] = [:]
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT Z_PROPERTY, Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ?"),
+                                       arguments: [root, key])
+        while let row = try rows.next() {
+            guard let text: String = row[2], let origin = UUID(uuidString: text) else { continue }
+            result[row[0]] = WriteClock(timestamp: HybridTimestamp(rawValue: row[1]), origin: origin)
+        }
+        return result
+    }
+
+    /// Makes a merged duplicate's origin URI (and every alias of it) an alias of the survivor's.
+    func alias(_ uri: String, to survivor: String) throws {
+        try db.cachedStatement(sql: "UPDATE Z_FERRY_ALIAS SET Z_SURVIVOR = ? WHERE Z_SURVIVOR = ?").execute(arguments: [survivor, uri])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_ALIAS (Z_URI, Z_SURVIVOR) VALUES (?, ?)").execute(arguments: [uri, survivor])
+    }
+
+    /// The survivors of the merged URIs among `uris`.
+    func survivors(of uris: [String]) throws -> [String: String] {
+        var result: [String: String] = [:]
+        // Most stores never merge a duplicate: one look at the table spares a lookup per URI.
+        guard !uris.isEmpty, try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_ALIAS)")) == true else { return result }
+        let statement = try db.cachedStatement(sql: "SELECT Z_SURVIVOR FROM Z_FERRY_ALIAS WHERE Z_URI = ?")
+        for uri in uris {
+            if let survivor = try String.fetchOne(statement, arguments: [uri]) { result[uri] = survivor }
+        }
+        return result
+    }
+
     /// Sets the position key of `member` (an origin URI) in an ordered relationship of a row.
     func setPosition(root: Int, key: Int64, relationship: String, member: String, position: String) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_POSITION (Z_ROOT, Z_PK, Z_RELATIONSHIP, Z_MEMBER, Z_KEY) VALUES (?, ?, ?, ?, ?)")

@@ -15,6 +15,7 @@ import GRDB
 ///   write after the insert, for last-writer-wins merging.
 /// - `Z_FERRY_POSITION`: per (row, ordered to-many relationship, member origin URI)
 ///   the member's position key (``OrderedPositions``); its clock is in `Z_FERRY_CLOCK`.
+/// - `Z_FERRY_ALIAS`: origin URIs of merged duplicates → the survivor's origin URI.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
 /// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
 /// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
@@ -47,6 +48,8 @@ enum HistorySchema {
         CREATE TABLE IF NOT EXISTS Z_FERRY_POSITION (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_RELATIONSHIP TEXT NOT NULL,
             Z_MEMBER TEXT NOT NULL, Z_KEY TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_RELATIONSHIP, Z_MEMBER)) WITHOUT ROWID
         """,
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL) WITHOUT ROWID",
+        "CREATE INDEX IF NOT EXISTS Z_FERRY_ALIAS_SURVIVOR ON Z_FERRY_ALIAS (Z_SURVIVOR)",
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_TOMBSTONE (Z_URI TEXT PRIMARY KEY, Z_ENTITY TEXT NOT NULL, Z_HLC INTEGER NOT NULL,
             Z_ORIGIN TEXT NOT NULL, Z_VALUES TEXT NOT NULL)

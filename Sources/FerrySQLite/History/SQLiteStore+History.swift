@@ -42,6 +42,8 @@ extension SQLiteStore: ReplicaStore {
     /// The local ID of an object named by origin URI: this store's own URIs
     /// directly, others through the identity map; nil when it never arrived.
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
+        // A merged duplicate's URI names its survivor.
+        let uri = try aliases(of: [uri])[uri] ?? uri
         guard case .success(let parts) = ObjectURIComponents.parse(uri), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
             return nil
         }
@@ -99,6 +101,20 @@ extension SQLiteStore: ReplicaStore {
         return try read { db in try HistoryLog(db: db, store: store).positions(root: root, key: key, relationship: relationship) }
     }
 
+    /// For each merged URI among `uris`, the survivor it stands for now.
+    public func aliases(of uris: [String]) throws -> [String: String] {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).survivors(of: uris) }
+    }
+
+    /// Every clock of an object's properties.
+    public func lastWrites(of id: ObjectID) throws -> [String: WriteStamp] {
+        guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return [:] }
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).clocks(root: root, key: key) }
+            .mapValues { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
+    }
+
     /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
     public func originURI(of id: ObjectID) throws -> String {
         let layout = self.layout
@@ -115,7 +131,7 @@ extension SQLiteStore: ReplicaStore {
         try write { db in
             try recorder.recordReceived(changeSet, body: body, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
                                         reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
-                                        repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
+                                        repairDeletes: record.repairDeletes, merges: record.merges, retry: record.isRetry, in: db)
         }
     }
 

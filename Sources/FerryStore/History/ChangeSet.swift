@@ -7,8 +7,9 @@ import FerryModel
 public struct ChangeSet: Sendable, Hashable {
     /// The newest wire format version this library reads and writes. A change set is
     /// written in format 1 unless it carries positions of ordered to-many members
-    /// (``ObjectChange/positions``), which need format 2; so peers that read only
-    /// format 1 still read every change set of a model without ordered relationships.
+    /// (``ObjectChange/positions``) or merges of duplicates (``ObjectChange/Kind/merge``),
+    /// which need format 2; so peers that read only format 1 still read every change set
+    /// of a model without ordered relationships or uniqueness constraints.
     public static let formatVersion = 2
     /// The format versions this library reads.
     public static let readableFormats: ClosedRange<Int> = 1...2
@@ -58,6 +59,10 @@ public struct ObjectChange: Sendable, Hashable {
         /// An object brought back after a delete that a Deny rule refused
         /// somewhere, with all its values; it wins over deletes older than it.
         case restore
+        /// An object merged into another of a different origin with the same unique key
+        /// (``ObjectChange/mergedInto``): its origin URI becomes an alias of the survivor.
+        /// Needs change-set format 2.
+        case merge
     }
 
     /// Insert, update or delete.
@@ -80,10 +85,13 @@ public struct ObjectChange: Sendable, Hashable {
     /// Recorded on the object that owns the ordered relationship, whichever side records
     /// the membership itself. Needs change-set format 2.
     public var positions: [String: [String: String]]
+    /// For a merge, the origin URI of the object this one was merged into (the survivor).
+    public var mergedInto: String?
 
     /// Creates an object change.
     public init(kind: Kind, uri: String, entity: String, values: [String: ChangeValue] = [:],
-                added: [String: [String]] = [:], removed: [String: [String]] = [:], positions: [String: [String: String]] = [:]) {
+                added: [String: [String]] = [:], removed: [String: [String]] = [:], positions: [String: [String: String]] = [:],
+                mergedInto: String? = nil) {
         self.kind = kind
         self.uri = uri
         self.entity = entity
@@ -91,7 +99,11 @@ public struct ObjectChange: Sendable, Hashable {
         self.added = added
         self.removed = removed
         self.positions = positions
+        self.mergedInto = mergedInto
     }
+
+    /// Whether reading this change needs format 2 (positions, merges).
+    var needsFormat2: Bool { !positions.isEmpty || kind == .merge }
 }
 
 /// An object deleted (or to be deleted) by URI: a tombstone without values, or a delete a

@@ -109,8 +109,9 @@ public enum ChangeSetCodec {
         var lookups = ModelLookups(model: model)
         for (index, item) in items.enumerated() {
             let change = try decodeChange(item, at: index, lookups: &lookups)
-            if !change.positions.isEmpty && format < 2 {
-                throw ChangeSetError.malformed("changes[\(index)].order (positions in ordered relationships) needs format 2; this change set says format \(format)")
+            if change.needsFormat2 && format < 2 {
+                let what = change.kind == .merge ? "a merge" : "order (positions in ordered relationships)"
+                throw ChangeSetError.malformed("changes[\(index)]: \(what) needs format 2; this change set says format \(format)")
             }
             changes.append(change)
         }
@@ -197,7 +198,7 @@ public enum ChangeSetCodec {
         let place = Place(index: index)
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("\(place.text) must be an object") }
         guard let op = json["op"]?.stringValue, let kind = ObjectChange.Kind(rawValue: op) else {
-            throw ChangeSetError.malformed("\(place.text).op must be \"insert\", \"update\", \"delete\" or \"restore\"")
+            throw ChangeSetError.malformed("\(place.text).op must be \"insert\", \"update\", \"delete\", \"restore\" or \"merge\"")
         }
         guard let entityName = json["entity"]?.stringValue, let entity = lookups.entity(named: entityName) else {
             throw ChangeSetError.unknownEntity(place: place.text, entity: json["entity"]?.stringValue ?? "(missing)")
@@ -205,6 +206,18 @@ public enum ChangeSetCodec {
         guard let uri = json["uri"]?.stringValue else { throw ChangeSetError.malformed("\(place.text).uri is missing") }
         try checkURI(uri, entity: entityName, family: false, lookups: &lookups, place: place.appending("uri").text)
         var change = ObjectChange(kind: kind, uri: uri, entity: entityName)
+        if kind == .merge {
+            // A merge names the survivor, of the same entity family, and nothing else.
+            guard let survivor = json["into"]?.stringValue else { throw ChangeSetError.malformed("\(place.text).into (the object merged into) is missing") }
+            try checkURI(survivor, entity: entity.entity.rootName, family: true, lookups: &lookups, place: place.appending("into").text)
+            guard survivor != uri else { throw ChangeSetError.malformed("\(place.text): an object cannot be merged into itself") }
+            for field in ["values", "tombstone", "added", "removed", "order"] where json[field] != nil {
+                throw ChangeSetError.malformed("\(place.text): a merge carries no '\(field)'")
+            }
+            change.mergedInto = survivor
+            return change
+        }
+        if json["into"] != nil { throw ChangeSetError.malformed("\(place.text).into belongs to merges only") }
         let valuesField = kind == .delete ? "tombstone" : "values"
         if let values = json[valuesField] {
             guard let members = values.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(valuesField) must be an object") }

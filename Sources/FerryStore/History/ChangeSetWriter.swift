@@ -12,8 +12,8 @@ package struct ChangeSetWriter {
     private var count = 0
     /// Values written so far into the insert begun by ``beginInsert(head:key:)``.
     private var insertValues = 0
-    /// Whether a change carried positions (the change set then needs format 2).
-    private var hasPositions = false
+    /// Whether a change needs format 2 (positions, merges).
+    private var needsFormat2 = false
 
     /// A change set by `author` (the only envelope key that sorts before
     /// `changes`, so it is written now); `capacity` bytes are reserved for the
@@ -42,6 +42,7 @@ package struct ChangeSetWriter {
     package mutating func append(_ change: ObjectChange) {
         separate()
         line.append(UInt8(ascii: "{"))
+        if change.needsFormat2 { needsFormat2 = true }
         if !change.added.isEmpty {
             raw("\"added\":")
             members(change.added)
@@ -49,11 +50,14 @@ package struct ChangeSetWriter {
         }
         raw("\"entity\":")
         quoted(change.entity)
+        if let survivor = change.mergedInto {
+            raw(",\"into\":")
+            quoted(survivor)
+        }
         raw(",\"op\":\"")
         raw(change.kind.rawValue)
         raw("\"")
         if !change.positions.isEmpty {
-            hasPositions = true
             raw(",\"order\":")
             positions(change.positions)
         }
@@ -188,7 +192,7 @@ package struct ChangeSetWriter {
             raw(",\"deps\":")
             raw(ChangeSetCodec.encode(dependencies))
         }
-        raw(",\"format\":\(hasPositions ? 2 : 1),\"hlc\":\(timestamp.rawValue),\"model\":")
+        raw(",\"format\":\(needsFormat2 ? 2 : 1),\"hlc\":\(timestamp.rawValue),\"model\":")
         quoted(modelHash)
         raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
         return line

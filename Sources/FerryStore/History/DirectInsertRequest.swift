@@ -165,6 +165,8 @@ extension PersistentContainer {
     private func acceptsDirectWrite(_ runtime: EntityRuntime, phase: ValidationPhase) -> Bool {
         !runtime.entity.isAbstract && !runtime.hasModelRules && runtime.objectClass == ManagedObject.self
             && validators(for: runtime, phase: phase).isEmpty
+            // A new object with a unique key may duplicate one here: merging duplicates takes a context.
+            && (phase != .insert || model.uniquenessConstraints(of: runtime.entity).isEmpty)
     }
 
     /// Whether setting this to-one changes no other row: it has no inverse, or a to-many one.

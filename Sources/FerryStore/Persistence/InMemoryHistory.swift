@@ -37,6 +37,8 @@ struct InMemoryHistory: Sendable {
     var heldInOrder: [HeldChangeSet] { held.sorted { $0.key < $1.key }.map(\.value) }
     private(set) var clocks: [ObjectID: [String: WriteStamp]] = [:]
     private(set) var tombstones: [String: Tombstone] = [:]
+    /// Origin URIs of merged duplicates → the survivor's origin URI (kept pointing at the last survivor).
+    private(set) var aliases: [String: String] = [:]
     /// Position keys of members of ordered relationships: row → relationship → member origin URI → key.
     private(set) var positions: [ObjectID: [String: [String: String]]] = [:]
     /// Rows named by another URI than their own: objects born elsewhere, or brought back.
@@ -138,6 +140,21 @@ struct InMemoryHistory: Sendable {
         }
     }
 
+    /// Makes `loser` an alias of `survivor` (and every alias of the loser too); the loser's row is gone.
+    mutating func alias(_ merge: MergedDuplicate) {
+        for (alias, target) in aliases where target == merge.loserURI { aliases[alias] = merge.survivorURI }
+        aliases[merge.loserURI] = merge.survivorURI
+        clocks[merge.loser] = nil
+        positions[merge.loser] = nil
+    }
+
+    /// The survivor each merged URI stands for.
+    func survivors(of uris: [String]) -> [String: String] {
+        var result: [String: String] = [:]
+        for uri in uris { if let survivor = aliases[uri] { result[uri] = survivor } }
+        return result
+    }
+
     mutating func unbury(_ uri: String) {
         tombstones[uri] = nil
     }
@@ -189,6 +206,10 @@ struct InMemoryHistory: Sendable {
         for (temporaryID, keys) in replay.positions {
             if let id = resolve(temporaryID) { setPositions(of: id, keys) }
         }
+        for merge in replay.merges { alias(merge) }
+        for (id, stamps) in recording.mergeStamps {
+            for (property, stamp) in stamps { setClock(of: id, property: property, to: stamp) }
+        }
         for entry in recording.replayedDeletes {
             bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: incomingStamp, row: entry.id)
         }
@@ -215,7 +236,8 @@ struct InMemoryHistory: Sendable {
         for tombstone in received.tombstones {
             bury(tombstone.uri, entity: tombstone.entity, values: [:], stamp: stamp, row: nil)
         }
-        appendLocal([], author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
+        for merge in received.merges { alias(merge) }
+        appendLocal(ReplayRecording.derivedMerges(received.merges), author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
     }
 
     /// Appends `changes` (and deletes of objects that never reached the store) as a new
@@ -236,7 +258,7 @@ struct InMemoryHistory: Sendable {
         for entry in changes {
             setPositions(of: entry.id, entry.change.positions)
             switch entry.change.kind {
-            case .insert:
+            case .insert, .merge:
                 continue
             case .update, .restore:
                 for property in entry.clocked { setClock(of: entry.id, property: property, to: stamp) }

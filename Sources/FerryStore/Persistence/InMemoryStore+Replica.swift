@@ -88,6 +88,7 @@ extension InMemoryStore: ReplicaStore {
     // MARK: Merge metadata
 
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
+        let uri = try aliases(of: [uri])[uri] ?? uri
         let found = try lookUp(originURIs: [uri])
         return found.mapped[uri] ?? found.own[uri]
     }
@@ -127,6 +128,14 @@ extension InMemoryStore: ReplicaStore {
 
     public func positions(of id: ObjectID, relationship: String) throws -> [String: String] {
         state.withLock { $0.history.positions[id]?[relationship] ?? [:] }
+    }
+
+    public func aliases(of uris: [String]) throws -> [String: String] {
+        state.withLock { $0.history.survivors(of: uris) }
+    }
+
+    public func lastWrites(of id: ObjectID) throws -> [String: WriteStamp] {
+        state.withLock { $0.history.clocks[id] ?? [:] }
     }
 
     public func originURI(of id: ObjectID) throws -> String {

@@ -201,6 +201,15 @@ public struct ReplayAnnotation: Sendable {
     /// Positions in ordered relationships that the change set wrote and that won here, by
     /// owner: relationship → member origin URI → position key. The save's order already follows them.
     public var positions: [ObjectID: [String: [String: String]]] = [:]
+    /// Duplicates this save merges: merges the change set made, and those this store found
+    /// (objects of different origins with one unique key). Each loser's row goes without a
+    /// tombstone; its origin URI becomes an alias of the survivor.
+    public var merges: [MergedDuplicate] = []
+    /// Clocks merged values keep, by survivor and property: the loser's, where its value won.
+    public var mergeStamps: [ObjectID: [String: WriteStamp]] = [:]
+    /// What merges changed, by object (properties, membership keys): recorded by the merge
+    /// itself, not as changes of this store.
+    public var mergeTouched: [ObjectID: Set<String>] = [:]
     /// Whether this applies a change set quarantined earlier (its record is updated, not added).
     public var isRetry = false
     /// Objects inserted to bring back a deleted origin URI (by a restore, or to
@@ -216,7 +225,7 @@ public struct ReplayAnnotation: Sendable {
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
     package var insertsNewObjectsOnly: Bool {
-        writes.isEmpty && positions.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
+        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
     }
 
     /// Creates an annotation for `changeSet`.

@@ -87,6 +87,8 @@ package struct ReplayRecording {
     package var derived: [RecordedChange] = []
     /// Objects kept or brought back for a Deny rule, recorded as restores with all their values.
     package var restored: [ObjectID] = []
+    /// Clocks the merges give survivors' properties (the loser's, where its value won).
+    package var mergeStamps: [ObjectID: [String: WriteStamp]] = [:]
 
     /// Splits `changes` (the save's recorded changes, without the plain inserts the replayed
     /// change set's own text records) by what `replay` says the replayed change set did.
@@ -100,16 +102,22 @@ package struct ReplayRecording {
         let remoteDeletes = Set(replay.deletes.compactMap(resolve))
         let restoredIDs = Set(replay.restored.compactMap(resolve))
         restored = restoredIDs.sorted { $0.uriString < $1.uriString }
+        // Merged duplicates: the loser's row goes without a delete of its own; what the merge
+        // changed is the merge's, and a merge this store found is recorded as one.
+        let losers = Set(replay.merges.map(\.loser))
+        var mergeTouched: [ObjectID: Set<String>] = [:]
+        for (id, properties) in replay.mergeTouched { if let resolved = resolve(id) { mergeTouched[resolved, default: []].formUnion(properties) } }
+        for (id, stamps) in replay.mergeStamps { if let resolved = resolve(id) { mergeStamps[resolved, default: [:]].merge(stamps) { _, new in new } } }
         for entry in changes {
-            if restoredIDs.contains(entry.id) { continue }
+            if restoredIDs.contains(entry.id) || losers.contains(entry.id) { continue }
             switch entry.change.kind {
             case .insert, .restore:
                 if !plainInserts.contains(entry.id) && !resurrected.contains(entry.id) { derived.append(entry) }
             case .delete:
                 if remoteDeletes.contains(entry.id) { replayedDeletes.append(entry) } else { derived.append(entry) }
             case .update:
-                // What the replayed change set wrote is its own; the rest (delete rules here) is derived.
-                let written = replayedWrites[entry.id] ?? []
+                // What the replayed change set (or a merge) wrote is its own; the rest (delete rules here) is derived.
+                let written = (replayedWrites[entry.id] ?? []).union(mergeTouched[entry.id] ?? [])
                 var rest = entry.change
                 rest.values = rest.values.filter { !written.contains($0.key) }
                 rest.added = Self.members(rest.added, notIn: written)
@@ -123,7 +131,18 @@ package struct ReplayRecording {
                 if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty || !rest.positions.isEmpty {
                     derived.append(RecordedChange(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
                 }
+            case .merge:
+                derived.append(entry)
             }
+        }
+        derived += Self.derivedMerges(replay.merges)
+    }
+
+    /// The merges this store found, as changes of its own change set.
+    package static func derivedMerges(_ merges: [MergedDuplicate]) -> [RecordedChange] {
+        merges.filter { !$0.isReplayed }.map { merge in
+            RecordedChange(id: merge.loser, change: ObjectChange(kind: .merge, uri: merge.loserURI, entity: merge.loser.entityName,
+                                                                  mergedInto: merge.survivorURI), clocked: [])
         }
     }
 

@@ -68,6 +68,11 @@ public protocol ReplicaStore: PersistentStore {
     func positions(of id: ObjectID, relationship: String) throws -> [String: String]
     /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
     func originURI(of id: ObjectID) throws -> String
+    /// For each of `uris` that was merged into another object, the survivor it stands for
+    /// now (followed through later merges); URIs never merged are absent.
+    func aliases(of uris: [String]) throws -> [String: String]
+    /// Every clock of an object's properties (and membership facts, positions, existence).
+    func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
 }
 
 /// One page of a store's history.
@@ -136,14 +141,18 @@ public struct ReceivedRecord: Sendable {
     public var repairDeletes: [DeletedObject]
     /// Whether it is a retry of a quarantined change set.
     public var isRetry: Bool
+    /// Duplicates merged (objects created by the change set and merged at once leave no row
+    /// change behind): their aliases, and the merges this store found, recorded as its own.
+    public var merges: [MergedDuplicate]
 
     public init(quarantineReason: String? = nil, writes: [ObjectID: Set<String>] = [:], tombstones: [DeletedObject] = [],
-                repairDeletes: [DeletedObject] = [], isRetry: Bool = false) {
+                repairDeletes: [DeletedObject] = [], isRetry: Bool = false, merges: [MergedDuplicate] = []) {
         self.quarantineReason = quarantineReason
         self.writes = writes
         self.tombstones = tombstones
         self.repairDeletes = repairDeletes
         self.isRetry = isRetry
+        self.merges = merges
     }
 }
 
@@ -188,5 +197,27 @@ public struct WriteStamp: Sendable, Equatable {
     public init(timestamp: HybridTimestamp, origin: UUID) {
         self.timestamp = timestamp
         self.origin = origin
+    }
+}
+
+/// Two objects of different origins that had one unique key, merged into one (docs/SYNC.md,
+/// "Uniqueness constraints across replicas"): the loser's row goes, and its origin URI becomes
+/// an alias of the survivor's, so change sets naming it land on the survivor.
+public struct MergedDuplicate: Sendable, Hashable {
+    /// The loser's local row (gone after the save).
+    public var loser: ObjectID
+    /// The loser's origin URI.
+    public var loserURI: String
+    /// The survivor's origin URI.
+    public var survivorURI: String
+    /// Whether the replayed change set made the merge; else this store found the duplicate,
+    /// and records the merge in a change set of its own.
+    public var isReplayed: Bool
+
+    public init(loser: ObjectID, loserURI: String, survivorURI: String, isReplayed: Bool) {
+        self.loser = loser
+        self.loserURI = loserURI
+        self.survivorURI = survivorURI
+        self.isReplayed = isReplayed
     }
 }

@@ -10,9 +10,9 @@ struct MergeExecutor {
     let store: any ReplicaStore
     let context: ManagedObjectContext
     let changeSet: ChangeSet
-    private(set) var annotation: ReplayAnnotation
+    var annotation: ReplayAnnotation
     /// Objects by origin URI: those that exist here, and those the plan created.
-    private var objects: [String: ManagedObject] = [:]
+    var objects: [String: ManagedObject] = [:]
 
     /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
     let refusedDeletes: Set<String>
@@ -34,6 +34,9 @@ struct MergeExecutor {
     /// - Throws: ``MergeProblem`` when the change set names an object this store never received.
     mutating func applyChanges() throws {
         let context = self.context
+        // URIs of merged duplicates stand for their survivors.
+        let aliases = try store.aliases(of: Array(MergeFacts.uris(in: changeSet.changes)))
+        let changeSet = aliases.isEmpty ? self.changeSet : DuplicateRule.following(aliases, in: self.changeSet, model: store.model)
         let (facts, localIDs) = try MergeFacts.gather(for: changeSet, from: store) { ids in
             // Load the rows in one read, rather than one read each.
             try context.registerExisting(ids)
@@ -47,11 +50,15 @@ struct MergeExecutor {
         // Run delete rules now, so that objects this change set inserted and a
         // rule then deleted leave tombstones: later updates to them are ignored.
         try context.processPendingChanges()
-        try orderMembers(by: plan)
-        for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) {
+        // Objects of different origins that now share a unique key merge into one.
+        try mergeFoundDuplicates()
+        // Objects this change set inserted that a rule deleted at once (not those merged away).
+        let mergedAway = Set(annotation.merges.map(\.loser))
+        for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) where !mergedAway.contains(id) {
             guard let object = objects[uri], object.isDeleted, object.objectID == id else { continue }
             annotation.repairDeletes.append(DeletedObject(uri: uri, entity: object.entity.name))
         }
+        try orderMembers(by: plan)
     }
 
     private mutating func carryOut(_ plan: MergePlan) throws {
@@ -82,6 +89,8 @@ struct MergeExecutor {
                 try object(uri).mutableSetValue(forKey: relationship).remove(try object(member))
             case .delete(let uri):
                 context.delete(try object(uri))
+            case .merge(let loser, let survivor):
+                try mergeDuplicate(loser: try object(loser), loserURI: loser, into: try object(survivor), survivorURI: survivor, isReplayed: true)
             }
         }
         for (uri, properties) in plan.clocks {
@@ -99,7 +108,7 @@ struct MergeExecutor {
         var touched = context.changedOrderedRelationships()
         for (uri, positions) in plan.positions.sorted(by: { $0.key < $1.key }) {
             guard let owner = objects[uri], !owner.isDeleted else { continue }
-            annotation.positions[owner.objectID] = positions
+            annotation.positions[owner.objectID, default: [:]].merge(positions) { mine, theirs in mine.merging(theirs) { _, new in new } }
             for relationship in positions.keys.sorted() where !touched.contains(where: { $0.owner === owner && $0.relationship == relationship }) {
                 touched.append((owner, relationship))
             }
@@ -109,9 +118,9 @@ struct MergeExecutor {
         for (uri, object) in objects { names[object.objectID] = uri }
         for (owner, relationship) in touched {
             let members = try owner.mutableSetValue(forKey: relationship).objects
-            guard members.count > 1 || plan.positions[names[owner.objectID] ?? ""] != nil else { continue }
+            guard members.count > 1 || annotation.positions[owner.objectID]?[relationship] != nil else { continue }
             var keys = owner.objectID.isTemporaryID ? [:] : try store.positions(of: owner.objectID, relationship: relationship)
-            if let uri = names[owner.objectID], let won = plan.positions[uri]?[relationship] { keys.merge(won) { _, new in new } }
+            if let won = annotation.positions[owner.objectID]?[relationship] { keys.merge(won) { _, new in new } }
             var named: [(member: ManagedObject, uri: String)] = []
             for member in members {
                 let uri = try names[member.objectID] ?? store.originURI(of: member.objectID)

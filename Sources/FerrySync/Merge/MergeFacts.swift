@@ -50,6 +50,7 @@ extension MergeFacts {
         var uris = Set<String>()
         for change in changes {
             uris.insert(change.uri)
+            if let survivor = change.mergedInto { uris.insert(survivor) }
             for value in change.values.values { if case .object(let uri) = value { uris.insert(uri) } }
             for members in change.added.values { uris.formUnion(members) }
             for members in change.removed.values { uris.formUnion(members) }

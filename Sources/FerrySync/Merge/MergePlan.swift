@@ -25,6 +25,9 @@ struct MergePlan: Equatable {
         /// A delete: one the change set made, or a referrer deleted by a Cascade rule because it
         /// points at an object deleted here. Delete rules then run against the local graph.
         case delete(uri: String)
+        /// Two duplicates the change set merged: the loser's values that win and everything that
+        /// points at it move to the survivor, and its URI becomes an alias of the survivor's.
+        case merge(loser: String, survivor: String)
     }
 
     /// The writes, in order.

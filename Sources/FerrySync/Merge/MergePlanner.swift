@@ -15,6 +15,8 @@ import FerryStore
 ///   ignored; a delete a Deny rule refused here keeps the object and records a restore;
 ///   a delete of an object never seen leaves a tombstone only;
 /// - **restores** newer than an object's delete bring it back with their values;
+/// - **merges** of duplicates make the loser's URI an alias of the survivor (the one whose
+///   origin URI sorts first); a merge with an object deleted here deletes the other;
 /// - **references to objects deleted here** are repaired by the deleted side's rule:
 ///   Cascade deletes the referrer, Deny brings the object back from its tombstone,
 ///   Nullify and No Action leave the reference nil; a reference to an object never
@@ -71,6 +73,8 @@ struct MergePlanner {
                 try write(change, isNew: false)
             case .restore:
                 try restore(change)
+            case .merge:
+                try merge(change)
             case .delete:
                 if exists(change.uri) {
                     if refusedDeletes.contains(change.uri) {
@@ -101,6 +105,23 @@ struct MergePlanner {
     private func wins(_ uri: String, _ property: String) -> Bool {
         guard !created.contains(uri), let last = facts.stamp(of: uri, property: property) else { return true }
         return isLater(than: last)
+    }
+
+    /// A merge of two duplicates (names already followed through aliases): the survivor is the
+    /// one whose origin URI sorts first, whichever way the change set put it. If either was
+    /// deleted here, the other goes too: a delete of either one is a delete of the merged object.
+    private mutating func merge(_ change: ObjectChange) throws(MergeProblem) {
+        guard let other = change.mergedInto, other != change.uri else { return }
+        let (survivor, loser) = DuplicateRule.order(change.uri, other)
+        let gone = [survivor, loser].filter { isBuried($0) || deleted.contains($0) }
+        for uri in [survivor, loser] where !gone.contains(uri) && !exists(uri) {
+            throw .unknownObject(uri, place: "a merge")
+        }
+        if gone.isEmpty {
+            plan.steps.append(.merge(loser: loser, survivor: survivor))
+        } else {
+            for uri in [survivor, loser] where !gone.contains(uri) { delete(uri) }
+        }
     }
 
     /// A restore wins over a delete older than it: the object comes back (on a

@@ -1,0 +1,223 @@
+import Foundation
+import FerryModel
+import FerryStore
+
+extension DuplicateRule {
+    /// `changeSet` with every URI of a merged duplicate replaced by its survivor's (`aliases`),
+    /// and each change of a merged object reduced to what the survivor's entity has.
+    static func following(_ aliases: [String: String], in changeSet: ChangeSet, model: ManagedObjectModel) -> ChangeSet {
+        func name(_ uri: String) -> String { aliases[uri] ?? uri }
+        var result = changeSet
+        result.changes = changeSet.changes.map { original in
+            var change = original
+            change.uri = name(change.uri)
+            change.mergedInto = change.mergedInto.map(name)
+            change.values = change.values.mapValues { value in
+                if case .object(let target) = value { return .object(name(target)) }
+                return value
+            }
+            change.added = change.added.mapValues { $0.map(name) }
+            change.removed = change.removed.mapValues { $0.map(name) }
+            change.positions = change.positions.mapValues { keys in
+                Dictionary(keys.map { (name($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+            }
+            // A change of a merged object now changes the survivor: keep what the survivor's entity has.
+            if change.uri != original.uri, case .success(let parts) = ObjectURIComponents.parse(change.uri),
+               let entity = model.entity(named: parts.entityName) {
+                change.entity = entity.name
+                change.values = change.values.filter { entity.property(named: $0.key) != nil }
+                change.added = change.added.filter { entity.relationship(named: $0.key) != nil }
+                change.removed = change.removed.filter { entity.relationship(named: $0.key) != nil }
+                change.positions = change.positions.filter { entity.relationship(named: $0.key) != nil }
+            }
+            return change
+        }
+        // Changes of two merged objects in one change set now write one object with one clock: the
+        // greater value wins, as when the two merge (``loserWins(loser:survivor:loserValue:survivorValue:)``).
+        var winners: [String: [String: ChangeValue]] = [:]
+        for change in result.changes where change.kind == .update || change.kind == .insert || change.kind == .restore {
+            for (property, value) in change.values {
+                if let known = winners[change.uri]?[property], !text(of: known).utf8.lexicographicallyPrecedes(text(of: value).utf8) { continue }
+                winners[change.uri, default: [:]][property] = value
+            }
+        }
+        for index in result.changes.indices {
+            let uri = result.changes[index].uri
+            for property in result.changes[index].values.keys { if let value = winners[uri]?[property] { result.changes[index].values[property] = value } }
+        }
+        return result
+    }
+}
+
+/// Merging duplicates during a replay (docs/SYNC.md, "Uniqueness constraints across replicas"):
+/// the loser's values that are later than the survivor's, its to-many members and every
+/// reference to it move to the survivor; the loser's row goes, and its origin URI becomes an
+/// alias of the survivor's. What a merge changes is the merge's own, recorded by it (not as
+/// changes of this store), so every replica that merges the two ends the same.
+extension MergeExecutor {
+    /// Finds objects of this merge that share a unique key with another object, and merges each
+    /// pair (the survivor is the one whose origin URI sorts first), recording the merges as a
+    /// change set of this store. Merging can make new duplicates: a few rounds settle them.
+    mutating func mergeFoundDuplicates() throws {
+        guard store.model.hasUniquenessConstraints else { return }
+        for _ in 0..<8 {
+            let candidates = context.pendingConstrainedObjects()
+            guard !candidates.isEmpty else { return }
+            let collisions = try context.uniquenessCollisions(of: candidates)
+            guard !collisions.isEmpty else { return }
+            for collision in collisions where !collision.object.isDeleted && !collision.other.isDeleted {
+                let (survivorURI, loserURI) = DuplicateRule.order(try uri(of: collision.object), try uri(of: collision.other))
+                let (survivor, loser) = try uri(of: collision.object) == survivorURI ? (collision.object, collision.other) : (collision.other, collision.object)
+                try mergeDuplicate(loser: loser, loserURI: loserURI, into: survivor, survivorURI: survivorURI, isReplayed: false)
+            }
+            try context.processPendingChanges()
+        }
+    }
+
+    /// The origin URI of an object of the context.
+    func uri(of object: ManagedObject) throws -> String {
+        if let uri = annotation.originURIs[object.objectID] { return uri }
+        if let uri = objects.first(where: { $0.value === object })?.key { return uri }
+        return try store.originURI(of: object.objectID)
+    }
+
+    /// The clocks that decide a merge: the stored ones, with the writes this merge makes.
+    private func stamps(of object: ManagedObject) throws -> [String: WriteStamp] {
+        var result = object.objectID.isTemporaryID ? [:] : try store.lastWrites(of: object.objectID)
+        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        for property in annotation.writes[object.objectID] ?? [] { result[property] = incoming }
+        for (property, stamp) in annotation.mergeStamps[object.objectID] ?? [:] { result[property] = stamp }
+        return result
+    }
+
+    /// Merges `loser` into `survivor` (see the type's notes) and deletes the loser.
+    mutating func mergeDuplicate(loser: ManagedObject, loserURI: String, into survivor: ManagedObject, survivorURI: String,
+                                 isReplayed: Bool) throws {
+        guard loser !== survivor, !loser.isDeleted, !survivor.isDeleted else { return }
+        let model = store.model
+        let loserStamps = try stamps(of: loser), survivorStamps = try stamps(of: survivor)
+        var touched: [ObjectID: Set<String>] = [:]
+        var stamped: [String: WriteStamp] = [:]
+        func resolved(_ object: ManagedObject?) -> ManagedObject? { object === loser ? survivor : object }
+
+        for property in survivor.entity.properties where property.isPersistent {
+            guard let theirs = loser.entity.property(named: property.name) else { continue }
+            switch (property, theirs) {
+            case (.attribute, .attribute):
+                // Values: the later write wins; the survivor keeps its own when neither was written since its insert.
+                let theirs = try loser.attributeValue(forKey: property.name), mine = try survivor.attributeValue(forKey: property.name)
+                guard DuplicateRule.loserWins(loser: loserStamps[property.name], survivor: survivorStamps[property.name],
+                                              loserValue: DuplicateRule.text(of: theirs.map(ChangeValue.attribute) ?? .null),
+                                              survivorValue: DuplicateRule.text(of: mine.map(ChangeValue.attribute) ?? .null)),
+                      let stamp = loserStamps[property.name] else { continue }
+                try survivor.setAttributeValue(theirs, forKey: property.name)
+                stamped[property.name] = stamp
+                touched[survivor.objectID, default: []].insert(property.name)
+            case (.relationship(let relationship), .relationship) where !relationship.isToMany && model.isRecorded(relationship, in: survivor.entity):
+                let target = resolved(try loser.value(forKey: property.name) as? ManagedObject)
+                let current = try survivor.value(forKey: property.name) as? ManagedObject
+                guard DuplicateRule.loserWins(loser: loserStamps[property.name], survivor: survivorStamps[property.name],
+                                              loserValue: try target.map { try uri(of: $0) } ?? "null",
+                                              survivorValue: try current.map { try uri(of: $0) } ?? "null"),
+                      let stamp = loserStamps[property.name] else { continue }
+                try survivor.setToOneValue(target, forKey: property.name)
+                stamped[property.name] = stamp
+                touched[survivor.objectID, default: []].insert(property.name)
+                if let inverse = relationship.inverseName, let target { touched[target.objectID, default: []].insert(inverse) }
+            case (.relationship(let relationship), .relationship) where relationship.isToMany:
+                try moveMembers(of: relationship, from: loser, loserURI: loserURI, to: survivor, survivorURI: survivorURI,
+                                loserStamps: loserStamps, survivorStamps: survivorStamps, stamped: &stamped, touched: &touched)
+            case (.relationship(let relationship), .relationship):
+                // A one-to-one whose fact the partner holds: the partner follows the survivor, unless it has one.
+                guard let partner = try loser.value(forKey: property.name) as? ManagedObject, let inverse = relationship.inverseName else { continue }
+                touched[partner.objectID, default: []].insert(inverse)
+                if try survivor.value(forKey: property.name) == nil {
+                    try survivor.setToOneValue(partner, forKey: property.name)
+                }
+            default:
+                continue
+            }
+        }
+        try moveOneWayReferences(from: loser, to: survivor, touched: &touched)
+        // Positions of the loser's ordered members: the later of the two keys, as values.
+        for relationship in survivor.entity.relationships where relationship.isOrdered && !relationship.isTransient {
+            guard loser.entity.relationship(named: relationship.name) != nil else { continue }
+            var keys = loser.objectID.isTemporaryID ? [:] : try store.positions(of: loser.objectID, relationship: relationship.name)
+            keys.merge(annotation.positions[loser.objectID]?[relationship.name] ?? [:]) { _, new in new }
+            var own = survivor.objectID.isTemporaryID ? [:] : try store.positions(of: survivor.objectID, relationship: relationship.name)
+            own.merge(annotation.positions[survivor.objectID]?[relationship.name] ?? [:]) { _, new in new }
+            for (member, key) in keys.sorted(by: { $0.key < $1.key }) {
+                let clockKey = RecordedChange.positionKey(relationship.name, member)
+                guard own[member] == nil || DuplicateRule.loserWins(loser: loserStamps[clockKey], survivor: survivorStamps[clockKey],
+                                                                    loserValue: key, survivorValue: own[member] ?? "") else { continue }
+                annotation.positions[survivor.objectID, default: [:]][relationship.name, default: [:]][member] = key
+                if let stamp = loserStamps[clockKey] { stamped[clockKey] = stamp }
+            }
+        }
+        if !stamped.isEmpty { annotation.mergeStamps[survivor.objectID, default: [:]].merge(stamped) { _, new in new } }
+        for (id, properties) in touched { annotation.mergeTouched[id, default: []].formUnion(properties) }
+        annotation.merges.append(MergedDuplicate(loser: loser.objectID, loserURI: loserURI, survivorURI: survivorURI, isReplayed: isReplayed))
+        objects[loserURI] = survivor
+        // Nothing the loser held is left to its delete rules.
+        for relationship in loser.entity.relationships where !relationship.isTransient {
+            if relationship.isToMany {
+                try loser.mutableSetValue(forKey: relationship.name).removeAll()
+            } else {
+                try loser.setToOneValue(nil, forKey: relationship.name)
+            }
+        }
+        context.delete(loser)
+    }
+
+    /// Moves the loser's members of a to-many relationship to the survivor. Membership facts
+    /// kept on this side carry their clocks along; facts the members hold (their to-one inverse,
+    /// or their side of a many-to-many) change on the member and are the merge's.
+    private mutating func moveMembers(of relationship: RelationshipDescription, from loser: ManagedObject, loserURI: String,
+                                      to survivor: ManagedObject, survivorURI: String,
+                                      loserStamps: [String: WriteStamp], survivorStamps: [String: WriteStamp],
+                                      stamped: inout [String: WriteStamp], touched: inout [ObjectID: Set<String>]) throws {
+        let model = store.model
+        let recordedHere = model.isRecorded(relationship, in: survivor.entity)
+        let inverse = model.inverse(of: relationship)
+        let members = try loser.mutableSetValue(forKey: relationship.name).objects
+        let target = try survivor.mutableSetValue(forKey: relationship.name)
+        for member in members where !member.isDeleted {
+            let added = member === loser ? survivor : member
+            let memberURI = try uri(of: added)
+            if recordedHere {
+                let key = RecordedChange.membershipKey(relationship.name, memberURI)
+                if let stamp = loserStamps[RecordedChange.membershipKey(relationship.name, try uri(of: member))],
+                   DuplicateRule.loserWins(loser: stamp, survivor: survivorStamps[key], loserValue: "", survivorValue: "") {
+                    stamped[key] = stamp
+                }
+                touched[survivor.objectID, default: []].insert(key)
+            }
+            if let inverse {
+                if inverse.isToMany {
+                    let memberStamps = try stamps(of: added)
+                    let old = RecordedChange.membershipKey(inverse.name, loserURI), new = RecordedChange.membershipKey(inverse.name, survivorURI)
+                    touched[added.objectID, default: []].formUnion([old, new])
+                    if let stamp = memberStamps[old], !recordedHere { annotation.mergeStamps[added.objectID, default: [:]][new] = stamp }
+                } else {
+                    touched[added.objectID, default: []].insert(inverse.name)
+                }
+            }
+            if !target.contains(added) { try target.insert(added) }
+        }
+    }
+
+    /// One-way to-one references (no inverse to move them by) to the loser now name the survivor.
+    private func moveOneWayReferences(from loser: ManagedObject, to survivor: ManagedObject, touched: inout [ObjectID: Set<String>]) throws {
+        for owner in store.model.entities {
+            for relationship in owner.ownRelationships where !relationship.isToMany && !relationship.isTransient && relationship.inverseName == nil {
+                guard loser.entity.isKind(of: relationship.destinationEntityName),
+                      survivor.entity.isKind(of: relationship.destinationEntityName) else { continue }
+                let referrers = try context.fetch(FetchRequest(entityName: owner.name, predicate: .equal(relationship.name, .object(loser.objectID))))
+                for referrer in referrers where !referrer.isDeleted {
+                    try referrer.setToOneValue(survivor, forKey: relationship.name)
+                    touched[referrer.objectID, default: []].insert(relationship.name)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// Uniqueness constraints across replicas (docs/SYNC.md): objects of different origins with
+/// one unique key merge into the one whose origin URI sorts first, on every replica and in
+/// any order; the loser's URI becomes an alias, so later change sets naming it land on the survivor.
+@Suite("Duplicates merged across replicas")
+struct DuplicateMergeTests {
+    static let model = ConvergenceTests.members
+    static let a = UUID(uuidString: "AAAAAAAA-0000-4000-8000-000000000001") ?? UUID()
+    static let b = UUID(uuidString: "BBBBBBBB-0000-4000-8000-000000000002") ?? UUID()
+    static let c = UUID(uuidString: "CCCCCCCC-0000-4000-8000-000000000003") ?? UUID()
+
+    /// A's and B's saves: each inserts a member with email ann@x (and a club and tag of its own);
+    /// B then renames its member, and tags it.
+    static func twoDuplicates(_ kind: Replica.Kind) throws -> (a: Replica, b: Replica, annA: String, annB: String) {
+        let a = try Replica(model: model, identifier: Self.a, kind: kind)
+        let b = try Replica(model: model, identifier: Self.b, kind: kind == .sqlite ? .memory : .sqlite)
+        let fromA = try a.context.make("Member", ["email": "ann@x", "name": "Ann", "score": Int64(1)])
+        try a.context.make("Card", ["holder": fromA])
+        try a.context.save()
+        let fromB = try b.context.make("Member", ["email": "ann@x", "name": "Annie"])
+        let tag = try b.context.make("Tag", ["name": "new"])
+        try fromB.mutableSetValue(forKey: "tags").insert(tag)
+        try b.context.save()
+        try fromB.setValue(Int64(5), forKey: "score")
+        try b.context.save()
+        return (a, b, fromA.objectID.uriString, fromB.objectID.uriString)
+    }
+
+    @Test("Both replicas keep one object, the one whose URI sorts first, with the later values and every reference", arguments: Replica.Kind.allCases)
+    func merged(kind: Replica.Kind) throws {
+        let (a, b, annA, annB) = try Self.twoDuplicates(kind)
+        try a.pull(from: b)
+        try b.pull(from: a)
+        try a.pull(from: b)
+        let dump = try a.dump()
+        #expect(dump == (try b.dump()))
+        let members = dump.filter { $0.contains("\"entity\":\"Member\"") }
+        #expect(members.count == 1, "\(members)")
+        let survivor = try #require(members.first)
+        #expect(survivor.contains(annA), "A's URI sorts first")
+        #expect(!dump.joined().contains(annB), "the loser is gone, and nothing points at it")
+        #expect(survivor.contains("\"score\":5"), "B's later write wins")
+        #expect(survivor.contains("\"name\":\"Ann\""), "values never written since the insert: the survivor keeps its own")
+        #expect(survivor.contains("Tag/p"), "the loser's tags move to the survivor")
+        #expect(try b.store.quarantinedChangeSets().isEmpty && (try a.store.quarantinedChangeSets().isEmpty))
+        // The loser's URI now names the survivor.
+        #expect(try b.store.localObjectID(forOriginURI: annB) == (try b.store.localObjectID(forOriginURI: annA)))
+    }
+
+    @Test("A later change set naming the loser lands on the survivor", arguments: Replica.Kind.allCases)
+    func alias(kind: Replica.Kind) throws {
+        let (a, b, annA, annB) = try Self.twoDuplicates(kind)
+        // C knows only B's member, and renames it by B's URI.
+        let c = try Replica(model: Self.model, identifier: Self.c, kind: kind)
+        try c.pull(from: b)
+        let fromB = try #require(try c.object(annB))
+        try fromB.setValue("Anne", forKey: "name")
+        try c.context.save()
+        // A takes C's change sets: B's insert merges into A's member, and C's rename follows it.
+        try a.pull(from: c)
+        #expect(try a.store.localObjectID(forOriginURI: annB) == (try a.store.localObjectID(forOriginURI: annA)))
+        for _ in 0..<2 {
+            for to in [a, b, c] { for from in [a, b, c] where from !== to { try to.pull(from: from) } }
+        }
+        let dump = try a.dump(), dumpB = try b.dump(), dumpC = try c.dump()
+        #expect(dump == dumpB && dump == dumpC)
+        let members = dump.filter { $0.contains("\"entity\":\"Member\"") }
+        #expect(members.count == 1 && members.first?.contains(annA) == true)
+        #expect(members.first?.contains("\"name\":\"Anne\"") == true, "\(members)")
+        #expect(try a.store.changeSetLines().contains { $0.contains("\"op\":\"merge\"") }, "the merge is recorded")
+    }
+
+    @Test("Any order of the change sets ends in the same dump, on both stores")
+    func anyOrder() throws {
+        let (a, b, _, _) = try Self.twoDuplicates(.sqlite)
+        try b.pull(from: a)
+        let lines = try a.store.changeSetLines() + (try b.store.changeSetLines().filter { !$0.contains(Self.a.uuidString + "\",\"seq") })
+        var dumps = Set<[String]>()
+        for (number, order) in CornerCaseFixtureTests.permutations(lines).enumerated() {
+            let replica = try Replica(model: Self.model, kind: number % 2 == 0 ? .sqlite : .memory)
+            for line in order { _ = try replica.engine.apply(lines: [line]) }
+            #expect(try replica.engine.heldChangeSets().isEmpty)
+            #expect(try replica.store.quarantinedChangeSets().isEmpty)
+            dumps.insert(try replica.dump())
+        }
+        #expect(dumps.count == 1)
+        #expect(dumps.first?.filter { $0.contains("\"entity\":\"Member\"") }.count == 1)
+    }
+
+    @Test("A merge with an object deleted elsewhere deletes the merged object")
+    func mergeWithDeleted() throws {
+        let (a, b, annA, _) = try Self.twoDuplicates(.sqlite)
+        try b.pull(from: a)  // B merges; A has not heard of it
+        let member = try #require(try a.context.existingObject(withURI: annA))
+        a.context.delete(member)
+        try a.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try a.dump().filter { $0.contains("\"entity\":\"Member\"") }.isEmpty)
+    }
+}

@@ -10,13 +10,13 @@ import FerryTestSupport
 /// against raw sqlite3 inserts of the same rows in the same run; the bytes per
 /// change of the log; and the save latency an application sees while a replay runs.
 enum ReplayWorkload {
-    static func run(_ settings: Settings, model: ManagedObjectModel) throws {
+    static func run(_ settings: Settings, model: ManagedObjectModel, label: String = "W2 replay", target: Double = 0.5) throws {
         let directory = TemporaryDirectory(prefix: "ferry-bench-replay")
         _ = try ferryInsert(settings, model: model, path: directory.file("origin.sqlite"))
         let origin = try SQLiteStore(path: directory.file("origin.sqlite"), model: model)
         let lines = try origin.changeSetLines()
         let bytes = lines.reduce(0) { $0 + $1.utf8.count + 1 }
-        print("W2 replay: \(settings.count) Person inserts in \(lines.count) change sets; best of \(settings.runs)")
+        print("\(label): \(settings.count) Person inserts in \(lines.count) change sets; best of \(settings.runs)")
         print(String(format: "  change-set JSON: %d bytes, %.1f bytes per object change (log and wire carry the same text)",
                      bytes, Double(bytes) / Double(max(settings.count, 1))))
 
@@ -50,7 +50,7 @@ enum ReplayWorkload {
             bestRaw = min(bestRaw, raw)
             print(String(format: "  run %d: raw sqlite3 %.3f s, Ferry replay %.3f s", run, raw, replay))
         }
-        printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestReplay, ferryLabel: "Ferry replay (ReplayEngine):")
+        printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestReplay, ferryLabel: "Ferry replay (ReplayEngine):", target: target)
 
         try latencyDuringReplay(lines: lines, model: model, directory: directory)
     }

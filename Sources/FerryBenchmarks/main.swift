@@ -25,7 +25,7 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
-            if ["--predicates", "--replay", "--replicate", "--latency", "--decode", "--history"].contains(argument) { continue }
+            if ["--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique"].contains(argument) { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             // 0 runs the setup only (with --only), so instruction counts can subtract it.
@@ -33,7 +33,7 @@ struct Settings {
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode]] [--replicate] [--latency] [--history]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history]\n".utf8))
                 exit(64)
             }
         }
@@ -158,11 +158,33 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
     return value
 }
 
+/// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
+/// inserted key against the store.
+func uniqueIDVariant(of model: ManagedObjectModel) throws -> ManagedObjectModel {
+    let entities = model.entities.map { entity -> EntityDescription in
+        guard entity.name == "Person" else { return entity }
+        var person = entity
+        person.ownAttributes = person.ownAttributes.map { attribute in
+            var attribute = attribute
+            if attribute.name == "id" { attribute.isIndexed = true }
+            return attribute
+        }
+        person.uniquenessConstraints = [["id"]]
+        return person
+    }
+    return try ManagedObjectModel(entities: entities, fetchRequestTemplates: Array(model.fetchRequestTemplates.values), userInfo: model.userInfo,
+                                  versionIdentifier: model.versionIdentifier)
+}
+
 let settings = Settings(arguments: CommandLine.arguments)
 do {
     let model = try SampleModels.load("OrgChart")
     if CommandLine.arguments.contains("--replay") {
-        try ReplayWorkload.run(settings, model: model)
+        if CommandLine.arguments.contains("--unique") {
+            try ReplayWorkload.run(settings, model: try uniqueIDVariant(of: model), label: "W2 replay, Person.id indexed and unique", target: 0.4)
+        } else {
+            try ReplayWorkload.run(settings, model: model)
+        }
         exit(0)
     }
     if CommandLine.arguments.contains("--replicate") {

@@ -47,6 +47,8 @@ struct DirectInsertReplay {
     func apply(_ draft: consuming DirectInsertDraft, discard: ((DirectInsertDraft) -> Void)? = nil) throws -> Bool {
         // A reference to a merged duplicate stands for its survivor: the context path follows it.
         guard try store.aliases(of: draft.referencedURIs).isEmpty else { return false }
+        // A unique key held here already: the two objects merge, through a context.
+        for (constraint, keys) in draft.uniqueKeys where try store.holdsAny(of: keys, for: constraint) { return false }
         let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
         // The inserted objects must be new here; the referenced ones must exist.
         guard found.buried.isEmpty,

@@ -135,7 +135,8 @@ struct SQLQuery {
                     case .null: continue
                     }
                 }
-                parts.append("ifnull(\(column) IN (\(present.map { _ in "?" }.joined(separator: ", "))), 0)")
+                // (Not `ifnull(… IN …, 0)`, which no index serves; the NULL test keeps NOT right.)
+                parts.append("(\(column) IN (\(present.map { _ in "?" }.joined(separator: ", "))) AND \(column) IS NOT NULL)")
             }
             if present.count != values.count { parts.append("\(column) IS NULL") }
             return parts.isEmpty ? "0" : parts.joined(separator: " OR ")

@@ -28,8 +28,6 @@ extension ManagedObjectContext {
         case object(ObjectID)
     }
 
-    /// How many keys one store query looks up.
-    static let constraintKeysPerQuery = 200
 
     /// The pending objects a uniqueness constraint binds: inserted ones, and updated ones
     /// whose constrained properties changed.
@@ -128,15 +126,15 @@ extension ManagedObjectContext {
         var found: [[ConstraintValue]: (object: ManagedObject, uri: String)] = [:]
         var start = 0
         while start < searchable.count {
-            let batch = searchable[start..<min(start + Self.constraintKeysPerQuery, searchable.count)]
+            let batch = searchable[start..<min(start + UniqueKeyQuery.keysPerQuery, searchable.count)]
             start += batch.count
-            let predicate = FetchPredicate.or(batch.map { key in
-                .and(zip(constraint.properties, key).map { name, value in
+            let predicate = UniqueKeyQuery.predicate(for: constraint, keys: batch.map { key in
+                key.map { value -> PredicateValue in
                     switch value {
-                    case .attribute(let attribute): FetchPredicate.equal(name, .attribute(attribute))
-                    case .object(let id): FetchPredicate.equal(name, .object(id))
+                    case .attribute(let attribute): .attribute(attribute)
+                    case .object(let id): .object(id)
                     }
-                })
+                }
             })
             let rows = try store.fetchRows(FetchRequest(entityName: constraint.entityName, predicate: predicate))
             for row in rows {

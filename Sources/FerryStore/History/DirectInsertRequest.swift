@@ -76,6 +76,8 @@ extension PersistentContainer {
         // Answers that depend only on the relationship or the target's entity, each worked out once.
         var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
+        var constraintsByEntity: [String: [UniquenessConstraint]] = [:]
+        var uniqueKeys: [UniquenessConstraint: Set<[AttributeValue]>] = [:]
         for index in changeSet.changes.indices {
             let change = changeSet.changes[index], id = ids[index], runtime = changeRuntimes[index]
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
@@ -113,10 +115,21 @@ extension PersistentContainer {
                 }
             }
             request.inserts.append(SaveRequest.Insert(objectID: id, attributes: attributes, toOne: toOne))
+            // Unique keys: two inserts of the set with one key merge, which takes a context.
+            for constraint in constraints(of: runtime, cache: &constraintsByEntity) {
+                var key: [AttributeValue] = []
+                for name in constraint.properties {
+                    guard let index = runtime.propertyIndex(named: name), let value = attributes[index] else { break }
+                    key.append(value)
+                }
+                guard key.count == constraint.properties.count else { continue }
+                guard uniqueKeys[constraint, default: []].insert(key).inserted else { return nil }
+            }
         }
         replay.originURIsInOrder = insertedURIs
         request.replay = replay
-        return DirectInsertDraft(request: request, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references)
+        return DirectInsertDraft(request: request, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references,
+                                 uniqueKeys: uniqueKeys.mapValues { Array($0) })
     }
 
     /// The request of `draft`, its references outside the set pointed at the
@@ -147,6 +160,13 @@ extension PersistentContainer {
         return resolve(&draft, existing: draft.referencedURIs.map { existing[$0] })
     }
 
+    private func constraints(of runtime: EntityRuntime, cache: inout [String: [UniquenessConstraint]]) -> [UniquenessConstraint] {
+        if let known = cache[runtime.name] { return known }
+        let found = model.uniquenessConstraints(of: runtime.entity)
+        cache[runtime.name] = found
+        return found
+    }
+
     /// Whether a to-one of an inserted object can point at `target` without a
     /// context: it is of the destination entity (or a sub-entity), and its own
     /// entity takes an update without a context (the inverse marks it updated).
@@ -165,8 +185,11 @@ extension PersistentContainer {
     private func acceptsDirectWrite(_ runtime: EntityRuntime, phase: ValidationPhase) -> Bool {
         !runtime.entity.isAbstract && !runtime.hasModelRules && runtime.objectClass == ManagedObject.self
             && validators(for: runtime, phase: phase).isEmpty
-            // A new object with a unique key may duplicate one here: merging duplicates takes a context.
-            && (phase != .insert || model.uniquenessConstraints(of: runtime.entity).isEmpty)
+            // A new object with a unique key may duplicate one here (``DirectInsertDraft/uniqueKeys`` are
+            // checked against the store); constraints on relationships take a context.
+            && (phase != .insert || model.uniquenessConstraints(of: runtime.entity).allSatisfy { constraint in
+                constraint.properties.allSatisfy { runtime.entity.attribute(named: $0) != nil }
+            })
     }
 
     /// Whether setting this to-one changes no other row: it has no inverse, or a to-many one.
@@ -199,4 +222,7 @@ package struct DirectInsertDraft: Sendable {
     /// The origin URIs of the objects outside the set it refers to, each once, in order of first mention.
     package let referencedURIs: [String]
     var references: [Reference]
+    /// The values the inserts hold of each uniqueness constraint (attributes only, none
+    /// twice): the store must hold none of them for the set to go in directly.
+    package let uniqueKeys: [UniquenessConstraint: [[AttributeValue]]]
 }

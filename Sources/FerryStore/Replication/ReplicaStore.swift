@@ -73,6 +73,9 @@ public protocol ReplicaStore: PersistentStore {
     func aliases(of uris: [String]) throws -> [String: String]
     /// Every clock of an object's properties (and membership facts, positions, existence).
     func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
+    /// Whether an object (of the constraint's entity or a subentity) holds any of these attribute
+    /// values of `constraint`, in its properties' order. A default answers with fetch requests.
+    func holdsAny(of keys: [[AttributeValue]], for constraint: UniquenessConstraint) throws -> Bool
 }
 
 /// One page of a store's history.

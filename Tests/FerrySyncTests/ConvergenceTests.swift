@@ -68,7 +68,8 @@ struct ConvergenceTests {
             Attribute("city", .string)
             Attribute("code", .integer16)
             Attribute("name", .string)
-            Relationship("members", to: "Member", inverse: "club", toMany: true)
+            // No Action: a delete clears the references to the deleted object (docs/SYNC.md).
+            Relationship("members", to: "Member", inverse: "club", toMany: true, deleteRule: .noAction)
         }
         Entity("Tag") {
             Attribute("name", .string)

@@ -25,6 +25,8 @@ struct CornerCaseFixtureTests {
         "orders-validation-quarantine": 1,
         "orgchart-missing-predecessor": 0,
         "playlists-concurrent-reorder": 0,
+        "members-noaction-late-reference": 0,
+        "members-duplicate-keys": 0,
     ]
 
     static func model(for name: String) throws -> ManagedObjectModel {
@@ -33,6 +35,7 @@ struct CornerCaseFixtureTests {
         case "company": try SampleModels.load("Company")
         case "orders": try SampleModels.load("Orders")
         case "playlists": ConvergenceTests.playlists
+        case "members": ConvergenceTests.members
         default: ConvergenceTests.departments
         }
     }

@@ -56,7 +56,8 @@ extension ManagedObjectContext {
         let old = source.toOne[index].flatMap { registry[$0] }
         guard old !== target else { return }
         if let inverse = source.runtime.inverseIndex[index] {
-            if let old { try primitiveUnlink(old, inverse, source) }
+            // (An old destination whose row is gone, left by a No Action delete, has no inverse to update.)
+            if let old, isStored(old) { try primitiveUnlink(old, inverse, source) }
             if let target {
                 if case .toOne = target.runtime.kinds[inverse] {
                     // One-to-one: the target's previous partner loses it.
@@ -83,7 +84,7 @@ extension ManagedObjectContext {
         if let inverse = source.runtime.inverseIndex[index] {
             if case .toOne = target.runtime.kinds[inverse] {
                 try fulfillFault(target)
-                if let previous = target.toOne[inverse].flatMap({ registry[$0] }), previous !== source {
+                if let previous = target.toOne[inverse].flatMap({ registry[$0] }), previous !== source, isStored(previous) {
                     try primitiveUnlink(previous, index, target)
                 }
             }

@@ -52,8 +52,9 @@ extension ManagedObjectContext {
     }
 
     /// Applies delete rules to the pending deletes now (``save()`` does this
-    /// too): Cascade deletes destinations, Nullify removes the deleted object
-    /// from its destinations' inverses, Deny and No Action change nothing.
+    /// too): Cascade deletes destinations, Nullify and No Action remove the deleted
+    /// object from its destinations' inverses (Core Data's No Action leaves them
+    /// pointing at it; see `docs/STORE.md`), Deny changes nothing (validation refuses).
     public func processPendingChanges() throws(ContextError) {
         try propagateDeletes()
     }
@@ -68,19 +69,38 @@ extension ManagedObjectContext {
                 guard let relationship = object.runtime.relationship(at: index) else { continue }
                 switch relationship.deleteRule {
                 case .cascade:
-                    for target in try destinations(of: object, index) where !target.isDeleted {
+                    for target in try destinations(of: object, index) where !target.isDeleted && isStored(target) {
                         delete(target)
                     }
-                case .nullify:
-                    guard let inverse = object.runtime.inverseIndex[index] else { continue }
-                    for target in try destinations(of: object, index) where !target.isDeleted {
-                        try primitiveUnlink(target, inverse, object)
-                    }
-                case .deny, .noAction:
+                case .nullify, .noAction:
+                    // No Action too: unlike Core Data, which leaves the references pointing at the deleted
+                    // object, Ferry clears them. A replica that deleted the object before a reference to it
+                    // arrived has no row to point at, so only cleared references converge (docs/SYNC.md).
+                    try nullifyInverse(of: object, index)
+                case .deny:
                     continue
                 }
             }
             try clearOneWayReferences(to: object)
+        }
+    }
+
+    /// Whether an object's row can be read: false for a reference a No Action delete left
+    /// pointing at a row that is gone (there is nothing left to cascade to or unlink).
+    package func isStored(_ object: ManagedObject) -> Bool {
+        do {
+            try fulfillFault(object)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Removes a deleted object from the inverse of one of its relationships, on every destination.
+    private func nullifyInverse(of object: ManagedObject, _ index: Int) throws(ContextError) {
+        guard let inverse = object.runtime.inverseIndex[index] else { return }
+        for target in try destinations(of: object, index) where !target.isDeleted && isStored(target) {
+            try primitiveUnlink(target, inverse, object)
         }
     }
 

@@ -303,7 +303,9 @@ public final class ManagedObjectContext {
         do { rows = try store.rows(for: [object.objectID]) } catch {
             throw ContextError.objectInaccessible(object.objectID.uriString)
         }
-        guard let row = rows[object.objectID] else { throw ContextError.objectInaccessible(object.objectID.uriString) }
+        guard let row = rows[object.objectID] else {
+            throw ContextError.objectInaccessible(object.objectID.uriString)
+        }
         fill(object, from: row)
     }
 

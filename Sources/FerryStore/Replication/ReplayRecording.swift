@@ -108,6 +108,12 @@ package struct ReplayRecording {
         var mergeTouched: [ObjectID: Set<String>] = [:]
         for (id, properties) in replay.mergeTouched { if let resolved = resolve(id) { mergeTouched[resolved, default: []].formUnion(properties) } }
         for (id, stamps) in replay.mergeStamps { if let resolved = resolve(id) { mergeStamps[resolved, default: [:]].merge(stamps) { _, new in new } } }
+        // What the change set itself said each property becomes: a written property that ends
+        // otherwise here (a No Action delete in the same change set cleared it) is this store's doing.
+        var said: [String: [String: ChangeValue]] = [:]
+        for change in replay.changeSet.changes where change.kind != .delete {
+            said[change.uri, default: [:]].merge(change.values) { _, new in new }
+        }
         for entry in changes {
             if restoredIDs.contains(entry.id) || losers.contains(entry.id) { continue }
             switch entry.change.kind {
@@ -119,7 +125,9 @@ package struct ReplayRecording {
                 // What the replayed change set (or a merge) wrote is its own; the rest (delete rules here) is derived.
                 let written = (replayedWrites[entry.id] ?? []).union(mergeTouched[entry.id] ?? [])
                 var rest = entry.change
-                rest.values = rest.values.filter { !written.contains($0.key) }
+                rest.values = rest.values.filter { name, value in
+                    !written.contains(name) || (said[entry.change.uri]?[name]).map { $0 != value } == true
+                }
                 rest.added = Self.members(rest.added, notIn: written)
                 rest.removed = Self.members(rest.removed, notIn: written)
                 var positions: [String: [String: String]] = [:]
@@ -129,7 +137,8 @@ package struct ReplayRecording {
                 }
                 rest.positions = positions
                 if !rest.values.isEmpty || !rest.added.isEmpty || !rest.removed.isEmpty || !rest.positions.isEmpty {
-                    derived.append(RecordedChange(id: entry.id, change: rest, clocked: entry.clocked.filter { !written.contains($0) }))
+                    derived.append(RecordedChange(id: entry.id, change: rest,
+                                                  clocked: entry.clocked.filter { !written.contains($0) || rest.values[$0] != nil }))
                 }
             case .merge:
                 derived.append(entry)

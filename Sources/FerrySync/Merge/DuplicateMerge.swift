@@ -98,7 +98,11 @@ extension MergeExecutor {
         let loserStamps = try stamps(of: loser), survivorStamps = try stamps(of: survivor)
         var touched: [ObjectID: Set<String>] = [:]
         var stamped: [String: WriteStamp] = [:]
-        func resolved(_ object: ManagedObject?) -> ManagedObject? { object === loser ? survivor : object }
+        // (A reference a local No Action delete left pointing at nothing counts as none.)
+        func resolved(_ object: ManagedObject?) -> ManagedObject? {
+            guard let object, context.isStored(object) || object.isInserted else { return nil }
+            return object === loser ? survivor : object
+        }
 
         for property in survivor.entity.properties where property.isPersistent {
             guard let theirs = loser.entity.property(named: property.name) else { continue }
@@ -115,7 +119,7 @@ extension MergeExecutor {
                 touched[survivor.objectID, default: []].insert(property.name)
             case (.relationship(let relationship), .relationship) where !relationship.isToMany && model.isRecorded(relationship, in: survivor.entity):
                 let target = resolved(try loser.value(forKey: property.name) as? ManagedObject)
-                let current = try survivor.value(forKey: property.name) as? ManagedObject
+                let current = resolved(try survivor.value(forKey: property.name) as? ManagedObject)
                 guard DuplicateRule.loserWins(loser: loserStamps[property.name], survivor: survivorStamps[property.name],
                                               loserValue: try target.map { try uri(of: $0) } ?? "null",
                                               survivorValue: try current.map { try uri(of: $0) } ?? "null"),
@@ -129,7 +133,7 @@ extension MergeExecutor {
                                 loserStamps: loserStamps, survivorStamps: survivorStamps, stamped: &stamped, touched: &touched)
             case (.relationship(let relationship), .relationship):
                 // A one-to-one whose fact the partner holds: the partner follows the survivor, unless it has one.
-                guard let partner = try loser.value(forKey: property.name) as? ManagedObject, let inverse = relationship.inverseName else { continue }
+                guard let partner = resolved(try loser.value(forKey: property.name) as? ManagedObject), let inverse = relationship.inverseName else { continue }
                 touched[partner.objectID, default: []].insert(inverse)
                 if try survivor.value(forKey: property.name) == nil {
                     try survivor.setToOneValue(partner, forKey: property.name)
@@ -181,7 +185,7 @@ extension MergeExecutor {
         let inverse = model.inverse(of: relationship)
         let members = try loser.mutableSetValue(forKey: relationship.name).objects
         let target = try survivor.mutableSetValue(forKey: relationship.name)
-        for member in members where !member.isDeleted {
+        for member in members where !member.isDeleted && (member.isInserted || context.isStored(member)) {
             let added = member === loser ? survivor : member
             let memberURI = try uri(of: added)
             if recordedHere {

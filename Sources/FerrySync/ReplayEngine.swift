@@ -249,9 +249,11 @@ public struct ReplayEngine: Sendable {
             }
         }
         var refused = Set<String>()
+        var leftInvalid: [ValidationError] = []
         for _ in 0..<8 {
             let context = container.newContext()
             var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused)
+            merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
                 if !context.hasChanges {
@@ -275,6 +277,13 @@ public struct ReplayEngine: Sendable {
                 }
                 if denied.count == failures.count, !denied.isEmpty, !Set(denied).isSubset(of: refused) {
                     refused.formUnion(denied)
+                    continue
+                }
+                // Valid on its own, invalid only with what it met here: applied all the same, so that
+                // no replica's state depends on the order change sets arrived in (docs/SYNC.md, "Validation").
+                let own = failures.filter { merge.isOwnFailure($0) }
+                if own.isEmpty, leftInvalid.isEmpty, !failures.contains(where: { $0.code == .relationshipDeniedDelete }) {
+                    leftInvalid = failures
                     continue
                 }
                 let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")

@@ -188,4 +188,42 @@ struct ClockRuleTests {
         #expect(try replica.engine.apply([insert, clearsLate, setsEarlier]).applied == 3)
         #expect(try replica.dump().contains { $0.contains("Organization") && $0.contains("\"leader\":null") }, "the later (unchanged) nil wins")
     }
+
+    /// objc.io's Moody: a continent must have countries.
+    static let moody = try! ManagedObjectModel {
+        Entity("Continent") {
+            Attribute("name", .string)
+            Relationship("countries", to: "Country", inverse: "continent", toMany: true, optional: false, minCount: 1)
+        }
+        Entity("Country") {
+            Attribute("name", .string)
+            Relationship("continent", to: "Continent", inverse: "countries")
+        }
+    }
+
+    @Test("Validation against concurrency: two deletes valid alone, invalid together, apply everywhere in any order and are listed", arguments: Replica.Kind.allCases)
+    func invalidTogether(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.moody, kind: kind)
+        let b = try Replica(model: Self.moody, kind: kind == .sqlite ? .memory : .sqlite)
+        let europe = try a.context.make("Continent", ["name": "Europe"])
+        let france = try a.context.make("Country", ["name": "France", "continent": europe])
+        try a.context.make("Country", ["name": "Spain", "continent": europe])
+        try a.context.save()
+        try b.pull(from: a)
+        // Each replica deletes a different country: each save leaves Europe one country.
+        a.context.delete(france)
+        try a.context.save()
+        let spain = try #require(try b.context.fetch(FetchRequest(entityName: "Country", predicate: .equal("name", .attribute(.string("Spain"))))).first)
+        b.context.delete(spain)
+        try b.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+        #expect(try a.dump() == (try b.dump()))
+        #expect(try a.dump().count == 1, "Europe, with no country left")
+        for replica in [a, b] {
+            #expect(try replica.store.quarantinedChangeSets().isEmpty, "valid on its own: not quarantined")
+            let listed = try replica.store.changeSetsLeftInvalid()
+            #expect(listed.count == 1 && listed.first?.reason.contains("countries") == true, "\(listed.map(\.reason))")
+        }
+    }
 }

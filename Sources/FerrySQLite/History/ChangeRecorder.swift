@@ -95,7 +95,7 @@ struct ChangeRecorder {
         try log.identity.map(newRows)
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
-                       body: replay.body, status: HistorySchema.applied, reason: nil, retry: replay.isRetry)
+                       body: replay.body, status: HistorySchema.applied, reason: replay.leftInvalidNote, retry: replay.isRetry)
         if onlyNewObjects { return }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?

@@ -193,6 +193,17 @@ extension SQLiteStore: ReplicaStore {
     }
 
     /// The quarantined change sets, with their reasons, in the order received.
+    /// The change sets applied although they left the store breaking a rule of the model.
+    public func changeSetsLeftInvalid() throws -> [HeldChangeSet] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL ORDER BY Z_RANK",
+                             arguments: [HistorySchema.applied]).compactMap { row in
+                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
+            }
+        }
+    }
+
     public func quarantinedChangeSets() throws -> [HeldChangeSet] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? ORDER BY Z_RANK",

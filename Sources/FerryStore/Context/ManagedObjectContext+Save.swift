@@ -30,7 +30,9 @@ extension ManagedObjectContext {
         if replay == nil { try resolveUniquenessConflicts() }
         // Updated objects are validated and written in key order, so errors and writes are deterministic.
         let updatedInOrder = updatedKeys.sorted()
-        let failures = validatePendingChanges(updatedInOrder)
+        var failures = validatePendingChanges(updatedInOrder)
+        // A replay that leaves the store invalid by combination still honours Deny (see ReplayAnnotation.leftInvalid).
+        if let replay, !replay.leftInvalid.isEmpty { failures = failures.filter { $0.code == .relationshipDeniedDelete } }
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
         var (request, order) = makeSaveRequest(updatedInOrder)
         request.replay = replay

@@ -16,6 +16,8 @@ struct InMemoryHistory: Sendable {
         var timestamp: HybridTimestamp
         var body: String
         var quarantineReason: String?
+        /// For a change set applied although it left the store invalid: what broke.
+        var leftInvalid: String?
     }
 
     struct HeldKey: Hashable, Comparable, Sendable {
@@ -197,6 +199,9 @@ struct InMemoryHistory: Sendable {
         receive(incoming.timestamp)
         record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp, body: replay.body,
                quarantineReason: nil, retry: replay.isRetry)
+        if let note = replay.leftInvalidNote, let index = records.lastIndex(where: { $0.origin == incoming.origin && $0.sequence == incoming.sequence }) {
+            records[index].leftInvalid = note
+        }
         let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: plainInserts,
                                                 assignsPositions: false),
                                         replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)

@@ -80,6 +80,14 @@ extension InMemoryStore: ReplicaStore {
         }
     }
 
+    public func changeSetsLeftInvalid() throws -> [HeldChangeSet] {
+        state.withLock { state in
+            state.history.records.compactMap { record in
+                record.leftInvalid.map { HeldChangeSet(origin: record.origin, sequence: record.sequence, reason: $0, body: record.body) }
+            }
+        }
+    }
+
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
         state.withLock { $0.history.recordReceived(changeSet, body: body, as: record) }
         signalCommit()

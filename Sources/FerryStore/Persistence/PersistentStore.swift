@@ -210,6 +210,11 @@ public struct ReplayAnnotation: Sendable {
     /// What merges changed, by object (properties, membership keys): recorded by the merge
     /// itself, not as changes of this store.
     public var mergeTouched: [ObjectID: Set<String>] = [:]
+    /// Rules of the model the store breaks once this change set is applied, though the change set
+    /// is valid on its own (it meets concurrent changes here): the save is made all the same, so
+    /// that no replica's state depends on arrival order, and the change set's record keeps them.
+    /// Empty: the save is validated as usual.
+    public var leftInvalid: [ValidationError] = []
     /// Whether this applies a change set quarantined earlier (its record is updated, not added).
     public var isRetry = false
     /// Objects inserted to bring back a deleted origin URI (by a restore, or to

@@ -71,6 +71,13 @@ package struct RecordedMembership {
     }
 }
 
+extension ReplayAnnotation {
+    /// What the change set's record keeps when it left the store invalid (nil otherwise).
+    package var leftInvalidNote: String? {
+        leftInvalid.isEmpty ? nil : "applied; the store is left breaking: " + leftInvalid.map(\.description).joined(separator: "; ")
+    }
+}
+
 /// How a replaying save is recorded, whatever the store: the same split for
 /// every store, so that two stores that replay the same change set record the
 /// same things. A replaying save's changes are those of the replayed change set

@@ -44,6 +44,9 @@ public protocol ReplicaStore: PersistentStore {
     func release(origin: UUID, sequence: Int64) throws
     /// The quarantined change sets, with their reasons, in the order received.
     func quarantinedChangeSets() throws -> [HeldChangeSet]
+    /// The change sets applied although they left the store breaking a rule of the model (they met
+    /// concurrent changes here; see ``ReplayAnnotation/leftInvalid``), in the order taken in, with what broke.
+    func changeSetsLeftInvalid() throws -> [HeldChangeSet]
     /// How many change sets are held back and how many quarantined, without reading them.
     func backlog() throws -> Backlog
     /// Records a received change set that changed no rows: applied without effect, or quarantined.

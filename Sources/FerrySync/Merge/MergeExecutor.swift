@@ -25,6 +25,19 @@ struct MergeExecutor {
         self.refusedDeletes = refusedDeletes
     }
 
+    /// Whether a validation failure is the change set's own doing, whatever it meets here: a value
+    /// it wrote that breaks an attribute's rule (bounds, length, pattern, a required attribute set
+    /// to nil), or a custom validator refusing an object it creates (a store with stricter rules
+    /// than the origin's). Rules on relationships (required, counts) and custom rules on objects
+    /// that were here already are broken by the combination with concurrent changes.
+    func isOwnFailure(_ failure: ValidationError) -> Bool {
+        guard let object = objects.values.first(where: { $0.objectID.uriString == failure.objectURI }),
+              let uri = objects.first(where: { $0.value === object })?.key else { return false }
+        if failure.code == .custom { return object.isInserted }
+        guard let key = failure.key, object.entity.attribute(named: key) != nil else { return false }
+        return changeSet.changes.contains { $0.uri == uri && $0.kind != .delete && $0.values[key] != nil }
+    }
+
     /// The origin URI of an object of this merge.
     func originURI(of id: ObjectID) -> String? {
         objects.first { $0.value.objectID == id }?.key

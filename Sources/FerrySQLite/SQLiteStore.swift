@@ -218,24 +218,14 @@ public final class SQLiteStore: PersistentStore {
 
     public func relatedObjectIDs(of id: ObjectID, relationship name: String) throws -> [ObjectID] {
         guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name),
-              let key = id.primaryKey else {
+              id.primaryKey != nil else {
             throw QueryError.unknownKey(entity: id.entityName, key: name, keyPath: name)
         }
         guard relationship.isToMany else {
             return try rows(for: [id])[id]?.toOne[entity.propertyIndex(named: name) ?? 0].map { [$0] } ?? []
         }
-        guard let source = layout.memberSource(of: relationship, in: entity, alias: "d") else { return [] }
-        let family = source.familyFilter.map { " AND \($0)" } ?? ""
-        let order = source.orderColumn.map { "\($0), " } ?? ""
-        let sql = "SELECT d.Z_PK, d.Z_ENT FROM \(source.from) WHERE \(source.ownerColumn) = ?\(family) ORDER BY \(order)d.Z_PK"
-        let names = layout.entityNames
-        let store = identifier
-        return try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [key]).compactMap { row -> ObjectID? in
-                guard let name = names[row[1]] else { return nil }
-                return .permanent(entityName: name, store: store, primaryKey: row[0])
-            }
-        }
+        let layout = self.layout
+        return try read { db in try layout.members(of: id, relationship: name, in: db) }
     }
 
     public func save(_ request: SaveRequest) throws -> SaveResult {

@@ -256,6 +256,13 @@ public struct ReplayEngine: Sendable {
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
+                if !context.hasChanges, !merge.annotation.restored.isEmpty {
+                    // A delete refused here by Deny changes no row, but its restore must be recorded.
+                    var annotation = merge.annotation
+                    annotation.isRetry = retry
+                    _ = try store.save(SaveRequest(recording: annotation))
+                    return .applied
+                }
                 if !context.hasChanges {
                     try store.recordReceived(changeSet, body: body, as: ReceivedRecord(
                         writes: merge.annotation.writes, tombstones: merge.annotation.tombstonesOnly,

@@ -31,10 +31,16 @@ struct ConvergenceTests {
         Entity("Department") {
             Attribute("name", .string)
             Relationship("employees", to: "Employee", inverse: "department", toMany: true, deleteRule: .deny)
+            // Many-to-many, kept on the Project side's join table: a Deny restore must bring it back.
+            Relationship("projects", to: "Project", inverse: "departments", toMany: true)
         }
         Entity("Employee") {
             Attribute("name", .string)
             Relationship("department", to: "Department", inverse: "employees")
+        }
+        Entity("Project") {
+            Attribute("name", .string)
+            Relationship("departments", to: "Department", inverse: "projects", toMany: true)
         }
     }
     /// Ordered to-many relationships: one-to-many (tracks) and many-to-many (tags, ordered on one side).

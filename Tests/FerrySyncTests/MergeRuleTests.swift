@@ -226,4 +226,30 @@ struct ClockRuleTests {
             #expect(listed.count == 1 && listed.first?.reason.contains("countries") == true, "\(listed.map(\.reason))")
         }
     }
+
+    @Test("A Deny restore brings back the restored object's many-to-many memberships, on both sides", arguments: Replica.Kind.allCases)
+    func denyRestoresMemberships(kind: Replica.Kind) throws {
+        let model = ConvergenceTests.departments
+        let a = try Replica(model: model, kind: kind)
+        let b = try Replica(model: model, kind: kind == .sqlite ? .memory : .sqlite)
+        let sales = try a.context.make("Department", ["name": "Sales"])
+        let apollo = try a.context.make("Project", ["name": "Apollo"])
+        try sales.mutableSetValue(forKey: "projects").insert(apollo)
+        try a.context.save()
+        try b.pull(from: a)
+        // A deletes Sales (no employees there); B gives it an employee at the same time.
+        a.context.delete(sales)
+        try a.context.save()
+        let bSales = try #require(try b.object(sales.objectID.uriString) ?? b.context.existingObject(withURI: sales.objectID.uriString))
+        try b.context.make("Employee", ["name": "Eve", "department": bSales])
+        try b.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+        try a.pull(from: b)
+        let dump = try a.dump()
+        #expect(dump == (try b.dump()))
+        let department = try #require(dump.first { $0.contains("\"entity\":\"Department\"") })
+        #expect(department.contains(apollo.objectID.uriString), "Sales is back in Apollo: \(department)")
+        #expect(dump.first { $0.contains("\"entity\":\"Project\"") }?.contains(sales.objectID.uriString) == true)
+    }
 }

@@ -146,7 +146,12 @@ struct ChangeRecorder {
                     values[property.name] = snapshot.attributes[property.index].map(ChangeValue.attribute) ?? .null
                 }
             }
-            derived.append(.restore(of: id, uri: try names.uri(of: id), values: values))
+            var members: [String: [String]] = [:]
+            for relationship in layout.model.joinTableRelationships(of: plan.entity) {
+                let uris = try layout.members(of: id, relationship: relationship.name, in: db).map { try names.uri(of: $0) }
+                if !uris.isEmpty { members[relationship.name] = uris.sorted() }
+            }
+            derived.append(.restore(of: id, uri: try names.uri(of: id), values: values, members: members))
         }
         for tombstone in replay.tombstonesOnly {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
@@ -248,7 +253,9 @@ struct ChangeRecorder {
         var plans = PlanCache(layout: layout)
         for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)
             let id = insertedIDs[index]
-            guard skipped.isEmpty || !skipped.contains(id), let plan = plans.plan(for: id.entityName) else { continue }
+            // (A plain insert of a replayed change set is recorded by its text, memberships included.)
+            if !skipped.isEmpty, skipped.contains(id) { membership[id] = nil; continue }
+            guard let plan = plans.plan(for: id.entityName) else { continue }
             if var direct = writer, let key = id.primaryKey, membership.isEmpty || membership[id] == nil {
                 writer = nil  // so `direct` holds the only reference and grows in place
                 try writeInsert(request.inserts[index], key: key, plan: plan, resolve: resolve, names: &names, plans: &plans, into: &direct)

@@ -173,6 +173,20 @@ final class StoreLayout: Sendable {
         return "\(alias).Z_ENT = \(number(of: entity.name) ?? -1)"
     }
 
+    /// The members of a to-many relationship of a row, in order for ordered relationships, read
+    /// on `db` (inside a save's transaction, they include its writes).
+    func members(of id: ObjectID, relationship name: String, in db: Database) throws -> [ObjectID] {
+        guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name), relationship.isToMany,
+              let key = id.primaryKey, let source = memberSource(of: relationship, in: entity, alias: "d") else { return [] }
+        let family = source.familyFilter.map { " AND \($0)" } ?? ""
+        let order = source.orderColumn.map { "\($0), " } ?? ""
+        let sql = "SELECT d.Z_PK, d.Z_ENT FROM \(source.from) WHERE \(source.ownerColumn) = ?\(family) ORDER BY \(order)d.Z_PK"
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [key]).compactMap { row -> ObjectID? in
+            guard let name = entityNames[row[1]] else { return nil }
+            return .permanent(entityName: name, store: storeIdentifier, primaryKey: row[0])
+        }
+    }
+
     /// How SQL lists the members of a to-many relationship of `owner`, with the
     /// destination table under `alias`: the FROM clause, the qualified column
     /// that holds the owner's `Z_PK`, the order column for ordered relationships,

@@ -227,7 +227,7 @@ public enum ChangeSetCodec {
             }
         }
         if let added = json["added"] {
-            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place)
+            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place, isRestore: kind == .restore)
         }
         if let removed = json["removed"] {
             change.removed = try decodeMembers(removed, field: "removed", entity: entity, lookups: &lookups, place: place)
@@ -266,12 +266,20 @@ public enum ChangeSetCodec {
         return result
     }
 
+    /// Members by relationship. A restore also carries the other side of its many-to-many
+    /// relationships (the rows a delete removed), so it takes any join-table relationship.
     private static func decodeMembers(_ json: JSONValue, field: String, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
-                                      place: Place) throws(ChangeSetError) -> [String: [String]] {
+                                      place: Place, isRestore: Bool = false) throws(ChangeSetError) -> [String: [String]] {
         guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(field) must be an object") }
         var result: [String: [String]] = [:]
         for (key, list) in members {
-            guard case .toMany(let destination) = lookups.property(key, of: entity) else {
+            let destination: String
+            if case .toMany(let recorded) = lookups.property(key, of: entity) {
+                destination = recorded
+            } else if isRestore, let relationship = entity.entity.relationship(named: key),
+                      lookups.model.joinTableRelationships(of: entity.entity).contains(where: { $0.name == key }) {
+                destination = relationship.destinationEntityName
+            } else {
                 throw ChangeSetError.unknownProperty(place: "\(place.text).\(field)", entity: entity.entity.name, property: key)
             }
             guard case .array(let elements) = list else { throw ChangeSetError.malformed("\(place.text).\(field).\(key) must be an array of URIs") }

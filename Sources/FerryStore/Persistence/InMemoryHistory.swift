@@ -175,7 +175,8 @@ struct InMemoryHistory: Sendable {
     /// its clock, and records whatever else the save did as a new change set of this store.
     /// `deleted` holds the deleted rows as they were; `rows` reads the rows after the save.
     mutating func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         deleted: [ObjectID: RowSnapshot], rows: (ObjectID) -> RowSnapshot?) {
+                         deleted: [ObjectID: RowSnapshot], rows: (ObjectID) -> RowSnapshot?,
+                         members: (ObjectID, String) -> [ObjectID]) {
         guard let replay = request.replay else {
             appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: [], assignsPositions: true),
                         author: request.author, contextName: request.contextName)
@@ -221,7 +222,14 @@ struct InMemoryHistory: Sendable {
         var derived = recording.derived
         for id in recording.restored {
             guard let row = rows(id) else { continue }
-            derived.append(.restore(of: id, uri: uri(of: id), values: values(of: row, keepingNil: true)))
+            var joined: [String: [String]] = [:]
+            if let entity = model.entity(named: id.entityName) {
+                for relationship in model.joinTableRelationships(of: entity) {
+                    let uris = members(id, relationship.name).map(uri(of:))
+                    if !uris.isEmpty { joined[relationship.name] = uris.sorted() }
+                }
+            }
+            derived.append(.restore(of: id, uri: uri(of: id), values: values(of: row, keepingNil: true), members: joined))
         }
         for tombstone in replay.tombstonesOnly {
             bury(tombstone.uri, entity: tombstone.entity, values: [:], stamp: incomingStamp, row: nil)
@@ -281,6 +289,7 @@ struct InMemoryHistory: Sendable {
         let known = positions
         var membership = RecordedMembership.collect(request, model: model, resolve: resolve, uri: { uri(of: $0) },
                                                     assignsPositions: assignsPositions) { id, relationship in known[id]?[relationship] ?? [:] }
+        for id in insertedIDs where skipped.contains(id) { membership[id] = nil }  // recorded by the change set's text
         for (index, id) in insertedIDs.enumerated() where !skipped.contains(id) {
             let insert = request.inserts[index]
             let row = RowSnapshot(objectID: id, version: 1, attributes: insert.attributes, toOne: insert.toOne.map(resolve))

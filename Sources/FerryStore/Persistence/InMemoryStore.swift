@@ -183,7 +183,9 @@ public final class InMemoryStore: PersistentStore {
                 }
             }
             let rowsAfter = next.rows
-            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, rows: { rowsAfter[$0] })
+            let after = next
+            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, rows: { rowsAfter[$0] },
+                                members: { self.members(of: $0, relationship: $1, in: after) })
             state = next
             return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
         }

@@ -174,6 +174,14 @@ public struct SaveRequest: Sendable {
 
     /// Whether the request writes nothing.
     public var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && toManyChanges.isEmpty }
+
+    /// A request that writes no row and records the replay of a change set (a delete Deny refused
+    /// here, whose restore is still to be recorded).
+    package init(recording replay: ReplayAnnotation) {
+        self.replay = replay
+    }
+
+    init() {}
 }
 
 /// What a replaying save carries besides its writes (see ``SaveRequest/replay``).

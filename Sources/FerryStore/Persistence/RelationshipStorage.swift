@@ -56,6 +56,15 @@ extension ManagedObjectModel {
 }
 
 extension ManagedObjectModel {
+    /// The to-many relationships of `entity` kept in join tables, either side (many-to-many and
+    /// one-way to-many): the memberships a restore carries, since a delete removed their rows.
+    package func joinTableRelationships(of entity: EntityDescription) -> [RelationshipDescription] {
+        entity.relationships.filter { relationship in
+            guard relationship.isToMany, !relationship.isTransient, case .joinTable = storage(of: relationship, in: entity) else { return false }
+            return true
+        }
+    }
+
     /// Whether change sets record `relationship` of `entity`: each relationship
     /// fact is recorded once, on one side. A to-one is recorded unless its
     /// inverse is a to-one that sorts first (one-to-one: the side whose

@@ -19,9 +19,10 @@ package struct RecordedChange {
         self.insertValues = insertValues
     }
 
-    /// A restore of an object with all its values: an object kept, or brought back, for a Deny rule.
-    package static func restore(of id: ObjectID, uri: String, values: [String: ChangeValue]) -> RecordedChange {
-        RecordedChange(id: id, change: ObjectChange(kind: .restore, uri: uri, entity: id.entityName, values: values),
+    /// A restore of an object with all its values and its join-table memberships (`members`, by
+    /// relationship, both sides of a many-to-many): an object kept, or brought back, for a Deny rule.
+    package static func restore(of id: ObjectID, uri: String, values: [String: ChangeValue], members: [String: [String]] = [:]) -> RecordedChange {
+        RecordedChange(id: id, change: ObjectChange(kind: .restore, uri: uri, entity: id.entityName, values: values, added: members),
                        clocked: Array(values.keys) + [ReplayAnnotation.existenceKey])
     }
 

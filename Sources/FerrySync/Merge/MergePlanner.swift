@@ -161,12 +161,20 @@ struct MergePlanner {
             if deleted.contains(uri) { return }
         }
         for (relationship, members) in change.added.sorted(by: { $0.key < $1.key }) {
+            // A restore also brings back memberships its members record (their side of a many-to-many).
+            let description = model.entity(named: change.entity)?.relationship(named: relationship)
+            let theirs = description.flatMap { relationship in
+                model.entity(named: change.entity).map { model.isRecorded(relationship, in: $0) ? nil : relationship.inverseName } ?? nil
+            }
             for member in members.sorted() {
                 let key = relationship + " " + member
-                guard isNew || wins(uri, key) else { continue }
-                if clocked { plan.clocks[uri, default: []].insert(key) }
+                if theirs == nil {
+                    guard isNew || wins(uri, key) else { continue }
+                    if clocked { plan.clocks[uri, default: []].insert(key) }
+                }
                 guard let found = try reference(member, from: uri, entity: change.entity, relationship: relationship) else { continue }
                 if deleted.contains(uri) { return }
+                if let theirs { plan.clocks[found, default: []].insert(theirs + " " + uri) }
                 plan.steps.append(.add(uri: uri, relationship: relationship, member: found))
             }
         }

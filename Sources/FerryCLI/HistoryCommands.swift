@@ -101,7 +101,7 @@ struct ConflictsCommand: ParsableCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print each quarantined change set as {\"origin\",\"seq\",\"reason\"}, one per line, then the held ones."
+            abstract: "Print each quarantined change set as {\"origin\",\"seq\",\"reason\"}, one per line, then the held ones, then those applied although they left the store breaking a rule of the model (status left-invalid)."
         )
 
         @OptionGroup var options: StoreOptions
@@ -110,6 +110,7 @@ struct ConflictsCommand: ParsableCommand {
             let store = try options.openSQLiteStore()
             do {
                 let listed = try store.quarantinedChangeSets().map { ("quarantined", $0) } + store.heldChangeSets().map { ("waiting", $0) }
+                    + store.changeSetsLeftInvalid().map { ("left-invalid", $0) }
                 for (status, entry) in listed {
                     print(JSONValue.sortedObject(["status": .string(status), "origin": .string(entry.origin.uuidString),
                                                   "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)

@@ -180,6 +180,7 @@ public actor SyncCoordinator {
             let backlog = try await endpoint.backlog()
             document.waiting = backlog.waiting
             document.quarantined = backlog.quarantined
+            document.leftInvalid = backlog.leftInvalid
         } catch {
             readErrors.append("the waiting and quarantined change sets: \(error)")
         }

@@ -224,6 +224,7 @@ struct ClockRuleTests {
             #expect(try replica.store.quarantinedChangeSets().isEmpty, "valid on its own: not quarantined")
             let listed = try replica.store.changeSetsLeftInvalid()
             #expect(listed.count == 1 && listed.first?.reason.contains("countries") == true, "\(listed.map(\.reason))")
+            #expect(try replica.store.backlog() == Backlog(waiting: 0, quarantined: 0, leftInvalid: 1), "counted for status")
         }
     }
 

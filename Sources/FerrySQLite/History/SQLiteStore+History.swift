@@ -168,7 +168,9 @@ extension SQLiteStore: ReplicaStore {
         try read { db in
             Backlog(waiting: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_PENDING")) ?? 0,
                     quarantined: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ?"),
-                                                  arguments: [HistorySchema.quarantined]) ?? 0)
+                                                  arguments: [HistorySchema.quarantined]) ?? 0,
+                    leftInvalid: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL"),
+                                                  arguments: [HistorySchema.applied]) ?? 0)
         }
     }
 

@@ -64,7 +64,8 @@ extension InMemoryStore: ReplicaStore {
 
     public func backlog() throws -> Backlog {
         state.withLock { state in
-            Backlog(waiting: state.history.held.count, quarantined: state.history.records.count { $0.quarantineReason != nil })
+            Backlog(waiting: state.history.held.count, quarantined: state.history.records.count { $0.quarantineReason != nil },
+                    leftInvalid: state.history.records.count { $0.leftInvalid != nil })
         }
     }
 

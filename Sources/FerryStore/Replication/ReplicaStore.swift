@@ -98,10 +98,14 @@ public struct ChangeSetPage: Sendable, Equatable {
 public struct Backlog: Sendable, Equatable {
     public var waiting: Int
     public var quarantined: Int
+    /// Change sets applied although they left the store breaking a rule of the model
+    /// (``ReplicaStore/changeSetsLeftInvalid()``).
+    public var leftInvalid: Int
 
-    public init(waiting: Int, quarantined: Int) {
+    public init(waiting: Int, quarantined: Int, leftInvalid: Int = 0) {
         self.waiting = waiting
         self.quarantined = quarantined
+        self.leftInvalid = leftInvalid
     }
 }
 

@@ -103,6 +103,9 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     public var waiting: Int?
     /// Quarantined change sets; null when unreadable.
     public var quarantined: Int?
+    /// Change sets applied although they left the store breaking a rule of the model (they met
+    /// concurrent changes; `ferry conflicts list` shows what broke); null when unreadable.
+    public var leftInvalid: Int?
     /// Why some counts are null; null when every read succeeded.
     public var readError: String?
     /// Why the store is not open; absent when it is.
@@ -126,7 +129,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, model, vector, waiting, quarantined, readError = "read_error", storeError = "store_error", peers, daemon
+        case store, model, vector, waiting, quarantined, leftInvalid = "left_invalid", readError = "read_error", storeError = "store_error", peers, daemon
     }
 
     public init(from decoder: any Decoder) throws {
@@ -136,6 +139,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         vector = try container.decodeIfPresent(WireVector.self, forKey: .vector)?.vector
         waiting = try container.decodeIfPresent(Int.self, forKey: .waiting)
         quarantined = try container.decodeIfPresent(Int.self, forKey: .quarantined)
+        leftInvalid = try container.decodeIfPresent(Int.self, forKey: .leftInvalid)
         readError = try container.decodeIfPresent(String.self, forKey: .readError)
         storeError = try container.decodeIfPresent(StoreProblem.self, forKey: .storeError)
         peers = try container.decode([Peer].self, forKey: .peers)
@@ -151,6 +155,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             try container.encode(vector.map(WireVector.init), forKey: .vector)
             try container.encode(waiting, forKey: .waiting)
             try container.encode(quarantined, forKey: .quarantined)
+            try container.encode(leftInvalid, forKey: .leftInvalid)
             try container.encode(readError, forKey: .readError)
         }
         try container.encodeIfPresent(storeError, forKey: .storeError)

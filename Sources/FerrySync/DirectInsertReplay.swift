@@ -45,13 +45,12 @@ struct DirectInsertReplay {
     /// (`draft` is consumed, so that the request it holds is finished in place;
     /// `discard` then gets it, to free it elsewhere.)
     func apply(_ draft: consuming DirectInsertDraft, discard: ((DirectInsertDraft) -> Void)? = nil) throws -> Bool {
-        // A reference to a merged duplicate stands for its survivor: the context path follows it.
-        guard try store.aliases(of: draft.referencedURIs).isEmpty else { return false }
         // A unique key held here already: the two objects merge, through a context.
         for (constraint, keys) in draft.uniqueKeys where try store.holdsAny(of: keys, for: constraint) { return false }
         let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
-        // The inserted objects must be new here; the referenced ones must exist.
-        guard found.buried.isEmpty,
+        // The inserted objects must be new here; the referenced ones must exist (a merged
+        // duplicate's URI stands for its survivor: the context path follows it).
+        guard found.buried.isEmpty, found.aliased.isEmpty,
               found.mapped.isEmpty || !draft.insertedURIs.contains(where: { found.mapped[$0] != nil }) else { return false }
         // The local ID of each referenced object, in the draft's order.
         var existing: [ObjectID?] = []

@@ -310,7 +310,14 @@ extension SQLiteStore {
                    try identity.uri(of: IdentityMap.Row(root: root, key: key)) != nil { continue }
                 own[uri] = id
             }
-            return OriginLookup(buried: buried, mapped: mapped, own: own)
+            // Merged duplicates (their rows are gone; the URIs stand for their survivors).
+            var aliased = Set<String>()
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_ALIAS)")) == true {
+                let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
+                let aliases = try db.cachedStatement(sql: "SELECT a.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_ALIAS AS a ON a.Z_URI = j.value")
+                aliased.formUnion(try String.fetchAll(aliases, arguments: [argument.json]))
+            }
+            return OriginLookup(buried: buried, mapped: mapped, own: own, aliased: aliased)
         }
     }
 }

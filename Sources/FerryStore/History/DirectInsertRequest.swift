@@ -77,6 +77,7 @@ extension PersistentContainer {
         var settable: [ObjectIdentifier: Bool] = [:]
         var updatable: [String: Bool] = [:]
         var constraintsByEntity: [String: [UniquenessConstraint]] = [:]
+        let hasConstraints = model.hasUniquenessConstraints
         var uniqueKeys: [UniquenessConstraint: Set<[AttributeValue]>] = [:]
         for index in changeSet.changes.indices {
             let change = changeSet.changes[index], id = ids[index], runtime = changeRuntimes[index]
@@ -116,7 +117,7 @@ extension PersistentContainer {
             }
             request.inserts.append(SaveRequest.Insert(objectID: id, attributes: attributes, toOne: toOne))
             // Unique keys: two inserts of the set with one key merge, which takes a context.
-            for constraint in constraints(of: runtime, cache: &constraintsByEntity) {
+            for constraint in hasConstraints ? constraints(of: runtime, cache: &constraintsByEntity) : [] {
                 var key: [AttributeValue] = []
                 for name in constraint.properties {
                     guard let index = runtime.propertyIndex(named: name), let value = attributes[index] else { break }

@@ -112,6 +112,7 @@ extension InMemoryStore: ReplicaStore {
         state.withLock { state in
             var found = OriginLookup()
             for uri in uris {
+                if state.history.aliases[uri] != nil { found.aliased.insert(uri) }
                 if state.history.tombstones[uri] != nil { found.buried.insert(uri) }
                 if let row = state.history.rowsByOrigin[uri] {
                     found.mapped[uri] = row

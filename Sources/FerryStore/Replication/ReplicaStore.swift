@@ -176,11 +176,14 @@ public struct OriginLookup: Sendable, Equatable {
     /// the row still exists is the caller's to check). A row that holds an object from elsewhere
     /// is never named by its number: such a URI is in none of the three.
     public var own: [String: ObjectID]
+    /// The URIs of merged duplicates: they stand for their survivors (``ReplicaStore/aliases(of:)``).
+    public var aliased: Set<String>
 
-    public init(buried: Set<String> = [], mapped: [String: ObjectID] = [:], own: [String: ObjectID] = [:]) {
+    public init(buried: Set<String> = [], mapped: [String: ObjectID] = [:], own: [String: ObjectID] = [:], aliased: Set<String> = []) {
         self.buried = buried
         self.mapped = mapped
         self.own = own
+        self.aliased = aliased
     }
 }
 

@@ -202,8 +202,6 @@ struct SaveGenerator {
             if case .integer(let low)? = attribute.validation.minimum { while text.count < low { text += "x" } }
             if case .integer(let high)? = attribute.validation.maximum, text.count > high { text = String(text.prefix(Int(max(high, 0)))) }
             return .string(text)
-        default:
-            return nil
         }
     }
 }

@@ -256,8 +256,9 @@ public struct ReplayEngine: Sendable {
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
-                if !context.hasChanges, !merge.annotation.restored.isEmpty {
-                    // A delete refused here by Deny changes no row, but its restore must be recorded.
+                if !context.hasChanges, !merge.annotation.restored.isEmpty || !merge.annotation.merges.isEmpty {
+                    // No row changes, but a restore (a delete Deny refused here) or a merge (a duplicate
+                    // created and merged at once) must be recorded: the store records the replay as any other.
                     var annotation = merge.annotation
                     annotation.isRetry = retry
                     _ = try store.save(SaveRequest(recording: annotation))
@@ -266,7 +267,7 @@ public struct ReplayEngine: Sendable {
                 if !context.hasChanges {
                     try store.recordReceived(changeSet, body: body, as: ReceivedRecord(
                         writes: merge.annotation.writes, tombstones: merge.annotation.tombstonesOnly,
-                        repairDeletes: merge.annotation.repairDeletes, isRetry: retry, merges: merge.annotation.merges))
+                        repairDeletes: merge.annotation.repairDeletes, isRetry: retry))
                     return .applied
                 }
                 var annotation = merge.annotation

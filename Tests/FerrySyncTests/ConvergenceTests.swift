@@ -282,13 +282,7 @@ struct ConvergenceTests {
             }
         }
         // Exchange until nothing new flows (delete propagation may add change sets on the way).
-        var rounds = 0
-        while rounds < 10 {
-            rounds += 1
-            let before = try replicas.map { try $0.store.historyState().vector }
-            for to in replicas { for from in replicas where from !== to { try to.pull(from: from) } }
-            if try replicas.map({ try $0.store.historyState().vector }) == before { break }
-        }
+        let rounds = try Replica.exchangeUntilSettled(replicas)
         #expect(rounds < 10, "seed \(seed): exchanges did not settle")
         let dumps = try replicas.map { try $0.dump() }
         if ProcessInfo.processInfo.environment["FERRY_DEBUG"] == "all" {

@@ -43,8 +43,8 @@ struct ModelDrivenConvergenceTests {
         return (1...UInt64(max(environment["FERRY_MODEL_SOAK"].flatMap(Int.init) ?? 12, 1))).map { $0 }
     }()
 
-    @Test("Every fixture model has been read", arguments: [0])
-    func fixturesPresent(_: Int) {
+    @Test("Every fixture model has been read")
+    func fixturesPresent() {
         #expect(Self.models.count >= 16, "\(Self.models.keys.sorted())")
     }
 
@@ -86,13 +86,7 @@ struct ModelDrivenConvergenceTests {
                 }
             }
         }
-        var rounds = 0
-        while rounds < 10 {
-            rounds += 1
-            let before = try replicas.map { try $0.store.historyState().vector }
-            for to in replicas { for from in replicas where from !== to { try to.pull(from: from) } }
-            if try replicas.map({ try $0.store.historyState().vector }) == before { break }
-        }
+        let rounds = try Replica.exchangeUntilSettled(replicas)
         #expect(rounds < 10, "\(name) seed \(seed): exchanges did not settle")
         let dumps = try replicas.map { try $0.dump() }
         if ProcessInfo.processInfo.environment["FERRY_DEBUG"] != nil, Set(dumps).count > 1 {

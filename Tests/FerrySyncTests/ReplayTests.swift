@@ -38,6 +38,20 @@ final class Replica {
         try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector, limit: nil))
     }
 
+    /// Exchanges among `replicas` (every one pulls from every other) until nothing new flows
+    /// (delete propagation, merges and restores may add change sets on the way), at most 10
+    /// rounds; the rounds taken (10 when it did not settle).
+    static func exchangeUntilSettled(_ replicas: [Replica]) throws -> Int {
+        var rounds = 0
+        while rounds < 10 {
+            rounds += 1
+            let before = try replicas.map { try $0.store.historyState().vector }
+            for to in replicas { for from in replicas where from !== to { try to.pull(from: from) } }
+            if try replicas.map({ try $0.store.historyState().vector }) == before { break }
+        }
+        return rounds
+    }
+
     func dump() throws -> [String] {
         var lines: [String] = []
         try StoreDump(store: store).write { lines.append($0) }

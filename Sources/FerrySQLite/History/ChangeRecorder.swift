@@ -170,7 +170,7 @@ struct ChangeRecorder {
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
     func recordReceived(_ changeSet: ChangeSet, body: String, status: Int, reason: String?, writes: [ObjectID: Set<String>],
-                        tombstones: [DeletedObject], repairDeletes: [DeletedObject], merges: [MergedDuplicate] = [], retry: Bool,
+                        tombstones: [DeletedObject], repairDeletes: [DeletedObject], retry: Bool,
                         in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         try log.receive(changeSet.timestamp)
@@ -187,9 +187,7 @@ struct ChangeRecorder {
         for tombstone in tombstones {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: changeSet.timestamp, origin: changeSet.origin)
         }
-        for merge in merges { try log.alias(merge.loserURI, to: merge.survivorURI) }
-        try appendLocal(ReplayRecording.derivedMerges(merges), writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes,
-                        contextName: nil, log: log)
+        try appendLocal([], writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: repairDeletes, contextName: nil, log: log)
     }
 
     /// Appends `entries` (and deletes of objects that never reached the store)

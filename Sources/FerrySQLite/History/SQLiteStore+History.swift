@@ -131,7 +131,7 @@ extension SQLiteStore: ReplicaStore {
         try write { db in
             try recorder.recordReceived(changeSet, body: body, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
                                         reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
-                                        repairDeletes: record.repairDeletes, merges: record.merges, retry: record.isRetry, in: db)
+                                        repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
         }
     }
 

@@ -212,7 +212,7 @@ extension ManagedObjectContext {
         try fulfillFault(newcomer)
         try fulfillFault(survivor)
         for (index, kind) in survivor.runtime.kinds.enumerated() {
-            guard let name = survivor.runtime.entity.properties[safe: index]?.name, let from = newcomer.runtime.propertyIndex(named: name) else { continue }
+            guard let from = newcomer.runtime.propertyIndex(named: survivor.entity.properties[index].name) else { continue }
             let setByNewcomer = newcomer.isInserted || newcomer.changedIndexes.contains(from)
             switch (kind, newcomer.runtime.kinds[from]) {
             case (.attribute(let attribute), .attribute) where !attribute.isTransient:
@@ -243,7 +243,7 @@ extension ManagedObjectContext {
     /// inverses then point at the survivor) and one-way references from other objects.
     private func moveReferences(from newcomer: ManagedObject, to survivor: ManagedObject) throws(ContextError) {
         for index in newcomer.runtime.toManyIndexes {
-            guard let name = newcomer.runtime.entity.properties[safe: index]?.name, let into = survivor.runtime.propertyIndex(named: name),
+            guard let into = survivor.runtime.propertyIndex(named: newcomer.entity.properties[index].name),
                   case .toMany(let relationship) = survivor.runtime.kinds[into], !relationship.isTransient else { continue }
             for member in try destinations(of: newcomer, index) where !member.isDeleted && member !== survivor {
                 try addToMany(survivor, into, member)
@@ -297,8 +297,4 @@ extension ManagedObjectContext {
         }
         object.changedIndexes.removeAll()
     }
-}
-
-private extension Array {
-    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

@@ -249,8 +249,7 @@ struct InMemoryHistory: Sendable {
         for tombstone in received.tombstones {
             bury(tombstone.uri, entity: tombstone.entity, values: [:], stamp: stamp, row: nil)
         }
-        for merge in received.merges { alias(merge) }
-        appendLocal(ReplayRecording.derivedMerges(received.merges), author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
+        appendLocal([], author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
     }
 
     /// Appends `changes` (and deletes of objects that never reached the store) as a new

@@ -156,7 +156,7 @@ package struct ReplayRecording {
     }
 
     /// The merges this store found, as changes of its own change set.
-    package static func derivedMerges(_ merges: [MergedDuplicate]) -> [RecordedChange] {
+    private static func derivedMerges(_ merges: [MergedDuplicate]) -> [RecordedChange] {
         merges.filter { !$0.isReplayed }.map { merge in
             RecordedChange(id: merge.loser, change: ObjectChange(kind: .merge, uri: merge.loserURI, entity: merge.loser.entityName,
                                                                   mergedInto: merge.survivorURI), clocked: [])

@@ -151,18 +151,14 @@ public struct ReceivedRecord: Sendable {
     public var repairDeletes: [DeletedObject]
     /// Whether it is a retry of a quarantined change set.
     public var isRetry: Bool
-    /// Duplicates merged (objects created by the change set and merged at once leave no row
-    /// change behind): their aliases, and the merges this store found, recorded as its own.
-    public var merges: [MergedDuplicate]
 
     public init(quarantineReason: String? = nil, writes: [ObjectID: Set<String>] = [:], tombstones: [DeletedObject] = [],
-                repairDeletes: [DeletedObject] = [], isRetry: Bool = false, merges: [MergedDuplicate] = []) {
+                repairDeletes: [DeletedObject] = [], isRetry: Bool = false) {
         self.quarantineReason = quarantineReason
         self.writes = writes
         self.tombstones = tombstones
         self.repairDeletes = repairDeletes
         self.isRetry = isRetry
-        self.merges = merges
     }
 }
 

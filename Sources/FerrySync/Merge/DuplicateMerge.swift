@@ -66,8 +66,9 @@ extension MergeExecutor {
             let collisions = try context.uniquenessCollisions(of: candidates)
             guard !collisions.isEmpty else { return }
             for collision in collisions where !collision.object.isDeleted && !collision.other.isDeleted {
-                let (survivorURI, loserURI) = DuplicateRule.order(try uri(of: collision.object), try uri(of: collision.other))
-                let (survivor, loser) = try uri(of: collision.object) == survivorURI ? (collision.object, collision.other) : (collision.other, collision.object)
+                let objectURI = try uri(of: collision.object)
+                let (survivorURI, loserURI) = DuplicateRule.order(objectURI, try uri(of: collision.other))
+                let (survivor, loser) = objectURI == survivorURI ? (collision.object, collision.other) : (collision.other, collision.object)
                 try mergeDuplicate(loser: loser, loserURI: loserURI, into: survivor, survivorURI: survivorURI, isReplayed: false)
             }
             try context.processPendingChanges()

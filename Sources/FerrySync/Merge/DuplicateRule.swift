@@ -20,7 +20,7 @@ enum DuplicateRule {
         guard let survivor else { return true }
         if loser.timestamp != survivor.timestamp { return loser.timestamp > survivor.timestamp }
         if loser.origin != survivor.origin { return loser.origin.uuidString > survivor.origin.uuidString }
-        return loserValue.utf8.lexicographicallyPrecedes(survivorValue.utf8) == false && loserValue != survivorValue
+        return survivorValue.utf8.lexicographicallyPrecedes(loserValue.utf8)
     }
 
     /// The text a value is compared by when two writes share a clock.

@@ -22,6 +22,7 @@ struct CornerCaseFixtureTests {
         "orgchart-relate-and-delete-nullify": 0,
         "company-relate-and-delete-cascade": 0,
         "departments-deny-late-reference": 0,
+        "departments-update-concurrent-with-undone-delete": 0,
         "orders-validation-quarantine": 1,
         "orgchart-missing-predecessor": 0,
         "playlists-concurrent-reorder": 0,

@@ -126,6 +126,35 @@ struct MergePlannerTests {
         #expect(try plan([restore], facts: [ann: .buried(tombstone(2_000))]).steps.isEmpty)
     }
 
+    @Test("A change that knows no restore of a restored object was concurrent with the delete the restore undid: its values and memberships of that object are ignored")
+    func changesConcurrentWithAnUndoneDelete() throws {
+        let restorer = UUID(uuidString: "BBBBBBBB-0000-0000-0000-000000000002")!
+        let restoredBy: Set<ChangeSetMark> = [ChangeSetMark(origin: restorer, sequence: 4)]
+        let carol = Self.uri("Person", 3)
+        let changes = [
+            ObjectChange(kind: .update, uri: ann, entity: "Person", values: ["name": .attribute(.string("Anna"))], added: ["friends": [carol]]),
+            ObjectChange(kind: .update, uri: carol, entity: "Person", added: ["friends": [ann]], removed: ["employees": [ann]]),
+        ]
+        let facts = MergeFacts(objects: [ann: .live(stamps: [:]), carol: .live(stamps: [:])], restores: [ann: restoredBy])
+        func plan(knowing dependencies: [UUID: Int64]) throws -> MergePlan {
+            let changeSet = ChangeSet(origin: Self.origin, sequence: 1, timestamp: Self.now, modelHash: "test", dependencies: dependencies, changes: changes)
+            return try MergePlanner.plan(changeSet, model: Self.model, facts: facts)
+        }
+        // Unaware of the restore (seq 4 of the restorer): nothing touches Ann; the membership facts Carol
+        // keeps are clocked (where the change arrived before the delete, they were written on her row).
+        let unaware = try plan(knowing: [restorer: 3])
+        #expect(unaware.steps.isEmpty)
+        #expect(unaware.clocks[ann] == nil)
+        // Made after the restore: everything applies.
+        let aware = try plan(knowing: [restorer: 4])
+        #expect(aware.steps.contains(.set(uri: ann, property: "name", value: .attribute(.string("Anna")))))
+        #expect(aware.steps.contains(.add(uri: ann, relationship: "friends", member: carol)))
+        #expect(aware.steps.contains(.remove(uri: carol, relationship: "employees", member: ann)))
+        // The restorer's own later change sets know its restore.
+        let own = ChangeSet(origin: restorer, sequence: 5, timestamp: Self.now, modelHash: "test", changes: changes)
+        #expect(try MergePlanner.plan(own, model: Self.model, facts: facts).steps.contains(.set(uri: ann, property: "name", value: .attribute(.string("Anna")))))
+    }
+
     @Test("A reference to an object deleted here: Nullify leaves it nil, Cascade deletes the referrer, Deny brings the object back")
     func referencesToDeletedObjects() throws {
         // Nullify (Person.employees): the new manager reference is written as nil.

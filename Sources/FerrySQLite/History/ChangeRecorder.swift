@@ -96,6 +96,7 @@ struct ChangeRecorder {
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
                        body: replay.body, status: HistorySchema.applied, reason: replay.leftInvalidNote, retry: replay.isRetry)
+        try log.noteRestores(of: incoming.restoredURIs, by: incoming.origin, sequence: incoming.sequence)
         if onlyNewObjects { return }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
@@ -176,6 +177,9 @@ struct ChangeRecorder {
         try log.receive(changeSet.timestamp)
         try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
                        body: body, status: status, reason: reason, retry: retry)
+        if status == HistorySchema.applied {
+            try log.noteRestores(of: changeSet.restoredURIs, by: changeSet.origin, sequence: changeSet.sequence)
+        }
         // Writes that won but wrote the value already here still move the clock,
         // so an older write arriving later cannot win against them.
         for (id, properties) in writes where !id.isTemporaryID {
@@ -214,6 +218,7 @@ struct ChangeRecorder {
         let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
                                       modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, status: HistorySchema.applied)
+        try log.noteRestores(of: entries.filter { $0.change.kind == .restore }.map(\.change.uri), by: store, sequence: sequence)
         for deleted in repairDeletes {
             try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)
         }

@@ -263,6 +263,30 @@ struct HistoryLog {
         try db.cachedStatement(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?").execute(arguments: [uri])
     }
 
+    /// Notes the objects a change set taken in (or made) here restores.
+    func noteRestores(of uris: [String], by origin: UUID, sequence: Int64) throws {
+        for uri in uris {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO Z_FERRY_RESTORE (Z_URI, Z_ORIGIN, Z_SEQ) VALUES (?, ?, ?)")
+                .execute(arguments: [uri, origin.uuidString, sequence])
+        }
+    }
+
+    /// The change sets that restored each of `uris` (those ever restored).
+    func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>] {
+        var result: [String: Set<ChangeSetMark>] = [:]
+        // Most stores never restore an object: one look at the table spares a lookup per URI.
+        guard !uris.isEmpty, try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_RESTORE)")) == true else { return result }
+        let statement = try db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ FROM Z_FERRY_RESTORE WHERE Z_URI = ?")
+        for uri in uris {
+            let rows = try Row.fetchCursor(statement, arguments: [uri])
+            while let row = try rows.next() {
+                guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+                result[uri, default: []].insert(ChangeSetMark(origin: origin, sequence: row[1]))
+            }
+        }
+        return result
+    }
+
     func isBuried(_ uri: String) throws -> Bool {
         try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?)"), arguments: [uri]) ?? false
     }

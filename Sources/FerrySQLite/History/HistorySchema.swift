@@ -17,6 +17,8 @@ import GRDB
 ///   the member's position key (``OrderedPositions``); its clock is in `Z_FERRY_CLOCK`.
 /// - `Z_FERRY_ALIAS`: origin URIs of merged duplicates → the survivor's origin URI.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
+/// - `Z_FERRY_RESTORE`: objects restored after a delete (by origin URI) and the change sets
+///   that restored them, taken in or made here.
 /// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
 /// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
 ///   last one purged (change sets up to it are no longer in the history).
@@ -50,6 +52,10 @@ enum HistorySchema {
         """,
         "CREATE TABLE IF NOT EXISTS Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL) WITHOUT ROWID",
         "CREATE INDEX IF NOT EXISTS Z_FERRY_ALIAS_SURVIVOR ON Z_FERRY_ALIAS (Z_SURVIVOR)",
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_RESTORE (Z_URI TEXT NOT NULL, Z_ORIGIN TEXT NOT NULL, Z_SEQ INTEGER NOT NULL,
+            PRIMARY KEY (Z_URI, Z_ORIGIN, Z_SEQ)) WITHOUT ROWID
+        """,
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_TOMBSTONE (Z_URI TEXT PRIMARY KEY, Z_ENTITY TEXT NOT NULL, Z_HLC INTEGER NOT NULL,
             Z_ORIGIN TEXT NOT NULL, Z_VALUES TEXT NOT NULL)

@@ -107,6 +107,12 @@ extension SQLiteStore: ReplicaStore {
         return try read { db in try HistoryLog(db: db, store: store).survivors(of: uris) }
     }
 
+    /// The change sets that restored each of `uris` that was ever restored.
+    public func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>] {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).restores(of: uris) }
+    }
+
     /// Every clock of an object's properties.
     public func lastWrites(of id: ObjectID) throws -> [String: WriteStamp] {
         guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { return [:] }

@@ -41,6 +41,8 @@ struct InMemoryHistory: Sendable {
     private(set) var tombstones: [String: Tombstone] = [:]
     /// Origin URIs of merged duplicates → the survivor's origin URI (kept pointing at the last survivor).
     private(set) var aliases: [String: String] = [:]
+    /// Objects restored after a delete (origin URI) → the change sets that restored them.
+    private(set) var restores: [String: Set<ChangeSetMark>] = [:]
     /// Position keys of members of ordered relationships: row → relationship → member origin URI → key.
     private(set) var positions: [ObjectID: [String: [String: String]]] = [:]
     /// Rows named by another URI than their own: objects born elsewhere, or brought back.
@@ -157,6 +159,11 @@ struct InMemoryHistory: Sendable {
         return result
     }
 
+    /// Notes the objects a change set taken in (or made) here restores.
+    mutating func noteRestores(of uris: [String], by mark: ChangeSetMark) {
+        for uri in uris { restores[uri, default: []].insert(mark) }
+    }
+
     mutating func unbury(_ uri: String) {
         tombstones[uri] = nil
     }
@@ -200,6 +207,7 @@ struct InMemoryHistory: Sendable {
         receive(incoming.timestamp)
         record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp, body: replay.body,
                quarantineReason: nil, retry: replay.isRetry)
+        noteRestores(of: incoming.restoredURIs, by: ChangeSetMark(origin: incoming.origin, sequence: incoming.sequence))
         if let note = replay.leftInvalidNote, let index = records.lastIndex(where: { $0.origin == incoming.origin && $0.sequence == incoming.sequence }) {
             records[index].leftInvalid = note
         }
@@ -243,6 +251,9 @@ struct InMemoryHistory: Sendable {
         receive(changeSet.timestamp)
         record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp, body: body,
                quarantineReason: received.quarantineReason, retry: received.isRetry)
+        if received.quarantineReason == nil {
+            noteRestores(of: changeSet.restoredURIs, by: ChangeSetMark(origin: changeSet.origin, sequence: changeSet.sequence))
+        }
         for (id, properties) in received.writes where !id.isTemporaryID {
             for property in properties { setClock(of: id, property: property, to: stamp) }
         }
@@ -264,6 +275,7 @@ struct InMemoryHistory: Sendable {
                                   modelHash: modelHash, dependencies: vector.filter { $0.key != store },
                                   changes: changes.map(\.change) + repairDeletes.map { ObjectChange(kind: .delete, uri: $0.uri, entity: $0.entity) })
         record(origin: store, sequence: sequence, timestamp: timestamp, body: ChangeSetCodec.encode(changeSet), quarantineReason: nil, retry: false)
+        noteRestores(of: changeSet.restoredURIs, by: ChangeSetMark(origin: store, sequence: sequence))
         for deleted in repairDeletes {
             bury(deleted.uri, entity: deleted.entity, values: [:], stamp: stamp, row: nil)
         }

@@ -144,6 +144,14 @@ extension InMemoryStore: ReplicaStore {
         state.withLock { $0.history.survivors(of: uris) }
     }
 
+    public func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>] {
+        state.withLock { history in
+            var found: [String: Set<ChangeSetMark>] = [:]
+            for uri in uris { if let marks = history.history.restores[uri] { found[uri] = marks } }
+            return found
+        }
+    }
+
     public func lastWrites(of id: ObjectID) throws -> [String: WriteStamp] {
         state.withLock { $0.history.clocks[id] ?? [:] }
     }

@@ -76,6 +76,10 @@ public protocol ReplicaStore: PersistentStore {
     func aliases(of uris: [String]) throws -> [String: String]
     /// Every clock of an object's properties (and membership facts, positions, existence).
     func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
+    /// For each of `uris` that was ever restored after a delete, the change sets that restored it
+    /// (received or made here); URIs never restored are absent. A change that knows none of them was
+    /// made concurrently with the delete they undid (docs/SYNC.md, "Restored objects").
+    func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>]
     /// Whether an object (of the constraint's entity or a subentity) holds any of these attribute
     /// values of `constraint`, in its properties' order. A default answers with fetch requests.
     func holdsAny(of keys: [[AttributeValue]], for constraint: UniquenessConstraint) throws -> Bool
@@ -195,6 +199,35 @@ public struct Tombstone: Sendable, Equatable {
         self.values = values
         self.timestamp = timestamp
         self.origin = origin
+    }
+}
+
+/// One change set, named by its origin and sequence number.
+public struct ChangeSetMark: Sendable, Hashable, Comparable {
+    public var origin: UUID
+    public var sequence: Int64
+
+    public init(origin: UUID, sequence: Int64) {
+        self.origin = origin
+        self.sequence = sequence
+    }
+
+    public static func < (lhs: ChangeSetMark, rhs: ChangeSetMark) -> Bool {
+        (lhs.origin.uuidString, lhs.sequence) < (rhs.origin.uuidString, rhs.sequence)
+    }
+}
+
+extension ChangeSet {
+    /// Whether `mark` is in this change set's causal past: an earlier change set of its own
+    /// origin, or one its origin had applied when it saved (its `deps`).
+    public func knows(_ mark: ChangeSetMark) -> Bool {
+        if mark.origin == origin { return mark.sequence < sequence }
+        return dependencies[mark.origin, default: 0] >= mark.sequence
+    }
+
+    /// The objects this change set restores, by origin URI.
+    public var restoredURIs: [String] {
+        changes.filter { $0.kind == .restore }.map(\.uri)
     }
 }
 

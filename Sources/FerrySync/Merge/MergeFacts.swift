@@ -18,6 +18,8 @@ struct MergeFacts: Equatable {
 
     /// By origin URI; a URI missing here names an object this store never had.
     var objects: [String: Known] = [:]
+    /// Live objects that were restored after a delete, with the change sets that restored them.
+    var restores: [String: Set<ChangeSetMark>] = [:]
 
     /// Whether `uri` names an object deleted here.
     func isBuried(_ uri: String) -> Bool {
@@ -102,6 +104,7 @@ extension MergeFacts {
                 localIDs[uri] = id
             }
         }
+        facts.restores = try store.restores(of: Array(localIDs.keys))
         // The clocks that decide each change against a live object.
         var wanted: [String: Set<String>] = [:]
         for change in changeSet.changes where localIDs[change.uri] != nil {

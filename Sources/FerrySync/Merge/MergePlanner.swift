@@ -15,6 +15,9 @@ import FerryStore
 ///   ignored; a delete a Deny rule refused here keeps the object and records a restore;
 ///   a delete of an object never seen leaves a tombstone only;
 /// - **restores** newer than an object's delete bring it back with their values;
+/// - **changes concurrent with a delete that a restore undid** (they know no restore of the
+///   object) do not apply to it: its values and memberships are ignored, as they are where
+///   they arrived before the delete (the delete wiped them) or between delete and restore;
 /// - **merges** of duplicates make the loser's URI an alias of the survivor (the one whose
 ///   origin URI sorts first); a merge with an object deleted here deletes the other;
 /// - **references to objects deleted here** are repaired by the deleted side's rule:
@@ -70,6 +73,7 @@ struct MergePlanner {
             case .update:
                 guard !isBuried(change.uri) else { continue }
                 guard exists(change.uri) else { throw .unknownObject(change.uri, place: "an update") }
+                guard !isConcurrentWithUndoneDelete(change.uri) else { continue }
                 try write(change, isNew: false)
             case .restore:
                 try restore(change)
@@ -99,6 +103,15 @@ struct MergePlanner {
     private func isLater(than stamp: WriteStamp) -> Bool {
         if changeSet.timestamp != stamp.timestamp { return changeSet.timestamp > stamp.timestamp }
         return changeSet.origin.uuidString > stamp.origin.uuidString
+    }
+
+    /// Whether `uri` names an object restored here after a delete this change set did not know of:
+    /// it knows none of the restores, so it was made concurrently with the delete they undid, and
+    /// the delete won over it. (A change knowing the delete knows a restore: where the object was
+    /// deleted, only a restore brings it back; where the delete was refused, a restore was recorded.)
+    private func isConcurrentWithUndoneDelete(_ uri: String) -> Bool {
+        guard !created.contains(uri), let marks = facts.restores[uri], !marks.isEmpty else { return false }
+        return !marks.contains(where: changeSet.knows)
     }
 
     /// Whether this change set's write of `property` beats the last one applied here.
@@ -172,6 +185,7 @@ struct MergePlanner {
                     guard isNew || wins(uri, key) else { continue }
                     if clocked { plan.clocks[uri, default: []].insert(key) }
                 }
+                guard !isConcurrentWithUndoneDelete(member) else { continue }
                 guard let found = try reference(member, from: uri, entity: change.entity, relationship: relationship) else { continue }
                 if deleted.contains(uri) { return }
                 if let theirs { plan.clocks[found, default: []].insert(theirs + " " + uri) }
@@ -183,7 +197,7 @@ struct MergePlanner {
                 let key = relationship + " " + member
                 guard isNew || wins(uri, key) else { continue }
                 if clocked { plan.clocks[uri, default: []].insert(key) }
-                guard !isBuried(member), exists(member) else { continue }
+                guard !isBuried(member), exists(member), !isConcurrentWithUndoneDelete(member) else { continue }
                 plan.steps.append(.remove(uri: uri, relationship: relationship, member: member))
             }
         }

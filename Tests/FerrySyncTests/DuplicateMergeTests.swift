@@ -94,6 +94,32 @@ struct DuplicateMergeTests {
         #expect(dumps.first?.filter { $0.contains("\"entity\":\"Member\"") }.count == 1)
     }
 
+    @Test("Merged memberships follow the later fact: a member the survivor dropped stays dropped, whether the merge comes before or after the drop",
+          arguments: Replica.Kind.allCases)
+    func membershipFactsMerge(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, identifier: Self.a, kind: kind)
+        let b = try Replica(model: Self.model, identifier: Self.b, kind: kind == .sqlite ? .memory : .sqlite)
+        let tag = try a.context.make("Tag", ["name": "chess"])
+        try a.context.save()
+        try b.pull(from: a)
+        // Both insert ann@x tagged chess; A (the survivor's origin) then drops the tag, before it hears of B's.
+        let annA = try a.context.make("Member", ["email": "ann@x"])
+        try annA.mutableSetValue(forKey: "tags").insert(tag)
+        try a.context.save()
+        let annB = try b.context.make("Member", ["email": "ann@x"])
+        try annB.mutableSetValue(forKey: "tags").insert(try #require(try b.object(tag.objectID.uriString)))
+        try b.context.save()
+        try annA.mutableSetValue(forKey: "tags").remove(tag)
+        try a.context.save()
+        // A merges after its drop; B merges on A's insert, and then takes the drop.
+        _ = try Replica.exchangeUntilSettled([a, b])
+        let dump = try a.dump()
+        #expect(dump == (try b.dump()))
+        let members = dump.filter { $0.contains("\"entity\":\"Member\"") }
+        #expect(members.count == 1 && members.first?.contains(annA.objectID.uriString) == true, "\(members)")
+        #expect(members.first?.contains("\"tags\":[]") == true, "the drop is later than B's membership, kept since its insert: \(members)")
+    }
+
     @Test("A merge with an object deleted elsewhere deletes the merged object")
     func mergeWithDeleted() throws {
         let (a, b, annA, _) = try Self.twoDuplicates(.sqlite)

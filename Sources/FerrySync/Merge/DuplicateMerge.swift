@@ -174,9 +174,14 @@ extension MergeExecutor {
         context.delete(loser)
     }
 
-    /// Moves the loser's members of a to-many relationship to the survivor. Membership facts
-    /// kept on this side carry their clocks along; facts the members hold (their to-one inverse,
-    /// or their side of a many-to-many) change on the member and are the merge's.
+    /// Moves the loser's members of a to-many relationship to the survivor, membership fact by
+    /// membership fact, as if the facts about the loser had been written on the survivor: for each
+    /// member, the later of the two facts decides whether it is a member (a membership kept since an
+    /// insert has no clock and yields to any written fact; a member the survivor knows nothing of
+    /// simply moves). Facts kept on this side include the loser's removals, so a member the loser
+    /// dropped after the survivor added it goes too. Facts the members hold (their to-one inverse, or
+    /// their side of a many-to-many) change on the member and are the merge's; for those, only the
+    /// loser's current members are weighed (docs/SYNC.md, "Not yet").
     private mutating func moveMembers(of relationship: RelationshipDescription, from loser: ManagedObject, loserURI: String,
                                       to survivor: ManagedObject, survivorURI: String,
                                       loserStamps: [String: WriteStamp], survivorStamps: [String: WriteStamp],
@@ -184,17 +189,20 @@ extension MergeExecutor {
         let model = store.model
         let recordedHere = model.isRecorded(relationship, in: survivor.entity)
         let inverse = model.inverse(of: relationship)
-        let members = try loser.mutableSetValue(forKey: relationship.name).objects
         let target = try survivor.mutableSetValue(forKey: relationship.name)
-        for member in members where !member.isDeleted && (member.isInserted || context.isStored(member)) {
-            let added = member === loser ? survivor : member
+        for fact in try membershipFacts(of: relationship, held: recordedHere, by: loser, stamps: loserStamps) {
+            let added = fact.member === loser ? survivor : fact.member
             let memberURI = try uri(of: added)
+            let isMember = target.contains(added)
+            var loserWins = true
             if recordedHere {
                 let key = RecordedChange.membershipKey(relationship.name, memberURI)
-                if let stamp = loserStamps[RecordedChange.membershipKey(relationship.name, try uri(of: member))],
-                   DuplicateRule.loserWins(loser: stamp, survivor: survivorStamps[key], loserValue: "", survivorValue: "") {
-                    stamped[key] = stamp
+                let survivorStamp = survivorStamps[key]
+                if isMember || survivorStamp != nil {
+                    loserWins = DuplicateRule.loserWins(loser: fact.stamp, survivor: survivorStamp,
+                                                        loserValue: fact.isMember ? "true" : "false", survivorValue: isMember ? "true" : "false")
                 }
+                if loserWins, let stamp = fact.stamp { stamped[key] = stamp }
                 touched[survivor.objectID, default: []].insert(key)
             }
             if let inverse {
@@ -202,13 +210,55 @@ extension MergeExecutor {
                     let memberStamps = try stamps(of: added)
                     let old = RecordedChange.membershipKey(inverse.name, loserURI), new = RecordedChange.membershipKey(inverse.name, survivorURI)
                     touched[added.objectID, default: []].formUnion([old, new])
-                    if let stamp = memberStamps[old], !recordedHere { annotation.mergeStamps[added.objectID, default: [:]][new] = stamp }
+                    if !recordedHere {
+                        if isMember || memberStamps[new] != nil {
+                            loserWins = DuplicateRule.loserWins(loser: memberStamps[old], survivor: memberStamps[new],
+                                                                loserValue: "true", survivorValue: isMember ? "true" : "false")
+                        }
+                        if loserWins, let stamp = memberStamps[old] { annotation.mergeStamps[added.objectID, default: [:]][new] = stamp }
+                    }
                 } else {
                     touched[added.objectID, default: []].insert(inverse.name)
                 }
             }
-            if !target.contains(added) { try target.insert(added) }
+            guard loserWins else { continue }
+            if fact.isMember, !isMember { try target.insert(added) }
+            if !fact.isMember, isMember { try target.remove(added) }
         }
+    }
+
+    /// The loser's membership facts of a to-many relationship: its current members, and, when the
+    /// facts are kept on its side (`held`), the members it removed that still exist here.
+    private mutating func membershipFacts(of relationship: RelationshipDescription, held: Bool, by loser: ManagedObject,
+                                 stamps: [String: WriteStamp]) throws -> [(member: ManagedObject, isMember: Bool, stamp: WriteStamp?)] {
+        var facts: [(member: ManagedObject, isMember: Bool, stamp: WriteStamp?)] = []
+        var named = Set<String>()
+        for member in try loser.mutableSetValue(forKey: relationship.name).objects where !member.isDeleted && (member.isInserted || context.isStored(member)) {
+            let uri = try uri(of: member)
+            named.insert(uri)
+            facts.append((member, true, held ? stamps[RecordedChange.membershipKey(relationship.name, uri)] : nil))
+        }
+        guard held else { return facts }
+        let prefix = relationship.name + " "
+        let removed = stamps.keys.filter { $0.hasPrefix(prefix) && !named.contains(String($0.dropFirst(prefix.count))) }.sorted()
+        guard !removed.isEmpty else { return facts }
+        let uris = removed.map { String($0.dropFirst(prefix.count)) }
+        let aliases = try store.aliases(of: uris)
+        for (key, uri) in zip(removed, uris) {
+            let current = aliases[uri] ?? uri
+            guard !named.contains(current), let member = try object(named: current) else { continue }
+            named.insert(current)
+            facts.append((member, false, stamps[key]))
+        }
+        return facts
+    }
+
+    /// The live object an origin URI names here, if any.
+    private mutating func object(named uri: String) throws -> ManagedObject? {
+        if let known = objects[uri] { return known.isDeleted ? nil : known }
+        guard let id = try store.localObjectID(forOriginURI: uri), let found = try? context.existingObject(with: id), !found.isDeleted else { return nil }
+        objects[uri] = found
+        return found
     }
 
     /// One-way to-one references (no inverse to move them by) to the loser now name the survivor.

@@ -256,9 +256,10 @@ public struct ReplayEngine: Sendable {
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
-                if !context.hasChanges, !merge.annotation.restored.isEmpty || !merge.annotation.merges.isEmpty {
-                    // No row changes, but a restore (a delete Deny refused here) or a merge (a duplicate
-                    // created and merged at once) must be recorded: the store records the replay as any other.
+                if !context.hasChanges, !merge.annotation.restored.isEmpty || !merge.annotation.merges.isEmpty || !merge.annotation.repairs.isEmpty {
+                    // No row changes, but a restore (a delete Deny refused here), a count repair (a member the change
+                    // set added and the repair removed) or a merge (a duplicate created and merged at once) must be
+                    // recorded: the store records the replay as any other.
                     var annotation = merge.annotation
                     annotation.isRetry = retry
                     _ = try store.save(SaveRequest(recording: annotation))

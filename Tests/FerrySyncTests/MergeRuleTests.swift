@@ -228,6 +228,72 @@ struct ClockRuleTests {
         }
     }
 
+    /// A team of at most two players (the players hold the fact, as a to-one), and a club of at most
+    /// two tags (many-to-many, the club holds the facts).
+    static let teams = try! ManagedObjectModel {
+        Entity("Team") {
+            Attribute("name", .string)
+            Relationship("players", to: "Player", inverse: "team", toMany: true, maxCount: 2)
+        }
+        Entity("Player") {
+            Attribute("name", .string)
+            Relationship("team", to: "Team", inverse: "players")
+        }
+        Entity("Club") {
+            Attribute("name", .string)
+            Relationship("tags", to: "Tag", inverse: "clubs", toMany: true, maxCount: 2)
+        }
+        Entity("Tag") {
+            Attribute("name", .string)
+            Relationship("clubs", to: "Club", inverse: "tags", toMany: true)
+        }
+    }
+
+    @Test("Members past a maximum count: every replica removes the newest memberships, records it, and all converge within the maximum",
+          arguments: Replica.Kind.allCases)
+    func trimPastMaximum(kind: Replica.Kind) throws {
+        let replicas = try (0..<3).map { index in try Replica(model: Self.teams, kind: index % 2 == 0 ? kind : (kind == .sqlite ? .memory : .sqlite)) }
+        let team = try replicas[0].context.make("Team", ["name": "Reds"])
+        try replicas[0].context.make("Player", ["name": "Ann", "team": team])
+        let club = try replicas[0].context.make("Club", ["name": "Chess"])
+        try replicas[0].context.make("Tag", ["name": "seed"]).mutableSetValue(forKey: "clubs").insert(club)
+        try replicas[0].context.save()
+        for replica in replicas.dropFirst() { try replica.pull(from: replicas[0]) }
+        // Each replica adds a player of its own (a new object) and tags the club with a tag of its own
+        // (a membership written on the club): each save is within the maximum of two.
+        for (index, replica) in replicas.enumerated() {
+            let reds = try replica.context.existingObject(withURI: team.objectID.uriString)
+            try replica.context.make("Player", ["name": "P\(index)", "team": reds])
+            try replica.context.save()
+            let chess = try replica.context.existingObject(withURI: club.objectID.uriString)
+            let tag = try replica.context.make("Tag", ["name": "T\(index)"])
+            try chess.mutableSetValue(forKey: "tags").insert(tag)
+            try replica.context.save()
+        }
+        try replicas[1].pull(from: replicas[2])
+        try replicas[0].pull(from: replicas[1])
+        _ = try Replica.exchangeUntilSettled(replicas)
+        let dump = try replicas[0].dump()
+        for replica in replicas.dropFirst() { #expect(try replica.dump() == dump) }
+        for replica in replicas {
+            #expect(try replica.store.changeSetsLeftInvalid().isEmpty, "repaired, not left invalid")
+            #expect(try replica.store.quarantinedChangeSets().isEmpty)
+        }
+        // Every player joined at its own insert (no clock): the two whose URIs sort first stay.
+        let playerURIs = dump.filter { $0.contains("\"entity\":\"Player\"") }
+            .map { $0.components(separatedBy: "\"uri\":\"")[1].components(separatedBy: "\"")[0] }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let teamLine = try #require(dump.first { $0.contains("\"entity\":\"Team\"") })
+        #expect(playerURIs.count == 4)
+        #expect(playerURIs.prefix(2).allSatisfy(teamLine.contains) && !playerURIs.suffix(2).contains(where: teamLine.contains), "\(teamLine)")
+        let tags = try #require(dump.first { $0.contains("\"entity\":\"Club\"") })
+        #expect(tags.components(separatedBy: "Tag/p").count - 1 == 2, "\(tags)")
+        #expect(tags.contains(try #require(dump.first { $0.contains("\"name\":\"seed\"") }).components(separatedBy: "\"uri\":\"")[1].components(separatedBy: "\"")[0]),
+                "the seed tag's membership is the oldest: it stays")
+        #expect(try replicas[0].store.changeSetLines().contains { $0.contains("\"author\":\"ferry-replay\"") && $0.contains("\"removed\"") },
+                "the repair is recorded as a change set")
+    }
+
     @Test("A Deny restore brings back the restored object's many-to-many memberships, on both sides", arguments: Replica.Kind.allCases)
     func denyRestoresMemberships(kind: Replica.Kind) throws {
         let model = ConvergenceTests.departments

@@ -28,6 +28,9 @@ struct ModelDrivenConvergenceTests {
         models["Playlists"] = ConvergenceTests.playlists
         models["Members"] = ConvergenceTests.members
         models["Departments"] = ConvergenceTests.departments
+        // To-many counts: a maximum (repaired by removing the newest memberships) and a minimum.
+        models["Teams"] = ClockRuleTests.teams
+        models["Moody"] = ClockRuleTests.moody
         return models
     }()
 
@@ -101,10 +104,29 @@ struct ModelDrivenConvergenceTests {
         #expect(Set(try replicas.map { try $0.store.historyState().vector }).count == 1, "\(name) seed \(seed): vectors differ")
         let duplicates = try ConvergenceTests.duplicateKeys(in: dumps[0], model: model)
         #expect(duplicates.isEmpty, "\(name) seed \(seed): \(duplicates)")
+        let overfull = try Self.membersPastMaximum(in: replicas[0])
+        #expect(overfull.isEmpty, "\(name) seed \(seed): \(overfull)")
         for replica in replicas {
             let quarantined = try replica.store.quarantinedChangeSets().map(\.reason)
             #expect(quarantined.isEmpty, "\(name) seed \(seed): \(quarantined)")
         }
+    }
+}
+
+extension ModelDrivenConvergenceTests {
+    /// Objects holding more members than a to-many relationship's maximum allows (none once merged: docs/SYNC.md, "Counts").
+    static func membersPastMaximum(in replica: Replica) throws -> [String] {
+        var found: [String] = []
+        for entity in replica.store.model.entities where !entity.isAbstract {
+            let bounded = entity.relationships.filter { $0.isToMany && $0.maxCount > 0 && !$0.isTransient }
+            guard !bounded.isEmpty else { continue }
+            for object in try replica.context.fetch(FetchRequest(entityName: entity.name)) where object.entity.name == entity.name {
+                for relationship in bounded where try object.mutableSetValue(forKey: relationship.name).objects.count > relationship.maxCount {
+                    found.append("\(object.objectID.uriString).\(relationship.name)")
+                }
+            }
+        }
+        return found
     }
 }
 

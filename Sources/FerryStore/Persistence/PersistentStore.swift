@@ -231,6 +231,10 @@ public struct ReplayAnnotation: Sendable {
     /// Objects to record as restored in a new local change set: a delete here
     /// was refused by Deny, or a deleted object came back for a Deny reference.
     public var restored: Set<ObjectID> = []
+    /// Changes this store made to repair a rule the merge broke (members past a to-many's
+    /// maximum count removed): recorded in the new local change set as they are, even where
+    /// the save's rows show no change (a member the change set added and the repair removed).
+    public var repairs: [RepairChange] = []
 
     /// The clock key of an object's existence (set by restores, compared by deletes).
     public static let existenceKey = "#exists"
@@ -238,13 +242,30 @@ public struct ReplayAnnotation: Sendable {
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
     package var insertsNewObjectsOnly: Bool {
-        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty
+        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty && repairs.isEmpty
     }
 
     /// Creates an annotation for `changeSet`.
     public init(changeSet: ChangeSet, body: String) {
         self.changeSet = changeSet
         self.body = body
+    }
+}
+
+/// One change a replaying save makes to repair a rule of the model (see ``ReplayAnnotation/repairs``):
+/// an update of one object (its URI, values and removed members), and the clock keys it writes.
+public struct RepairChange: Sendable, Equatable {
+    /// The object (temporary, for one the save inserts).
+    public var objectID: ObjectID
+    /// The update, as recorded.
+    public var change: ObjectChange
+    /// The properties and membership facts whose clocks the repair sets.
+    public var clocked: [String]
+
+    public init(objectID: ObjectID, change: ObjectChange, clocked: [String]) {
+        self.objectID = objectID
+        self.change = change
+        self.clocked = clocked
     }
 }
 

@@ -153,6 +153,22 @@ package struct ReplayRecording {
             }
         }
         derived += Self.derivedMerges(replay.merges)
+        // Repairs are recorded as made, joined to what the rows already show of them.
+        for repair in replay.repairs {
+            guard let id = resolve(repair.objectID) else { continue }
+            if let index = derived.firstIndex(where: { $0.id == id && $0.change.kind == .update }) {
+                derived[index].change.values.merge(repair.change.values) { _, new in new }
+                for (relationship, members) in repair.change.removed {
+                    let known = derived[index].change.removed[relationship] ?? []
+                    derived[index].change.removed[relationship] = known + members.filter { !known.contains($0) }
+                    let added = (derived[index].change.added[relationship] ?? []).filter { !members.contains($0) }
+                    derived[index].change.added[relationship] = added.isEmpty ? nil : added
+                }
+                derived[index].clocked += repair.clocked.filter { !derived[index].clocked.contains($0) }
+            } else {
+                derived.append(RecordedChange(id: id, change: repair.change, clocked: repair.clocked))
+            }
+        }
     }
 
     /// The merges this store found, as changes of its own change set.

@@ -82,8 +82,9 @@ extension MergeExecutor {
         return try store.originURI(of: object.objectID)
     }
 
-    /// The clocks that decide a merge: the stored ones, with the writes this merge makes.
-    private func stamps(of object: ManagedObject) throws -> [String: WriteStamp] {
+    /// The clocks that decide a merge or a count repair: the stored ones, with the writes this
+    /// merge makes (an object the change set created has none: its facts date from its insert).
+    func stamps(of object: ManagedObject) throws -> [String: WriteStamp] {
         var result = object.objectID.isTemporaryID ? [:] : try store.lastWrites(of: object.objectID)
         let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
         for property in annotation.writes[object.objectID] ?? [] { result[property] = incoming }

@@ -65,6 +65,8 @@ struct MergeExecutor {
         try context.processPendingChanges()
         // Objects of different origins that now share a unique key merge into one.
         try mergeFoundDuplicates()
+        // Members past a to-many's maximum (concurrent additions) go, newest first.
+        try trimPastMaximum()
         // Objects this change set inserted that a rule deleted at once (not those merged away).
         let mergedAway = Set(annotation.merges.map(\.loser))
         for (id, uri) in annotation.originURIs.sorted(by: { $0.value < $1.value }) where !mergedAway.contains(id) {

@@ -1,0 +1,75 @@
+import Foundation
+import FerryModel
+import FerryStore
+
+/// Repairs of to-many counts that merged change sets broke (docs/SYNC.md, "Counts"):
+/// each change set was valid where it was made, together they put more members in a
+/// relationship than its maximum allows. Every replica that sees it removes the newest
+/// memberships — by the clock of their membership facts, a membership kept since an insert
+/// being oldest, ties broken by member origin URI — and records the removals in a change set
+/// of its own, so the outcome does not depend on the order change sets arrived in.
+extension MergeExecutor {
+    /// Removes the members past the maximum count of every to-many relationship of the merge's objects.
+    mutating func trimPastMaximum() throws {
+        guard store.model.entities.contains(where: { $0.relationships.contains { $0.isToMany && $0.maxCount > 0 } }) else { return }
+        var seen = Set<ObjectIdentifier>()
+        for (_, owner) in objects.sorted(by: { $0.key < $1.key }) where !owner.isDeleted {
+            guard seen.insert(ObjectIdentifier(owner)).inserted else { continue }  // a merged loser's URI names its survivor
+            for relationship in owner.entity.relationships where relationship.isToMany && relationship.maxCount > 0 && !relationship.isTransient {
+                try trim(relationship, of: owner, ownerURI: try uri(of: owner))
+            }
+        }
+    }
+
+    private mutating func trim(_ relationship: RelationshipDescription, of owner: ManagedObject, ownerURI: String) throws {
+        let set = try owner.mutableSetValue(forKey: relationship.name)
+        let members = set.objects.filter { !$0.isDeleted }
+        guard members.count > relationship.maxCount else { return }
+        let model = store.model
+        let recordedHere = model.isRecorded(relationship, in: owner.entity)
+        let inverse = model.inverse(of: relationship)
+        var ranked: [(member: ManagedObject, uri: String, stamp: WriteStamp?)] = []
+        let ownerStamps = try stamps(of: owner)
+        for member in members {
+            let memberURI = try uri(of: member)
+            let stamp: WriteStamp?
+            if recordedHere || inverse == nil {
+                stamp = ownerStamps[RecordedChange.membershipKey(relationship.name, memberURI)]
+            } else if let inverse, inverse.isToMany {
+                stamp = try stamps(of: member)[RecordedChange.membershipKey(inverse.name, ownerURI)]
+            } else {
+                stamp = try inverse.flatMap { try stamps(of: member)[$0.name] }
+            }
+            ranked.append((member, memberURI, stamp))
+        }
+        ranked.sort { Self.isOlder($0.stamp, $0.uri, than: $1.stamp, $1.uri) }
+        for (member, memberURI, _) in ranked.suffix(members.count - relationship.maxCount) {
+            try set.remove(member)
+            if recordedHere || inverse == nil {
+                let key = RecordedChange.membershipKey(relationship.name, memberURI)
+                annotation.repairs.append(RepairChange(objectID: owner.objectID, change: ObjectChange(
+                    kind: .update, uri: ownerURI, entity: owner.entity.name, removed: [relationship.name: [memberURI]]), clocked: [key]))
+            } else if let inverse, inverse.isToMany {
+                let key = RecordedChange.membershipKey(inverse.name, ownerURI)
+                annotation.repairs.append(RepairChange(objectID: member.objectID, change: ObjectChange(
+                    kind: .update, uri: memberURI, entity: member.entity.name, removed: [inverse.name: [ownerURI]]), clocked: [key]))
+            } else if let inverse {
+                annotation.repairs.append(RepairChange(objectID: member.objectID, change: ObjectChange(
+                    kind: .update, uri: memberURI, entity: member.entity.name, values: [inverse.name: .null]), clocked: [inverse.name]))
+            }
+        }
+    }
+
+    /// Membership order for trimming: no clock first, then by (timestamp, origin), then by member origin URI.
+    static func isOlder(_ stamp: WriteStamp?, _ uri: String, than other: WriteStamp?, _ otherURI: String) -> Bool {
+        switch (stamp, other) {
+        case (nil, .some): return true
+        case (.some, nil): return false
+        case (let a?, let b?) where a != b:
+            if a.timestamp != b.timestamp { return a.timestamp < b.timestamp }
+            return a.origin.uuidString < b.origin.uuidString
+        default:
+            return uri.utf8.lexicographicallyPrecedes(otherURI.utf8)
+        }
+    }
+}

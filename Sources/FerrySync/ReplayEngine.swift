@@ -248,11 +248,12 @@ public struct ReplayEngine: Sendable {
                 return .applied
             }
         }
-        var refused = Set<String>()
+        var refused = Set<String>(), revived = Set<String>()
         var leftInvalid: [ValidationError] = []
+        var repairedMinimums = false
         for _ in 0..<8 {
             let context = container.newContext()
-            var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused)
+            var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused, revived: revived)
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
@@ -287,6 +288,16 @@ public struct ReplayEngine: Sendable {
                 if denied.count == failures.count, !denied.isEmpty, !Set(denied).isSubset(of: refused) {
                     refused.formUnion(denied)
                     continue
+                }
+                // Members deleted concurrently left a to-many below its minimum: the newest-deleted come back.
+                if !repairedMinimums, failures.contains(where: { $0.code == .relationshipLacksMinimumCount }) {
+                    repairedMinimums = true
+                    let repair = try merge.membersToBringBack(for: failures)
+                    if !repair.isEmpty {
+                        refused.formUnion(repair.refuse)
+                        revived.formUnion(repair.revive)
+                        continue
+                    }
                 }
                 // Valid on its own, invalid only with what it met here: applied all the same, so that
                 // no replica's state depends on the order change sets arrived in (docs/SYNC.md, "Validation").

@@ -54,37 +54,62 @@ struct SyncCommandTests {
         #expect(try ferry(["conflicts", "list", "--store", b, "--model", orgChart]).standardOutput == "")
     }
 
-    @Test("Deletes valid alone but invalid together apply on both stores, and conflicts list shows them as left-invalid")
-    func leftInvalid() throws {
-        let directory = TemporaryDirectory()
-        let model = directory.file("Moody.xcdatamodel")
+    /// Two stores of `model` (XML `contents`), each deleting a different one of two objects inserted
+    /// by `setup` (refs `first` and `second`), then exchanging their histories both ways.
+    func deleteConcurrently(model contents: String, setup: String, in directory: TemporaryDirectory) throws -> (a: String, b: String, model: String) {
+        let model = directory.file("Model.xcdatamodel")
         try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
-        try Data("""
-            <model><entity name="Continent"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="countries" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Country" inverseName="continent" inverseEntity="Country"/></entity>
-            <entity name="Country"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="continent" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" inverseName="countries" inverseEntity="Continent"/></entity></model>
-            """.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
         let a = directory.file("a.sqlite"), b = directory.file("b.sqlite")
         for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", model]).status == 0) }
-        let setup = try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}},{"op":"insert","entity":"Country","ref":"fr","values":{"name":"France","continent":"eu"}},{"op":"insert","entity":"Country","ref":"es","values":{"name":"Spain","continent":"eu"}}]"#)
-        let refs = try JSONValue.parse(setup.standardOutput)
-        let france = try #require(refs["fr"]?.stringValue), spain = try #require(refs["es"]?.stringValue)
+        let refs = try JSONValue.parse(try ferry(["put", "--store", a, "--model", model, "-"], input: setup).standardOutput)
+        let first = try #require(refs["first"]?.stringValue), second = try #require(refs["second"]?.stringValue)
         #expect(try ferry(["apply", "--store", b, "--model", model, "-"], input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
-        // Each store deletes a different country: each save leaves Europe one.
-        #expect(try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(france)"}]"#).status == 0)
-        #expect(try ferry(["put", "--store", b, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(spain)"}]"#).status == 0)
+        // Each store deletes a different one: each save is valid on its own.
+        #expect(try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(first)"}]"#).status == 0)
+        #expect(try ferry(["put", "--store", b, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(second)"}]"#).status == 0)
         let fromA = try ferry(["history", "--store", a, "--model", model]).standardOutput
         let fromB = try ferry(["history", "--store", b, "--model", model]).standardOutput
         let toB = try JSONValue.parse(try ferry(["apply", "--store", b, "--model", model, "-"], input: fromA).standardOutput)
         let toA = try JSONValue.parse(try ferry(["apply", "--store", a, "--model", model, "-"], input: fromB).standardOutput)
         #expect(toA["quarantined"] == .integer(0) && toB["quarantined"] == .integer(0))
         #expect(try ferry(["dump", "--store", a, "--model", model]).standardOutput == (try ferry(["dump", "--store", b, "--model", model]).standardOutput))
+        return (a, b, model)
+    }
+
+    @Test("Deletes that leave a to-many below its minimum only together: both stores bring back the later-deleted member; nothing is listed")
+    func minimumRepaired() throws {
+        let directory = TemporaryDirectory()
+        let (a, b, model) = try deleteConcurrently(model: """
+            <model><entity name="Continent"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="countries" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Country" inverseName="continent" inverseEntity="Country"/></entity>
+            <entity name="Country"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="continent" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" inverseName="countries" inverseEntity="Continent"/></entity></model>
+            """, setup: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}},{"op":"insert","entity":"Country","ref":"first","values":{"name":"France","continent":"eu"}},{"op":"insert","entity":"Country","ref":"second","values":{"name":"Spain","continent":"eu"}}]"#,
+            in: directory)
+        let dump = try ferry(["dump", "--store", a, "--model", model]).standardOutput
+        #expect(dump.contains("Spain") && !dump.contains("France"), "B's delete of Spain was the later one: \(dump)")
+        for store in [a, b] {
+            #expect(try ferry(["conflicts", "list", "--store", store, "--model", model]).standardOutput == "")
+        }
+    }
+
+    @Test("Deletes valid alone but invalid together, with no repair that fits, apply on both stores and conflicts list shows them as left-invalid")
+    func leftInvalid() throws {
+        let directory = TemporaryDirectory()
+        // A club must have members; memberships are many-to-many, which a deleted member's tombstone does not keep.
+        let (a, b, model) = try deleteConcurrently(model: """
+            <model><entity name="Club"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="members" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Person" inverseName="clubs" inverseEntity="Person"/></entity>
+            <entity name="Person"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="clubs" optional="YES" toMany="YES" deletionRule="Nullify" destinationEntity="Club" inverseName="members" inverseEntity="Club"/></entity></model>
+            """, setup: #"[{"op":"insert","entity":"Person","ref":"first","values":{"name":"Ann"}},{"op":"insert","entity":"Person","ref":"second","values":{"name":"Bob"}},{"op":"insert","entity":"Club","ref":"chess","values":{"name":"Chess","members":["first","second"]}}]"#,
+            in: directory)
         for store in [a, b] {
             let listed = try lines(try ferry(["conflicts", "list", "--store", store, "--model", model]).standardOutput).map { try JSONValue.parse($0) }
             #expect(listed.count == 1)
             #expect(listed.first?["status"] == .string("left-invalid"))
-            #expect(listed.first?["reason"]?.stringValue?.contains("countries") == true)
+            #expect(listed.first?["reason"]?.stringValue?.contains("members") == true)
         }
     }
 

@@ -259,6 +259,18 @@ struct HistoryLog {
         return (row[0], row[1], WriteClock(timestamp: HybridTimestamp(rawValue: row[2]), origin: origin))
     }
 
+    /// The tombstones whose text names `uri` (by origin URI): a scan of them all, for repairs.
+    func tombstones(naming uri: String) throws -> [(uri: String, entity: String, text: String, clock: WriteClock)] {
+        var result: [(uri: String, entity: String, text: String, clock: WriteClock)] = []
+        let rows = try Row.fetchCursor(db, sql: "SELECT Z_URI, Z_ENTITY, Z_VALUES, Z_HLC, Z_ORIGIN FROM Z_FERRY_TOMBSTONE WHERE instr(Z_VALUES, ?) > 0",
+                                       arguments: [uri])
+        while let row = try rows.next() {
+            guard let text: String = row[4], let origin = UUID(uuidString: text) else { continue }
+            result.append((row[0], row[1], row[2], WriteClock(timestamp: HybridTimestamp(rawValue: row[3]), origin: origin)))
+        }
+        return result
+    }
+
     func unbury(_ uri: String) throws {
         try db.cachedStatement(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?").execute(arguments: [uri])
     }

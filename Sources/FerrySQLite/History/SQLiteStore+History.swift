@@ -73,11 +73,26 @@ extension SQLiteStore: ReplicaStore {
     public func tombstone(of uri: String) throws -> Tombstone? {
         let store = identifier
         guard let found = try read({ db in try HistoryLog(db: db, store: store).tombstone(uri) }) else { return nil }
+        return tombstone(entity: found.entity, text: found.text, clock: found.clock)
+    }
+
+    /// The deleted objects whose last values refer to `uri`.
+    public func tombstones(referringTo uri: String) throws -> [String: Tombstone] {
+        let store = identifier
+        var result: [String: Tombstone] = [:]
+        for found in try read({ db in try HistoryLog(db: db, store: store).tombstones(naming: uri) }) {
+            let tombstone = tombstone(entity: found.entity, text: found.text, clock: found.clock)
+            if tombstone.values.values.contains(.object(uri)) { result[found.uri] = tombstone }
+        }
+        return result
+    }
+
+    private func tombstone(entity: String, text: String, clock: WriteClock) -> Tombstone {
         var values: [String: ChangeValue] = [:]
-        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(found.text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
+        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
             values = change.values
         }
-        return Tombstone(entity: found.entity, values: values, timestamp: found.clock.timestamp, origin: found.clock.origin)
+        return Tombstone(entity: entity, values: values, timestamp: clock.timestamp, origin: clock.origin)
     }
 
     /// Whether an object (by origin URI) was deleted here.

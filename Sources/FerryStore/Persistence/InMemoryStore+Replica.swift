@@ -132,6 +132,10 @@ extension InMemoryStore: ReplicaStore {
         state.withLock { $0.history.tombstones[uri] }
     }
 
+    public func tombstones(referringTo uri: String) throws -> [String: Tombstone] {
+        state.withLock { $0.history.tombstones.filter { $0.value.values.values.contains(.object(uri)) } }
+    }
+
     public func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp? {
         state.withLock { $0.history.clocks[id]?[property] }
     }

@@ -64,6 +64,10 @@ public protocol ReplicaStore: PersistentStore {
     func isBuried(_ uri: String) throws -> Bool
     /// A deleted object's tombstone.
     func tombstone(of uri: String) throws -> Tombstone?
+    /// The deleted objects (by origin URI) whose tombstone's values refer to `uri`: the former
+    /// members of its to-many relationships whose inverse is a to-one. Read only for repairs
+    /// (a to-many left below its minimum), so it may look at every tombstone.
+    func tombstones(referringTo uri: String) throws -> [String: Tombstone]
     /// Who last wrote a property of an object after its insert.
     func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp?
     /// The position keys of the members of an ordered to-many relationship of an object,

@@ -73,3 +73,52 @@ extension MergeExecutor {
         }
     }
 }
+
+/// Former members a to-many's minimum count brings back (see ``MergeExecutor/membersToBringBack(for:)``).
+struct MinimumRepair: Equatable {
+    /// Deletes of this change set to refuse (the object stays, and a restore of it is recorded).
+    var refuse: Set<String> = []
+    /// Objects deleted here before, to bring back from their tombstones (and record a restore of).
+    var revive: Set<String> = []
+
+    var isEmpty: Bool { refuse.isEmpty && revive.isEmpty }
+}
+
+extension MergeExecutor {
+    /// For to-many relationships the merge left below their minimum (`failures` from validating it):
+    /// the newest-deleted former members that bring each back to its minimum — deleted by this change
+    /// set, or earlier here (their tombstones still name the owner) — by the clock of their delete, ties
+    /// broken by origin URI. Every replica that sees the count short weighs the same deletes, so they
+    /// bring back the same members; a store that saw fewer deletes may bring back one more, which
+    /// converges too (restores are change sets). Relationships whose members hold a to-one inverse only:
+    /// a tombstone keeps its to-one values, not memberships of a many-to-many.
+    func membersToBringBack(for failures: [ValidationError]) throws -> MinimumRepair {
+        var repair = MinimumRepair()
+        let model = store.model
+        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        for failure in failures where failure.code == .relationshipLacksMinimumCount {
+            guard let key = failure.key,
+                  let owner = objects.values.first(where: { $0.objectID.uriString == failure.objectURI }), !owner.isDeleted,
+                  let relationship = owner.entity.relationship(named: key), relationship.isToMany,
+                  let inverse = model.inverse(of: relationship), !inverse.isToMany else { continue }
+            let present = try owner.mutableSetValue(forKey: key).objects.count { !$0.isDeleted }
+            let needed = max(relationship.minCount, relationship.isOptional ? 0 : 1) - present
+            guard needed > 0 else { continue }
+            let ownerURI = try uri(of: owner)
+            var candidates: [(uri: String, stamp: WriteStamp, isThisChangeSets: Bool)] = []
+            for change in changeSet.changes where change.kind == .delete && change.values[inverse.name] == .object(ownerURI) {
+                guard objects[change.uri]?.isDeleted == true else { continue }
+                candidates.append((change.uri, incoming, true))
+            }
+            for (uri, tombstone) in try store.tombstones(referringTo: ownerURI) where tombstone.values[inverse.name] == .object(ownerURI) {
+                guard model.entity(named: tombstone.entity)?.isKind(of: relationship.destinationEntityName) == true else { continue }
+                candidates.append((uri, WriteStamp(timestamp: tombstone.timestamp, origin: tombstone.origin), false))
+            }
+            candidates.sort { Self.isOlder($1.stamp, $1.uri, than: $0.stamp, $0.uri) }
+            for candidate in candidates.prefix(needed) {
+                if candidate.isThisChangeSets { repair.refuse.insert(candidate.uri) } else { repair.revive.insert(candidate.uri) }
+            }
+        }
+        return repair
+    }
+}

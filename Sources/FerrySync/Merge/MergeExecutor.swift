@@ -14,15 +14,19 @@ struct MergeExecutor {
     /// Objects by origin URI: those that exist here, and those the plan created.
     var objects: [String: ManagedObject] = [:]
 
-    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
+    /// Objects (by origin URI) whose delete in this change set a Deny rule, or a to-many's minimum, refused here.
     let refusedDeletes: Set<String>
+    /// Objects deleted here before that come back for a to-many's minimum count.
+    let revived: Set<String>
 
-    init(store: any ReplicaStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String, refusedDeletes: Set<String> = []) {
+    init(store: any ReplicaStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String,
+         refusedDeletes: Set<String> = [], revived: Set<String> = []) {
         self.store = store
         self.context = context
         self.changeSet = changeSet
         self.annotation = ReplayAnnotation(changeSet: changeSet, body: body)
         self.refusedDeletes = refusedDeletes
+        self.revived = revived
     }
 
     /// Whether a validation failure is the change set's own doing, whatever it meets here: a value
@@ -50,7 +54,7 @@ struct MergeExecutor {
         // URIs of merged duplicates stand for their survivors.
         let aliases = try store.aliases(of: Array(MergeFacts.uris(in: changeSet.changes)))
         let changeSet = aliases.isEmpty ? self.changeSet : DuplicateRule.following(aliases, in: self.changeSet, model: store.model)
-        let (facts, localIDs) = try MergeFacts.gather(for: changeSet, from: store) { ids in
+        let (facts, localIDs) = try MergeFacts.gather(for: changeSet, also: revived, from: store) { ids in
             // Load the rows in one read, rather than one read each.
             try context.registerExisting(ids)
             return Set(ids.filter { (try? context.existingObject(with: $0)) != nil })
@@ -58,7 +62,7 @@ struct MergeExecutor {
         for (uri, id) in localIDs {
             objects[uri] = try context.existingObject(with: id)
         }
-        let plan = try MergePlanner.plan(changeSet, model: store.model, facts: facts, refusedDeletes: refusedDeletes)
+        let plan = try MergePlanner.plan(changeSet, model: store.model, facts: facts, refusedDeletes: refusedDeletes, revived: revived)
         try carryOut(plan)
         // Run delete rules now, so that objects this change set inserted and a
         // rule then deleted leave tombstones: later updates to them are ignored.

@@ -70,16 +70,16 @@ extension MergeFacts {
         return properties
     }
 
-    /// Reads the facts for `changeSet` from `store`, and the local ID of each live object.
+    /// Reads the facts for `changeSet` (and the objects `extra` names) from `store`, and the local ID of each live object.
     /// `exists` says whether a row still exists for an ID (the context that will merge
     /// registers the rows as it answers, so they are read once). Tombstones are followed:
     /// the objects a tombstone's values point at are looked up too, since a Deny rule may
     /// bring the tombstone's object back with those values.
-    static func gather(for changeSet: ChangeSet, from store: any ReplicaStore,
+    static func gather(for changeSet: ChangeSet, also extra: Set<String> = [], from store: any ReplicaStore,
                        exists: ([ObjectID]) throws -> Set<ObjectID>) throws -> (facts: MergeFacts, localIDs: [String: ObjectID]) {
         var facts = MergeFacts()
         var localIDs: [String: ObjectID] = [:]
-        var pending = uris(in: changeSet.changes)
+        var pending = uris(in: changeSet.changes).union(extra)
         var seen = Set<String>()
         while !pending.isEmpty {
             let batch = Array(pending)

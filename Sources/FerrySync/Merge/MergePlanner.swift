@@ -23,7 +23,10 @@ import FerryStore
 /// - **references to objects deleted here** are repaired by the deleted side's rule:
 ///   Cascade deletes the referrer, Deny brings the object back from its tombstone,
 ///   Nullify and No Action leave the reference nil; a reference to an object never
-///   received is a ``MergeProblem`` (the change set is quarantined).
+///   received is a ``MergeProblem`` (the change set is quarantined);
+/// - **minimum counts**: deletes the caller says a to-many's minimum keeps are refused, and
+///   former members it says come back are brought back from their tombstones (the caller,
+///   `CountRepair.swift`, picks them after a first try leaves the count short).
 ///
 /// What the delete rules then do to the local graph is not the planner's: the
 /// context runs them, and the store records their effects as a change set of its own.
@@ -31,8 +34,11 @@ struct MergePlanner {
     let changeSet: ChangeSet
     let model: ManagedObjectModel
     let facts: MergeFacts
-    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here.
+    /// Objects (by origin URI) whose delete in this change set a Deny rule refused here, or a
+    /// to-many's minimum count keeps.
     let refusedDeletes: Set<String>
+    /// Objects deleted here before that come back for a to-many's minimum count.
+    let revived: Set<String>
 
     private var plan = MergePlan()
     /// Objects the plan creates (new inserts and resurrections): every write to them wins.
@@ -43,17 +49,19 @@ struct MergePlanner {
     /// Deleted here, as the plan goes: the facts' tombstones, minus resurrections, plus tombstones it adds.
     private var buried: [String: Bool] = [:]
 
-    init(changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = []) {
+    init(changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = [], revived: Set<String> = []) {
         self.changeSet = changeSet
         self.model = model
         self.facts = facts
         self.refusedDeletes = refusedDeletes
+        self.revived = revived
     }
 
     /// The plan for the change set.
     /// - Throws: ``MergeProblem`` when it names an object this store never received.
-    static func plan(_ changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = []) throws(MergeProblem) -> MergePlan {
-        var planner = MergePlanner(changeSet: changeSet, model: model, facts: facts, refusedDeletes: refusedDeletes)
+    static func plan(_ changeSet: ChangeSet, model: ManagedObjectModel, facts: MergeFacts, refusedDeletes: Set<String> = [],
+                     revived: Set<String> = []) throws(MergeProblem) -> MergePlan {
+        var planner = MergePlanner(changeSet: changeSet, model: model, facts: facts, refusedDeletes: refusedDeletes, revived: revived)
         try planner.decide()
         return planner.plan
     }
@@ -94,6 +102,11 @@ struct MergePlanner {
                     buried[change.uri] = true
                 }
             }
+        }
+        // Former members deleted here before, back for a to-many's minimum count.
+        for uri in revived.sorted() where isBuried(uri) {
+            guard let tombstone = facts.tombstone(of: uri) else { continue }
+            try bringBack(uri, from: tombstone)
         }
     }
 
@@ -229,14 +242,19 @@ struct MergePlanner {
         case .deny?:
             // The delete would have been refused had the reference been here: bring the object back.
             guard isBuried(target), let tombstone = facts.tombstone(of: target) else { return nil }
-            resurrect(target, entity: tombstone.entity, keeping: Set(tombstone.values.keys))
-            plan.restored.insert(target)
-            try write(ObjectChange(kind: .restore, uri: target, entity: tombstone.entity, values: tombstone.values), isNew: true)
+            try bringBack(target, from: tombstone)
             return target
         default:
             break
         }
         return nil
+    }
+
+    /// Brings a deleted object back from its tombstone, and records a restore of it.
+    private mutating func bringBack(_ uri: String, from tombstone: Tombstone) throws(MergeProblem) {
+        resurrect(uri, entity: tombstone.entity, keeping: Set(tombstone.values.keys))
+        plan.restored.insert(uri)
+        try write(ObjectChange(kind: .restore, uri: uri, entity: tombstone.entity, values: tombstone.values), isNew: true)
     }
 
     // MARK: - Objects as the plan goes

@@ -120,6 +120,48 @@ struct DuplicateMergeTests {
         #expect(members.first?.contains("\"tags\":[]") == true, "the drop is later than B's membership, kept since its insert: \(members)")
     }
 
+    /// Codes are unique; boards and codes are many-to-many, the boards keeping the facts (`Board.codes`
+    /// is the join table's canonical side), so merging two codes weighs facts held by their members.
+    static let boards = try! ManagedObjectModel {
+        Entity("Board") {
+            Attribute("name", .string)
+            Relationship("codes", to: "Code", inverse: "boards", toMany: true)
+        }
+        Entity("Code", uniquenessConstraints: [["value"]]) {
+            Attribute("value", .integer64)
+            Relationship("boards", to: "Board", inverse: "codes", toMany: true)
+        }
+    }
+
+    @Test("Merged memberships kept by the members: a member that dropped the loser drops the survivor too, whether the merge comes before or after",
+          arguments: Replica.Kind.allCases)
+    func membershipFactsKeptByMembers(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.boards, identifier: Self.a, kind: kind)
+        let b = try Replica(model: Self.boards, identifier: Self.b, kind: kind == .sqlite ? .memory : .sqlite)
+        let list = try a.context.make("Board", ["name": "todo"])
+        try a.context.save()
+        try b.pull(from: a)
+        // Both add code 1 to the list; B then drops its own (the loser: A's URI sorts first), before it hears of A's.
+        let codeA = try a.context.make("Code", ["value": Int64(1)])
+        try list.mutableSetValue(forKey: "codes").insert(codeA)
+        try a.context.save()
+        let listB = try b.context.existingObject(withURI: list.objectID.uriString)
+        let codeB = try b.context.make("Code", ["value": Int64(1)])
+        try listB.mutableSetValue(forKey: "codes").insert(codeB)
+        try b.context.save()
+        try listB.mutableSetValue(forKey: "codes").remove(codeB)
+        try b.context.save()
+        // A merges first and then takes the drop (by the loser's URI); B merges after its drop.
+        _ = try Replica.exchangeUntilSettled([a, b])
+        let dump = try a.dump()
+        #expect(dump == (try b.dump()))
+        #expect(dump.filter { $0.contains("\"entity\":\"Code\"") }.count == 1)
+        #expect(try b.store.changeSetLines().contains { $0.contains("\"entity\":\"Board\",\"op\":\"update\",\"removed\"") },
+                "the boards keep the facts: B's drop is recorded on its board")
+        #expect(dump.contains { $0.contains("\"entity\":\"Board\"") && $0.contains("\"codes\":[]") },
+                "the drop is the latest fact about the merged code: \(dump)")
+    }
+
     @Test("A merge with an object deleted elsewhere deletes the merged object")
     func mergeWithDeleted() throws {
         let (a, b, annA, _) = try Self.twoDuplicates(.sqlite)

@@ -209,6 +209,21 @@ struct HistoryLog {
         return result
     }
 
+    /// Every row with a clock for `property`, with that clock (a scan of the clocks).
+    func clocks(of property: String, layout: StoreLayout) throws -> [ObjectID: WriteClock] {
+        var result: [ObjectID: WriteClock] = [:]
+        let rows = try Row.fetchAll(db, sql: "SELECT Z_ROOT, Z_PK, Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_PROPERTY = ?", arguments: [property])
+        for row in rows {
+            let root: Int = row[0], key: Int64 = row[1]
+            guard let text: String = row[3], let origin = UUID(uuidString: text),
+                  let table = layout.entityNames[root].flatMap({ layout.plans[$0]?.table }),
+                  let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [key]),
+                  let entity = layout.entityNames[number] else { continue }
+            result[.permanent(entityName: entity, store: store, primaryKey: key)] = WriteClock(timestamp: HybridTimestamp(rawValue: row[2]), origin: origin)
+        }
+        return result
+    }
+
     /// Makes a merged duplicate's origin URI (and every alias of it) an alias of the survivor's.
     func alias(_ uri: String, to survivor: String) throws {
         try db.cachedStatement(sql: "UPDATE Z_FERRY_ALIAS SET Z_SURVIVOR = ? WHERE Z_SURVIVOR = ?").execute(arguments: [survivor, uri])

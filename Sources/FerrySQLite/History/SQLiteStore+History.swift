@@ -136,6 +136,13 @@ extension SQLiteStore: ReplicaStore {
             .mapValues { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
     }
 
+    /// Every object with a clock for `property`, with that clock.
+    public func writes(of property: String) throws -> [ObjectID: WriteStamp] {
+        let store = identifier, layout = self.layout
+        return try read { db in try HistoryLog(db: db, store: store).clocks(of: property, layout: layout) }
+            .mapValues { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
+    }
+
     /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
     public func originURI(of id: ObjectID) throws -> String {
         let layout = self.layout

@@ -156,6 +156,10 @@ extension InMemoryStore: ReplicaStore {
         }
     }
 
+    public func writes(of property: String) throws -> [ObjectID: WriteStamp] {
+        state.withLock { $0.history.clocks.compactMapValues { $0[property] } }
+    }
+
     public func lastWrites(of id: ObjectID) throws -> [String: WriteStamp] {
         state.withLock { $0.history.clocks[id] ?? [:] }
     }

@@ -80,6 +80,9 @@ public protocol ReplicaStore: PersistentStore {
     func aliases(of uris: [String]) throws -> [String: String]
     /// Every clock of an object's properties (and membership facts, positions, existence).
     func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
+    /// Every object with a clock for `property` (a membership fact `relationship member-URI`), with
+    /// that clock. A scan of every clock: for merges of duplicates only.
+    func writes(of property: String) throws -> [ObjectID: WriteStamp]
     /// For each of `uris` that was ever restored after a delete, the change sets that restored it
     /// (received or made here); URIs never restored are absent. A change that knows none of them was
     /// made concurrently with the delete they undid (docs/SYNC.md, "Restored objects").

@@ -181,8 +181,8 @@ extension MergeExecutor {
     /// insert has no clock and yields to any written fact; a member the survivor knows nothing of
     /// simply moves). Facts kept on this side include the loser's removals, so a member the loser
     /// dropped after the survivor added it goes too. Facts the members hold (their to-one inverse, or
-    /// their side of a many-to-many) change on the member and are the merge's; for those, only the
-    /// loser's current members are weighed (docs/SYNC.md, "Not yet").
+    /// their side of a many-to-many) change on the member and are the merge's; their removals of the
+    /// loser are found by the members' clocks.
     private mutating func moveMembers(of relationship: RelationshipDescription, from loser: ManagedObject, loserURI: String,
                                       to survivor: ManagedObject, survivorURI: String,
                                       loserStamps: [String: WriteStamp], survivorStamps: [String: WriteStamp],
@@ -225,6 +225,36 @@ extension MergeExecutor {
             guard loserWins else { continue }
             if fact.isMember, !isMember { try target.insert(added) }
             if !fact.isMember, isMember { try target.remove(added) }
+        }
+        if !recordedHere, let inverse, inverse.isToMany {
+            try moveRemovalsHeldByMembers(of: relationship, inverse: inverse, from: loser, loserURI: loserURI, to: survivor, survivorURI: survivorURI,
+                                          touched: &touched)
+        }
+    }
+
+    /// For a many-to-many whose facts the members keep: the members that dropped the loser (a removal
+    /// fact naming it, and no longer its members) weigh that removal against their fact about the survivor,
+    /// as if it had named the survivor. Found by a scan of the clocks: merges are rare.
+    private mutating func moveRemovalsHeldByMembers(of relationship: RelationshipDescription, inverse: RelationshipDescription,
+                                                    from loser: ManagedObject, loserURI: String, to survivor: ManagedObject, survivorURI: String,
+                                                    touched: inout [ObjectID: Set<String>]) throws {
+        let old = RecordedChange.membershipKey(inverse.name, loserURI), new = RecordedChange.membershipKey(inverse.name, survivorURI)
+        var holders = try store.writes(of: old)
+        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        for (id, properties) in annotation.writes where properties.contains(old) { holders[id] = incoming }
+        let target = try survivor.mutableSetValue(forKey: relationship.name)
+        let current = Set(try loser.mutableSetValue(forKey: relationship.name).objects.map { ObjectIdentifier($0) })
+        for (id, stamp) in holders.sorted(by: { $0.key.uriString < $1.key.uriString }) {
+            guard let member = try? context.existingObject(with: id), !member.isDeleted, member !== loser,
+                  !current.contains(ObjectIdentifier(member)) else { continue }
+            let isMember = target.contains(member)
+            let survivorStamp = try stamps(of: member)[new]
+            guard !isMember && survivorStamp == nil
+                    || DuplicateRule.loserWins(loser: stamp, survivor: survivorStamp, loserValue: "false", survivorValue: isMember ? "true" : "false")
+            else { continue }
+            annotation.mergeStamps[member.objectID, default: [:]][new] = stamp
+            touched[member.objectID, default: []].formUnion([old, new])
+            if isMember { try target.remove(member) }
         }
     }
 

@@ -257,7 +257,8 @@ public struct ReplayEngine: Sendable {
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()
-                if !context.hasChanges, !merge.annotation.restored.isEmpty || !merge.annotation.merges.isEmpty || !merge.annotation.repairs.isEmpty {
+                if !context.hasChanges, !merge.annotation.restored.isEmpty || !merge.annotation.merges.isEmpty || !merge.annotation.repairs.isEmpty
+                    || !merge.annotation.carried.isEmpty {
                     // No row changes, but a restore (a delete Deny refused here), a count repair (a member the change
                     // set added and the repair removed) or a merge (a duplicate created and merged at once) must be
                     // recorded: the store records the replay as any other.

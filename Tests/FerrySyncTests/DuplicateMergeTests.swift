@@ -162,6 +162,40 @@ struct DuplicateMergeTests {
                 "the drop is the latest fact about the merged code: \(dump)")
     }
 
+    /// Sibling entities under one constraint of their parent: a `Sport` has no `limited`.
+    static let vehicles = try! ManagedObjectModel {
+        Entity("Vehicle", uniquenessConstraints: [["plate"]]) { Attribute("plate", .string) }
+        Entity("Luxury", parent: "Vehicle") { Attribute("limited", .boolean) }
+        Entity("Sport", parent: "Vehicle") { Attribute("turbo", .boolean) }
+    }
+
+    @Test("A duplicate merged first into a sibling entity lacking an attribute keeps its value for the object it ends in",
+          arguments: Replica.Kind.allCases)
+    func valuesCarriedThroughASibling(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.vehicles, identifier: Self.a, kind: kind)
+        let b = try Replica(model: Self.vehicles, identifier: Self.b, kind: kind == .sqlite ? .memory : .sqlite)
+        let c = try Replica(model: Self.vehicles, identifier: Self.c, kind: kind)
+        // One plate on three origins; the survivor is A's (its URI sorts first), then B's, then C's.
+        try a.context.make("Luxury", ["plate": "x"])
+        try a.context.save()
+        try b.context.make("Sport", ["plate": "x", "turbo": true])
+        try b.context.save()
+        let fromC = try c.context.make("Luxury", ["plate": "x"])
+        try c.context.save()
+        try fromC.setValue(true, forKey: "limited")  // written after the insert: it wins over A's unwritten nil
+        try c.context.save()
+        // B merges C's car into its Sport first (no `limited` there), then into A's; A merges C's car directly.
+        try b.pull(from: c)
+        try b.pull(from: a)
+        try a.pull(from: c)
+        try a.pull(from: b)
+        _ = try Replica.exchangeUntilSettled([a, b, c])
+        let dump = try a.dump()
+        let dumpB = try b.dump(), dumpC = try c.dump()
+        #expect(dump == dumpB && dump == dumpC)
+        #expect(dump.count == 1 && dump.first?.contains("\"limited\":true") == true && dump.first?.contains("Luxury") == true, "\(dump)")
+    }
+
     @Test("A merge with an object deleted elsewhere deletes the merged object")
     func mergeWithDeleted() throws {
         let (a, b, annA, _) = try Self.twoDuplicates(.sqlite)

@@ -118,9 +118,13 @@ struct ChangeRecorder {
         // Merged duplicates: the loser's URI now names the survivor; the clocks its values brought along.
         for merge in replay.merges {
             try log.alias(merge.loserURI, to: merge.survivorURI)
+            try log.forgetCarried(of: merge.loserURI)
             if let root = layout.plans[merge.loser.entityName]?.rootNumber, let key = merge.loser.primaryKey {
                 try log.forgetClocks(root: root, key: key)
             }
+        }
+        for (uri, values) in replay.carried {
+            for (property, carried) in values { try log.carry(property, of: uri, carried) }
         }
         for (id, stamps) in recording.mergeStamps {
             guard let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey else { continue }

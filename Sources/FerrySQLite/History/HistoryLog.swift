@@ -230,6 +230,35 @@ struct HistoryLog {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_ALIAS (Z_URI, Z_SURVIVOR) VALUES (?, ?)").execute(arguments: [uri, survivor])
     }
 
+    /// Keeps a value a merge carried to a survivor whose entity lacks the attribute.
+    func carry(_ property: String, of uri: String, _ carried: CarriedValue) throws {
+        let value: AttributeValue? = if case .attribute(let value) = carried.value { value } else { nil }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_CARRIED (Z_URI, Z_PROPERTY, Z_ENTITY, Z_VALUE, Z_HLC, Z_ORIGIN) VALUES (?, ?, ?, ?, ?, ?)")
+            .execute(arguments: [uri, property, carried.entity, AttributeJSON.encode(value).text, carried.stamp?.timestamp.rawValue, carried.stamp?.origin.uuidString])
+    }
+
+    /// Forgets the values carried to `uri` (merged into another object, which took them).
+    func forgetCarried(of uri: String) throws {
+        try db.cachedStatement(sql: "DELETE FROM Z_FERRY_CARRIED WHERE Z_URI = ?").execute(arguments: [uri])
+    }
+
+    /// The values carried to `uri`, by attribute, decoded by the type the model gives the attribute.
+    func carried(of uri: String, model: ManagedObjectModel) throws -> [String: CarriedValue] {
+        var result: [String: CarriedValue] = [:]
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_PROPERTY, Z_ENTITY, Z_VALUE, Z_HLC, Z_ORIGIN FROM Z_FERRY_CARRIED WHERE Z_URI = ?"),
+                                    arguments: [uri]) {
+            let property: String = row[0], entity: String = row[1], text: String = row[2]
+            guard let type = model.entity(named: entity)?.attribute(named: property)?.type, let json = try? JSONValue.parse(text),
+                  case .success(let value) = AttributeJSON.decode(json, as: type) else { continue }
+            var stamp: WriteStamp?
+            if let hlc: Int64 = row[3], let text: String = row[4], let origin = UUID(uuidString: text) {
+                stamp = WriteStamp(timestamp: HybridTimestamp(rawValue: hlc), origin: origin)
+            }
+            result[property] = CarriedValue(entity: entity, value: value.map(ChangeValue.attribute) ?? .null, stamp: stamp)
+        }
+        return result
+    }
+
     /// The survivors of the merged URIs among `uris`.
     func survivors(of uris: [String]) throws -> [String: String] {
         var result: [String: String] = [:]

@@ -16,6 +16,9 @@ import GRDB
 /// - `Z_FERRY_POSITION`: per (row, ordered to-many relationship, member origin URI)
 ///   the member's position key (``OrderedPositions``); its clock is in `Z_FERRY_CLOCK`.
 /// - `Z_FERRY_ALIAS`: origin URIs of merged duplicates → the survivor's origin URI.
+/// - `Z_FERRY_CARRIED`: values merged duplicates brought to survivors whose entity lacks the
+///   attribute, by survivor origin URI and attribute (``CarriedValue``): the entity that has the
+///   attribute, the value as JSON, and the clock of its last write.
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
 /// - `Z_FERRY_RESTORE`: objects restored after a delete (by origin URI) and the change sets
 ///   that restored them, taken in or made here.
@@ -52,6 +55,10 @@ enum HistorySchema {
         """,
         "CREATE TABLE IF NOT EXISTS Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL) WITHOUT ROWID",
         "CREATE INDEX IF NOT EXISTS Z_FERRY_ALIAS_SURVIVOR ON Z_FERRY_ALIAS (Z_SURVIVOR)",
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_CARRIED (Z_URI TEXT NOT NULL, Z_PROPERTY TEXT NOT NULL, Z_ENTITY TEXT NOT NULL,
+            Z_VALUE TEXT NOT NULL, Z_HLC INTEGER, Z_ORIGIN TEXT, PRIMARY KEY (Z_URI, Z_PROPERTY)) WITHOUT ROWID
+        """,
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_RESTORE (Z_URI TEXT NOT NULL, Z_ORIGIN TEXT NOT NULL, Z_SEQ INTEGER NOT NULL,
             PRIMARY KEY (Z_URI, Z_ORIGIN, Z_SEQ)) WITHOUT ROWID

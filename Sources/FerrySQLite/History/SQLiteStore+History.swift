@@ -136,6 +136,12 @@ extension SQLiteStore: ReplicaStore {
             .mapValues { WriteStamp(timestamp: $0.timestamp, origin: $0.origin) }
     }
 
+    /// The values merged duplicates carried to the object `uri` names.
+    public func carriedValues(of uri: String) throws -> [String: CarriedValue] {
+        let store = identifier, model = self.model
+        return try read { db in try HistoryLog(db: db, store: store).carried(of: uri, model: model) }
+    }
+
     /// Every object with a clock for `property`, with that clock.
     public func writes(of property: String) throws -> [ObjectID: WriteStamp] {
         let store = identifier, layout = self.layout

@@ -41,6 +41,8 @@ struct InMemoryHistory: Sendable {
     private(set) var tombstones: [String: Tombstone] = [:]
     /// Origin URIs of merged duplicates → the survivor's origin URI (kept pointing at the last survivor).
     private(set) var aliases: [String: String] = [:]
+    /// Values merged duplicates carried to survivors lacking the attribute: survivor origin URI → attribute → value.
+    private(set) var carried: [String: [String: CarriedValue]] = [:]
     /// Objects restored after a delete (origin URI) → the change sets that restored them.
     private(set) var restores: [String: Set<ChangeSetMark>] = [:]
     /// Position keys of members of ordered relationships: row → relationship → member origin URI → key.
@@ -220,7 +222,11 @@ struct InMemoryHistory: Sendable {
         for (temporaryID, keys) in replay.positions {
             if let id = resolve(temporaryID) { setPositions(of: id, keys) }
         }
-        for merge in replay.merges { alias(merge) }
+        for merge in replay.merges {
+            alias(merge)
+            carried[merge.loserURI] = nil
+        }
+        for (uri, values) in replay.carried { carried[uri, default: [:]].merge(values) { _, new in new } }
         for (id, stamps) in recording.mergeStamps {
             for (property, stamp) in stamps { setClock(of: id, property: property, to: stamp) }
         }

@@ -156,6 +156,10 @@ extension InMemoryStore: ReplicaStore {
         }
     }
 
+    public func carriedValues(of uri: String) throws -> [String: CarriedValue] {
+        state.withLock { $0.history.carried[uri] ?? [:] }
+    }
+
     public func writes(of property: String) throws -> [ObjectID: WriteStamp] {
         state.withLock { $0.history.clocks.compactMapValues { $0[property] } }
     }

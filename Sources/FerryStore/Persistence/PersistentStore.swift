@@ -235,6 +235,9 @@ public struct ReplayAnnotation: Sendable {
     /// maximum count removed): recorded in the new local change set as they are, even where
     /// the save's rows show no change (a member the change set added and the repair removed).
     public var repairs: [RepairChange] = []
+    /// Values merged duplicates bring to survivors whose entity lacks the attribute (by survivor origin
+    /// URI, then attribute): kept for later merges (``CarriedValue``). A merged loser's own are dropped.
+    public var carried: [String: [String: CarriedValue]] = [:]
 
     /// The clock key of an object's existence (set by restores, compared by deletes).
     public static let existenceKey = "#exists"
@@ -242,7 +245,7 @@ public struct ReplayAnnotation: Sendable {
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
     package var insertsNewObjectsOnly: Bool {
-        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty && repairs.isEmpty
+        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty && repairs.isEmpty && carried.isEmpty
     }
 
     /// Creates an annotation for `changeSet`.

@@ -80,6 +80,9 @@ public protocol ReplicaStore: PersistentStore {
     func aliases(of uris: [String]) throws -> [String: String]
     /// Every clock of an object's properties (and membership facts, positions, existence).
     func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
+    /// The values merged duplicates brought to the object `uri` names (an origin URI) for attributes its
+    /// entity lacks, by attribute name: kept for a later merge of it into an object that has them.
+    func carriedValues(of uri: String) throws -> [String: CarriedValue]
     /// Every object with a clock for `property` (a membership fact `relationship member-URI`), with
     /// that clock. A scan of every clock: for merges of duplicates only.
     func writes(of property: String) throws -> [ObjectID: WriteStamp]
@@ -206,6 +209,23 @@ public struct Tombstone: Sendable, Equatable {
         self.values = values
         self.timestamp = timestamp
         self.origin = origin
+    }
+}
+
+/// A value of an attribute that a merged duplicate had and its survivor's entity lacks (a sibling
+/// entity under one constraint of their parent), kept beside the survivor with the clock of its last
+/// write (nil: never written since the insert), so that merging the survivor into an object that has
+/// the attribute weighs it as if the duplicates had merged there directly.
+public struct CarriedValue: Sendable, Equatable {
+    /// The entity that has the attribute.
+    public var entity: String
+    public var value: ChangeValue
+    public var stamp: WriteStamp?
+
+    public init(entity: String, value: ChangeValue, stamp: WriteStamp?) {
+        self.entity = entity
+        self.value = value
+        self.stamp = stamp
     }
 }
 

@@ -144,6 +144,8 @@ extension MergeExecutor {
                 continue
             }
         }
+        try carryValues(from: loser, loserURI: loserURI, loserStamps: loserStamps, into: survivor, survivorURI: survivorURI,
+                        survivorStamps: survivorStamps, stamped: &stamped, touched: &touched)
         try moveOneWayReferences(from: loser, to: survivor, touched: &touched)
         // Positions of the loser's ordered members: the later of the two keys, as values.
         for relationship in survivor.entity.relationships where relationship.isOrdered && !relationship.isTransient {
@@ -290,6 +292,66 @@ extension MergeExecutor {
         guard let id = try store.localObjectID(forOriginURI: uri), let found = try? context.existingObject(with: id), !found.isDeleted else { return nil }
         objects[uri] = found
         return found
+    }
+
+    /// Attribute values the survivor's entity has no attribute for (the loser's own, and those earlier
+    /// merges carried to it) are carried to the survivor, the later write winning over one it carries
+    /// already; values carried to the loser that the survivor's entity has are weighed as the loser's own.
+    /// So a duplicate that merges into a sibling entity first, and then on into an object that has the
+    /// attribute, ends as if it had merged there directly.
+    private mutating func carryValues(from loser: ManagedObject, loserURI: String, loserStamps: [String: WriteStamp],
+                                      into survivor: ManagedObject, survivorURI: String, survivorStamps: [String: WriteStamp],
+                                      stamped: inout [String: WriteStamp], touched: inout [ObjectID: Set<String>]) throws {
+        var facts = try carriedValues(of: loserURI)
+        annotation.carried[loserURI] = nil
+        for attribute in loser.entity.attributes where !attribute.isTransient && survivor.entity.attribute(named: attribute.name) == nil {
+            let value = try loser.attributeValue(forKey: attribute.name).map(ChangeValue.attribute) ?? .null
+            facts[attribute.name] = CarriedValue(entity: loser.entity.name, value: value, stamp: loserStamps[attribute.name])
+        }
+        guard !facts.isEmpty else { return }
+        var kept = try carriedValues(of: survivorURI)
+        for (name, fact) in facts.sorted(by: { $0.key < $1.key }) {
+            if survivor.entity.attribute(named: name) != nil {
+                let mine = try survivor.attributeValue(forKey: name).map(ChangeValue.attribute) ?? .null
+                guard DuplicateRule.loserWins(loser: fact.stamp, survivor: survivorStamps[name],
+                                              loserValue: DuplicateRule.text(of: fact.value), survivorValue: DuplicateRule.text(of: mine)),
+                      let stamp = fact.stamp else { continue }
+                if case .attribute(let value) = fact.value { try survivor.setAttributeValue(value, forKey: name) } else { try survivor.setAttributeValue(nil, forKey: name) }
+                stamped[name] = stamp
+                touched[survivor.objectID, default: []].insert(name)
+            } else {
+                if let known = kept[name], !DuplicateRule.loserWins(loser: fact.stamp, survivor: known.stamp,
+                                                                    loserValue: DuplicateRule.text(of: fact.value), survivorValue: DuplicateRule.text(of: known.value)) { continue }
+                kept[name] = fact
+                annotation.carried[survivorURI, default: [:]][name] = fact
+            }
+        }
+    }
+
+    /// The values carried to `uri`: those the store keeps, with this merge's.
+    func carriedValues(of uri: String) throws -> [String: CarriedValue] {
+        var result = try store.carriedValues(of: uri)
+        result.merge(annotation.carried[uri] ?? [:]) { _, new in new }
+        return result
+    }
+
+    /// Writes of the change set to attributes its object had but the survivor it was merged into lacks
+    /// (`following` drops them from the change): they update the values carried to the survivor.
+    mutating func carryWrites(of original: ChangeSet, aliases: [String: String]) throws {
+        let incoming = WriteStamp(timestamp: original.timestamp, origin: original.origin)
+        for change in original.changes where change.kind != .delete && change.kind != .merge {
+            guard let survivorURI = aliases[change.uri], case .success(let parts) = ObjectURIComponents.parse(survivorURI),
+                  let survivorEntity = store.model.entity(named: parts.entityName), let entity = store.model.entity(named: change.entity) else { continue }
+            var known = try carriedValues(of: survivorURI)
+            for (name, value) in change.values.sorted(by: { $0.key < $1.key })
+            where survivorEntity.attribute(named: name) == nil && entity.attribute(named: name) != nil {
+                if let last = known[name], !DuplicateRule.loserWins(loser: incoming, survivor: last.stamp, loserValue: DuplicateRule.text(of: value),
+                                                                   survivorValue: DuplicateRule.text(of: last.value)) { continue }
+                let carried = CarriedValue(entity: entity.name, value: value, stamp: incoming)
+                known[name] = carried
+                annotation.carried[survivorURI, default: [:]][name] = carried
+            }
+        }
     }
 
     /// One-way to-one references (no inverse to move them by) to the loser now name the survivor.

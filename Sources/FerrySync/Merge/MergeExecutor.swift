@@ -64,6 +64,7 @@ struct MergeExecutor {
         }
         let plan = try MergePlanner.plan(changeSet, model: store.model, facts: facts, refusedDeletes: refusedDeletes, revived: revived)
         try carryOut(plan)
+        if !aliases.isEmpty { try carryWrites(of: self.changeSet, aliases: aliases) }
         // Run delete rules now, so that objects this change set inserted and a
         // rule then deleted leave tombstones: later updates to them are ignored.
         try context.processPendingChanges()

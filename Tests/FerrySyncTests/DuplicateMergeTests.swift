@@ -196,6 +196,44 @@ struct DuplicateMergeTests {
         #expect(dump.count == 1 && dump.first?.contains("\"limited\":true") == true && dump.first?.contains("Luxury") == true, "\(dump)")
     }
 
+    /// Desks have unique codes and one chair each; the chair keeps the fact (`Chair.desk`).
+    static let desks = try! ManagedObjectModel {
+        Entity("Chair") {
+            Attribute("name", .string)
+            Relationship("desk", to: "Desk", inverse: "chair")
+        }
+        Entity("Desk", uniquenessConstraints: [["code"]]) {
+            Attribute("code", .integer64)
+            Relationship("chair", to: "Chair", inverse: "desk")
+        }
+    }
+
+    @Test("One-to-one partners of merged duplicates: the later partnership wins, whether it arrives before or after the merge",
+          arguments: Replica.Kind.allCases)
+    func oneToOnePartners(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.desks, identifier: Self.a, kind: kind)
+        let b = try Replica(model: Self.desks, identifier: Self.b, kind: kind == .sqlite ? .memory : .sqlite)
+        // A (the survivor's origin) inserts desk 1 with a chair; B inserts desk 1 and, later, gives it a chair.
+        let deskA = try a.context.make("Desk", ["code": Int64(1)])
+        try a.context.make("Chair", ["name": "A", "desk": deskA])
+        try a.context.save()
+        let deskB = try b.context.make("Desk", ["code": Int64(1)])
+        let chairB = try b.context.make("Chair", ["name": "B"])
+        try b.context.save()
+        try chairB.setValue(deskB, forKey: "desk")
+        try b.context.save()
+        // A merges on B's insert and then takes the chair (by the loser's URI); B merges after it.
+        try a.pull(from: b)
+        try b.pull(from: a)
+        _ = try Replica.exchangeUntilSettled([a, b])
+        let dump = try a.dump()
+        #expect(dump == (try b.dump()))
+        let desk = try #require(dump.first { $0.contains("\"entity\":\"Desk\"") })
+        let chair = try #require(dump.first { $0.contains("\"name\":\"B\"") })
+        #expect(chair.contains(deskA.objectID.uriString), "B's chair, set after both inserts, is the merged desk's: \(dump)")
+        #expect(dump.filter { $0.contains("\"entity\":\"Desk\"") }.count == 1, "\(desk)")
+    }
+
     @Test("A merge with an object deleted elsewhere deletes the merged object")
     func mergeWithDeleted() throws {
         let (a, b, annA, _) = try Self.twoDuplicates(.sqlite)

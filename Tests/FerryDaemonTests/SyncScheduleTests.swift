@@ -20,9 +20,11 @@ struct SyncScheduleTests {
         let endpoint = try ReplicationEndpoint(store: store)
         let clock = ManualClock()
         let start = clock.now()
-        // A peer nothing listens for: every round with it fails at once (connection refused).
-        let down = try DaemonPeer(name: "down", model: SampleModels.path("OrgChart"))  // never started
-        let nowhere = try #require(URL(string: down.url))
+        // A peer nothing listens for: every round with it fails at once (connection refused). The port stays
+        // bound (not listening) for the whole test, so no server of a parallel test can take it meanwhile.
+        let down = try RefusingPort()
+        defer { withExtendedLifetime(down) {} }
+        let nowhere = down.url
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("down", nowhere, "token", .systemStore)], batchSize: 10,
                                           requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
                                           logger: Logger(label: "schedule-test"), clock: clock)

@@ -192,7 +192,7 @@ struct InMemoryHistory: Sendable {
             return
         }
         let incoming = replay.changeSet
-        let incomingStamp = WriteStamp(timestamp: incoming.timestamp, origin: incoming.origin)
+        let incomingStamp = incoming.stamp
         var plainInserts = Set<ObjectID>(), resurrected = Set<ObjectID>()
         let inOrder = replay.originURIsInOrder.count == request.inserts.count ? replay.originURIsInOrder : nil
         for (index, id) in insertedIDs.enumerated() {
@@ -253,7 +253,7 @@ struct InMemoryHistory: Sendable {
 
     /// Records a received change set that changed no rows (see ``ReplicaStore/recordReceived(_:body:as:)``).
     mutating func recordReceived(_ changeSet: ChangeSet, body: String, as received: ReceivedRecord) {
-        let stamp = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        let stamp = changeSet.stamp
         receive(changeSet.timestamp)
         record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp, body: body,
                quarantineReason: received.quarantineReason, retry: received.isRetry)

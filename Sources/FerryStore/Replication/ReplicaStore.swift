@@ -252,20 +252,29 @@ extension ChangeSet {
         return dependencies[mark.origin, default: 0] >= mark.sequence
     }
 
+    /// The clock every write of this change set carries.
+    public var stamp: WriteStamp { WriteStamp(timestamp: timestamp, origin: origin) }
+
     /// The objects this change set restores, by origin URI.
     public var restoredURIs: [String] {
         changes.filter { $0.kind == .restore }.map(\.uri)
     }
 }
 
-/// Who wrote a value last: a timestamp and the origin that made it (ties broken by origin).
-public struct WriteStamp: Sendable, Equatable {
+/// Who wrote a value last: a timestamp and the origin that made it. Later is greater: by
+/// timestamp, ties broken by origin UUID as text (docs/SYNC.md, "Merge rules").
+public struct WriteStamp: Sendable, Equatable, Comparable {
     public var timestamp: HybridTimestamp
     public var origin: UUID
 
     public init(timestamp: HybridTimestamp, origin: UUID) {
         self.timestamp = timestamp
         self.origin = origin
+    }
+
+    public static func < (lhs: WriteStamp, rhs: WriteStamp) -> Bool {
+        if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
+        return lhs.origin.uuidString < rhs.origin.uuidString
     }
 }
 

@@ -26,37 +26,31 @@ extension MergeExecutor {
         let members = set.objects.filter { !$0.isDeleted }
         guard members.count > relationship.maxCount else { return }
         let model = store.model
-        let recordedHere = model.isRecorded(relationship, in: owner.entity)
-        let inverse = model.inverse(of: relationship)
+        // Who holds each membership fact, under which clock key, and how removing it is recorded.
+        let inverse = model.isRecorded(relationship, in: owner.entity) ? nil : model.inverse(of: relationship)
+        func fact(of member: ManagedObject, memberURI: String) -> (holder: ManagedObject, key: String, change: ObjectChange) {
+            switch inverse {
+            case nil:
+                (owner, RecordedChange.membershipKey(relationship.name, memberURI),
+                 ObjectChange(kind: .update, uri: ownerURI, entity: owner.entity.name, removed: [relationship.name: [memberURI]]))
+            case let inverse? where inverse.isToMany:
+                (member, RecordedChange.membershipKey(inverse.name, ownerURI),
+                 ObjectChange(kind: .update, uri: memberURI, entity: member.entity.name, removed: [inverse.name: [ownerURI]]))
+            case let inverse?:
+                (member, inverse.name, ObjectChange(kind: .update, uri: memberURI, entity: member.entity.name, values: [inverse.name: .null]))
+            }
+        }
         var ranked: [(member: ManagedObject, uri: String, stamp: WriteStamp?)] = []
-        let ownerStamps = try stamps(of: owner)
         for member in members {
             let memberURI = try uri(of: member)
-            let stamp: WriteStamp?
-            if recordedHere || inverse == nil {
-                stamp = ownerStamps[RecordedChange.membershipKey(relationship.name, memberURI)]
-            } else if let inverse, inverse.isToMany {
-                stamp = try stamps(of: member)[RecordedChange.membershipKey(inverse.name, ownerURI)]
-            } else {
-                stamp = try inverse.flatMap { try stamps(of: member)[$0.name] }
-            }
-            ranked.append((member, memberURI, stamp))
+            let held = fact(of: member, memberURI: memberURI)
+            ranked.append((member, memberURI, try stamps(of: held.holder)[held.key]))
         }
         ranked.sort { Self.isOlder($0.stamp, $0.uri, than: $1.stamp, $1.uri) }
         for (member, memberURI, _) in ranked.suffix(members.count - relationship.maxCount) {
             try set.remove(member)
-            if recordedHere || inverse == nil {
-                let key = RecordedChange.membershipKey(relationship.name, memberURI)
-                annotation.repairs.append(RepairChange(objectID: owner.objectID, change: ObjectChange(
-                    kind: .update, uri: ownerURI, entity: owner.entity.name, removed: [relationship.name: [memberURI]]), clocked: [key]))
-            } else if let inverse, inverse.isToMany {
-                let key = RecordedChange.membershipKey(inverse.name, ownerURI)
-                annotation.repairs.append(RepairChange(objectID: member.objectID, change: ObjectChange(
-                    kind: .update, uri: memberURI, entity: member.entity.name, removed: [inverse.name: [ownerURI]]), clocked: [key]))
-            } else if let inverse {
-                annotation.repairs.append(RepairChange(objectID: member.objectID, change: ObjectChange(
-                    kind: .update, uri: memberURI, entity: member.entity.name, values: [inverse.name: .null]), clocked: [inverse.name]))
-            }
+            let held = fact(of: member, memberURI: memberURI)
+            annotation.repairs.append(RepairChange(objectID: held.holder.objectID, change: held.change, clocked: [held.key]))
         }
     }
 
@@ -66,8 +60,7 @@ extension MergeExecutor {
         case (nil, .some): return true
         case (.some, nil): return false
         case (let a?, let b?) where a != b:
-            if a.timestamp != b.timestamp { return a.timestamp < b.timestamp }
-            return a.origin.uuidString < b.origin.uuidString
+            return a < b
         default:
             return uri.utf8.lexicographicallyPrecedes(otherURI.utf8)
         }
@@ -95,7 +88,7 @@ extension MergeExecutor {
     func membersToBringBack(for failures: [ValidationError]) throws -> MinimumRepair {
         var repair = MinimumRepair()
         let model = store.model
-        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        let incoming = changeSet.stamp
         for failure in failures where failure.code == .relationshipLacksMinimumCount {
             guard let key = failure.key,
                   let owner = objects.values.first(where: { $0.objectID.uriString == failure.objectURI }), !owner.isDeleted,

@@ -86,7 +86,7 @@ extension MergeExecutor {
     /// merge makes (an object the change set created has none: its facts date from its insert).
     func stamps(of object: ManagedObject) throws -> [String: WriteStamp] {
         var result = object.objectID.isTemporaryID ? [:] : try store.lastWrites(of: object.objectID)
-        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        let incoming = changeSet.stamp
         for property in annotation.writes[object.objectID] ?? [] { result[property] = incoming }
         for (property, stamp) in annotation.mergeStamps[object.objectID] ?? [:] { result[property] = stamp }
         return result
@@ -242,7 +242,7 @@ extension MergeExecutor {
                                                     touched: inout [ObjectID: Set<String>]) throws {
         let old = RecordedChange.membershipKey(inverse.name, loserURI), new = RecordedChange.membershipKey(inverse.name, survivorURI)
         var holders = try store.writes(of: old)
-        let incoming = WriteStamp(timestamp: changeSet.timestamp, origin: changeSet.origin)
+        let incoming = changeSet.stamp
         for (id, properties) in annotation.writes where properties.contains(old) { holders[id] = incoming }
         let target = try survivor.mutableSetValue(forKey: relationship.name)
         let current = Set(try loser.mutableSetValue(forKey: relationship.name).objects.map { ObjectIdentifier($0) })
@@ -338,7 +338,7 @@ extension MergeExecutor {
     /// Writes of the change set to attributes its object had but the survivor it was merged into lacks
     /// (`following` drops them from the change): they update the values carried to the survivor.
     mutating func carryWrites(of original: ChangeSet, aliases: [String: String]) throws {
-        let incoming = WriteStamp(timestamp: original.timestamp, origin: original.origin)
+        let incoming = original.stamp
         for change in original.changes where change.kind != .delete && change.kind != .merge {
             guard let survivorURI = aliases[change.uri], case .success(let parts) = ObjectURIComponents.parse(survivorURI),
                   let survivorEntity = store.model.entity(named: parts.entityName), let entity = store.model.entity(named: change.entity) else { continue }

@@ -18,8 +18,7 @@ enum DuplicateRule {
     static func loserWins(loser: WriteStamp?, survivor: WriteStamp?, loserValue: String, survivorValue: String) -> Bool {
         guard let loser else { return false }
         guard let survivor else { return true }
-        if loser.timestamp != survivor.timestamp { return loser.timestamp > survivor.timestamp }
-        if loser.origin != survivor.origin { return loser.origin.uuidString > survivor.origin.uuidString }
+        if loser != survivor { return loser > survivor }
         return survivorValue.utf8.lexicographicallyPrecedes(loserValue.utf8)
     }
 

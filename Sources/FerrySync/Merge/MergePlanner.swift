@@ -114,8 +114,7 @@ struct MergePlanner {
 
     /// Whether this change set's clock is later than `stamp`'s (ties broken by origin, as text).
     private func isLater(than stamp: WriteStamp) -> Bool {
-        if changeSet.timestamp != stamp.timestamp { return changeSet.timestamp > stamp.timestamp }
-        return changeSet.origin.uuidString > stamp.origin.uuidString
+        changeSet.stamp > stamp
     }
 
     /// Whether `uri` names an object restored here after a delete this change set did not know of:

@@ -280,11 +280,14 @@ public struct ReplayEngine: Sendable {
             } catch SaveError.conflict {
                 continue
             } catch SaveError.validationFailed(let failures) {
-                // A delete refused by Deny against the local graph: keep the object, and restore it everywhere.
-                let denied = failures.filter { $0.code == .relationshipDeniedDelete }.compactMap { failure -> String? in
-                    guard let id = try? container.managedObjectID(forURIString: failure.objectURI),
-                          merge.annotation.deletes.contains(id) else { return nil }
-                    return merge.originURI(of: id)
+                // A delete refused against the local graph, by Deny or because it clears a required to-one:
+                // keep the object, and restore it everywhere.
+                let denied = try failures.compactMap { failure -> String? in
+                    guard let id = try? container.managedObjectID(forURIString: failure.objectURI) else { return nil }
+                    if failure.code == .relationshipDeniedDelete {
+                        return merge.annotation.deletes.contains(id) ? merge.originURI(of: id) : nil
+                    }
+                    return try merge.deleteClearingRequiredReference(failure, of: id)
                 }
                 if denied.count == failures.count, !denied.isEmpty, !Set(denied).isSubset(of: refused) {
                     refused.formUnion(denied)
@@ -304,7 +307,15 @@ public struct ReplayEngine: Sendable {
                 // no replica's state depends on the order change sets arrived in (docs/SYNC.md, "Validation").
                 let own = failures.filter { merge.isOwnFailure($0) }
                 if own.isEmpty, leftInvalid.isEmpty, !failures.contains(where: { $0.code == .relationshipDeniedDelete }) {
-                    leftInvalid = failures
+                    // Named by origin URI, the name every replica lists it under (not this context's
+                    // temporary URI of an object the change set inserts).
+                    leftInvalid = failures.map { failure in
+                        let id = try? container.managedObjectID(forURIString: failure.objectURI)
+                        let name = merge.originURI(ofObjectURI: failure.objectURI)
+                            ?? id.flatMap { id in id.isTemporaryID ? nil : try? store.originURI(of: id) } ?? failure.objectURI
+                        return ValidationError(code: failure.code, entityName: failure.entityName, objectURI: name,
+                                               key: failure.key, message: failure.message)
+                    }
                     continue
                 }
                 let reason = "the store would be invalid: " + failures.map(\.description).joined(separator: "; ")

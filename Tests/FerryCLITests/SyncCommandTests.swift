@@ -94,23 +94,43 @@ struct SyncCommandTests {
         }
     }
 
-    @Test("Deletes valid alone but invalid together, with no repair that fits, apply on both stores and conflicts list shows them as left-invalid")
+    @Test("A delete and a new reference valid alone but invalid together, with no repair that fits (No Action, a required to-one), apply on both stores and conflicts list shows them as left-invalid")
     func leftInvalid() throws {
         let directory = TemporaryDirectory()
-        // A club must have members; memberships are many-to-many, which a deleted member's tombstone does not keep.
-        let (a, b, model) = try deleteConcurrently(model: """
-            <model><entity name="Club"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="members" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Person" inverseName="clubs" inverseEntity="Person"/></entity>
-            <entity name="Person"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="clubs" optional="YES" toMany="YES" deletionRule="Nullify" destinationEntity="Club" inverseName="members" inverseEntity="Club"/></entity></model>
-            """, setup: #"[{"op":"insert","entity":"Person","ref":"first","values":{"name":"Ann"}},{"op":"insert","entity":"Person","ref":"second","values":{"name":"Bob"}},{"op":"insert","entity":"Club","ref":"chess","values":{"name":"Chess","members":["first","second"]}}]"#,
-            in: directory)
+        let model = directory.file("Model.xcdatamodel")
+        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
+        try Data("""
+            <model><entity name="Continent"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="countries" optional="YES" toMany="YES" deletionRule="No Action" destinationEntity="Country" inverseName="continent" inverseEntity="Country"/></entity>
+            <entity name="Country"><attribute name="name" optional="YES" attributeType="String"/>
+            <relationship name="continent" optional="NO" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" inverseName="countries" inverseEntity="Continent"/></entity></model>
+            """.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
+        let a = directory.file("a.sqlite"), b = directory.file("b.sqlite")
+        for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", model]).status == 0) }
+        let refs = try JSONValue.parse(try ferry(["put", "--store", a, "--model", model, "-"],
+                                                  input: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}}]"#).standardOutput)
+        let europe = try #require(refs["eu"]?.stringValue)
+        #expect(try ferry(["apply", "--store", b, "--model", model, "-"], input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
+        // A deletes Europe (no countries there); B adds France to it: each save is valid on its own.
+        #expect(try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(europe)"}]"#).status == 0)
+        let put = try ferry(["put", "--store", b, "--model", model, "-"],
+                            input: #"[{"op":"insert","entity":"Country","values":{"name":"France","continent":"\#(europe)"}}]"#)
+        #expect(put.status == 0, "\(put.standardError)")
+        let fromA = try ferry(["history", "--store", a, "--model", model]).standardOutput
+        let fromB = try ferry(["history", "--store", b, "--model", model]).standardOutput
+        #expect(try ferry(["apply", "--store", b, "--model", model, "-"], input: fromA).status == 0)
+        #expect(try ferry(["apply", "--store", a, "--model", model, "-"], input: fromB).status == 0)
+        let dump = try ferry(["dump", "--store", a, "--model", model]).standardOutput
+        #expect(dump == (try ferry(["dump", "--store", b, "--model", model]).standardOutput))
+        #expect(dump.contains("France") && !dump.contains("Europe"), "\(dump)")
+        var reasons: [String] = []
         for store in [a, b] {
             let listed = try lines(try ferry(["conflicts", "list", "--store", store, "--model", model]).standardOutput).map { try JSONValue.parse($0) }
             #expect(listed.count == 1)
             #expect(listed.first?["status"] == .string("left-invalid"))
-            #expect(listed.first?["reason"]?.stringValue?.contains("members") == true)
+            reasons += listed.compactMap { $0["reason"]?.stringValue }
         }
+        #expect(reasons.count == 2 && reasons[0] == reasons[1] && reasons[0].contains("Country.continent"), "\(reasons)")
     }
 
     @Test("A malformed file is rejected whole, naming the line; nothing is applied")

@@ -28,6 +28,8 @@ struct CornerCaseFixtureTests {
         "playlists-concurrent-reorder": 0,
         "members-noaction-late-reference": 0,
         "members-duplicate-keys": 0,
+        "clubs-members-below-minimum": 0,
+        "continents-required-reference": 0,
     ]
 
     static func model(for name: String) throws -> ManagedObjectModel {
@@ -37,6 +39,8 @@ struct CornerCaseFixtureTests {
         case "orders": try SampleModels.load("Orders")
         case "playlists": ConvergenceTests.playlists
         case "members": ConvergenceTests.members
+        case "clubs": ClockRuleTests.clubs(ownerHolds: true).model
+        case "continents": MergeRuleTests.requiredContinent(.nullify)
         default: ConvergenceTests.departments
         }
     }

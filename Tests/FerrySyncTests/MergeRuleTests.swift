@@ -240,45 +240,74 @@ struct ClockRuleTests {
         }
     }
 
-    /// Moody's many-to-many cousin: a club must have members, and the memberships are kept in a join table.
-    static let clubs = try! ManagedObjectModel {
-        Entity("Club") {
-            Attribute("name", .string)
-            Relationship("members", to: "Person", inverse: "clubs", toMany: true, optional: false, minCount: 1)
+    /// Moody's many-to-many cousin: a club must have members, and the memberships are kept in a join
+    /// table. `ownerHolds`: the club's side records the membership facts (`Club.members` sorts before
+    /// `Person.clubs`); otherwise the members' side does (`Athlete.squads` sorts before `Squad.athletes`).
+    static func clubs(ownerHolds: Bool) -> (model: ManagedObjectModel, owner: String, member: String, relationship: String) {
+        let (owner, member, relationship, inverse) = ownerHolds ? ("Club", "Person", "members", "clubs") : ("Squad", "Athlete", "athletes", "squads")
+        let model = try! ManagedObjectModel {
+            Entity(owner) {
+                Attribute("name", .string)
+                Relationship(relationship, to: member, inverse: inverse, toMany: true, optional: false, minCount: 1)
+            }
+            Entity(member) {
+                Attribute("name", .string)
+                Relationship(inverse, to: owner, inverse: relationship, toMany: true)
+            }
         }
-        Entity("Person") {
-            Attribute("name", .string)
-            Relationship("clubs", to: "Club", inverse: "members", toMany: true)
-        }
+        return (model, owner, member, relationship)
     }
 
-    @Test("Validation against concurrency: what no repair fits applies everywhere, in any order, and is listed", arguments: Replica.Kind.allCases)
-    func invalidTogether(kind: Replica.Kind) throws {
-        let a = try Replica(model: Self.clubs, kind: kind)
-        let b = try Replica(model: Self.clubs, kind: kind == .sqlite ? .memory : .sqlite)
-        let chess = try a.context.make("Club", ["name": "Chess"])
-        let ann = try a.context.make("Person", ["name": "Ann"])
-        let bob = try a.context.make("Person", ["name": "Bob"])
-        try chess.mutableSetValue(forKey: "members").insert(ann)
-        try chess.mutableSetValue(forKey: "members").insert(bob)
+    @Test("Minimum counts of a many-to-many: two deletes valid alone, invalid together: every replica brings back the newest-deleted member, with its memberships, in any order",
+          arguments: Replica.Kind.allCases, [true, false])
+    func manyToManyMinimumRepaired(kind: Replica.Kind, ownerHolds: Bool) throws {
+        let (model, ownerEntity, memberEntity, relationship) = Self.clubs(ownerHolds: ownerHolds)
+        let other: Replica.Kind = kind == .sqlite ? .memory : .sqlite
+        let a = try Replica(model: model, kind: kind)
+        let b = try Replica(model: model, kind: other)
+        let chess = try a.context.make(ownerEntity, ["name": "Chess"])
+        let ann = try a.context.make(memberEntity, ["name": "Ann"])
+        let bob = try a.context.make(memberEntity, ["name": "Bob"])
+        try chess.mutableSetValue(forKey: relationship).insert(ann)
+        try chess.mutableSetValue(forKey: relationship).insert(bob)
         try a.context.save()
-        try b.pull(from: a)
-        // Each replica deletes a different member: each save leaves the club one. A deleted member's
-        // tombstone keeps no many-to-many memberships, so no replica can tell which to bring back.
+        let chessURI = chess.objectID.uriString, annURI = ann.objectID.uriString, bobURI = bob.objectID.uriString
+        // Two more replicas, to take the deletes in each order.
+        let c = try Replica(model: model, kind: kind), d = try Replica(model: model, kind: other)
+        for replica in [b, c, d] { try replica.pull(from: a) }
+        // Each replica deletes a different member: each save leaves the club one.
         a.context.delete(ann)
         try a.context.save()
-        b.context.delete(try b.context.existingObject(withURI: bob.objectID.uriString))
+        b.context.delete(try b.context.existingObject(withURI: bobURI))
         try b.context.save()
+        func clock(of replica: Replica) throws -> (Int64, String) {
+            let line = try JSONValue.parse(try #require(try replica.store.changeSetLines().last))
+            return (try #require(line["hlc"]?.integerValue), try #require(line["origin"]?.stringValue))
+        }
+        let (kept, lost, keptURI) = try clock(of: b) > clock(of: a) ? ("Bob", "Ann", bobURI) : ("Ann", "Bob", annURI)
+        try c.pull(from: a)
+        try c.pull(from: b)
+        try d.pull(from: b)
+        try d.pull(from: a)
         try a.pull(from: b)
         try b.pull(from: a)
-        #expect(try a.dump() == (try b.dump()))
-        #expect(try a.dump().count == 1, "Chess, with no member left")
-        for replica in [a, b] {
+        _ = try Replica.exchangeUntilSettled([a, b, c, d])
+        let dump = try a.dump()
+        for replica in [b, c, d] { #expect(try replica.dump() == dump) }
+        #expect(dump.count == 2 && dump.contains { $0.contains("\"name\":\"\(kept)\"") } && !dump.contains { $0.contains("\"name\":\"\(lost)\"") },
+                "\(dump)")
+        for replica in [a, b, c, d] {
+            replica.context.reset()
+            let members = try replica.context.existingObject(withURI: chessURI).mutableSetValue(forKey: relationship).objects
+            #expect(try members.map { try $0.value(forKey: "name") as? String } == [kept], "the club keeps the member brought back")
             #expect(try replica.store.quarantinedChangeSets().isEmpty, "valid on its own: not quarantined")
-            let listed = try replica.store.changeSetsLeftInvalid()
-            #expect(listed.count == 1 && listed.first?.reason.contains("members") == true, "\(listed.map(\.reason))")
-            #expect(try replica.store.backlog() == Backlog(waiting: 0, quarantined: 0, leftInvalid: 1), "counted for status")
+            #expect(try replica.store.changeSetsLeftInvalid().isEmpty, "repaired, not left invalid")
         }
+        #expect(try [a, b].allSatisfy { try $0.store.changeSetLines().contains { $0.contains("\"op\":\"restore\"") && $0.contains(keptURI) } },
+                "each of the two deleting replicas records the member's restore")
+        // The deletes carried the memberships (format 2): the reason any replica could tell.
+        let annDelete = try #require(try a.store.changeSetLines().first { $0.contains("\"op\":\"delete\"") })
+        #expect(annDelete.contains("\"format\":2") && annDelete.contains(chessURI), "\(annDelete)")
     }
 
     /// A team of at most two players (the players hold the fact, as a to-one), and a club of at most
@@ -371,5 +400,113 @@ struct ClockRuleTests {
         let department = try #require(dump.first { $0.contains("\"entity\":\"Department\"") })
         #expect(department.contains(apollo.objectID.uriString), "Sales is back in Apollo: \(department)")
         #expect(dump.first { $0.contains("\"entity\":\"Project\"") }?.contains(sales.objectID.uriString) == true)
+    }
+}
+
+extension MergeRuleTests {
+    /// A country must have a continent; `rule` is the delete rule of `Continent.countries`.
+    static func requiredContinent(_ rule: DeleteRule) -> ManagedObjectModel {
+        try! ManagedObjectModel {
+            Entity("Continent") {
+                Attribute("name", .string)
+                Relationship("countries", to: "Country", inverse: "continent", toMany: true, deleteRule: rule)
+            }
+            Entity("Country") {
+                Attribute("name", .string)
+                Relationship("continent", to: "Continent", inverse: "countries", optional: false)
+            }
+        }
+    }
+
+    /// A delete of Europe on `a` (it has no countries there) concurrent with a new country in Europe on
+    /// `b`, exchanged both ways; returns Europe's origin URI.
+    func deleteConcurrentWithRequiredReference(_ a: Replica, _ b: Replica) throws -> String {
+        let europe = try a.context.make("Continent", ["name": "Europe"])
+        try a.context.save()
+        try b.pull(from: a)
+        a.context.delete(europe)
+        try a.context.save()
+        try b.context.make("Country", ["name": "France", "continent": try b.context.existingObject(withURI: europe.objectID.uriString)])
+        try b.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+        _ = try Replica.exchangeUntilSettled([a, b])
+        return europe.objectID.uriString
+    }
+
+    @Test("Required references: a delete whose Nullify rule would leave a required to-one nil is refused, as a local save would be, on whichever replica meets it, and the object restored",
+          arguments: Replica.Kind.allCases)
+    func requiredReferenceKeepsItsObject(kind: Replica.Kind) throws {
+        let model = Self.requiredContinent(.nullify)
+        let a = try Replica(model: model, kind: kind), b = try Replica(model: model, kind: kind == .sqlite ? .memory : .sqlite)
+        let europeURI = try deleteConcurrentWithRequiredReference(a, b)
+        let dump = try a.dump()
+        #expect(try b.dump() == dump)
+        #expect(dump.count == 2 && dump.contains { $0.contains("\"name\":\"France\"") && $0.contains("\"continent\":\"\(europeURI)\"") }, "\(dump)")
+        for replica in [a, b] {
+            #expect(try replica.store.changeSetsLeftInvalid().isEmpty, "repaired, not left invalid")
+            #expect(try replica.store.quarantinedChangeSets().isEmpty)
+            #expect(try replica.store.changeSetLines().contains { $0.contains("\"op\":\"restore\"") && $0.contains(europeURI) },
+                    "each replica records Europe's restore: A on meeting France, B on refusing the delete")
+        }
+    }
+
+    @Test("Validation against concurrency: a required to-one that No Action leaves nil applies everywhere, in any order, and is listed by the object's origin URI",
+          arguments: Replica.Kind.allCases)
+    func invalidTogether(kind: Replica.Kind) throws {
+        let model = Self.requiredContinent(.noAction)
+        let a = try Replica(model: model, kind: kind), b = try Replica(model: model, kind: kind == .sqlite ? .memory : .sqlite)
+        _ = try deleteConcurrentWithRequiredReference(a, b)
+        let dump = try a.dump()
+        #expect(try b.dump() == dump)
+        #expect(dump.count == 1 && dump[0].contains("\"continent\":null"), "France, without its continent: \(dump)")
+        let franceURI = try #require(try JSONValue.parse(dump[0])["uri"]?.stringValue)
+        var reasons: [String] = []
+        for replica in [a, b] {
+            #expect(try replica.store.quarantinedChangeSets().isEmpty, "valid on its own: not quarantined")
+            let listed = try replica.store.changeSetsLeftInvalid()
+            #expect(listed.count == 1)
+            reasons += listed.map(\.reason)
+            #expect(try replica.store.backlog() == Backlog(waiting: 0, quarantined: 0, leftInvalid: 1), "counted for status")
+        }
+        #expect(reasons.count == 2 && reasons[0] == reasons[1] && reasons[0].contains("Country.continent of \(franceURI)"), "\(reasons)")
+    }
+
+    /// A booking must not end before it starts: a rule of the application, not of the model.
+    static let bookings = try! ManagedObjectModel {
+        Entity("Booking") {
+            Attribute("start", .integer64)
+            Attribute("end", .integer64)
+        }
+    }
+
+    @Test("Validation against concurrency: a custom validator refusing values last-writer-wins picked from two saves applies everywhere and is listed",
+          arguments: Replica.Kind.allCases)
+    func customValidatorLeftInvalid(kind: Replica.Kind) throws {
+        struct EndsBeforeStart: Error, CustomStringConvertible { var description: String { "a booking ends after it starts" } }
+        let validator = EntityValidator(entityName: "Booking", phases: [.insert, .update]) { object, _ in
+            if let start = try object.value(forKey: "start") as? Int64, let end = try object.value(forKey: "end") as? Int64, end < start {
+                throw EndsBeforeStart()
+            }
+        }
+        let a = try Replica(model: Self.bookings, kind: kind, validators: [validator])
+        let b = try Replica(model: Self.bookings, kind: kind == .sqlite ? .memory : .sqlite, validators: [validator])
+        let booking = try a.context.make("Booking", ["start": Int64(1), "end": Int64(5)])
+        try a.context.save()
+        try b.pull(from: a)
+        try booking.setValue(Int64(4), forKey: "start")  // 4…5: valid
+        try a.context.save()
+        try b.context.existingObject(withURI: booking.objectID.uriString).setValue(Int64(3), forKey: "end")  // 1…3: valid
+        try b.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+        let dump = try a.dump()
+        #expect(try b.dump() == dump)
+        #expect(dump.count == 1 && dump[0].contains("\"end\":3") && dump[0].contains("\"start\":4"), "\(dump)")
+        for replica in [a, b] {
+            #expect(try replica.store.quarantinedChangeSets().isEmpty, "each valid on its own")
+            let listed = try replica.store.changeSetsLeftInvalid()
+            #expect(listed.count == 1 && listed.first?.reason.contains("a booking ends after it starts") == true, "\(listed.map(\.reason))")
+        }
     }
 }

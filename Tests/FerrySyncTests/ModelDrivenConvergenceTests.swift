@@ -31,6 +31,9 @@ struct ModelDrivenConvergenceTests {
         // To-many counts: a maximum (repaired by removing the newest memberships) and a minimum.
         models["Teams"] = ClockRuleTests.teams
         models["Moody"] = ClockRuleTests.moody
+        models["Clubs"] = ClockRuleTests.clubs(ownerHolds: true).model
+        models["Squads"] = ClockRuleTests.clubs(ownerHolds: false).model
+        models["RequiredContinents"] = MergeRuleTests.requiredContinent(.nullify)
         return models
     }()
 

@@ -21,15 +21,18 @@ final class Replica {
     let context: ManagedObjectContext
 
     /// `directInserts: false` merges every change set through a context (no fast path).
-    init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true, kind: Kind = .sqlite) throws {
+    /// `validators` run on local saves and on merges alike.
+    init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true, kind: Kind = .sqlite,
+         validators: [EntityValidator] = []) throws {
         store = switch kind {
         case .sqlite: try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
         case .memory: InMemoryStore(model: model, identifier: identifier ?? UUID())
         }
-        var engine = try ReplayEngine(store: store)
+        let container = try PersistentContainer(store: store, validators: validators)
+        var engine = try ReplayEngine(container: container)
         engine.usesDirectInserts = directInserts
         self.engine = engine
-        context = try PersistentContainer(store: store).newContext()
+        context = container.newContext()
     }
 
     /// Takes in everything `other` has that this replica lacks.

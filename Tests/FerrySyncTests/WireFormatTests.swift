@@ -136,13 +136,18 @@ struct WireFormatTests {
         ChangeSet(origin: origin, sequence: 3, timestamp: HybridTimestamp(rawValue: 113_000_000_000_131_072), modelHash: orderedModel.versionHash, changes: [
             ObjectChange(kind: .update, uri: uri("List", 1), entity: "List", values: ["name": .null]),
         ]),
+        // A delete carrying its many-to-many memberships (either side), for a minimum-count repair.
+        ChangeSet(origin: origin, sequence: 4, timestamp: HybridTimestamp(rawValue: 113_000_000_000_196_608), modelHash: orderedModel.versionHash, changes: [
+            ObjectChange(kind: .delete, uri: uri("Label", 1), entity: "Label", values: ["name": .attribute(.string("urgent"))],
+                         added: ["lists": [uri("List", 1)]]),
+        ]),
     ]
 
     static var orderedGoldenPath: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/changesets-v2.jsonl").path
     }
 
-    @Test("Positions and merges need format 2: they match the golden file, and change sets without them stay format 1")
+    @Test("Positions, merges and a delete's memberships need format 2: they match the golden file, and change sets without them stay format 1")
     func goldenPositions() throws {
         let encoded = Self.orderedSets.map(ChangeSetCodec.encode).joined(separator: "\n") + "\n"
         if ProcessInfo.processInfo.environment["FERRY_UPDATE_GOLDEN"] != nil {
@@ -153,7 +158,7 @@ struct WireFormatTests {
         let golden = try String(contentsOfFile: Self.orderedGoldenPath, encoding: .utf8)
         #expect(encoded == golden)
         let lines = golden.split(separator: "\n").map(String.init)
-        #expect(lines.map { $0.contains("\"format\":2") } == [true, true, false])
+        #expect(lines.map { $0.contains("\"format\":2") } == [true, true, false, true])
         let decoded = try lines.map { line -> ChangeSet in
             guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.orderedModel) else { throw ChangeSetError.malformed("other model") }
             return changeSet
@@ -173,6 +178,8 @@ struct WireFormatTests {
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"}]}"#, "does not name a Item"),
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1","values":{}}]}"#, "a merge carries no 'values'"),
         (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#, "into belongs to merges only"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","added":{"lists":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#, "a delete's memberships ('added') needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","added":{"name":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#, "no recorded property 'name'"),
     ]
 
     @Test("Malformed positions are refused with the field and the problem", arguments: malformedPositions.indices)

@@ -27,6 +27,24 @@ struct ChangeRecorder {
         return result
     }
 
+    /// The memberships the deletes' tombstones keep (``ManagedObjectModel/tombstoneMemberships(of:)``),
+    /// by origin URI, read before the save changes any membership (a delete's Nullify rule removes them).
+    func memberships(of deletes: [SaveRequest.Delete], in db: Database) throws -> [ObjectID: [String: [String]]] {
+        var result: [ObjectID: [String: [String]]] = [:]
+        var names = OriginNames(layout: layout, db: db)
+        for delete in deletes {
+            guard let entity = layout.plans[delete.objectID.entityName]?.entity else { continue }
+            for relationship in layout.model.tombstoneMemberships(of: entity) {
+                var uris: [String] = []
+                for member in try layout.members(of: delete.objectID, relationship: relationship.name, in: db) {
+                    uris.append(try names.uri(of: member))
+                }
+                if !uris.isEmpty { result[delete.objectID, default: [:]][relationship.name] = uris.sorted() }
+            }
+        }
+        return result
+    }
+
     /// One row's current values, read inside the transaction.
     private func snapshot(of id: ObjectID, in db: Database) throws -> RowSnapshot? {
         guard let plan = layout.plans[id.entityName], let key = id.primaryKey else { return nil }
@@ -42,21 +60,22 @@ struct ChangeRecorder {
     /// `insertText`, when given, is writing the inserts' text on another thread: it is used in
     /// place of writing them here (or, if it could not write them, they are written here).
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                tombstones: [ObjectID: RowSnapshot], insertText: InsertTextInAdvance? = nil, in db: Database) throws {
+                tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]] = [:],
+                insertText: InsertTextInAdvance? = nil, in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
             if let written = insertText?.take() {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
-                let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, names: &names, insertsInto: &none)
+                let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, insertsInto: &none)
                 try appendLocal(entries, writer: consume written, contextName: request.contextName, log: log)
                 return
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
             var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200,
                                                            author: request.author)
-            let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names,
+            let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names,
                                       insertsInto: &writer)
             try appendLocal(entries, writer: writer.take() ?? ChangeSetWriter(author: request.author), contextName: request.contextName, log: log)
             return
@@ -100,7 +119,7 @@ struct ChangeRecorder {
         if onlyNewObjects { return }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
-        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, names: &names, skipping: plainInserts,
+        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, skipping: plainInserts,
                                   assignsPositions: false, insertsInto: &noWriter)
         let recording = ReplayRecording(entries, replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         // The change set's writes carry its clock (plain inserts need none: every later write follows them).
@@ -133,7 +152,7 @@ struct ChangeRecorder {
             }
         }
         for entry in recording.replayedDeletes {
-            try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values,
+            try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values, memberships: entry.change.added,
                          timestamp: incoming.timestamp, origin: incoming.origin)
             if let root = layout.plans[entry.id.entityName]?.rootNumber, let key = entry.id.primaryKey {
                 try log.forgetClocks(root: root, key: key)
@@ -237,7 +256,8 @@ struct ChangeRecorder {
                     try log.setClock(root: root, key: key, property: property, timestamp: timestamp, origin: store)
                 }
             case .delete:
-                try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values, timestamp: timestamp, origin: store)
+                try log.bury(uri: entry.change.uri, entity: entry.change.entity, values: entry.change.values, memberships: entry.change.added,
+                             timestamp: timestamp, origin: store)
                 try log.forgetClocks(root: root, key: key)
             }
         }
@@ -246,7 +266,7 @@ struct ChangeRecorder {
     /// The recorded changes of a save, object by object. With a `writer`, inserts without
     /// memberships are written into it (in order, before anything else) instead of being returned.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         tombstones: [ObjectID: RowSnapshot], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
+                         tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
                          assignsPositions: Bool = true, insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
         var entries: [RecordedChange] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
@@ -322,7 +342,8 @@ struct ChangeRecorder {
                 }
             }
             entries.append(RecordedChange(id: delete.objectID, change: ObjectChange(kind: .delete, uri: try names.uri(of: delete.objectID),
-                                                                           entity: delete.objectID.entityName, values: values), clocked: []))
+                                                                           entity: delete.objectID.entityName, values: values,
+                                                                           added: memberships[delete.objectID] ?? [:]), clocked: []))
         }
         return entries
     }

@@ -287,14 +287,15 @@ struct HistoryLog {
     }
 
     /// Keeps a deleted object's tombstone, so nothing brings it back by accident.
-    func bury(uri: String, entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID) throws {
-        let change = ObjectChange(kind: .delete, uri: uri, entity: entity, values: values)
+    func bury(uri: String, entity: String, values: [String: ChangeValue], memberships: [String: [String]] = [:],
+              timestamp: HybridTimestamp, origin: UUID) throws {
+        let change = ObjectChange(kind: .delete, uri: uri, entity: entity, values: values, added: memberships)
         let text = ChangeSetCodec.encode(ChangeSet(origin: origin, sequence: 1, timestamp: timestamp, modelHash: modelHash, changes: [change]))
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_TOMBSTONE (Z_URI, Z_ENTITY, Z_HLC, Z_ORIGIN, Z_VALUES) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [uri, entity, timestamp.rawValue, origin.uuidString, text])
     }
 
-    /// A deleted object's tombstone: its entity, last values (as a one-change
+    /// A deleted object's tombstone: its entity, last values and memberships (as a one-change
     /// change set text) and the clock of the delete.
     func tombstone(_ uri: String) throws -> (entity: String, text: String, clock: WriteClock)? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_ENTITY, Z_VALUES, Z_HLC, Z_ORIGIN FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?"),

@@ -76,23 +76,24 @@ extension SQLiteStore: ReplicaStore {
         return tombstone(entity: found.entity, text: found.text, clock: found.clock)
     }
 
-    /// The deleted objects whose last values refer to `uri`.
+    /// The deleted objects whose last values or memberships name `uri`.
     public func tombstones(referringTo uri: String) throws -> [String: Tombstone] {
         let store = identifier
         var result: [String: Tombstone] = [:]
         for found in try read({ db in try HistoryLog(db: db, store: store).tombstones(naming: uri) }) {
             let tombstone = tombstone(entity: found.entity, text: found.text, clock: found.clock)
-            if tombstone.values.values.contains(.object(uri)) { result[found.uri] = tombstone }
+            if tombstone.names(uri) { result[found.uri] = tombstone }
         }
         return result
     }
 
     private func tombstone(entity: String, text: String, clock: WriteClock) -> Tombstone {
-        var values: [String: ChangeValue] = [:]
+        var values: [String: ChangeValue] = [:], memberships: [String: [String]] = [:]
         if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
             values = change.values
+            memberships = change.added
         }
-        return Tombstone(entity: entity, values: values, timestamp: clock.timestamp, origin: clock.origin)
+        return Tombstone(entity: entity, values: values, memberships: memberships, timestamp: clock.timestamp, origin: clock.origin)
     }
 
     /// Whether an object (by origin URI) was deleted here.

@@ -63,11 +63,12 @@ struct SaveWriter {
             }
         }
 
+        let recorder = ChangeRecorder(layout: layout, store: store)
+        let memberships = try recorder.memberships(of: request.deletes, in: db)
         for change in request.toManyChanges {
             try writeToManyChange(change, resolve: resolve, in: db)
         }
 
-        let recorder = ChangeRecorder(layout: layout, store: store)
         let tombstones = try recorder.snapshots(of: request.deletes, in: db)
         for delete in request.deletes {
             guard let plan = layout.plans[delete.objectID.entityName], let key = delete.objectID.primaryKey else { continue }
@@ -89,7 +90,8 @@ struct SaveWriter {
             _ = insertText?.take()  // (lets the thread end before the transaction is rolled back)
             throw SaveError.conflict(objectURIs: conflicts)
         }
-        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, insertText: insertText, in: db)
+        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
+                            insertText: insertText, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 

@@ -7,8 +7,8 @@ import FerryModel
 public struct ChangeSet: Sendable, Hashable {
     /// The newest wire format version this library reads and writes. A change set is
     /// written in format 1 unless it carries positions of ordered to-many members
-    /// (``ObjectChange/positions``) or merges of duplicates (``ObjectChange/Kind/merge``),
-    /// which need format 2; so peers that read only format 1 still read every change set
+    /// (``ObjectChange/positions``), merges of duplicates (``ObjectChange/Kind/merge``) or
+    /// memberships of a deleted object (``ObjectChange/added`` of a delete), which need format 2; so peers that read only format 1 still read every change set
     /// of a model without ordered relationships or uniqueness constraints.
     public static let formatVersion = 2
     /// The format versions this library reads.
@@ -76,7 +76,10 @@ public struct ObjectChange: Sendable, Hashable {
     /// only on the side that stores them (the canonical side).
     public var values: [String: ChangeValue]
     /// Members added to to-many relationships kept on this side (many-to-many
-    /// and one-way to-many), by relationship name.
+    /// and one-way to-many), by relationship name. A restore carries all its join-table
+    /// memberships here, both sides; a delete carries its memberships in the many-to-many
+    /// relationships whose other side has a minimum count (both sides, needs format 2): the
+    /// tombstone's memberships, for bringing a member back to that minimum.
     public var added: [String: [String]]
     /// Members removed from such relationships.
     public var removed: [String: [String]]
@@ -102,8 +105,8 @@ public struct ObjectChange: Sendable, Hashable {
         self.mergedInto = mergedInto
     }
 
-    /// Whether reading this change needs format 2 (positions, merges).
-    var needsFormat2: Bool { !positions.isEmpty || kind == .merge }
+    /// Whether reading this change needs format 2 (positions, merges, memberships of a delete).
+    var needsFormat2: Bool { !positions.isEmpty || kind == .merge || (kind == .delete && !added.isEmpty) }
 }
 
 /// An object deleted (or to be deleted) by URI: a tombstone without values, or a delete a

@@ -110,7 +110,8 @@ public enum ChangeSetCodec {
         for (index, item) in items.enumerated() {
             let change = try decodeChange(item, at: index, lookups: &lookups)
             if change.needsFormat2 && format < 2 {
-                let what = change.kind == .merge ? "a merge" : "order (positions in ordered relationships)"
+                let what = change.kind == .merge ? "a merge"
+                    : change.kind == .delete ? "a delete's memberships ('added')" : "order (positions in ordered relationships)"
                 throw ChangeSetError.malformed("changes[\(index)]: \(what) needs format 2; this change set says format \(format)")
             }
             changes.append(change)
@@ -227,7 +228,7 @@ public enum ChangeSetCodec {
             }
         }
         if let added = json["added"] {
-            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place, isRestore: kind == .restore)
+            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place, eitherSide: kind == .restore || kind == .delete)
         }
         if let removed = json["removed"] {
             change.removed = try decodeMembers(removed, field: "removed", entity: entity, lookups: &lookups, place: place)
@@ -267,16 +268,17 @@ public enum ChangeSetCodec {
     }
 
     /// Members by relationship. A restore also carries the other side of its many-to-many
-    /// relationships (the rows a delete removed), so it takes any join-table relationship.
+    /// relationships (the rows a delete removed), and a delete its memberships on both sides,
+    /// so they take any join-table relationship.
     private static func decodeMembers(_ json: JSONValue, field: String, entity: ModelLookups.EntityLookups, lookups: inout ModelLookups,
-                                      place: Place, isRestore: Bool = false) throws(ChangeSetError) -> [String: [String]] {
+                                      place: Place, eitherSide: Bool = false) throws(ChangeSetError) -> [String: [String]] {
         guard let members = json.objectMembers else { throw ChangeSetError.malformed("\(place.text).\(field) must be an object") }
         var result: [String: [String]] = [:]
         for (key, list) in members {
             let destination: String
             if case .toMany(let recorded) = lookups.property(key, of: entity) {
                 destination = recorded
-            } else if isRestore, let relationship = entity.entity.relationship(named: key),
+            } else if eitherSide, let relationship = entity.entity.relationship(named: key),
                       lookups.model.joinTableRelationships(of: entity.entity).contains(where: { $0.name == key }) {
                 destination = relationship.destinationEntityName
             } else {

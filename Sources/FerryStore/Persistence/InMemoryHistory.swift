@@ -132,8 +132,9 @@ struct InMemoryHistory: Sendable {
         clocks[id, default: [:]][property] = stamp
     }
 
-    mutating func bury(_ uri: String, entity: String, values: [String: ChangeValue], stamp: WriteStamp, row: ObjectID?) {
-        tombstones[uri] = Tombstone(entity: entity, values: values, timestamp: stamp.timestamp, origin: stamp.origin)
+    mutating func bury(_ uri: String, entity: String, values: [String: ChangeValue], memberships: [String: [String]] = [:],
+                       stamp: WriteStamp, row: ObjectID?) {
+        tombstones[uri] = Tombstone(entity: entity, values: values, memberships: memberships, timestamp: stamp.timestamp, origin: stamp.origin)
         if let row {
             clocks[row] = nil
             positions[row] = nil
@@ -182,12 +183,13 @@ struct InMemoryHistory: Sendable {
     /// Records a save whose rows are written: a local save becomes a new change set of
     /// this store; a replaying save records the replayed change set, stamps its writes with
     /// its clock, and records whatever else the save did as a new change set of this store.
-    /// `deleted` holds the deleted rows as they were; `rows` reads the rows after the save.
+    /// `deleted` holds the deleted rows as they were, `deletedMemberships` the memberships their
+    /// tombstones keep (as they were before the save); `rows` reads the rows after the save.
     mutating func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         deleted: [ObjectID: RowSnapshot], rows: (ObjectID) -> RowSnapshot?,
-                         members: (ObjectID, String) -> [ObjectID]) {
+                         deleted: [ObjectID: RowSnapshot], deletedMemberships: [ObjectID: [String: [ObjectID]]] = [:],
+                         rows: (ObjectID) -> RowSnapshot?, members: (ObjectID, String) -> [ObjectID]) {
         guard let replay = request.replay else {
-            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: [], assignsPositions: true),
+            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships, skipping: [], assignsPositions: true),
                         author: request.author, contextName: request.contextName)
             return
         }
@@ -213,7 +215,7 @@ struct InMemoryHistory: Sendable {
         if let note = replay.leftInvalidNote, let index = records.lastIndex(where: { $0.origin == incoming.origin && $0.sequence == incoming.sequence }) {
             records[index].leftInvalid = note
         }
-        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, skipping: plainInserts,
+        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships, skipping: plainInserts,
                                                 assignsPositions: false),
                                         replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         for (id, properties) in recording.replayedWrites {
@@ -231,7 +233,8 @@ struct InMemoryHistory: Sendable {
             for (property, stamp) in stamps { setClock(of: id, property: property, to: stamp) }
         }
         for entry in recording.replayedDeletes {
-            bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: incomingStamp, row: entry.id)
+            bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, memberships: entry.change.added,
+                 stamp: incomingStamp, row: entry.id)
         }
         var derived = recording.derived
         for id in recording.restored {
@@ -293,7 +296,8 @@ struct InMemoryHistory: Sendable {
             case .update, .restore:
                 for property in entry.clocked { setClock(of: entry.id, property: property, to: stamp) }
             case .delete:
-                bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, stamp: stamp, row: entry.id)
+                bury(entry.change.uri, entity: entry.change.entity, values: entry.change.values, memberships: entry.change.added,
+                     stamp: stamp, row: entry.id)
             }
         }
     }
@@ -301,7 +305,8 @@ struct InMemoryHistory: Sendable {
     /// The recorded changes of a save, object by object: inserts (not those `skipped`),
     /// updates, objects whose only change is to a to-many set, then deletes with their last values.
     private func changes(of request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         deleted: [ObjectID: RowSnapshot], skipping skipped: Set<ObjectID>, assignsPositions: Bool) -> [RecordedChange] {
+                         deleted: [ObjectID: RowSnapshot], deletedMemberships: [ObjectID: [String: [ObjectID]]],
+                         skipping skipped: Set<ObjectID>, assignsPositions: Bool) -> [RecordedChange] {
         var result: [RecordedChange] = []
         let known = positions
         var membership = RecordedMembership.collect(request, model: model, resolve: resolve, uri: { uri(of: $0) },
@@ -342,8 +347,10 @@ struct InMemoryHistory: Sendable {
         }
         for delete in request.deletes {
             let values = deleted[delete.objectID].map { self.values(of: $0, keepingNil: false) } ?? [:]
+            let memberships = (deletedMemberships[delete.objectID] ?? [:]).mapValues { $0.map(uri(of:)).sorted() }
             result.append(RecordedChange(id: delete.objectID, change: ObjectChange(kind: .delete, uri: uri(of: delete.objectID),
-                                                                                   entity: delete.objectID.entityName, values: values),
+                                                                                   entity: delete.objectID.entityName, values: values,
+                                                                                   added: memberships),
                                          clocked: []))
         }
         return result

@@ -133,7 +133,7 @@ extension InMemoryStore: ReplicaStore {
     }
 
     public func tombstones(referringTo uri: String) throws -> [String: Tombstone] {
-        state.withLock { $0.history.tombstones.filter { $0.value.values.values.contains(.object(uri)) } }
+        state.withLock { $0.history.tombstones.filter { $0.value.names(uri) } }
     }
 
     public func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp? {

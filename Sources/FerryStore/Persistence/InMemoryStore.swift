@@ -174,8 +174,16 @@ public final class InMemoryStore: PersistentStore {
                 }
             }
             var deleted: [ObjectID: RowSnapshot] = [:]
+            var deletedMemberships: [ObjectID: [String: [ObjectID]]] = [:]
             for delete in request.deletes {
                 deleted[delete.objectID] = next.rows[delete.objectID]
+                // As they were before the save (a delete's Nullify rule removes them in it).
+                if let entity = model.entity(named: delete.objectID.entityName) {
+                    for relationship in model.tombstoneMemberships(of: entity) {
+                        let members = self.members(of: delete.objectID, relationship: relationship.name, in: state)
+                        if !members.isEmpty { deletedMemberships[delete.objectID, default: [:]][relationship.name] = members }
+                    }
+                }
                 next.rows[delete.objectID] = nil
                 next.order[delete.objectID] = nil
                 for key in next.joins.keys {
@@ -184,7 +192,8 @@ public final class InMemoryStore: PersistentStore {
             }
             let rowsAfter = next.rows
             let after = next
-            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, rows: { rowsAfter[$0] },
+            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted,
+                                deletedMemberships: deletedMemberships, rows: { rowsAfter[$0] },
                                 members: { self.members(of: $0, relationship: $1, in: after) })
             state = next
             return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)

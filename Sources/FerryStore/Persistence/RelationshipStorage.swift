@@ -65,6 +65,17 @@ extension ManagedObjectModel {
         }
     }
 
+    /// The many-to-many relationships of `entity` (either side) whose inverse has a minimum count:
+    /// the memberships a delete of an `entity` object carries and its tombstone keeps, so a replica
+    /// that finds the inverse below its minimum after merging can tell which deleted objects were
+    /// members (see `docs/SYNC.md`, "Minimum and maximum counts").
+    package func tombstoneMemberships(of entity: EntityDescription) -> [RelationshipDescription] {
+        joinTableRelationships(of: entity).filter { relationship in
+            guard let inverse = inverse(of: relationship), inverse.isToMany else { return false }
+            return inverse.minCount > 0 || !inverse.isOptional
+        }
+    }
+
     /// Whether change sets record `relationship` of `entity`: each relationship
     /// fact is recorded once, on one side. A to-one is recorded unless its
     /// inverse is a to-one that sorts first (one-to-one: the side whose

@@ -64,8 +64,8 @@ public protocol ReplicaStore: PersistentStore {
     func isBuried(_ uri: String) throws -> Bool
     /// A deleted object's tombstone.
     func tombstone(of uri: String) throws -> Tombstone?
-    /// The deleted objects (by origin URI) whose tombstone's values refer to `uri`: the former
-    /// members of its to-many relationships whose inverse is a to-one. Read only for repairs
+    /// The deleted objects (by origin URI) whose tombstone's values or memberships name `uri`: the former
+    /// members of its to-many relationships. Read only for repairs
     /// (a to-many left below its minimum), so it may look at every tombstone.
     func tombstones(referringTo uri: String) throws -> [String: Tombstone]
     /// Who last wrote a property of an object after its insert.
@@ -201,14 +201,24 @@ public struct OriginLookup: Sendable, Equatable {
 public struct Tombstone: Sendable, Equatable {
     public var entity: String
     public var values: [String: ChangeValue]
+    /// Its last memberships in many-to-many relationships whose other side has a minimum count
+    /// (both sides, by relationship name): see ``ManagedObjectModel/tombstoneMemberships(of:)``.
+    public var memberships: [String: [String]]
     public var timestamp: HybridTimestamp
     public var origin: UUID
 
-    public init(entity: String, values: [String: ChangeValue], timestamp: HybridTimestamp, origin: UUID) {
+    public init(entity: String, values: [String: ChangeValue], memberships: [String: [String]] = [:],
+                timestamp: HybridTimestamp, origin: UUID) {
         self.entity = entity
         self.values = values
+        self.memberships = memberships
         self.timestamp = timestamp
         self.origin = origin
+    }
+
+    /// Whether its last values or memberships name `uri`.
+    public func names(_ uri: String) -> Bool {
+        values.values.contains(.object(uri)) || memberships.values.contains { $0.contains(uri) }
     }
 }
 

@@ -83,8 +83,10 @@ extension MergeExecutor {
     /// set, or earlier here (their tombstones still name the owner) — by the clock of their delete, ties
     /// broken by origin URI. Every replica that sees the count short weighs the same deletes, so they
     /// bring back the same members; a store that saw fewer deletes may bring back one more, which
-    /// converges too (restores are change sets). Relationships whose members hold a to-one inverse only:
-    /// a tombstone keeps its to-one values, not memberships of a many-to-many.
+    /// converges too (restores are change sets). A member of a to-many whose inverse is a to-one names
+    /// the owner in its last values; a member of a many-to-many, in its memberships (a delete carries
+    /// them, and its tombstone keeps them, where the inverse has a minimum). One-way to-many relationships
+    /// are not repaired: their members keep no trace of them.
     func membersToBringBack(for failures: [ValidationError]) throws -> MinimumRepair {
         var repair = MinimumRepair()
         let model = store.model
@@ -93,17 +95,22 @@ extension MergeExecutor {
             guard let key = failure.key,
                   let owner = objects.values.first(where: { $0.objectID.uriString == failure.objectURI }), !owner.isDeleted,
                   let relationship = owner.entity.relationship(named: key), relationship.isToMany,
-                  let inverse = model.inverse(of: relationship), !inverse.isToMany else { continue }
+                  let inverse = model.inverse(of: relationship) else { continue }
             let present = try owner.mutableSetValue(forKey: key).objects.count { !$0.isDeleted }
             let needed = max(relationship.minCount, relationship.isOptional ? 0 : 1) - present
             guard needed > 0 else { continue }
             let ownerURI = try uri(of: owner)
+            /// Whether a deleted object's last values or memberships say it was a member.
+            func wasMember(values: [String: ChangeValue], memberships: [String: [String]]) -> Bool {
+                inverse.isToMany ? memberships[inverse.name]?.contains(ownerURI) == true : values[inverse.name] == .object(ownerURI)
+            }
             var candidates: [(uri: String, stamp: WriteStamp, isThisChangeSets: Bool)] = []
-            for change in changeSet.changes where change.kind == .delete && change.values[inverse.name] == .object(ownerURI) {
+            for change in changeSet.changes where change.kind == .delete && wasMember(values: change.values, memberships: change.added) {
                 guard objects[change.uri]?.isDeleted == true else { continue }
                 candidates.append((change.uri, incoming, true))
             }
-            for (uri, tombstone) in try store.tombstones(referringTo: ownerURI) where tombstone.values[inverse.name] == .object(ownerURI) {
+            for (uri, tombstone) in try store.tombstones(referringTo: ownerURI)
+            where wasMember(values: tombstone.values, memberships: tombstone.memberships) {
                 guard model.entity(named: tombstone.entity)?.isKind(of: relationship.destinationEntityName) == true else { continue }
                 candidates.append((uri, WriteStamp(timestamp: tombstone.timestamp, origin: tombstone.origin), false))
             }

@@ -47,6 +47,11 @@ struct MergeExecutor {
         objects.first { $0.value.objectID == id }?.key
     }
 
+    /// The origin URI of the object this merge's context names `uri` (temporary for an insert).
+    func originURI(ofObjectURI uri: String) -> String? {
+        objects.first { $0.value.objectID.uriString == uri }?.key
+    }
+
     /// Plans the merge and makes its writes on the context.
     /// - Throws: ``MergeProblem`` when the change set names an object this store never received.
     mutating func applyChanges() throws {

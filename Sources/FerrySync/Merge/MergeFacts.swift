@@ -63,7 +63,10 @@ extension MergeFacts {
     /// The properties whose last writes decide `change` against a live object.
     static func decidingProperties(of change: ObjectChange) -> Set<String> {
         var properties = Set(change.values.keys)
-        for (relationship, members) in change.added { for member in members { properties.insert(relationship + " " + member) } }
+        // (A delete's memberships are its tombstone's, not writes.)
+        for (relationship, members) in change.added where change.kind != .delete {
+            for member in members { properties.insert(relationship + " " + member) }
+        }
         for (relationship, members) in change.removed { for member in members { properties.insert(relationship + " " + member) } }
         for (relationship, keys) in change.positions { for member in keys.keys { properties.insert(RecordedChange.positionKey(relationship, member)) } }
         if change.kind == .delete || change.kind == .restore { properties.insert(ReplayAnnotation.existenceKey) }

@@ -12,7 +12,8 @@ import FerryStore
 /// - **inserts** create their object (defaults they leave out cleared) unless it
 ///   exists or was deleted here;
 /// - **deletes** win over updates; a delete older than a restore of its object is
-///   ignored; a delete a Deny rule refused here keeps the object and records a restore;
+///   ignored; a delete refused here (by a Deny rule, or because it would leave a required
+///   to-one nil) keeps the object and records a restore;
 ///   a delete of an object never seen leaves a tombstone only;
 /// - **restores** newer than an object's delete bring it back with their values;
 /// - **changes concurrent with a delete that a restore undid** (they know no restore of the
@@ -21,8 +22,9 @@ import FerryStore
 /// - **merges** of duplicates make the loser's URI an alias of the survivor (the one whose
 ///   origin URI sorts first); a merge with an object deleted here deletes the other;
 /// - **references to objects deleted here** are repaired by the deleted side's rule:
-///   Cascade deletes the referrer, Deny brings the object back from its tombstone,
-///   Nullify and No Action leave the reference nil; a reference to an object never
+///   Cascade deletes the referrer, Deny brings the object back from its tombstone, and so
+///   does Nullify when the reference is a required to-one; otherwise Nullify and No Action
+///   leave the reference nil; a reference to an object never
 ///   received is a ``MergeProblem`` (the change set is quarantined);
 /// - **minimum counts**: deletes the caller says a to-many's minimum keeps are refused, and
 ///   former members it says come back are brought back from their tombstones (the caller,
@@ -205,7 +207,9 @@ struct MergePlanner {
             }
         }
         for (relationship, members) in change.removed.sorted(by: { $0.key < $1.key }) {
-            for member in members.sorted() {
+            // A member whose delete in this change set is refused here keeps its memberships: the
+            // removal came with the delete (its Nullify rule), and the restore recorded carries them.
+            for member in members.sorted() where !refusedDeletes.contains(member) {
                 let key = relationship + " " + member
                 guard isNew || wins(uri, key) else { continue }
                 if clocked { plan.clocks[uri, default: []].insert(key) }
@@ -227,8 +231,9 @@ struct MergePlanner {
     }
 
     /// The object a reference points to; nil when it was deleted here, after
-    /// repairing the referrer by the deleted side's delete rule (Cascade deletes
-    /// the referrer; Nullify and No Action drop the reference; Deny brings the object back).
+    /// repairing the referrer by the deleted side's delete rule (Cascade deletes the referrer;
+    /// Deny, and Nullify of a required to-one, bring the object back; otherwise Nullify and
+    /// No Action drop the reference).
     private mutating func reference(_ target: String, from source: String, entity: String, relationship name: String) throws(MergeProblem) -> String? {
         if !isBuried(target), exists(target), !deleted.contains(target) { return target }
         guard isBuried(target) || deleted.contains(target) else {
@@ -238,8 +243,9 @@ struct MergePlanner {
         switch inverse?.deleteRule {
         case .cascade?:
             delete(source)
-        case .deny?:
-            // The delete would have been refused had the reference been here: bring the object back.
+        case .deny?, .nullify? where isRequiredToOne(name, of: entity):
+            // The delete would have been refused had the reference been here (by Deny, or by the
+            // validation of a required to-one its Nullify rule cleared): bring the object back.
             guard isBuried(target), let tombstone = facts.tombstone(of: target) else { return nil }
             try bringBack(target, from: tombstone)
             return target
@@ -249,11 +255,18 @@ struct MergePlanner {
         return nil
     }
 
-    /// Brings a deleted object back from its tombstone, and records a restore of it.
+    private func isRequiredToOne(_ name: String, of entity: String) -> Bool {
+        guard let relationship = model.entity(named: entity)?.relationship(named: name) else { return false }
+        return !relationship.isToMany && !relationship.isOptional
+    }
+
+    /// Brings a deleted object back from its tombstone (its last values and the memberships it
+    /// keeps), and records a restore of it.
     private mutating func bringBack(_ uri: String, from tombstone: Tombstone) throws(MergeProblem) {
         resurrect(uri, entity: tombstone.entity, keeping: Set(tombstone.values.keys))
         plan.restored.insert(uri)
-        try write(ObjectChange(kind: .restore, uri: uri, entity: tombstone.entity, values: tombstone.values), isNew: true)
+        try write(ObjectChange(kind: .restore, uri: uri, entity: tombstone.entity, values: tombstone.values, added: tombstone.memberships),
+                  isNew: true)
     }
 
     // MARK: - Objects as the plan goes

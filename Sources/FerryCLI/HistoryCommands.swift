@@ -39,7 +39,8 @@ struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
         abstract: "Print the change sets the store has and a vector does not cover, one JSON line each.",
-        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is. See docs/PROTOCOL.md."
+        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is. See docs/PROTOCOL.md.",
+        subcommands: [PurgeCommand.self]
     )
 
     @OptionGroup var options: StoreOptions
@@ -59,6 +60,81 @@ struct HistoryCommand: ParsableCommand {
             for line in try store.changeSetLines(after: vector) { print(line) }
         } catch {
             throw CLIError(error)
+        }
+    }
+}
+
+/// `ferry history purge`: what the daemon does every `history.purge_interval`, by hand.
+struct PurgeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "purge",
+        abstract: "Delete the change sets every peer has, and forget deletes past the tombstone horizon; print what went.",
+        discussion: """
+            Give one --acknowledged file per peer this store replicates with: the output of `ferry state`
+            (or `ferry state --vector`) on that peer, saying what it has taken in. Change sets every file
+            covers and made more than --retention seconds ago are deleted; quarantined change sets and
+            those left invalid stay. With --tombstone-horizon, tombstones of deletes made longer ago are
+            forgotten, and from then on change sets that do not know everything made before that time are
+            refused (their store must start again from a copy). Without any --acknowledged file no change
+            set is deleted. Output: {"purged_change_sets":N,"forgotten_tombstones":N}. See docs/SYNC.md, "Bounded history".
+            """
+    )
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(name: .long, help: "A file with a peer's state or version vector (repeat for every peer).")
+    var acknowledged: [String] = []
+
+    @Option(name: .long, help: "Keep change sets made in the last SECONDS (default 0: none kept for their age).")
+    var retention: Double = 0
+
+    @Option(name: .long, help: "Forget the deletes made more than SECONDS ago (default: keep every tombstone).")
+    var tombstoneHorizon: Double?
+
+    func validate() throws {
+        guard retention >= 0 else { throw ValidationError("--retention must be 0 or more seconds") }
+        if let tombstoneHorizon {
+            guard tombstoneHorizon >= retention else {
+                throw ValidationError("--tombstone-horizon must be at least --retention: a delete must be remembered as long as the change set that made it is kept")
+            }
+        }
+    }
+
+    func run() throws {
+        var vectors: [VersionVector] = []
+        for file in acknowledged {
+            let text: String
+            do {
+                text = try String(contentsOfFile: file, encoding: .utf8)
+            } catch {
+                throw CLIError("--acknowledged \(file): cannot read it (\(error.localizedDescription))")
+            }
+            vectors.append(try Self.vector(in: text, file: file))
+        }
+        let store = try options.openSQLiteStore()
+        do {
+            let report = try store.purgeHistory(PurgePolicy.at(Date(), acknowledged: vectors, retention: retention, horizon: tombstoneHorizon))
+            print(JSONValue.sortedObject(["purged_change_sets": .integer(Int64(report.changeSets)),
+                                          "forgotten_tombstones": .integer(Int64(report.tombstones))]).text)
+        } catch {
+            throw CLIError(error)
+        }
+    }
+
+    /// The vector in a peer's `ferry state` output (or the vector alone, as `ferry state --vector` prints it).
+    static func vector(in text: String, file: String) throws -> VersionVector {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let state = try? JSONValue.parse(trimmed), let vector = state["vector"] {
+            do {
+                return try ChangeSetCodec.decodeVector(vector.text)
+            } catch {
+                throw CLIError("--acknowledged \(file): its \"vector\" is not a version vector: \(error.description)")
+            }
+        }
+        do {
+            return try ChangeSetCodec.decodeVector(trimmed)
+        } catch {
+            throw CLIError("--acknowledged \(file): not the output of `ferry state` nor a version vector: \(error.description)")
         }
     }
 }

@@ -77,10 +77,22 @@ public struct Configuration: Sendable, Equatable {
         public var maxOrigins: Int = 10_000
     }
 
+    /// How long history is kept (docs/SYNC.md, "Bounded history").
+    public struct History: Sendable, Equatable {
+        /// Seconds between purges (default 3600); 0 turns automatic purging off.
+        public var purgeInterval: Double = 3600
+        /// Seconds a change set every peer has acknowledged is kept before it is purged (default 7 days).
+        public var retention: Double = 7 * 86400
+        /// Seconds deletes are remembered (their tombstones) before they are forgotten (default 90 days);
+        /// a peer that comes back later than this must start again from a copy of a store.
+        public var tombstoneHorizon: Double = 90 * 86400
+    }
+
     public var store: Store
     public var server: Server
     public var peers: [Peer]
     public var sync: Sync
+    public var history = History()
     /// The file the configuration was read from.
     public var file: String
 }
@@ -98,14 +110,16 @@ extension Configuration {
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.max_concurrent_bodies", "server.max_connections",
         "server.tls.certificate", "server.tls.key",
         "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff", "sync.max_origins",
+        "history.purge_interval", "history.retention", "history.tombstone_horizon",
     ]
     static let sectionKeys: [String: Set<String>] = [
-        "": ["store", "server", "peers", "sync"],
+        "": ["store", "server", "peers", "sync", "history"],
         "store": ["path", "model"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins"],
         "peer": ["name", "url", "token_file", "ca_file"],
+        "history": ["purge_interval", "retention", "tombstone_horizon"],
     ]
 
     /// Reads and checks the configuration at `path`, applying `environment` overrides.
@@ -162,6 +176,7 @@ extension Configuration {
         var store: Section?
         var server: ServerSection?
         var sync: Section?
+        var history: Section?
         var peers: [PeerEntry]?
     }
 
@@ -190,6 +205,7 @@ extension Configuration {
             case ("store", 2): return document.store?.values[parts[1]]
             case ("server", 2): return document.server?.values[parts[1]]
             case ("server", 3): return document.server?.tls?[parts[2]]
+            case ("history", 2): return document.history?.values[parts[1]]
             default: return document.sync?.values[parts[1]]
             }
         }
@@ -249,6 +265,13 @@ extension Configuration {
             guard !caFile.isEmpty else { throw fail("server.tls.ca_file is empty; name the CA certificate file, or remove the key to use the system trust store") }
         }
 
+        let history = History(purgeInterval: try number("history.purge_interval", default: 3600, range: 0...(365 * 86400)),
+                              retention: try number("history.retention", default: 7 * 86400, range: 0...(3650 * 86400)),
+                              tombstoneHorizon: try number("history.tombstone_horizon", default: 90 * 86400, range: 0...(3650 * 86400)))
+        guard history.tombstoneHorizon >= history.retention else {
+            throw fail("history.tombstone_horizon (\(history.tombstoneHorizon) s) must be at least history.retention (\(history.retention) s): "
+                       + "a delete must be remembered as long as the change set that made it is kept")
+        }
         return Configuration(
             store: Store(path: resolve(try string("store.path")), model: resolve(try string("store.model"))),
             server: Server(host: try string("server.host", default: "127.0.0.1"),
@@ -264,6 +287,7 @@ extension Configuration {
                        requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600),
                        maxBackoff: try number("sync.max_backoff", default: 60, range: 1...86400),
                        maxOrigins: try integer("sync.max_origins", default: 10_000, range: 2...10_000_000)),
+            history: history,
             file: file
         )
     }

@@ -224,7 +224,8 @@ public enum Daemon {
             },
             logger: logger
         )
-        let sync = SyncLoop(parts: .afterOpening(opening), pullInterval: configuration.sync.pullInterval, notifier: notifier, logger: logger)
+        let sync = SyncLoop(parts: .afterOpening(opening), pullInterval: configuration.sync.pullInterval, history: configuration.history,
+                            notifier: notifier, logger: logger)
         var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: app), .init(service: sync)],
                                                            gracefulShutdownSignals: stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = ShutdownBounds.graceful

@@ -19,7 +19,13 @@ public actor SyncCoordinator {
         var toPush: Int64?
         /// The peer's store and vector as the last successful round saw them (a push-only round starts from them).
         var known: (store: UUID, vector: VersionVector)?
+        /// What the peer had taken in at the last successful round of this run (kept through failures):
+        /// what a purge may drop.
+        var acknowledged: VersionVector?
     }
+
+    /// The last purge: when, and what went.
+    private var lastPurge: (at: Date, report: PurgeReport)?
 
     /// The local side.
     public let endpoint: ReplicationEndpoint
@@ -101,6 +107,7 @@ public actor SyncCoordinator {
             let result = await peers[index].sync.run(pull: pull, push: push, known: known, progress: progress)
             if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
                 peers[index].known = (store, vector)
+                peers[index].acknowledged = vector
             } else if result.error != nil {
                 peers[index].known = nil
             }
@@ -152,6 +159,50 @@ public actor SyncCoordinator {
         return (toPull, toPush)
     }
 
+    /// Purges the history by the daemon's policy (docs/SYNC.md, "Bounded history"): the change sets
+    /// every configured peer has acknowledged in this run and made more than `retention` seconds ago
+    /// (none while a peer has not synced since the daemon started, or when there are no peers), and the
+    /// tombstones of deletes made more than `horizon` seconds ago.
+    /// - Returns: what went; nil when the store could not be purged (the error is logged).
+    @discardableResult
+    public func purge(retention: TimeInterval, horizon: TimeInterval) async -> PurgeReport? {
+        let acknowledged = peers.compactMap(\.acknowledged)
+        let policy = PurgePolicy.at(clock.now(), acknowledged: acknowledged.count == peers.count ? acknowledged : [],
+                                    retention: retention, horizon: horizon)
+        do {
+            let report = try await endpoint.purge(policy)
+            lastPurge = (clock.now(), report)
+            Counter(label: "ferry_history_purged_changesets_total").increment(by: report.changeSets)
+            Counter(label: "ferry_history_forgotten_tombstones_total").increment(by: report.tombstones)
+            if report.changeSets + report.tombstones > 0 {
+                logger.info("purged \(report.changeSets) change sets every peer has, and \(report.tombstones) tombstones past the horizon")
+            }
+            if acknowledged.count < peers.count {
+                let waiting = peers.filter { $0.acknowledged == nil }.map(\.name).joined(separator: ", ")
+                logger.debug("no change set purged: no successful round yet with \(waiting)")
+            }
+            _ = await historySize()
+            return report
+        } catch {
+            Counter(label: "ferry_store_errors_total", dimensions: [("operation", "purge")]).increment()
+            logger.error("could not purge the history: \(error)")
+            return nil
+        }
+    }
+
+    /// How much history the store keeps, also recorded in the `ferry_history_*` gauges.
+    private func historySize() async -> Result<HistorySize, any Error> {
+        do {
+            let size = try await endpoint.historySize()
+            Gauge(label: "ferry_history_changesets").record(size.changeSets)
+            Gauge(label: "ferry_history_bytes").record(size.bytes)
+            Gauge(label: "ferry_history_tombstones").record(size.tombstones)
+            return .success(size)
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// The status document of `GET /v1/status` and `ferry status` (``StatusDocument``).
     ///
     /// `store` and `model` are always there. `vector`, `waiting` and `quarantined` are read
@@ -183,6 +234,12 @@ public actor SyncCoordinator {
             document.leftInvalid = backlog.leftInvalid
         } catch {
             readErrors.append("the waiting and quarantined change sets: \(error)")
+        }
+        switch await historySize() {
+        case .success(let size):
+            document.history = StatusDocument.History(size, lastPurge: lastPurge?.at, lastPurged: lastPurge?.report)
+        case .failure(let error):
+            readErrors.append("the history's size: \(error)")
         }
         if !readErrors.isEmpty {
             let message = "could not read \(readErrors.joined(separator: "; nor ")); ask again, and see the daemon's log if it persists"

@@ -25,18 +25,23 @@ struct SyncLoop: Service {
 
     let parts: Parts
     let pullInterval: TimeInterval
+    /// How long history is kept, and how often it is purged (`history.purge_interval` 0: never).
+    var history = Configuration.History()
     let notifier: SystemdNotifier
     let logger: Logger
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
     static let longestNap: TimeInterval = 1
 
-    init(coordinator: SyncCoordinator, endpoint: ReplicationEndpoint, pullInterval: TimeInterval, notifier: SystemdNotifier, logger: Logger) {
-        self.init(parts: .ready(coordinator, endpoint), pullInterval: pullInterval, notifier: notifier, logger: logger)
+    init(coordinator: SyncCoordinator, endpoint: ReplicationEndpoint, pullInterval: TimeInterval,
+         history: Configuration.History = Configuration.History(), notifier: SystemdNotifier, logger: Logger) {
+        self.init(parts: .ready(coordinator, endpoint), pullInterval: pullInterval, history: history, notifier: notifier, logger: logger)
     }
 
-    init(parts: Parts, pullInterval: TimeInterval, notifier: SystemdNotifier, logger: Logger) {
+    init(parts: Parts, pullInterval: TimeInterval, history: Configuration.History = Configuration.History(),
+         notifier: SystemdNotifier, logger: Logger) {
         self.parts = parts
         self.pullInterval = pullInterval
+        self.history = history
         self.notifier = notifier
         self.logger = logger
     }
@@ -91,6 +96,9 @@ struct SyncLoop: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await pullOnSchedule(coordinator, heartbeat) }
             group.addTask { try await pushOnCommits(commits, coordinator, heartbeat) }
+            if history.purgeInterval > 0 {
+                group.addTask { try await purgeOnSchedule(coordinator) }
+            }
             try await group.next()
             group.cancelAll()
         }
@@ -113,6 +121,16 @@ struct SyncLoop: Service {
             let wake = min(nextPull, await coordinator.nextRetry() ?? nextPull, clock.now().addingTimeInterval(Self.longestNap))
             // (At least a millisecond: a failed peer's round may still be running when its retry is due.)
             try await clock.sleep(until: max(wake, clock.now().addingTimeInterval(0.001)))
+        }
+    }
+
+    /// A purge of the history every `history.purge_interval` seconds, the first one interval after
+    /// the start (by then every reachable peer has had a round, and acknowledged what it has).
+    private func purgeOnSchedule(_ coordinator: SyncCoordinator) async throws {
+        let clock = coordinator.clock
+        while !Task.isCancelled {
+            try await clock.sleep(until: clock.now().addingTimeInterval(history.purgeInterval))
+            await coordinator.purge(retention: history.retention, horizon: history.tombstoneHorizon)
         }
     }
 

@@ -14,7 +14,8 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     case badRequest(String)
     /// No such thing (a peer name the configuration does not have): 404.
     case notFound(String)
-    /// The change sets asked for were purged from this store's history: 410.
+    /// The change sets asked for were purged from this store's history, or the change sets sent
+    /// do not know everything made before its tombstone horizon: 410.
     case gone(String)
     /// The body is larger than the server takes: 413.
     case contentTooLarge(String)

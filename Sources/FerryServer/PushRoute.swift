@@ -62,6 +62,9 @@ struct PushRoute: Sendable {
             case .busy: throw APIError.unavailable(error.description)
             case .notReplicaStore: throw APIError.internalError(error.description)
             }
+        } catch let error as HistoryError {
+            // Past this store's tombstone horizon: the sender must start again from a copy of a store.
+            throw APIError.gone(error.description)
         } catch {
             // The store failed (disk full, read-only, I/O): what was not applied is not recorded,
             // and the sender keeps it and sends it again after its backoff.

@@ -85,6 +85,16 @@ public struct ReplayEngine: Sendable {
         try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [])
     }
 
+    /// The first change set of `horizon` (origin, sequence) that `changeSet` does not know of: neither
+    /// its own origin's earlier change sets nor its dependencies cover it.
+    static func unknown(_ horizon: VersionVector, to changeSet: ChangeSet) -> (UUID, Int64)? {
+        for (origin, needed) in horizon.sorted(by: { $0.key.uuidString < $1.key.uuidString }) {
+            let known = origin == changeSet.origin ? changeSet.sequence : changeSet.dependencies[origin, default: 0]
+            if known < needed { return (origin, needed) }
+        }
+        return nil
+    }
+
     private struct Key: Hashable, Comparable {
         var origin: String
         var sequence: Int64
@@ -96,6 +106,15 @@ public struct ReplayEngine: Sendable {
         var report = ApplyReport()
         let start = try store.replayStart()
         var vector = start.vector
+        // Past the tombstone horizon: a change set this store lacks that does not know everything made
+        // before the horizon could bring back an object whose delete is forgotten. Nothing is applied.
+        if let horizonTime = start.horizonTime, !start.horizon.isEmpty {
+            for entry in batch where entry.changeSet.sequence > vector[entry.changeSet.origin, default: 0] {
+                if let (origin, needed) = Self.unknown(start.horizon, to: entry.changeSet) {
+                    throw HistoryError.pastHorizon(origin: origin, needed: needed, horizon: horizonTime)
+                }
+            }
+        }
         let versionHash = store.modelVersionHash
         for held in otherModel {
             if held.sequence <= vector[held.origin, default: 0] {

@@ -54,6 +54,45 @@ struct SyncCommandTests {
         #expect(try ferry(["conflicts", "list", "--store", b, "--model", orgChart]).standardOutput == "")
     }
 
+    @Test("history purge deletes what every peer's state file covers, says what went, and explains bad input")
+    func purgeByHand() throws {
+        let directory = TemporaryDirectory()
+        let a = directory.file("a.sqlite"), b = directory.file("b.sqlite")
+        for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", orgChart]).status == 0) }
+        for id in 1...3 {
+            #expect(try ferry(["put", "--store", a, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":\#(id)}}]"#).status == 0)
+        }
+        let before = try ferry(["state", "--store", b]).standardOutput
+        let stale = directory.file("b-before.json")
+        try before.write(toFile: stale, atomically: true, encoding: .utf8)
+        #expect(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: try ferry(["history", "--store", a, "--model", orgChart]).standardOutput).status == 0)
+        let state = directory.file("b.json"), vector = directory.file("b-vector.json")
+        try ferry(["state", "--store", b]).standardOutput.write(toFile: state, atomically: true, encoding: .utf8)
+        try ferry(["state", "--store", b, "--vector"]).standardOutput.write(toFile: vector, atomically: true, encoding: .utf8)
+
+        // No peer files: nothing goes. A peer that has nothing yet: nothing goes.
+        #expect(try ferry(["history", "purge", "--store", a, "--model", orgChart]).standardOutput
+                == #"{"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
+        #expect(try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", state, "--acknowledged", stale]).standardOutput
+                == #"{"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
+        // B has all three (its state and its bare vector say so).
+        let purged = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", state, "--acknowledged", vector])
+        #expect(purged.status == 0, "\(purged.standardError)")
+        #expect(purged.standardOutput == #"{"forgotten_tombstones":0,"purged_change_sets":3}"# + "\n")
+        let history = try ferry(["history", "--store", a, "--model", orgChart])
+        #expect(history.status == 1 && history.standardError.contains("were purged"), "\(history.standardError)")
+        #expect(try ferry(["history", "--store", a, "--model", orgChart, "--after", try String(contentsOfFile: vector, encoding: .utf8)]).standardOutput == "")
+
+        let junk = directory.file("junk.json")
+        try "not json".write(toFile: junk, atomically: true, encoding: .utf8)
+        let bad = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", junk])
+        #expect(bad.status != 0 && bad.standardError.contains("not the output of `ferry state`"), "\(bad.standardError)")
+        let missing = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", directory.file("none.json")])
+        #expect(missing.status != 0 && missing.standardError.contains("cannot read it"), "\(missing.standardError)")
+        let order = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--retention", "60", "--tombstone-horizon", "10"])
+        #expect(order.status != 0 && order.standardError.contains("--tombstone-horizon must be at least --retention"), "\(order.standardError)")
+    }
+
     /// Two stores of `model` (XML `contents`), each deleting a different one of two objects inserted
     /// by `setup` (refs `first` and `second`), then exchanging their histories both ways.
     func deleteConcurrently(model contents: String, setup: String, in directory: TemporaryDirectory) throws -> (a: String, b: String, model: String) {

@@ -3,16 +3,23 @@ import GRDB
 import FerryStore
 
 extension SQLiteStore {
-    /// Deletes the change sets that every listed peer has acknowledged (each
-    /// vector says what one peer has taken in), and returns how many went.
-    /// Change sets some peer still lacks are kept; so are tombstones. A peer
-    /// later asking for purged change sets gets ``HistoryError/purged(origin:needed:purgedThrough:)``.
+    /// Drops what `policy` allows (see ``PurgePolicy``): the change sets every listed peer has
+    /// taken in (each vector says what one peer has) and that are old enough, then the tombstones
+    /// past the horizon. A peer later asking for purged change sets gets
+    /// ``HistoryError/purged(origin:needed:purgedThrough:)``; a change set that does not know
+    /// everything made before the horizon is refused (``HistoryError/pastHorizon(origin:needed:horizon:)``).
     @discardableResult
-    public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {
-        var removed = 0
+    public func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport {
+        var report = PurgeReport()
         let store = identifier
-        try write { db in removed = try HistoryLog(db: db, store: store).purge(coveredByAll: peers) }
-        return removed
+        try write { db in report = try HistoryLog(db: db, store: store).purge(policy) }
+        return report
+    }
+
+    /// How much history the store keeps (change sets, their bytes, tombstones, what was purged).
+    public func historySize() throws -> HistorySize {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).size() }
     }
 
     /// The change sets not covered by `vector`, then every new one as it is

@@ -61,18 +61,80 @@ struct HistoryLog {
         return vector
     }
 
-    /// Deletes the change sets every vector in `acknowledged` covers; returns how many.
-    func purge(coveredByAll acknowledged: [VersionVector]) throws -> Int {
-        guard !acknowledged.isEmpty else { return 0 }
-        var removed = 0
-        for (origin, last) in try vector() {
-            let floor = min(last, acknowledged.map { $0[origin, default: 0] }.min() ?? 0)
-            guard floor > 0 else { continue }
-            try db.execute(sql: "DELETE FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ <= ?", arguments: [origin.uuidString, floor])
-            removed += db.changesCount
-            try db.execute(sql: "UPDATE Z_FERRY_VECTOR SET Z_PURGED = max(Z_PURGED, ?) WHERE Z_ORIGIN = ?", arguments: [floor, origin.uuidString])
+    /// Deletes the change sets every vector of `policy.acknowledged` covers and made before its
+    /// retention cutoff (applied ones without a note only: quarantined and left-invalid ones stay
+    /// listed), then forgets the tombstones of deletes made before its horizon.
+    func purge(_ policy: PurgePolicy) throws -> PurgeReport {
+        var report = PurgeReport()
+        if let horizon = policy.tombstonesMadeBefore {
+            // What a change set must know of from now on: per origin, the last change set made before the
+            // horizon, read before this purge deletes any (one origin's clocks grow with its sequence, so
+            // those made before the horizon are a prefix); of those purged earlier, the last one's clock
+            // is kept (`Z_FERRY_PURGE_MARK`) and counts once it is past the horizon.
+            for (origin, _) in try vector() {
+                let stored = try Int64.fetchOne(db, sql: "SELECT MAX(Z_SEQ) FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_HLC < ?",
+                                                arguments: [origin.uuidString, horizon.rawValue]) ?? 0
+                let purged = try Int64.fetchOne(db, sql: "SELECT Z_SEQ FROM Z_FERRY_PURGE_MARK WHERE Z_ORIGIN = ? AND Z_HLC < ?",
+                                                arguments: [origin.uuidString, horizon.rawValue]) ?? 0
+                let needed = max(stored, purged)
+                guard needed > 0 else { continue }
+                try db.execute(sql: """
+                    INSERT INTO Z_FERRY_HORIZON (Z_ORIGIN, Z_SEQ) VALUES (?, ?)
+                    ON CONFLICT (Z_ORIGIN) DO UPDATE SET Z_SEQ = max(Z_SEQ, excluded.Z_SEQ)
+                    """, arguments: [origin.uuidString, needed])
+            }
+            try db.execute(sql: """
+                INSERT INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('horizon', ?)
+                ON CONFLICT (Z_KEY) DO UPDATE SET Z_VALUE = max(Z_VALUE, excluded.Z_VALUE)
+                """, arguments: [horizon.rawValue])
         }
-        return removed
+        if !policy.acknowledged.isEmpty {
+            let purged = try purgedVector()
+            for (origin, last) in try vector() {
+                var floor = min(last, policy.acknowledged.map { $0[origin, default: 0] }.min() ?? 0)
+                if let cutoff = policy.changeSetsMadeBefore,
+                   let young = try Int64.fetchOne(db, sql: "SELECT MIN(Z_SEQ) FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_HLC >= ?",
+                                                  arguments: [origin.uuidString, cutoff.rawValue]) {
+                    floor = min(floor, young - 1)
+                }
+                guard floor > purged[origin, default: 0] else { continue }
+                if let clock = try Int64.fetchOne(db, sql: "SELECT Z_HLC FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ = ?",
+                                                  arguments: [origin.uuidString, floor]) {
+                    try db.execute(sql: "INSERT OR REPLACE INTO Z_FERRY_PURGE_MARK (Z_ORIGIN, Z_SEQ, Z_HLC) VALUES (?, ?, ?)",
+                                   arguments: [origin.uuidString, floor, clock])
+                }
+                try db.execute(sql: "DELETE FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ <= ? AND Z_STATUS = ? AND Z_REASON IS NULL",
+                               arguments: [origin.uuidString, floor, HistorySchema.applied])
+                report.changeSets += db.changesCount
+                try db.execute(sql: "UPDATE Z_FERRY_VECTOR SET Z_PURGED = max(Z_PURGED, ?) WHERE Z_ORIGIN = ?", arguments: [floor, origin.uuidString])
+            }
+        }
+        if let horizon = policy.tombstonesMadeBefore {
+            try db.execute(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_HLC < ?", arguments: [horizon.rawValue])
+            report.tombstones = db.changesCount
+        }
+        return report
+    }
+
+    /// Per origin, the last change set made before the tombstone horizon (see ``purge(_:)``), and the horizon.
+    func horizon() throws -> (vector: VersionVector, time: HybridTimestamp?) {
+        var vector: VersionVector = [:]
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ FROM Z_FERRY_HORIZON")) {
+            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            vector[origin] = row[1]
+        }
+        let time = try Int64.fetchOne(db.cachedStatement(sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'horizon'"))
+        return (vector, time.map(HybridTimestamp.init(rawValue:)))
+    }
+
+    /// How much history the store keeps.
+    func size() throws -> HistorySize {
+        let row = try Row.fetchOne(db, sql: "SELECT count(*), ifnull(sum(length(CAST(Z_BODY AS BLOB))), 0) FROM Z_FERRY_CHANGESET")
+        let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM Z_FERRY_TOMBSTONE") ?? 0
+        let purged = try purgedVector()
+        return HistorySize(changeSets: row?[0] ?? 0, bytes: row?[1] ?? 0, tombstones: tombstones,
+                           purgedThrough: Dictionary(uniqueKeysWithValues: purged.map { ($0.key.uuidString, $0.value) }),
+                           horizon: try horizon().time)
     }
 
     func append(_ changeSet: ChangeSet, status: Int, reason: String?) throws {

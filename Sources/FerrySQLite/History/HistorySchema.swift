@@ -22,7 +22,10 @@ import GRDB
 /// - `Z_FERRY_TOMBSTONE`: deleted objects by origin URI, with their last values.
 /// - `Z_FERRY_RESTORE`: objects restored after a delete (by origin URI) and the change sets
 ///   that restored them, taken in or made here.
-/// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp.
+/// - `Z_FERRY_STATE`: the hybrid logical clock's last timestamp, and the tombstone horizon.
+/// - `Z_FERRY_HORIZON`: per origin, the last change set made before the tombstone horizon: what
+///   every change set taken in must know of (docs/SYNC.md, "Bounded history").
+/// - `Z_FERRY_PURGE_MARK`: per origin, the last change set purged and its clock (for the horizon).
 /// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
 ///   last one purged (change sets up to it are no longer in the history).
 enum HistorySchema {
@@ -68,6 +71,8 @@ enum HistorySchema {
             Z_ORIGIN TEXT NOT NULL, Z_VALUES TEXT NOT NULL)
         """,
         "CREATE TABLE IF NOT EXISTS Z_FERRY_STATE (Z_KEY TEXT PRIMARY KEY, Z_VALUE INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_HORIZON (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_PURGE_MARK (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL, Z_HLC INTEGER NOT NULL)",
         "CREATE TABLE IF NOT EXISTS Z_FERRY_VECTOR (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL, Z_PURGED INTEGER NOT NULL DEFAULT 0)",
         "INSERT OR IGNORE INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) SELECT Z_ORIGIN, MAX(Z_SEQ) FROM Z_FERRY_CHANGESET GROUP BY Z_ORIGIN",
     ]

@@ -180,6 +180,8 @@ extension SQLiteStore: ReplicaStore {
             try db.execute(sql: "DELETE FROM Z_FERRY_VECTOR WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
             try db.execute(sql: "DELETE FROM Z_FERRY_PENDING WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
             removed += db.changesCount
+            try db.execute(sql: "DELETE FROM Z_FERRY_HORIZON WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
+            try db.execute(sql: "DELETE FROM Z_FERRY_PURGE_MARK WHERE Z_ORIGIN = ?", arguments: [origin.uuidString])
         }
         return removed
     }
@@ -212,7 +214,11 @@ extension SQLiteStore: ReplicaStore {
     /// The version vector and the held change sets, in one read transaction.
     public func replayStart() throws -> ReplayStart {
         let store = identifier
-        return try read { db in ReplayStart(vector: try HistoryLog(db: db, store: store).vector(), held: try Self.held(db)) }
+        return try read { db in
+            let log = HistoryLog(db: db, store: store)
+            let horizon = try log.horizon()
+            return ReplayStart(vector: try log.vector(), held: try Self.held(db), horizon: horizon.vector, horizonTime: horizon.time)
+        }
     }
 
     private static func held(_ db: Database) throws -> [HeldChangeSet] {

@@ -7,12 +7,24 @@ public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
     case purged(origin: UUID, needed: Int64, purgedThrough: Int64)
     /// An operation meant for other stores' origins was asked of this store's own.
     case ownOrigin(UUID)
+    /// A change set (or a peer) that does not know everything made before the store's tombstone
+    /// horizon: it could bring back an object whose delete the store has forgotten. `needed` is
+    /// the change set of `origin` it would have to know of.
+    case pastHorizon(origin: UUID, needed: Int64, horizon: HybridTimestamp)
+
+    private static func date(_ timestamp: HybridTimestamp) -> String {
+        Date(timeIntervalSince1970: TimeInterval(timestamp.milliseconds) / 1000).formatted(.iso8601)
+    }
 
     public var description: String {
         switch self {
         case .purged(let origin, let needed, let through):
             "change sets \(needed)…\(through) of \(origin.uuidString) were purged from this store's history after every listed peer "
                 + "acknowledged them; a peer that still lacks them must start from a copy of a store (see docs/SYNC.md)"
+        case .pastHorizon(let origin, let needed, let horizon):
+            "this store forgot the deletes made before \(Self.date(horizon)) (its tombstone horizon), and this comes from a store "
+                + "that has not taken in change set \(needed) of \(origin.uuidString), made before then: it could bring back objects "
+                + "deleted since. That store must start again from a copy of a store (docs/SYNC.md, \"Bounded history\")"
         case .ownOrigin(let origin):
             "\(origin.uuidString) is this store's own origin; its change sets are this store's saves and cannot be removed"
         }

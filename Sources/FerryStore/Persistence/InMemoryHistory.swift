@@ -34,6 +34,11 @@ struct InMemoryHistory: Sendable {
     private var nextRank: Int64 = 1
     private(set) var vector: VersionVector = [:]
     private var purged: VersionVector = [:]
+    /// Per origin, the last change set made before the tombstone horizon (see ``purge(_:)``), and the horizon.
+    private(set) var horizon: VersionVector = [:]
+    private(set) var horizonTime: HybridTimestamp?
+    /// Per origin, the last change set purged and its clock.
+    private var purgeMarks: [UUID: (sequence: Int64, timestamp: HybridTimestamp)] = [:]
     var held: [HeldKey: HeldChangeSet] = [:]
     /// The held change sets in origin and sequence order.
     var heldInOrder: [HeldChangeSet] { held.sorted { $0.key < $1.key }.map(\.value) }
@@ -101,18 +106,47 @@ struct InMemoryHistory: Sendable {
         vector[origin] = max(vector[origin, default: 0], sequence)
     }
 
-    mutating func purge(acknowledgedBy peers: [VersionVector]) -> Int {
-        guard !peers.isEmpty else { return 0 }
-        var removed = 0
-        for (origin, last) in vector {
-            let floor = min(last, peers.map { $0[origin, default: 0] }.min() ?? 0)
-            guard floor > 0 else { continue }
-            let before = records.count
-            records.removeAll { $0.origin == origin && $0.sequence <= floor }
-            removed += before - records.count
-            purged[origin] = max(purged[origin, default: 0], floor)
+    /// Drops what `policy` allows, as `SQLiteStore.purgeHistory(_:)` does.
+    mutating func purge(_ policy: PurgePolicy) -> PurgeReport {
+        var report = PurgeReport()
+        if let cutoff = policy.tombstonesMadeBefore {
+            for origin in vector.keys {
+                let stored = records.filter { $0.origin == origin && $0.timestamp < cutoff }.map(\.sequence).max() ?? 0
+                let purgedBefore = purgeMarks[origin].map { $0.timestamp < cutoff ? $0.sequence : 0 } ?? 0
+                let needed = max(stored, purgedBefore)
+                if needed > 0 { horizon[origin] = max(horizon[origin, default: 0], needed) }
+            }
+            horizonTime = max(horizonTime ?? cutoff, cutoff)
         }
-        return removed
+        if !policy.acknowledged.isEmpty {
+            for (origin, last) in vector {
+                var floor = min(last, policy.acknowledged.map { $0[origin, default: 0] }.min() ?? 0)
+                if let cutoff = policy.changeSetsMadeBefore,
+                   let young = records.filter({ $0.origin == origin && $0.timestamp >= cutoff }).map(\.sequence).min() {
+                    floor = min(floor, young - 1)
+                }
+                guard floor > purged[origin, default: 0] else { continue }
+                if let mark = records.first(where: { $0.origin == origin && $0.sequence == floor }) {
+                    purgeMarks[origin] = (floor, mark.timestamp)
+                }
+                let before = records.count
+                records.removeAll { $0.origin == origin && $0.sequence <= floor && $0.quarantineReason == nil && $0.leftInvalid == nil }
+                report.changeSets += before - records.count
+                purged[origin] = floor
+            }
+        }
+        if let cutoff = policy.tombstonesMadeBefore {
+            let before = tombstones.count
+            tombstones = tombstones.filter { $0.value.timestamp >= cutoff }
+            report.tombstones = before - tombstones.count
+        }
+        return report
+    }
+
+    /// How much history the store keeps.
+    func size() -> HistorySize {
+        HistorySize(changeSets: records.count, bytes: records.reduce(0) { $0 + Int64($1.body.utf8.count) }, tombstones: tombstones.count,
+                    purgedThrough: Dictionary(uniqueKeysWithValues: purged.map { ($0.key.uuidString, $0.value) }), horizon: horizonTime)
     }
 
     /// Forgets every change set of `origin`, its vector entry and its held change sets.
@@ -121,6 +155,8 @@ struct InMemoryHistory: Sendable {
         records.removeAll { $0.origin == origin }
         vector[origin] = nil
         purged[origin] = nil
+        horizon[origin] = nil
+        purgeMarks[origin] = nil
         let heldBefore = held.count
         held = held.filter { $0.value.origin != origin }
         return before - records.count + heldBefore - held.count

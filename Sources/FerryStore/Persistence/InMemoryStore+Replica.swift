@@ -18,10 +18,14 @@ extension InMemoryStore: ReplicaStore {
         try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: cursor, limit: limit) }
     }
 
-    public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {
-        let removed = state.withLock { $0.history.purge(acknowledgedBy: peers) }
+    public func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport {
+        let report = state.withLock { $0.history.purge(policy) }
         signalCommit()
-        return removed
+        return report
+    }
+
+    public func historySize() throws -> HistorySize {
+        state.withLock { $0.history.size() }
     }
 
     public func removeOrigin(_ origin: UUID) throws -> Int {
@@ -70,7 +74,9 @@ extension InMemoryStore: ReplicaStore {
     }
 
     public func replayStart() throws -> ReplayStart {
-        state.withLock { ReplayStart(vector: $0.history.vector, held: $0.history.heldInOrder) }
+        state.withLock {
+            ReplayStart(vector: $0.history.vector, held: $0.history.heldInOrder, horizon: $0.history.horizon, horizonTime: $0.history.horizonTime)
+        }
     }
 
     public func quarantinedChangeSets() throws -> [HeldChangeSet] {

@@ -22,8 +22,11 @@ public protocol ReplicaStore: PersistentStore {
     /// One page of those lines, after position `cursor` (0 to start).
     /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
     func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage
-    /// Deletes the change sets every vector of `peers` covers; returns how many went.
-    func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int
+    /// Drops what `policy` allows: change sets every peer has and old enough, tombstones past the
+    /// horizon (docs/SYNC.md, "Bounded history").
+    func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport
+    /// How much history the store keeps.
+    func historySize() throws -> HistorySize
     /// Forgets every change set of `origin` (its history, its place in the vector, the ones
     /// held back): an operator's way to remove a bogus origin. The objects its change sets
     /// made stay. Returns how many change sets went.
@@ -129,10 +132,17 @@ public struct ReplayStart: Sendable {
     public var vector: VersionVector
     /// The change sets held back, in origin and sequence order.
     public var held: [HeldChangeSet]
+    /// What a change set taken in must know of (in its causal past): per origin, the last change set
+    /// made before the tombstone horizon; empty while no tombstone was forgotten.
+    public var horizon: VersionVector
+    /// When the horizon is (deletes made before it are forgotten).
+    public var horizonTime: HybridTimestamp?
 
-    public init(vector: VersionVector, held: [HeldChangeSet]) {
+    public init(vector: VersionVector, held: [HeldChangeSet], horizon: VersionVector = [:], horizonTime: HybridTimestamp? = nil) {
         self.vector = vector
         self.held = held
+        self.horizon = horizon
+        self.horizonTime = horizonTime
     }
 }
 
@@ -194,6 +204,14 @@ public struct OriginLookup: Sendable, Equatable {
         self.mapped = mapped
         self.own = own
         self.aliased = aliased
+    }
+}
+
+extension ReplicaStore {
+    /// Deletes the change sets every vector of `peers` covers, whatever their age; returns how many went.
+    @discardableResult
+    public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {
+        try purgeHistory(PurgePolicy(acknowledged: peers)).changeSets
     }
 }
 

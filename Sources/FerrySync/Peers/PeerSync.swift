@@ -112,6 +112,10 @@ public struct PeerSync: Sendable {
             } catch let error as ReplayError {
                 next?.cancel()
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+            } catch let error as HistoryError {
+                // The peer is past this store's tombstone horizon: nothing was taken in; it must start again.
+                next?.cancel()
+                throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
             } catch {
                 next?.cancel()
                 throw PeerError.localStore(StoreFailure(error))

@@ -68,4 +68,14 @@ public actor ReplicationEndpoint {
     public func backlog() throws -> Backlog {
         try store.backlog()
     }
+
+    /// Drops what `policy` allows from the history (``ReplicaStore/purgeHistory(_:)``).
+    public func purge(_ policy: PurgePolicy) throws -> PurgeReport {
+        try store.purgeHistory(policy)
+    }
+
+    /// How much history the store keeps.
+    public func historySize() throws -> HistorySize {
+        try store.historySize()
+    }
 }

@@ -72,6 +72,54 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         }
     }
 
+    /// How much history the store keeps (docs/SYNC.md, "Bounded history").
+    public struct History: Codable, Sendable, Equatable {
+        /// Change sets in the history.
+        public var changeSets: Int
+        /// Their size in bytes.
+        public var bytes: Int64
+        /// Tombstones of deleted objects.
+        public var tombstones: Int
+        /// Per origin, the last change set purged.
+        public var purgedThrough: [String: Int64]
+        /// Deletes made before this are forgotten; null while none are.
+        public var horizon: Date?
+        /// When the daemon last purged; null before its first purge.
+        public var lastPurge: Date?
+        /// What the last purge dropped.
+        public var lastPurgedChangeSets: Int?
+        public var lastForgottenTombstones: Int?
+
+        /// The document's part for `size`, and the last purge.
+        public init(_ size: HistorySize, lastPurge: Date?, lastPurged: PurgeReport?) {
+            changeSets = size.changeSets
+            bytes = size.bytes
+            tombstones = size.tombstones
+            purgedThrough = size.purgedThrough
+            horizon = size.horizon.map { Date(timeIntervalSince1970: TimeInterval($0.milliseconds) / 1000) }
+            self.lastPurge = lastPurge
+            lastPurgedChangeSets = lastPurged?.changeSets
+            lastForgottenTombstones = lastPurged?.tombstones
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case changeSets = "change_sets", bytes, tombstones, purgedThrough = "purged_through", horizon
+            case lastPurge = "last_purge", lastPurgedChangeSets = "last_purged_change_sets", lastForgottenTombstones = "last_forgotten_tombstones"
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(changeSets, forKey: .changeSets)
+            try container.encode(bytes, forKey: .bytes)
+            try container.encode(tombstones, forKey: .tombstones)
+            try container.encode(purgedThrough, forKey: .purgedThrough)
+            try container.encode(horizon, forKey: .horizon)
+            try container.encode(lastPurge, forKey: .lastPurge)
+            try container.encode(lastPurgedChangeSets, forKey: .lastPurgedChangeSets)
+            try container.encode(lastForgottenTombstones, forKey: .lastForgottenTombstones)
+        }
+    }
+
     /// Why the daemon's store is not open.
     public struct StoreProblem: Codable, Sendable, Equatable {
         /// What is wrong and what the daemon does about it.
@@ -106,6 +154,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     /// Change sets applied although they left the store breaking a rule of the model (they met
     /// concurrent changes; `ferry conflicts list` shows what broke); null when unreadable.
     public var leftInvalid: Int?
+    /// How much history the store keeps; null when unreadable.
+    public var history: History?
     /// Why some counts are null; null when every read succeeded.
     public var readError: String?
     /// Why the store is not open; absent when it is.
@@ -129,7 +179,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, model, vector, waiting, quarantined, leftInvalid = "left_invalid", readError = "read_error", storeError = "store_error", peers, daemon
+        case store, model, vector, waiting, quarantined, leftInvalid = "left_invalid", history, readError = "read_error", storeError = "store_error", peers, daemon
     }
 
     public init(from decoder: any Decoder) throws {
@@ -140,6 +190,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         waiting = try container.decodeIfPresent(Int.self, forKey: .waiting)
         quarantined = try container.decodeIfPresent(Int.self, forKey: .quarantined)
         leftInvalid = try container.decodeIfPresent(Int.self, forKey: .leftInvalid)
+        history = try container.decodeIfPresent(History.self, forKey: .history)
         readError = try container.decodeIfPresent(String.self, forKey: .readError)
         storeError = try container.decodeIfPresent(StoreProblem.self, forKey: .storeError)
         peers = try container.decode([Peer].self, forKey: .peers)
@@ -156,6 +207,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             try container.encode(waiting, forKey: .waiting)
             try container.encode(quarantined, forKey: .quarantined)
             try container.encode(leftInvalid, forKey: .leftInvalid)
+            try container.encode(history, forKey: .history)
             try container.encode(readError, forKey: .readError)
         }
         try container.encodeIfPresent(storeError, forKey: .storeError)

@@ -1,0 +1,66 @@
+import Foundation
+
+/// What a purge may drop from a store's history (docs/SYNC.md, "Bounded history").
+///
+/// A change set goes when every peer in ``acknowledged`` has it and it was made before
+/// ``changeSetsMadeBefore`` (the retention period); quarantined change sets, and those applied
+/// but left invalid, stay until they are dealt with. A tombstone goes when its delete was made
+/// before ``tombstonesMadeBefore`` (the horizon); from then on the store refuses peers and change
+/// sets that do not know everything made before the horizon (``HistoryError/pastHorizon(origin:needed:horizon:)``),
+/// since they could bring back an object whose delete it no longer remembers.
+public struct PurgePolicy: Sendable, Equatable {
+    /// What each peer has taken in (one version vector per peer); no change set goes when empty.
+    public var acknowledged: [VersionVector]
+    /// Change sets made at or after this time stay (nil: no age limit).
+    public var changeSetsMadeBefore: HybridTimestamp?
+    /// Tombstones of deletes made before this time go (nil: tombstones stay).
+    public var tombstonesMadeBefore: HybridTimestamp?
+
+    public init(acknowledged: [VersionVector], changeSetsMadeBefore: HybridTimestamp? = nil, tombstonesMadeBefore: HybridTimestamp? = nil) {
+        self.acknowledged = acknowledged
+        self.changeSetsMadeBefore = changeSetsMadeBefore
+        self.tombstonesMadeBefore = tombstonesMadeBefore
+    }
+
+    /// The policy of a daemon at `now`: change sets `retention` seconds old that every peer
+    /// has, tombstones older than `horizon` seconds (nil: kept forever).
+    public static func at(_ now: Date, acknowledged: [VersionVector], retention: TimeInterval, horizon: TimeInterval?) -> PurgePolicy {
+        PurgePolicy(acknowledged: acknowledged, changeSetsMadeBefore: .wall(now.addingTimeInterval(-retention)),
+                    tombstonesMadeBefore: horizon.map { .wall(now.addingTimeInterval(-$0)) })
+    }
+}
+
+/// What one purge dropped.
+public struct PurgeReport: Sendable, Equatable {
+    /// Change sets deleted from the history.
+    public var changeSets: Int
+    /// Tombstones forgotten.
+    public var tombstones: Int
+
+    public init(changeSets: Int = 0, tombstones: Int = 0) {
+        self.changeSets = changeSets
+        self.tombstones = tombstones
+    }
+}
+
+/// How much history a store keeps: what `ferry status` and `/metrics` show.
+public struct HistorySize: Sendable, Equatable {
+    /// Change sets in the history (applied, quarantined or left invalid).
+    public var changeSets: Int
+    /// Their bodies' size, in bytes.
+    public var bytes: Int64
+    /// Tombstones of deleted objects.
+    public var tombstones: Int
+    /// Per origin (UUID text), the last sequence number purged.
+    public var purgedThrough: [String: Int64]
+    /// The tombstone horizon: deletes made before it are forgotten (nil: none forgotten yet).
+    public var horizon: HybridTimestamp?
+
+    public init(changeSets: Int, bytes: Int64, tombstones: Int, purgedThrough: [String: Int64], horizon: HybridTimestamp?) {
+        self.changeSets = changeSets
+        self.bytes = bytes
+        self.tombstones = tombstones
+        self.purgedThrough = purgedThrough
+        self.horizon = horizon
+    }
+}

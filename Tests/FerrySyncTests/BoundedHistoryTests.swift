@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// Purging by policy (docs/SYNC.md, "Bounded history"): change sets every peer has and old
+/// enough go, what is not dealt with stays, tombstones go past the horizon, and from then on
+/// change sets that do not know everything made before it are refused. On both stores.
+@Suite("Bounded history")
+struct BoundedHistoryTests {
+    /// A level must be at most 10: a change set writing 11 is invalid on its own (quarantined).
+    static let model = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("title", .string)
+            Attribute("level", .integer64, maximum: .integer(10))
+        }
+    }
+
+    /// `count` notes saved one per change set on `replica`.
+    func save(_ count: Int, on replica: Replica, from first: Int = 1) throws -> [ManagedObject] {
+        try (first..<(first + count)).map { index in
+            let note = try replica.context.make("Note", ["title": "note \(index)", "level": Int64(1)])
+            try replica.context.save()
+            return note
+        }
+    }
+
+    /// A change set of another origin that sets a level past the maximum.
+    func invalidChangeSet(_ replica: Replica) -> String {
+        let origin = UUID()
+        return ChangeSetCodec.encode(ChangeSet(origin: origin, sequence: 1, timestamp: .wall(Date()), modelHash: Self.model.versionHash, changes: [
+            ObjectChange(kind: .insert, uri: "x-coredata://\(origin.uuidString)/Note/p1", entity: "Note", values: ["level": .attribute(.integer(11))]),
+        ]))
+    }
+
+    @Test("A purge drops only change sets every peer has and older than the retention; quarantined ones stay listed",
+          arguments: Replica.Kind.allCases)
+    func purgeByPolicy(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, kind: kind)
+        _ = try save(4, on: a)
+        let report = try a.engine.apply(lines: [invalidChangeSet(a)])
+        #expect(report.quarantined == 1)
+        let me = a.store.identifier
+        let everything = try a.store.historyState().vector
+        let before = try a.store.historySize()
+        #expect(before.changeSets == 5 && before.bytes > 0 && before.purgedThrough.isEmpty && before.horizon == nil)
+
+        // Younger than the retention: nothing goes, whatever the peers have.
+        let young = try a.store.purgeHistory(.at(Date(), acknowledged: [everything], retention: 3600, horizon: nil))
+        #expect(young == PurgeReport(changeSets: 0, tombstones: 0))
+        // One peer still lacks change sets 3 and 4 of this store: only 1 and 2 go.
+        let partly = try a.store.purgeHistory(.at(Date().addingTimeInterval(60), acknowledged: [everything, [me: 2]], retention: 0, horizon: nil))
+        #expect(partly.changeSets == 2)
+        #expect(try a.store.historySize().purgedThrough == [me.uuidString: 2])
+        #expect(throws: HistoryError.purged(origin: me, needed: 1, purgedThrough: 2)) { try a.store.changeSetLines(after: [:], limit: nil) }
+        #expect(try a.store.changeSetLines(after: [me: 2], limit: nil).count == 3, "3, 4 and the quarantined one")
+        // Every peer has everything: the applied ones go, the quarantined one stays listed and counted.
+        let rest = try a.store.purgeHistory(.at(Date().addingTimeInterval(60), acknowledged: [everything], retention: 0, horizon: nil))
+        #expect(rest.changeSets == 2)
+        #expect(try a.store.quarantinedChangeSets().count == 1)
+        #expect(try a.store.historySize().changeSets == 1)
+        #expect(try a.store.historyState().vector == everything, "the vector survives the purge")
+        // Saves go on without a gap.
+        _ = try save(1, on: a, from: 5)
+        #expect(try a.store.historyState().vector[me] == 5)
+    }
+
+    @Test("Tombstones past the horizon are forgotten, and a change set that does not know everything made before it is refused whole; one that does applies",
+          arguments: Replica.Kind.allCases)
+    func horizon(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, kind: kind)
+        let stale = try Replica(model: Self.model, kind: kind == .sqlite ? .memory : .sqlite)
+        let fresh = try Replica(model: Self.model, kind: kind)
+        let notes = try save(2, on: a)
+        for replica in [stale, fresh] { try replica.pull(from: a) }
+        // The stale replica stops syncing and edits a note; A deletes that note.
+        let staleNote = try stale.context.existingObject(withURI: notes[0].objectID.uriString)
+        try staleNote.setValue("edited while away", forKey: "title")
+        try stale.context.save()
+        a.context.delete(notes[0])
+        try a.context.save()
+        #expect(try a.store.historySize().tombstones == 1)
+        try fresh.pull(from: a)
+        _ = try save(1, on: fresh, from: 10)
+        // Later, A forgets the delete (everything so far is past the horizon).
+        let later = Date().addingTimeInterval(3600)
+        let report = try a.store.purgeHistory(.at(later, acknowledged: [], retention: 60, horizon: 60))
+        #expect(report == PurgeReport(changeSets: 0, tombstones: 1))
+        let size = try a.store.historySize()
+        #expect(size.tombstones == 0 && size.horizon != nil)
+        // The stale edit knows nothing of A's delete (change set 3 of A): refused, nothing applied.
+        let vector = try a.store.historyState().vector
+        do {
+            let applied = try a.pull(from: stale)
+            Issue.record("accepted a change set from past the horizon: \(applied)")
+        } catch let error as HistoryError {
+            guard case .pastHorizon(let origin, let needed, _) = error else { throw error }
+            #expect(origin == a.store.identifier && needed == 3, "\(error)")
+            #expect(error.description.contains("start again from a copy"), "\(error.description)")
+        }
+        #expect(try a.store.historyState().vector == vector, "nothing taken in")
+        #expect(try a.dump().count == 1, "the deleted note stays deleted")
+        // A replica that synced since knows the delete: its change sets apply.
+        #expect(try a.pull(from: fresh).applied == 1)
+        #expect(try a.dump().count == 2)
+    }
+}

@@ -68,6 +68,9 @@ struct ConfigurationTests {
         #expect(configuration.server.maxBodyBytes == 64 << 20)
         #expect(configuration.peers.isEmpty)
         #expect(configuration.sync == .init(pullInterval: 30, batchSize: 500, requestTimeout: 30, maxBackoff: 60))
+        #expect(configuration.history == .init(purgeInterval: 3600, retention: 7 * 86400, tombstoneHorizon: 90 * 86400))
+        let history = try parse("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: 0, retention: 60, tombstone_horizon: 120}\n")
+        #expect(history.history == .init(purgeInterval: 0, retention: 60, tombstoneHorizon: 120))
     }
 
     @Test("FERRY_* environment variables override scalar keys")
@@ -110,6 +113,10 @@ struct ConfigurationTests {
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0].url is 'http://x'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n", "peers[0].ca_file is empty"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {retention: 600, tombstone_horizon: 60}\n",
+             "history.tombstone_horizon (60.0 s) must be at least history.retention (600.0 s)"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: -1}\n", "history.purge_interval must be a number of seconds"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {keep: forever}\n", "unknown key history.keep"),
         ]
         for (text, expected) in cases {
             let message = error(text)

@@ -6,6 +6,7 @@ import Testing
 import Yams
 import FerryModel
 import FerrySQLite
+import FerryStore
 import FerryTestSupport
 
 /// docs/openapi.yaml against a real `ferry run`: every documented route and
@@ -115,6 +116,16 @@ struct OpenAPIDocumentTests {
         #expect(try store.purgeChangeSets(acknowledgedBy: [store.historyState().vector]) == 1)
         try await check("GET", "/v1/changesets", "/v1/changesets", token: peer, expect: 410)
         try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: peer, body: Data("{}".utf8), expect: 410)
+        // 410 on a push: the store forgot deletes made before its horizon (here: everything so far), and the
+        // change set sent knows none of them (its origin never saw the server's change set 1).
+        #expect(try store.purgeHistory(PurgePolicy(acknowledged: [], tombstonesMadeBefore: .wall(Date().addingTimeInterval(60)))).tombstones == 0)
+        let stranger = UUID()
+        let unaware = ChangeSetCodec.encode(ChangeSet(origin: stranger, sequence: 1, timestamp: .wall(Date()), modelHash: store.modelVersionHash, changes: [
+            ObjectChange(kind: .insert, uri: "x-coredata://\(stranger.uuidString)/Person/p1", entity: "Person", values: ["id": .attribute(.integer(9))]),
+        ]))
+        try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data((unaware + "\n").utf8), expect: 410)
+        let refusal = String(decoding: exercised[Operation(method: "POST", path: "/v1/changesets", status: 410)]?.first ?? Data(), as: UTF8.self)
+        #expect(refusal.contains("tombstone horizon"), "\(refusal)")
 
         // A daemon whose store cannot be opened (a file where its folder should be): 503 on the store's routes.
         let blocked = TemporaryDirectory(prefix: "ferry-blocked")

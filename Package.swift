@@ -46,6 +46,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // zlib, for change-set bodies stored compressed (20x smaller for W1's; docs/STORE.md).
+                .product(name: "CompressNIO", package: "compress-nio"),
             ]
         ),
         // Merging change sets from other stores.

@@ -141,6 +141,18 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
 /// 100,000 freed objects behind, and the next run in the same process pays for
 /// the fragmented heap, which would bias the comparison.
 func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
+    try measureInChildWithSizes(side, settings).seconds
+}
+
+/// The store file's size (the main file, after the runs' last checkpoint), for W1's size targets.
+enum StoreFileSize {
+    static func bytes(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+    }
+}
+
+/// One side's time, and its store file's size after the run (and, for Ferry, after purging everything).
+func measureInChildWithSizes(_ side: String, _ settings: Settings) throws -> (seconds: Double, bytes: Int, purged: Int?) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
     process.arguments = ["--only", side, "--runs", "1", "--count", "\(settings.count)", "--batch", "\(settings.batch)"]
@@ -155,7 +167,10 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
           let value = Double(line.dropFirst("seconds ".count)) else {
         throw RawSQLiteError.failed("the \(side) run failed: \(text)")
     }
-    return value
+    func number(_ key: String) -> Int? {
+        text.split(separator: "\n").first { $0.hasPrefix(key + " ") }.flatMap { Int($0.dropFirst(key.count + 1)) }
+    }
+    return (value, number("bytes") ?? 0, number("bytes-purged"))
 }
 
 /// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
@@ -207,12 +222,21 @@ do {
     if let side = settings.only {
         // Child mode: one side, one run, machine-readable.
         let directory = TemporaryDirectory(prefix: "ferry-bench")
+        let path = directory.file("\(side).sqlite")
         let time = switch side {
-        case "raw": try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
-        case "raw32": try rawInsert(settings, model: model, path: directory.file("raw32.sqlite"), rowsPerStatement: 32)
-        default: try ferryInsert(settings, model: model, path: directory.file("ferry.sqlite"))
+        case "raw": try rawInsert(settings, model: model, path: path)
+        case "raw32": try rawInsert(settings, model: model, path: path, rowsPerStatement: 32)
+        default: try ferryInsert(settings, model: model, path: path)
         }
         print("seconds \(time)")
+        print("bytes \(try StoreFileSize.bytes(path))")
+        if side == "ferry" {
+            // Everything purged (every peer has it, no retention), as a daemon would in the end.
+            let store = try SQLiteStore(path: path, model: model)
+            try store.purgeHistory(PurgePolicy(acknowledged: [try store.historyState().vector]))
+            try store.checkpoint()
+            print("bytes-purged \(try StoreFileSize.bytes(path))")
+        }
         exit(0)
     }
     guard settings.count > 0 else {
@@ -223,11 +247,17 @@ do {
     var bestFerry = Double.infinity
     var bestRaw = Double.infinity
     var bestRaw32 = Double.infinity
+    var sizes: (raw: Int, ferry: Int, purged: Int) = (0, 0, 0)
     for run in 1...settings.runs {
         // Alternate the order so neither side always runs on a warmer machine.
         let order = run % 2 == 1 ? ["raw", "ferry", "raw32"] : ["raw32", "ferry", "raw"]
         var times: [String: Double] = [:]
-        for side in order { times[side] = try measureInChild(side, settings) }
+        for side in order {
+            let measured = try measureInChildWithSizes(side, settings)
+            times[side] = measured.seconds
+            if side == "raw" { sizes.raw = measured.bytes }
+            if side == "ferry" { sizes.ferry = measured.bytes; sizes.purged = measured.purged ?? 0 }
+        }
         let raw = times["raw"] ?? .infinity
         let ferry = times["ferry"] ?? .infinity
         let raw32 = times["raw32"] ?? .infinity
@@ -241,6 +271,10 @@ do {
     // (the target is against the one-row-per-INSERT baseline above, as it has been since issue 2).
     print(String(format: "for reference, raw sqlite3 with 32 rows per INSERT: %.0f objects/s; Ferry/that: %.2fx",
                  Double(settings.count) / bestRaw32, bestRaw32 / bestFerry))
+    let mb = { (bytes: Int) in Double(bytes) / 1_048_576 }
+    print(String(format: "store file: raw %.1f MB; Ferry %.1f MB (%.2fx, target <= 3x), after purging everything %.1f MB (%.2fx, target <= 1.5x)",
+                 mb(sizes.raw), mb(sizes.ferry), Double(sizes.ferry) / Double(max(sizes.raw, 1)),
+                 mb(sizes.purged), Double(sizes.purged) / Double(max(sizes.raw, 1))))
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

@@ -233,10 +233,12 @@ public final class SQLiteStore: PersistentStore {
         guard !request.isEmpty || request.replay != nil else { return .empty }
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
+            // (Compressed before taking the writer, which the application's saves wait for.)
+            let prepared = try request.replay.map { try StoredBody.Prepared($0.body) }
             return try pool.writeWithoutTransaction { db in
                 var result = SaveResult.empty
                 try db.inTransaction(.immediate) {
-                    result = try writer.write(request, in: db)
+                    result = try writer.write(request, preparedBody: prepared, in: db)
                     return .commit
                 }
                 return result

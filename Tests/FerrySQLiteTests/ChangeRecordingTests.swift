@@ -88,16 +88,25 @@ struct ChangeRecordingTests {
             }
             #expect(ChangeSetCodec.encode(decoded) == line)
         }
-        // Stored as TEXT (bound from the writer's bytes), not as a BLOB, with non-ASCII intact.
+        // A short body is stored as TEXT (bound from the writer's bytes), with non-ASCII intact; a long
+        // one as a BLOB of its zlib stream, much smaller, and read back exactly.
         let zoë = try context.make("Person", ["name": "Zoë 🐘 \u{301}"])
         try context.save()
+        for index in 0..<200 { try context.make("Person", ["name": "Person \(index) 🐘"]) }
+        try context.save()
         let stored = try store.read { db in
-            try Row.fetchAll(db, sql: "SELECT typeof(Z_BODY) AS kind, Z_BODY AS body FROM Z_FERRY_CHANGESET ORDER BY Z_SEQ")
+            try Row.fetchAll(db, sql: "SELECT typeof(Z_BODY) AS kind, Z_BODY AS body, length(Z_BODY) AS size FROM Z_FERRY_CHANGESET ORDER BY Z_SEQ")
         }
-        #expect(stored.map { $0["kind"] as String } == ["text", "text", "text", "text"])
-        let last = try #require(stored.last?["body"] as String?)
-        #expect(last.contains("\"Zoë 🐘 \u{301}\""), "\(last)")
-        #expect(try store.changeSets().last?.changes.first?.uri == zoë.objectID.uriString)
+        let lines = try store.changeSetLines()
+        #expect(stored.map { $0["kind"] as String } == lines.map { $0.utf8.count >= 512 ? "blob" : "text" })
+        #expect(stored[3]["kind"] == "text" && stored[4]["kind"] == "blob")
+        let short = try #require(stored[3]["body"] as String?)
+        #expect(short.contains("\"Zoë 🐘 \u{301}\""), "\(short)")
+        #expect(lines[3] == short)
+        let long = try #require(lines.last)
+        #expect(long.contains("\"Person 199 🐘\"") && long.utf8.count > 5 * (stored[4]["size"] as Int), "\(long.utf8.count) bytes stored in \(stored[4]["size"] as Int)")
+        #expect(try store.changeSets().dropLast().last?.changes.first?.uri == zoë.objectID.uriString)
+        #expect(try store.changeSets().last?.changes.count == 200)
     }
 
     @Test("A save that fails records nothing; the state reports the vector")

@@ -150,12 +150,12 @@ struct SchemaTests {
         let model = try SampleModels.load("OrgChart")
         let path = directory.file("store.sqlite")
         do { _ = try SQLiteStore(path: path, model: model) }
-        try DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = json_set(Z_PLIST, '$.formatVersion', 3)") }
+        try DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = json_set(Z_PLIST, '$.formatVersion', 4)") }
         let contents = { try withDatabase(path) { db in try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master ORDER BY name") + Row.fetchAll(db, sql: "SELECT * FROM Z_METADATA") } }
         let before = try contents()
         for readOnly in [false, true] {
             let error = #expect(throws: StoreError.self) { try SQLiteStore(path: path, model: model, options: .init(readOnly: readOnly)) }
-            #expect(error.map { "\($0)" }?.contains("format version 3; this Ferry reads up to version 2. Upgrade Ferry.") == true, "\(String(describing: error))")
+            #expect(error.map { "\($0)" }?.contains("format version 4; this Ferry reads up to version 3. Upgrade Ferry.") == true, "\(String(describing: error))")
         }
         #expect(try contents() == before, "schema and metadata untouched")
     }

@@ -159,7 +159,7 @@ struct ReplayTests {
             }
         }
         #expect(try shape()?.contains("WITHOUT ROWID") == true)
-        #expect(try format() == 2)
+        #expect(try format() == 3)
         // Turn it into what Ferry 1 wrote: a map row per object in a rowid table, no runs, format 1.
         try database().write { db in
             let entries = try Row.fetchAll(db, sql: "SELECT Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK FROM Z_FERRY_RANGE")
@@ -182,7 +182,7 @@ struct ReplayTests {
         #expect(readOnly.map { "\($0)" }?.contains("older Ferry (format 1)") == true)
 
         let older = try SQLiteStore(path: path, model: Self.model)
-        #expect(try format() == 2, "opening for writing upgraded it (Ferry 1 now refuses it rather than misreading it)")
+        #expect(try format() == 3, "opening for writing upgraded it (Ferry 1 now refuses it rather than misreading it)")
         #expect(try shape()?.contains("WITHOUT ROWID") == false, "opening kept the older table")
         #expect(try older.localObjectID(forOriginURI: bob.objectID.uriString) != nil)
 

@@ -90,7 +90,9 @@ extension SQLiteStore {
                 guard let text: String = row[1], let origin = UUID(uuidString: text) else { continue }
                 let sequence: Int64 = row[2]
                 if sequence <= vector[origin, default: 0] { continue }
-                if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(row[3], model: model, versionHash: versionHash) { result.append(changeSet) }
+                if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(try StoredBody.text(row[3]), model: model, versionHash: versionHash) {
+                    result.append(changeSet)
+                }
             }
             return (result, last)
         }

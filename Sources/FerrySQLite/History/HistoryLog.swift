@@ -129,7 +129,10 @@ struct HistoryLog {
 
     /// How much history the store keeps.
     func size() throws -> HistorySize {
-        let row = try Row.fetchOne(db, sql: "SELECT count(*), ifnull(sum(length(CAST(Z_BODY AS BLOB))), 0) FROM Z_FERRY_CHANGESET")
+        let row = try Row.fetchOne(db, sql: """
+            SELECT count(*), ifnull(sum(CASE typeof(Z_BODY) WHEN 'blob' THEN length(Z_BODY) ELSE length(CAST(Z_BODY AS BLOB)) END), 0)
+            FROM Z_FERRY_CHANGESET
+            """)
         let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM Z_FERRY_TOMBSTONE") ?? 0
         let purged = try purgedVector()
         return HistorySize(changeSets: row?[0] ?? 0, bytes: row?[1] ?? 0, tombstones: tombstones,
@@ -143,8 +146,12 @@ struct HistoryLog {
     }
 
     /// Records a received change set, or (`retry`) updates the record of one quarantined before.
-    func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?, retry: Bool) throws {
+    func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, prepared: StoredBody.Prepared? = nil,
+                status: Int, reason: String?, retry: Bool) throws {
         guard retry else {
+            if let prepared, prepared.text == body, let compressed = prepared.compressed {
+                return try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .blob(compressed), status: status, reason: reason)
+            }
             return try append(origin: origin, sequence: sequence, timestamp: timestamp, body: body, status: status, reason: reason)
         }
         try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_STATUS = ?, Z_REASON = ? WHERE Z_ORIGIN = ? AND Z_SEQ = ?",
@@ -154,7 +161,7 @@ struct HistoryLog {
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, status: Int, reason: String?) throws {
         var body = body
         try body.withUTF8 { bytes in
-            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: bytes, status: status, reason: reason)
+            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .text(bytes), status: status, reason: reason)
         }
     }
 
@@ -163,14 +170,20 @@ struct HistoryLog {
     /// without making (and validating) a `String` of a large change set first.
     func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, bodyBytes body: [UInt8], status: Int) throws {
         try body.withUnsafeBufferPointer { bytes in
-            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: bytes, status: status, reason: nil)
+            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .text(bytes), status: status, reason: nil)
         }
     }
 
-    /// The log row and the vector. The body is bound with the C API without a copy (GRDB would
+    /// A body to store: text (compressed here when long, see ``StoredBody``), or compressed already.
+    private enum Body {
+        case text(UnsafeBufferPointer<UInt8>)
+        case blob([UInt8])
+    }
+
+    /// The log row and the vector. A text body is bound with the C API without a copy (GRDB would
     /// copy it; change sets run to hundreds of KB); the statement is a plain INSERT in the
     /// caller's open transaction, as the bulk inserts of `SaveWriter.bindAndRun` are.
-    private func insert(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: UnsafeBufferPointer<UInt8>,
+    private func insert(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: Body,
                         status: Int, reason: String?) throws {
         let sql = "INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_REASON, Z_BODY) VALUES (?, ?, ?, ?, ?, ?)"
         let handle = try db.cachedStatement(sql: sql).sqliteStatement
@@ -181,7 +194,12 @@ struct HistoryLog {
         binder.bind(timestamp.rawValue)
         binder.bind(Int64(status))
         binder.bind(reason.map(AttributeValue.string))
-        binder.bindText(body)
+        switch body {
+        case .text(let text):
+            if let compressed = try StoredBody.compressed(text) { binder.bindBlob(compressed) } else { binder.bindText(text) }
+        case .blob(let compressed):
+            binder.bindBlob(compressed)
+        }
         try binder.run(sql: sql)
         try advanceVector(origin: origin, to: sequence)
     }
@@ -215,7 +233,7 @@ struct HistoryLog {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
-            result.append(row[2])
+            result.append(try StoredBody.text(row[2]))
             last = row[3]
             if let limit, result.count >= limit { break }
         }

@@ -163,8 +163,9 @@ extension SQLiteStore: ReplicaStore {
     /// effect, or quarantined with its reason.
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
+        let prepared = try StoredBody.Prepared(body)  // (before taking the writer)
         try write { db in
-            try recorder.recordReceived(changeSet, body: body, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
+            try recorder.recordReceived(changeSet, body: body, prepared: prepared, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
                                         reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
                                         repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
         }
@@ -242,7 +243,7 @@ extension SQLiteStore: ReplicaStore {
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL ORDER BY Z_RANK",
                              arguments: [HistorySchema.applied]).compactMap { row in
                 guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
-                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
+                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: try StoredBody.text(row[3]))
             }
         }
     }
@@ -252,7 +253,7 @@ extension SQLiteStore: ReplicaStore {
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? ORDER BY Z_RANK",
                              arguments: [HistorySchema.quarantined]).compactMap { row in
                 guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
-                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2] ?? "", body: row[3])
+                return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2] ?? "", body: try StoredBody.text(row[3]))
             }
         }
     }

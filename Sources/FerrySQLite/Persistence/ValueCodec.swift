@@ -97,6 +97,13 @@ struct ValueBinder {
         record(base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { sqlite3_bind_text(statement, index, $0, CInt(bytes.count), nil) })
     }
 
+    /// Binds bytes as a BLOB (copied: SQLite keeps its own).
+    mutating func bindBlob(_ bytes: [UInt8]) {
+        record(bytes.withUnsafeBytes { buffer in
+            sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(buffer.count), Self.transient)
+        })
+    }
+
     /// Steps the bound statement once (an INSERT or UPDATE) and clears its bindings, so no
     /// buffer bound by ``bindText(_:)`` is referred to afterwards.
     /// - Throws: `DatabaseError` for the first parameter that failed to bind, or SQLite's error.

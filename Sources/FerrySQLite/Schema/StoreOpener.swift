@@ -9,7 +9,8 @@ import FerryStore
 struct StoreOpener {
     /// The layout version written by this Ferry; a newer file is refused.
     /// 2: the identity map keeps runs (`Z_FERRY_RANGE`), which Ferry 1 would not read.
-    static let formatVersion = 2
+    /// 3: change-set bodies may be stored compressed (``StoredBody``), which Ferry 2 would misread.
+    static let formatVersion = 3
 
     let pool: DatabasePool
     let path: String

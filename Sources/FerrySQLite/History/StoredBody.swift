@@ -1,0 +1,63 @@
+import Foundation
+import GRDB
+import CompressNIO
+import NIOCore
+
+/// How a change set's body is kept in `Z_FERRY_CHANGESET.Z_BODY`: a body of at least
+/// ``smallestCompressed`` bytes as a BLOB of its zlib stream (fastest level: W1's change sets
+/// shrink about 20×, at some 700 MB/s), a shorter one as TEXT. Stores written before
+/// compression hold TEXT only, and read the same. Bodies are compressed in the save's own
+/// transaction, so a change set is never in the log in two forms.
+enum StoredBody {
+    /// Bodies shorter than this stay text: a zlib stream of a few hundred bytes saves little.
+    static let smallestCompressed = 512
+
+    private static let algorithm = CompressionAlgorithm.zlib(configuration: ZlibConfiguration(windowSize: 15, compressionLevel: 1, memoryLevel: 8))
+
+    /// The zlib stream to store for `body`; nil when it is short enough to stay text.
+    static func compressed(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
+        guard body.count >= smallestCompressed else { return nil }
+        var input = ByteBuffer(bytes: body)
+        return Array(try input.compress(with: algorithm).readableBytesView)
+    }
+
+    /// A received change set's body made ready before the write transaction, so that compressing
+    /// it does not hold the store's writer (and the application's saves waiting for it).
+    struct Prepared: Sendable {
+        let text: String
+        let compressed: [UInt8]?
+
+        init(_ text: String) throws {
+            var text = text
+            compressed = try text.withUTF8 { try StoredBody.compressed($0) }
+            self.text = text
+        }
+    }
+
+    /// The body's text from the column's value.
+    /// - Throws: ``StoredBodyError`` when a BLOB does not inflate to UTF-8 text (a damaged file).
+    static func text(_ value: DatabaseValue) throws -> String {
+        switch value.storage {
+        case .string(let text):
+            return text
+        case .blob(let data):
+            var input = ByteBuffer(bytes: data)
+            do {
+                let inflated = try input.decompress(with: algorithm)
+                guard let text = inflated.getString(at: inflated.readerIndex, length: inflated.readableBytes) else { throw StoredBodyError() }
+                return text
+            } catch {
+                throw StoredBodyError()
+            }
+        default:
+            throw StoredBodyError()
+        }
+    }
+}
+
+/// A stored change-set body that cannot be read back (the file was damaged).
+struct StoredBodyError: Error, CustomStringConvertible {
+    var description: String {
+        "a change set's stored body does not inflate to text: the store file is damaged; restore it from a backup or a peer"
+    }
+}

@@ -74,9 +74,10 @@ struct PurgeCommand: ParsableCommand {
             (or `ferry state --vector`) on that peer, saying what it has taken in. Change sets every file
             covers and made more than --retention seconds ago are deleted; quarantined change sets and
             those left invalid stay. With --tombstone-horizon, tombstones of deletes made longer ago are
-            forgotten, and from then on change sets that do not know everything made before that time are
-            refused (their store must start again from a copy). Without any --acknowledged file no change
-            set is deleted. Output: {"purged_change_sets":N,"forgotten_tombstones":N}. See docs/SYNC.md, "Bounded history".
+            forgotten (and aliases of duplicates merged before then), and from then on change sets that do
+            not know everything made before that time are refused (their store must start again from a
+            copy). Without any --acknowledged file no change set is deleted.
+            Output: {"forgotten_aliases":N,"forgotten_tombstones":N,"purged_change_sets":N}. See docs/SYNC.md, "Bounded history".
             """
     )
 
@@ -115,7 +116,8 @@ struct PurgeCommand: ParsableCommand {
         do {
             let report = try store.purgeHistory(PurgePolicy.at(Date(), acknowledged: vectors, retention: retention, horizon: tombstoneHorizon))
             print(JSONValue.sortedObject(["purged_change_sets": .integer(Int64(report.changeSets)),
-                                          "forgotten_tombstones": .integer(Int64(report.tombstones))]).text)
+                                          "forgotten_tombstones": .integer(Int64(report.tombstones)),
+                                          "forgotten_aliases": .integer(Int64(report.aliases))]).text)
         } catch {
             throw CLIError(error)
         }

@@ -174,8 +174,8 @@ public actor SyncCoordinator {
             lastPurge = (clock.now(), report)
             Counter(label: "ferry_history_purged_changesets_total").increment(by: report.changeSets)
             Counter(label: "ferry_history_forgotten_tombstones_total").increment(by: report.tombstones)
-            if report.changeSets + report.tombstones > 0 {
-                logger.info("purged \(report.changeSets) change sets every peer has, and \(report.tombstones) tombstones past the horizon")
+            if report.changeSets + report.tombstones + report.aliases > 0 {
+                logger.info("purged \(report.changeSets) change sets every peer has; forgot \(report.tombstones) tombstones and \(report.aliases) aliases past the horizon")
             }
             if acknowledged.count < peers.count {
                 let waiting = peers.filter { $0.acknowledged == nil }.map(\.name).joined(separator: ", ")

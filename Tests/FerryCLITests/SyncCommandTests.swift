@@ -72,13 +72,13 @@ struct SyncCommandTests {
 
         // No peer files: nothing goes. A peer that has nothing yet: nothing goes.
         #expect(try ferry(["history", "purge", "--store", a, "--model", orgChart]).standardOutput
-                == #"{"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
+                == #"{"forgotten_aliases":0,"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
         #expect(try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", state, "--acknowledged", stale]).standardOutput
-                == #"{"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
+                == #"{"forgotten_aliases":0,"forgotten_tombstones":0,"purged_change_sets":0}"# + "\n")
         // B has all three (its state and its bare vector say so).
         let purged = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", state, "--acknowledged", vector])
         #expect(purged.status == 0, "\(purged.standardError)")
-        #expect(purged.standardOutput == #"{"forgotten_tombstones":0,"purged_change_sets":3}"# + "\n")
+        #expect(purged.standardOutput == #"{"forgotten_aliases":0,"forgotten_tombstones":0,"purged_change_sets":3}"# + "\n")
         let history = try ferry(["history", "--store", a, "--model", orgChart])
         #expect(history.status == 1 && history.standardError.contains("were purged"), "\(history.standardError)")
         #expect(try ferry(["history", "--store", a, "--model", orgChart, "--after", try String(contentsOfFile: vector, encoding: .utf8)]).standardOutput == "")

@@ -3,6 +3,7 @@ import Testing
 import FerryModel
 import FerryStore
 import FerrySQLite
+import GRDB
 import FerrySync
 import FerryTestSupport
 
@@ -106,5 +107,44 @@ struct BoundedHistoryTests {
         // A replica that synced since knows the delete: its change sets apply.
         #expect(try a.pull(from: fresh).applied == 1)
         #expect(try a.dump().count == 2)
+    }
+
+    @Test("Aliases of merged duplicates are forgotten past the horizon, as tombstones are", arguments: Replica.Kind.allCases)
+    func aliasesPastHorizon(kind: Replica.Kind) throws {
+        let a = try Replica(model: ConvergenceTests.members, kind: kind)
+        let b = try Replica(model: ConvergenceTests.members, kind: kind == .sqlite ? .memory : .sqlite)
+        let ann = try a.context.make("Member", ["email": "ann@example.org", "name": "Ann"])
+        try a.context.save()
+        let anna = try b.context.make("Member", ["email": "ann@example.org", "name": "Anna"])
+        try b.context.save()
+        try a.pull(from: b)
+        let loser = [ann.objectID.uriString, anna.objectID.uriString].max { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let merged = try #require(loser)
+        #expect(try a.store.aliases(of: [merged]).count == 1, "A merged the two and keeps the loser's URI as an alias")
+        // Not yet past the horizon: kept.
+        #expect(try a.store.purgeHistory(.at(Date(), acknowledged: [], retention: 0, horizon: 3600)).aliases == 0)
+        #expect(try a.store.aliases(of: [merged]).count == 1)
+        let report = try a.store.purgeHistory(.at(Date().addingTimeInterval(7200), acknowledged: [], retention: 0, horizon: 3600))
+        #expect(report.aliases == 1)
+        #expect(try a.store.aliases(of: [merged]).isEmpty)
+        #expect(try a.dump().count == 1, "the merged object stays")
+    }
+
+    @Test("A store made before aliases kept their merge's clock gets the column when it opens, its aliases dated then")
+    func olderAliases() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("older.sqlite")
+        do { _ = try SQLiteStore(path: path, model: ConvergenceTests.members) }
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "DROP TABLE Z_FERRY_ALIAS")
+            try db.execute(sql: "CREATE TABLE Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL) WITHOUT ROWID")
+            try db.execute(sql: "INSERT INTO Z_FERRY_ALIAS VALUES ('x-coredata://B/Member/p1', 'x-coredata://A/Member/p1')")
+        }
+        let before = HybridTimestamp.wall(Date())
+        let store = try SQLiteStore(path: path, model: ConvergenceTests.members)
+        #expect(try store.aliases(of: ["x-coredata://B/Member/p1"]) == ["x-coredata://B/Member/p1": "x-coredata://A/Member/p1"])
+        let clock = try DatabaseQueue(path: path).read { try Int64.fetchOne($0, sql: "SELECT Z_HLC FROM Z_FERRY_ALIAS") }
+        #expect(clock.map { $0 >= before.rawValue } == true, "dated when the store was upgraded: \(String(describing: clock))")
+        #expect(try store.purgeHistory(.at(Date(), acknowledged: [], retention: 0, horizon: 3600)).aliases == 0, "not yet past the horizon")
     }
 }

@@ -136,7 +136,7 @@ struct ChangeRecorder {
         }
         // Merged duplicates: the loser's URI now names the survivor; the clocks its values brought along.
         for merge in replay.merges {
-            try log.alias(merge.loserURI, to: merge.survivorURI)
+            try log.alias(merge.loserURI, to: merge.survivorURI, at: incoming.timestamp)
             try log.forgetCarried(of: merge.loserURI)
             if let root = layout.plans[merge.loser.entityName]?.rootNumber, let key = merge.loser.primaryKey {
                 try log.forgetClocks(root: root, key: key)

@@ -112,6 +112,8 @@ struct HistoryLog {
         if let horizon = policy.tombstonesMadeBefore {
             try db.execute(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_HLC < ?", arguments: [horizon.rawValue])
             report.tombstones = db.changesCount
+            try db.execute(sql: "DELETE FROM Z_FERRY_ALIAS WHERE Z_HLC < ?", arguments: [horizon.rawValue])
+            report.aliases = db.changesCount
         }
         return report
     }
@@ -305,9 +307,10 @@ struct HistoryLog {
     }
 
     /// Makes a merged duplicate's origin URI (and every alias of it) an alias of the survivor's.
-    func alias(_ uri: String, to survivor: String) throws {
+    func alias(_ uri: String, to survivor: String, at timestamp: HybridTimestamp) throws {
         try db.cachedStatement(sql: "UPDATE Z_FERRY_ALIAS SET Z_SURVIVOR = ? WHERE Z_SURVIVOR = ?").execute(arguments: [survivor, uri])
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_ALIAS (Z_URI, Z_SURVIVOR) VALUES (?, ?)").execute(arguments: [uri, survivor])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_ALIAS (Z_URI, Z_SURVIVOR, Z_HLC) VALUES (?, ?, ?)")
+            .execute(arguments: [uri, survivor, timestamp.rawValue])
     }
 
     /// Keeps a value a merge carried to a survivor whose entity lacks the attribute.

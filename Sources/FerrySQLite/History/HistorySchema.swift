@@ -1,4 +1,6 @@
+import Foundation
 import GRDB
+import FerryStore
 
 /// The tables behind change sets, identity and merging, created with every
 /// store (and added to stores made before them):
@@ -15,7 +17,8 @@ import GRDB
 ///   write after the insert, for last-writer-wins merging.
 /// - `Z_FERRY_POSITION`: per (row, ordered to-many relationship, member origin URI)
 ///   the member's position key (``OrderedPositions``); its clock is in `Z_FERRY_CLOCK`.
-/// - `Z_FERRY_ALIAS`: origin URIs of merged duplicates → the survivor's origin URI.
+/// - `Z_FERRY_ALIAS`: origin URIs of merged duplicates → the survivor's origin URI, with the merge's
+///   clock (dropped past the tombstone horizon, as tombstones are).
 /// - `Z_FERRY_CARRIED`: values merged duplicates brought to survivors whose entity lacks the
 ///   attribute, by survivor origin URI and attribute (``CarriedValue``): the entity that has the
 ///   attribute, the value as JSON, and the clock of its last write.
@@ -56,7 +59,7 @@ enum HistorySchema {
         CREATE TABLE IF NOT EXISTS Z_FERRY_POSITION (Z_ROOT INTEGER NOT NULL, Z_PK INTEGER NOT NULL, Z_RELATIONSHIP TEXT NOT NULL,
             Z_MEMBER TEXT NOT NULL, Z_KEY TEXT NOT NULL, PRIMARY KEY (Z_ROOT, Z_PK, Z_RELATIONSHIP, Z_MEMBER)) WITHOUT ROWID
         """,
-        "CREATE TABLE IF NOT EXISTS Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS Z_FERRY_ALIAS (Z_URI TEXT PRIMARY KEY, Z_SURVIVOR TEXT NOT NULL, Z_HLC INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
         "CREATE INDEX IF NOT EXISTS Z_FERRY_ALIAS_SURVIVOR ON Z_FERRY_ALIAS (Z_SURVIVOR)",
         """
         CREATE TABLE IF NOT EXISTS Z_FERRY_CARRIED (Z_URI TEXT NOT NULL, Z_PROPERTY TEXT NOT NULL, Z_ENTITY TEXT NOT NULL,
@@ -83,5 +86,10 @@ enum HistorySchema {
 
     static func create(in db: Database) throws {
         for statement in statements { try db.execute(sql: statement) }
+        // Aliases of stores made before they kept the merge's clock: dated now, so the horizon counts from here.
+        if try !db.columns(in: "Z_FERRY_ALIAS").contains(where: { $0.name == "Z_HLC" }) {
+            try db.execute(sql: "ALTER TABLE Z_FERRY_ALIAS ADD COLUMN Z_HLC INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "UPDATE Z_FERRY_ALIAS SET Z_HLC = ?", arguments: [HybridTimestamp.wall(Date()).rawValue])
+        }
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 /// A change set goes when every peer in ``acknowledged`` has it and it was made before
 /// ``changeSetsMadeBefore`` (the retention period); quarantined change sets, and those applied
 /// but left invalid, stay until they are dealt with. A tombstone goes when its delete was made
-/// before ``tombstonesMadeBefore`` (the horizon); from then on the store refuses peers and change
+/// before ``tombstonesMadeBefore`` (the horizon), and so does an alias of a merged duplicate; from then on the store refuses peers and change
 /// sets that do not know everything made before the horizon (``HistoryError/pastHorizon(origin:needed:horizon:)``),
 /// since they could bring back an object whose delete it no longer remembers.
 public struct PurgePolicy: Sendable, Equatable {
@@ -36,10 +36,13 @@ public struct PurgeReport: Sendable, Equatable {
     public var changeSets: Int
     /// Tombstones forgotten.
     public var tombstones: Int
+    /// Aliases of merged duplicates forgotten (merges made before the horizon).
+    public var aliases: Int
 
-    public init(changeSets: Int = 0, tombstones: Int = 0) {
+    public init(changeSets: Int = 0, tombstones: Int = 0, aliases: Int = 0) {
         self.changeSets = changeSets
         self.tombstones = tombstones
+        self.aliases = aliases
     }
 }
 

@@ -46,6 +46,8 @@ struct InMemoryHistory: Sendable {
     private(set) var tombstones: [String: Tombstone] = [:]
     /// Origin URIs of merged duplicates → the survivor's origin URI (kept pointing at the last survivor).
     private(set) var aliases: [String: String] = [:]
+    /// When each alias was made (the merge's clock), for the horizon.
+    private var aliasTimes: [String: HybridTimestamp] = [:]
     /// Values merged duplicates carried to survivors lacking the attribute: survivor origin URI → attribute → value.
     private(set) var carried: [String: [String: CarriedValue]] = [:]
     /// Objects restored after a delete (origin URI) → the change sets that restored them.
@@ -139,6 +141,12 @@ struct InMemoryHistory: Sendable {
             let before = tombstones.count
             tombstones = tombstones.filter { $0.value.timestamp >= cutoff }
             report.tombstones = before - tombstones.count
+            let old = aliasTimes.filter { $0.value < cutoff }.map(\.key)
+            for uri in old {
+                aliases[uri] = nil
+                aliasTimes[uri] = nil
+            }
+            report.aliases = old.count
         }
         return report
     }
@@ -184,9 +192,10 @@ struct InMemoryHistory: Sendable {
     }
 
     /// Makes `loser` an alias of `survivor` (and every alias of the loser too); the loser's row is gone.
-    mutating func alias(_ merge: MergedDuplicate) {
+    mutating func alias(_ merge: MergedDuplicate, at timestamp: HybridTimestamp) {
         for (alias, target) in aliases where target == merge.loserURI { aliases[alias] = merge.survivorURI }
         aliases[merge.loserURI] = merge.survivorURI
+        aliasTimes[merge.loserURI] = timestamp
         clocks[merge.loser] = nil
         positions[merge.loser] = nil
     }
@@ -261,7 +270,7 @@ struct InMemoryHistory: Sendable {
             if let id = resolve(temporaryID) { setPositions(of: id, keys) }
         }
         for merge in replay.merges {
-            alias(merge)
+            alias(merge, at: incoming.timestamp)
             carried[merge.loserURI] = nil
         }
         for (uri, values) in replay.carried { carried[uri, default: [:]].merge(values) { _, new in new } }

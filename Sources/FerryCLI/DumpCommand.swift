@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryStore
+import FerrySQLite
 
 struct DumpCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,9 +13,20 @@ struct DumpCommand: ParsableCommand {
 
     func run() throws {
         let container = try options.openContainer()
+        var output = BufferedOutput()
+        let progress = TerminalProgress(label: "ferry dump: objects written")
         do {
-            try StoreDump(store: container.store).write { print($0) }
+            if let store = container.store as? SQLiteStore {
+                // Streamed from SQL in URI order: memory does not grow with the store.
+                try store.streamDump(progress: { progress.update($0) }) { output.line($0) }
+            } else {
+                try StoreDump(store: container.store).write { output.line($0) }
+            }
+            output.flush()
+            progress.finish()
         } catch {
+            output.flush()
+            progress.finish()
             throw CLIError(error)
         }
     }

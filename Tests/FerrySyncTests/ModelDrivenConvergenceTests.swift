@@ -105,6 +105,15 @@ struct ModelDrivenConvergenceTests {
             Issue.record("\(name) seed \(seed): replica \(index) differs from replica 0.\nonly in \(index):\n\(dump.filter { !dumps[0].contains($0) }.joined(separator: "\n"))\nonly in 0:\n\(dumps[0].filter { !dump.contains($0) }.joined(separator: "\n"))")
         }
         #expect(Set(try replicas.map { try $0.store.historyState().vector }).count == 1, "\(name) seed \(seed): vectors differ")
+        // `ferry dump`'s streamed form (SQL, URI order) is the same text as the generic dump.
+        for (index, replica) in replicas.enumerated() {
+            guard let store = replica.store as? SQLiteStore else { continue }
+            var streamed: [String] = []
+            try store.streamDump { streamed.append($0) }
+            if streamed != dumps[index] {
+                Issue.record("\(name) seed \(seed): the streamed dump of replica \(index) differs.\nonly streamed:\n\(streamed.filter { !dumps[index].contains($0) }.prefix(3).joined(separator: "\n"))\nonly generic:\n\(dumps[index].filter { !streamed.contains($0) }.prefix(3).joined(separator: "\n"))")
+            }
+        }
         let duplicates = try ConvergenceTests.duplicateKeys(in: dumps[0], model: model)
         #expect(duplicates.isEmpty, "\(name) seed \(seed): \(duplicates)")
         let overfull = try Self.membersPastMaximum(in: replicas[0])

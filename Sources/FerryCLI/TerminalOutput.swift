@@ -1,0 +1,42 @@
+import Foundation
+
+/// Standard output written in 64 KB blocks (one `write` per block, not per line): what a
+/// command printing a line per object needs to keep up with the store.
+struct BufferedOutput {
+    private var buffer: [UInt8] = []
+    private static let blockSize = 1 << 16
+
+    init() { buffer.reserveCapacity(Self.blockSize + 4096) }
+
+    /// Appends `line` and a newline; writes the block when it is full.
+    mutating func line(_ line: String) {
+        buffer.append(contentsOf: line.utf8)
+        buffer.append(0x0A)
+        if buffer.count >= Self.blockSize { flush() }
+    }
+
+    /// Writes what is buffered.
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(buffer))
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Progress of a long run on standard error, when it is a terminal (never into a pipe or a log):
+/// one line rewritten in place, cleared at the end.
+struct TerminalProgress {
+    let label: String
+    let isShown = isatty(FileHandle.standardError.fileDescriptor) != 0
+
+    func update(_ count: Int, of total: Int? = nil) {
+        guard isShown else { return }
+        let text = total.map { "\(label): \(count) of \($0)" } ?? "\(label): \(count)"
+        FileHandle.standardError.write(Data("\r\(text)\u{1B}[K".utf8))
+    }
+
+    func finish() {
+        guard isShown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}

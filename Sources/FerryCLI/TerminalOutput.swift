@@ -15,6 +15,12 @@ struct BufferedOutput {
         if buffer.count >= Self.blockSize { flush() }
     }
 
+    /// Appends `text` as it is (no newline).
+    mutating func append(_ text: String) {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= Self.blockSize { flush() }
+    }
+
     /// Writes what is buffered.
     mutating func flush() {
         guard !buffer.isEmpty else { return }

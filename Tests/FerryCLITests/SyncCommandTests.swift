@@ -54,6 +54,31 @@ struct SyncCommandTests {
         #expect(try ferry(["conflicts", "list", "--store", b, "--model", orgChart]).standardOutput == "")
     }
 
+    @Test("put prints every ref's URI as one JSON object (refs escaped), dump streams every object in URI order")
+    func putAndDump() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.file("s.sqlite")
+        #expect(try ferry(["init", "--store", store, "--model", orgChart]).status == 0)
+        var lines: [String] = []
+        for save in 0..<3 {
+            let operations = (0..<40).map { index in
+                let number = save * 40 + index
+                return #"{"op":"insert","entity":"Person","ref":"p\#(number)\"q","values":{"id":\#(number),"name":"P\#(number) ✓"}}"#
+            }
+            lines.append("[" + operations.joined(separator: ",") + "]")
+        }
+        let put = try ferry(["put", "--store", store, "--model", orgChart, "-"], input: lines.joined(separator: "\n"))
+        #expect(put.status == 0, "\(put.standardError)")
+        #expect(put.standardError.isEmpty, "no progress into a pipe: \(put.standardError)")
+        let refs = try #require(try JSONValue.parse(put.standardOutput).objectMembers)
+        #expect(refs.count == 120 && refs.map(\.0) == refs.map(\.0).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        #expect(refs.first { $0.0 == "p7\"q" }?.1.stringValue?.hasSuffix("/Person/p8") == true)
+        let dump = try ferry(["dump", "--store", store, "--model", orgChart])
+        let uris = try self.lines(dump.standardOutput).map { try #require(try JSONValue.parse($0)["uri"]?.stringValue) }
+        #expect(uris.count == 120 && uris == uris.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        #expect(dump.standardOutput.contains(#""name":"P7 ✓""#))
+    }
+
     @Test("history purge deletes what every peer's state file covers, says what went, and explains bad input")
     func purgeByHand() throws {
         let directory = TemporaryDirectory()

@@ -86,6 +86,26 @@ struct InterchangeTests {
         }
     }
 
+    @Test("One array over several lines is one save; JSON lines (CRLF, blank lines, blanks around) are one save each; a bad line is named")
+    func batchForms() throws {
+        let pretty = """
+            [
+              {"op":"insert","entity":"Person","ref":"a"},
+              {"op":"insert","entity":"Person","ref":"b"}
+            ]
+            """
+        #expect(try OperationBatch.parse(pretty).saves.map(\.count) == [2])
+        #expect(try OperationBatch.parse(#"[{"op":"insert","entity":"Person"}]"#).saves.map(\.count) == [1])
+        let lines = "[{\"op\":\"insert\",\"entity\":\"Person\"}]\r\n\n  [{\"op\":\"insert\",\"entity\":\"Person\"},{\"op\":\"delete\",\"object\":\"x\"}]\t\r\n"
+        #expect(try OperationBatch.parse(lines).saves.map(\.count) == [1, 2])
+        do {
+            _ = try OperationBatch.parse("[{\"op\":\"insert\",\"entity\":\"Person\"}]\n\n[{\"op\":}]\n")
+            Issue.record("accepted a bad third line")
+        } catch {
+            #expect(error.description.contains("line 3"), "\(error)")
+        }
+    }
+
     @Test("A batch is checked against the model before anything is applied", arguments: TestStoreKind.allCases)
     func batchChecks(kind: TestStoreKind) throws {
         let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)

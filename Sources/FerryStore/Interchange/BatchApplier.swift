@@ -32,15 +32,18 @@ public struct BatchApplier {
         public var failure: (save: Int, error: SaveError, refsByObjectURI: [String: String])?
     }
 
-    /// Checks the batch and applies it.
+    /// Checks the batch and applies it; `progress` hears the number of saves committed after each.
     /// - Throws: ``InterchangeError`` when the batch is invalid (nothing applied).
-    public func apply(_ batch: OperationBatch) throws(InterchangeError) -> Outcome {
+    public func apply(_ batch: OperationBatch, progress: ((Int) -> Void)? = nil) throws(InterchangeError) -> Outcome {
         let context = container.newContext()
         context.mergePolicy = mergePolicy
         context.transactionAuthor = "ferry put"
         try check(batch, context: context)
+        let operationCount = batch.saves.reduce(0) { $0 + $1.count }
         var objects: [String: ManagedObject] = [:]
+        objects.reserveCapacity(operationCount)
         var outcome = Outcome(refs: [:], committedSaves: 0, failure: nil)
+        outcome.refs.reserveCapacity(operationCount)
         for (saveIndex, operations) in batch.saves.enumerated() {
             let saveNumber = saveIndex + 1
             var refsInSave: [(String, ManagedObject)] = []
@@ -86,6 +89,7 @@ public struct BatchApplier {
             }
             for (ref, object) in refsInSave { outcome.refs[ref] = object.objectID.uriString }
             outcome.committedSaves = saveNumber
+            progress?(saveNumber)
         }
         return outcome
     }

@@ -43,15 +43,25 @@ public struct OperationBatch: Sendable {
 
     /// Parses a batch. Nothing is checked against a model yet; see ``BatchApplier``.
     public static func parse(_ text: String) throws(InterchangeError) -> OperationBatch {
-        if let whole = try? JSONValue.parse(text), case .array(let items) = whole,
+        // JSON lines: cut at newline bytes (not characters: a line of a large save runs to
+        // megabytes), each line trimmed of ASCII blanks.
+        let lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { line -> Substring in
+            let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+            guard let first = line.firstIndex(where: { !isBlank($0) }), let last = line.lastIndex(where: { !isBlank($0) }) else { return "" }
+            return Substring(line[first...last])
+        }
+        // One JSON array (one save), perhaps spread over several lines, rather than JSON lines: a single
+        // line, or a first line that is no JSON value by itself.
+        let filled = lines.filter { !$0.isEmpty }
+        if filled.count <= 1 || (try? JSONValue.parse(String(filled[0]))) == nil,
+           let whole = try? JSONValue.parse(text), case .array(let items) = whole,
            items.allSatisfy({ if case .object = $0 { return true } else { return false } }) {
             return OperationBatch(saves: [try operations(items, line: nil)])
         }
         var saves: [[Operation]] = []
-        for (offset, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+        for (offset, trimmed) in lines.enumerated() {
             if trimmed.isEmpty { continue }
-            let value = try JSONValue.parse(trimmed, line: offset + 1)
+            let value = try JSONValue.parse(String(trimmed), line: offset + 1)
             guard case .array(let items) = value else {
                 throw InterchangeError.malformedBatch(line: offset + 1, reason: "each line must be a JSON array of operations; got \(value.kindName)")
             }

@@ -51,9 +51,10 @@ def main():
     parser.add_argument("--ferry", required=True, help="the ferry executable (a release build)")
     parser.add_argument("--saves", type=int, default=1_000_000)
     parser.add_argument("--pool", type=int, default=300, help="objects each store keeps updating")
-    parser.add_argument("--retention", type=float, default=30)
-    parser.add_argument("--horizon", type=float, default=60)
-    parser.add_argument("--purge-interval", type=float, default=5)
+    parser.add_argument("--rate", type=float, default=300, help="saves per second over the three stores (a sustained load)")
+    parser.add_argument("--retention", type=float, default=10)
+    parser.add_argument("--horizon", type=float, default=120)
+    parser.add_argument("--purge-interval", type=float, default=2)
     parser.add_argument("--out", required=True, help="path without extension for the .csv and .png")
     options = parser.parse_args()
     ferry = os.path.abspath(options.ferry)
@@ -99,14 +100,11 @@ history:
         def store(name):
             return os.path.join(work, name, "store.sqlite")
 
-        def size(name):
-            total = 0
-            for suffix in ["", "-wal"]:
-                try:
-                    total += os.path.getsize(store(name) + suffix)
-                except FileNotFoundError:
-                    pass
-            return total
+        def size(name, suffix=""):
+            try:
+                return os.path.getsize(store(name) + suffix)
+            except FileNotFoundError:
+                return 0
 
         samples = []
         start = time.time()
@@ -114,7 +112,7 @@ history:
 
         def sample():
             while not done.is_set():
-                samples.append([round(time.time() - start, 1)] + [size(name) for name in NAMES])
+                samples.append([round(time.time() - start, 1)] + [size(name) for name in NAMES] + [size(name, "-wal") for name in NAMES])
                 done.wait(1)
 
         sampler = threading.Thread(target=sample)
@@ -130,9 +128,11 @@ history:
             pools[name] = [refs[f"{name}{i}"] for i in range(options.pool)]
         inserted = {name: [] for name in NAMES}
         made = 0
-        chunk = 2000
+        chunk = max(1, min(2000, int(options.rate)))
         serial = 0
+        saves_start = time.time()
         random.seed(7)
+        print(f"saves start after {round(time.time() - start)} s", flush=True)
         while made < options.saves:
             for name in NAMES:
                 if made >= options.saves:
@@ -156,9 +156,15 @@ history:
                                       input_text="\n".join(json.dumps(line) for line in lines)))
                 inserted[name].extend(refs[ref] for ref in refs_made)
                 made += count
+                # At the sustained rate: wait for the time these saves are due.
+                ahead = saves_start + made / options.rate - time.time()
+                if ahead > 0:
+                    time.sleep(ahead)
                 for other, process in daemons.items():
                     if process.poll() is not None:
                         raise RuntimeError(f"daemon {other} ended with {process.returncode}")
+            if made % (chunk * 30) >= chunk * 3:
+                continue
             print(f"{made} saves, {round(time.time() - start)} s, files: "
                   + ", ".join(f"{name} {size(name) / 1e6:.1f} MB" for name in NAMES), flush=True)
 
@@ -183,7 +189,7 @@ history:
         os.makedirs(os.path.dirname(os.path.abspath(options.out)), exist_ok=True)
         with open(options.out + ".csv", "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["seconds"] + [f"{name}_bytes" for name in NAMES])
+            writer.writerow(["seconds"] + [f"{name}_file_bytes" for name in NAMES] + [f"{name}_wal_bytes" for name in NAMES])
             writer.writerows(samples)
         try:
             import matplotlib
@@ -191,9 +197,11 @@ history:
             import matplotlib.pyplot as plot
             figure, axes = plot.subplots(figsize=(9, 4.5))
             for index, name in enumerate(NAMES):
-                axes.plot([s[0] for s in samples], [s[index + 1] / 1e6 for s in samples], label=f"store {name}")
+                line, = axes.plot([s[0] for s in samples], [s[index + 1] / 1e6 for s in samples], label=f"store {name}: file")
+                axes.plot([s[0] for s in samples], [s[index + 1 + len(NAMES)] / 1e6 for s in samples], linestyle="--",
+                          color=line.get_color(), label=f"store {name}: write-ahead log")
             axes.set_xlabel("seconds")
-            axes.set_ylabel("store file + WAL (MB)")
+            axes.set_ylabel("MB")
             axes.set_title(f"{options.saves:,} saves over three daemons, purge every {options.purge_interval:g} s, "
                            f"retention {options.retention:g} s, horizon {options.horizon:g} s", fontsize=9)
             axes.set_ylim(bottom=0)
@@ -202,10 +210,11 @@ history:
             figure.savefig(options.out + ".png", dpi=100)
         except ImportError:
             print("matplotlib is not installed: wrote the CSV only", file=sys.stderr)
-        peak = max(max(s[1:]) for s in samples)
+        files = [s[1:1 + len(NAMES)] for s in samples]
         print(json.dumps({
             "saves": options.saves, "seconds": round(time.time() - start), "converged": converged, "objects": objects,
-            "peak_file_bytes": peak, "last_file_bytes": samples[-1][1:],
+            "peak_file_bytes": max(max(f) for f in files), "last_file_bytes": files[-1],
+            "peak_wal_bytes": max(max(s[1 + len(NAMES):]) for s in samples),
             "history": {name: status.get("history") for name, status in zip(NAMES, statuses)},
         }, indent=1))
         return 0 if converged else 1

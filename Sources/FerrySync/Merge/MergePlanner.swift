@@ -240,19 +240,23 @@ struct MergePlanner {
             throw .unknownObject(target, place: "\(entity).\(name)")
         }
         let inverse = model.entity(named: entity)?.relationship(named: name).flatMap { model.inverse(of: $0) }
+        // The delete would have been refused had the reference been here (by Deny, or by the
+        // validation of a required to-one its Nullify rule cleared): bring the object back.
+        let refused: Bool
         switch inverse?.deleteRule {
         case .cascade?:
             delete(source)
-        case .deny?, .nullify? where isRequiredToOne(name, of: entity):
-            // The delete would have been refused had the reference been here (by Deny, or by the
-            // validation of a required to-one its Nullify rule cleared): bring the object back.
-            guard isBuried(target), let tombstone = facts.tombstone(of: target) else { return nil }
-            try bringBack(target, from: tombstone)
-            return target
+            refused = false
+        case .deny?:
+            refused = true
+        case .nullify?:
+            refused = isRequiredToOne(name, of: entity)
         default:
-            break
+            refused = false
         }
-        return nil
+        guard refused, isBuried(target), let tombstone = facts.tombstone(of: target) else { return nil }
+        try bringBack(target, from: tombstone)
+        return target
     }
 
     private func isRequiredToOne(_ name: String, of entity: String) -> Bool {

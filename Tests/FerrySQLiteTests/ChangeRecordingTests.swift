@@ -109,6 +109,22 @@ struct ChangeRecordingTests {
         #expect(try store.changeSets().last?.changes.count == 200)
     }
 
+    @Test("A damaged compressed body is a clear error naming the cause, not a crash or a garbled line")
+    func damagedBody() throws {
+        let (directory, store, container) = try open()
+        defer { withExtendedLifetime(directory) {} }
+        let context = container.newContext()
+        for index in 0..<50 { try context.make("Person", ["name": "Person \(index)"]) }
+        try context.save()
+        try store.write { db in try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_BODY = x'789c0badbeef'") }
+        do {
+            _ = try store.changeSetLines()
+            Issue.record("read a damaged body")
+        } catch {
+            #expect("\(error)".contains("does not inflate to text: the store file is damaged"), "\(error)")
+        }
+    }
+
     @Test("A save that fails records nothing; the state reports the vector")
     func atomicity() throws {
         let (directory, store, container) = try open()

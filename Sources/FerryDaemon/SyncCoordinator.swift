@@ -168,7 +168,7 @@ public actor SyncCoordinator {
     public func purge(retention: TimeInterval, horizon: TimeInterval) async -> PurgeReport? {
         let acknowledged = peers.compactMap(\.acknowledged)
         let policy = PurgePolicy.at(clock.now(), acknowledged: acknowledged.count == peers.count ? acknowledged : [],
-                                    retention: retention, horizon: horizon)
+                                    retention: retention, horizon: horizon, knownToPeers: acknowledged)
         do {
             let report = try await endpoint.purge(policy)
             lastPurge = (clock.now(), report)

@@ -109,6 +109,35 @@ struct BoundedHistoryTests {
         #expect(try a.dump().count == 2)
     }
 
+    @Test("A peer that acknowledged once is not cut off for lagging: the horizon asks no more than it had; its late edit of a forgotten object is quarantined, not applied",
+          arguments: Replica.Kind.allCases)
+    func horizonKnownToPeers(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, kind: kind)
+        let lagging = try Replica(model: Self.model, kind: kind == .sqlite ? .memory : .sqlite)
+        let notes = try save(2, on: a)
+        try lagging.pull(from: a)
+        let acknowledged = try lagging.store.historyState().vector  // what its last round told A
+        try lagging.context.existingObject(withURI: notes[0].objectID.uriString).setValue("edited while lagging", forKey: "title")
+        try lagging.context.save()
+        a.context.delete(notes[0])
+        try a.context.save()
+        let report = try a.store.purgeHistory(.at(Date().addingTimeInterval(3600), acknowledged: [acknowledged], retention: 60, horizon: 60,
+                                                  knownToPeers: [acknowledged]))
+        #expect(report.tombstones == 1, "the delete is forgotten all the same")
+        let applied = try a.pull(from: lagging)
+        #expect(applied.quarantined == 1, "an edit of an object this store no longer knows: kept and listed, not applied")
+        #expect(try a.dump().count == 1, "the deleted note does not come back")
+        // Without what the peer had, the same edit is refused as past the horizon.
+        let b = try Replica(model: Self.model, kind: kind)
+        _ = try save(2, on: b)
+        let stale = try Replica(model: Self.model, kind: kind)
+        try stale.pull(from: b)
+        _ = try save(1, on: stale, from: 20)
+        _ = try save(1, on: b, from: 30)
+        _ = try b.store.purgeHistory(.at(Date().addingTimeInterval(3600), acknowledged: [], retention: 60, horizon: 60))
+        #expect(throws: HistoryError.self) { try b.pull(from: stale) }
+    }
+
     @Test("Aliases of merged duplicates are forgotten past the horizon, as tombstones are", arguments: Replica.Kind.allCases)
     func aliasesPastHorizon(kind: Replica.Kind) throws {
         let a = try Replica(model: ConvergenceTests.members, kind: kind)

@@ -76,7 +76,9 @@ struct HistoryLog {
                                                 arguments: [origin.uuidString, horizon.rawValue]) ?? 0
                 let purged = try Int64.fetchOne(db, sql: "SELECT Z_SEQ FROM Z_FERRY_PURGE_MARK WHERE Z_ORIGIN = ? AND Z_HLC < ?",
                                                 arguments: [origin.uuidString, horizon.rawValue]) ?? 0
-                let needed = max(stored, purged)
+                var needed = max(stored, purged)
+                // Never more than every peer in contact has: a live peer is not cut off for lagging.
+                if let known = policy.knownToPeers.map({ $0[origin, default: 0] }).min() { needed = min(needed, known) }
                 guard needed > 0 else { continue }
                 try db.execute(sql: """
                     INSERT INTO Z_FERRY_HORIZON (Z_ORIGIN, Z_SEQ) VALUES (?, ?)

@@ -15,18 +15,25 @@ public struct PurgePolicy: Sendable, Equatable {
     public var changeSetsMadeBefore: HybridTimestamp?
     /// Tombstones of deletes made before this time go (nil: tombstones stay).
     public var tombstonesMadeBefore: HybridTimestamp?
+    /// What peers in contact have taken in (one vector each, even while another peer has said
+    /// nothing yet): the horizon never asks a change set to know more than all of these have, so a
+    /// peer that acknowledged once is never refused for lagging behind.
+    public var knownToPeers: [VersionVector]
 
-    public init(acknowledged: [VersionVector], changeSetsMadeBefore: HybridTimestamp? = nil, tombstonesMadeBefore: HybridTimestamp? = nil) {
+    public init(acknowledged: [VersionVector], changeSetsMadeBefore: HybridTimestamp? = nil, tombstonesMadeBefore: HybridTimestamp? = nil,
+                knownToPeers: [VersionVector]? = nil) {
         self.acknowledged = acknowledged
         self.changeSetsMadeBefore = changeSetsMadeBefore
         self.tombstonesMadeBefore = tombstonesMadeBefore
+        self.knownToPeers = knownToPeers ?? acknowledged
     }
 
     /// The policy of a daemon at `now`: change sets `retention` seconds old that every peer
     /// has, tombstones older than `horizon` seconds (nil: kept forever).
-    public static func at(_ now: Date, acknowledged: [VersionVector], retention: TimeInterval, horizon: TimeInterval?) -> PurgePolicy {
+    public static func at(_ now: Date, acknowledged: [VersionVector], retention: TimeInterval, horizon: TimeInterval?,
+                          knownToPeers: [VersionVector]? = nil) -> PurgePolicy {
         PurgePolicy(acknowledged: acknowledged, changeSetsMadeBefore: .wall(now.addingTimeInterval(-retention)),
-                    tombstonesMadeBefore: horizon.map { .wall(now.addingTimeInterval(-$0)) })
+                    tombstonesMadeBefore: horizon.map { .wall(now.addingTimeInterval(-$0)) }, knownToPeers: knownToPeers)
     }
 }
 

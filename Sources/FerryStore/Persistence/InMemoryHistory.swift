@@ -115,7 +115,8 @@ struct InMemoryHistory: Sendable {
             for origin in vector.keys {
                 let stored = records.filter { $0.origin == origin && $0.timestamp < cutoff }.map(\.sequence).max() ?? 0
                 let purgedBefore = purgeMarks[origin].map { $0.timestamp < cutoff ? $0.sequence : 0 } ?? 0
-                let needed = max(stored, purgedBefore)
+                var needed = max(stored, purgedBefore)
+                if let known = policy.knownToPeers.map({ $0[origin, default: 0] }).min() { needed = min(needed, known) }
                 if needed > 0 { horizon[origin] = max(horizon[origin, default: 0], needed) }
             }
             horizonTime = max(horizonTime ?? cutoff, cutoff)

@@ -28,8 +28,10 @@ struct SyncScheduleTests {
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("down", nowhere, "token", .systemStore)], batchSize: 10,
                                           requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
                                           logger: Logger(label: "schedule-test"), clock: clock)
+        // No purges: their schedule would sleep on the same clock, and `sleeperCount` must count the pull schedule alone.
         let loop = SyncLoop(coordinator: coordinator, endpoint: endpoint, pullInterval: 1_000,
-                            notifier: SystemdNotifier(environment: [:]), logger: Logger(label: "schedule-test"))
+                            history: Configuration.History(purgeInterval: 0), notifier: SystemdNotifier(environment: [:]),
+                            logger: Logger(label: "schedule-test"))
         let running = Task { [loop] in try await loop.run() }
         defer { running.cancel() }
 

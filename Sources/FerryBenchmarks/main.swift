@@ -137,13 +137,6 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
     }
 }
 
-/// Runs one side in a fresh child process and returns its time: a run leaves
-/// 100,000 freed objects behind, and the next run in the same process pays for
-/// the fragmented heap, which would bias the comparison.
-func measureInChild(_ side: String, _ settings: Settings) throws -> Double {
-    try measureInChildWithSizes(side, settings).seconds
-}
-
 /// The store file's size (the main file, after the runs' last checkpoint), for W1's size targets.
 enum StoreFileSize {
     static func bytes(_ path: String) throws -> Int {
@@ -151,8 +144,11 @@ enum StoreFileSize {
     }
 }
 
-/// One side's time, and its store file's size after the run (and, for Ferry, after purging everything).
-func measureInChildWithSizes(_ side: String, _ settings: Settings) throws -> (seconds: Double, bytes: Int, purged: Int?) {
+/// Runs one side in a fresh child process: a run leaves
+/// 100,000 freed objects behind, and the next run in the same process pays for
+/// the fragmented heap, which would bias the comparison.
+/// Returns the time, and the store file's size after the run (and, for Ferry, after purging everything).
+func measureInChild(_ side: String, _ settings: Settings) throws -> (seconds: Double, bytes: Int, purged: Int?) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
     process.arguments = ["--only", side, "--runs", "1", "--count", "\(settings.count)", "--batch", "\(settings.batch)"]
@@ -253,7 +249,7 @@ do {
         let order = run % 2 == 1 ? ["raw", "ferry", "raw32"] : ["raw32", "ferry", "raw"]
         var times: [String: Double] = [:]
         for side in order {
-            let measured = try measureInChildWithSizes(side, settings)
+            let measured = try measureInChild(side, settings)
             times[side] = measured.seconds
             if side == "raw" { sizes.raw = measured.bytes }
             if side == "ferry" { sizes.ferry = measured.bytes; sizes.purged = measured.purged ?? 0 }

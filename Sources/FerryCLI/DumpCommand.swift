@@ -15,6 +15,10 @@ struct DumpCommand: ParsableCommand {
         let container = try options.openContainer()
         var output = BufferedOutput()
         let progress = TerminalProgress(label: "ferry dump: objects written")
+        defer {
+            output.flush()
+            progress.finish()
+        }
         do {
             if let store = container.store as? SQLiteStore {
                 // Streamed from SQL in URI order: memory does not grow with the store.
@@ -22,11 +26,7 @@ struct DumpCommand: ParsableCommand {
             } else {
                 try StoreDump(store: container.store).write { output.line($0) }
             }
-            output.flush()
-            progress.finish()
         } catch {
-            output.flush()
-            progress.finish()
             throw CLIError(error)
         }
     }

@@ -61,19 +61,15 @@ extension PutCommand {
     /// one value per ref (a put of W1's rows names 100,000).
     static func printRefs(_ refs: [String: String]) {
         var output = BufferedOutput()
-        var text = "{"
+        output.append("{")
         for (index, ref) in refs.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
-            if index > 0 { text += "," }
-            JSONValue.appendQuoted(ref, to: &text)
-            text += ":"
-            JSONValue.appendQuoted(refs[ref] ?? "", to: &text)
-            if text.utf8.count > 1 << 16 {
-                output.append(text)
-                text = ""
-            }
+            var pair = index > 0 ? "," : ""
+            JSONValue.appendQuoted(ref, to: &pair)
+            pair += ":"
+            JSONValue.appendQuoted(refs[ref] ?? "", to: &pair)
+            output.append(pair)
         }
-        text += "}"
-        output.line(text)
+        output.line("}")
         output.flush()
     }
 }

@@ -26,7 +26,7 @@ struct SyncLoop: Service {
     let parts: Parts
     let pullInterval: TimeInterval
     /// How long history is kept, and how often it is purged (`history.purge_interval` 0: never).
-    var history = Configuration.History()
+    let history: Configuration.History
     let notifier: SystemdNotifier
     let logger: Logger
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).

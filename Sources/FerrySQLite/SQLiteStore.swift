@@ -234,11 +234,11 @@ public final class SQLiteStore: PersistentStore {
         let writer = SaveWriter(layout: layout, store: identifier)
         do {
             // (Compressed before taking the writer, which the application's saves wait for.)
-            let prepared = try request.replay.map { try StoredBody.Prepared($0.body) }
+            let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
             return try pool.writeWithoutTransaction { db in
                 var result = SaveResult.empty
                 try db.inTransaction(.immediate) {
-                    result = try writer.write(request, preparedBody: prepared, in: db)
+                    result = try writer.write(request, compressedBody: compressedBody, in: db)
                     return .commit
                 }
                 return result

@@ -61,7 +61,7 @@ struct ChangeRecorder {
     /// place of writing them here (or, if it could not write them, they are written here).
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                 tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]] = [:],
-                insertText: InsertTextInAdvance? = nil, preparedBody: StoredBody.Prepared? = nil, in db: Database) throws {
+                insertText: InsertTextInAdvance? = nil, compressedBody: [UInt8]? = nil, in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
@@ -114,7 +114,7 @@ struct ChangeRecorder {
         try log.identity.map(newRows)
         try log.receive(incoming.timestamp)
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
-                       body: replay.body, prepared: preparedBody, status: HistorySchema.applied, reason: replay.leftInvalidNote, retry: replay.isRetry)
+                       body: replay.body, compressedBody: compressedBody, status: HistorySchema.applied, reason: replay.leftInvalidNote, retry: replay.isRetry)
         try log.noteRestores(of: incoming.restoredURIs, by: incoming.origin, sequence: incoming.sequence)
         if onlyNewObjects { return }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
@@ -193,13 +193,13 @@ struct ChangeRecorder {
 
     /// Records a replayed change set that changed nothing here (every write lost,
     /// or it touched only deleted objects), or one that was quarantined.
-    func recordReceived(_ changeSet: ChangeSet, body: String, prepared: StoredBody.Prepared? = nil, status: Int, reason: String?,
+    func recordReceived(_ changeSet: ChangeSet, body: String, compressedBody: [UInt8]? = nil, status: Int, reason: String?,
                         writes: [ObjectID: Set<String>], tombstones: [DeletedObject], repairDeletes: [DeletedObject], retry: Bool,
                         in db: Database) throws {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         try log.receive(changeSet.timestamp)
         try log.record(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
-                       body: body, prepared: prepared, status: status, reason: reason, retry: retry)
+                       body: body, compressedBody: compressedBody, status: status, reason: reason, retry: retry)
         if status == HistorySchema.applied {
             try log.noteRestores(of: changeSet.restoredURIs, by: changeSet.origin, sequence: changeSet.sequence)
         }

@@ -127,8 +127,12 @@ struct HistoryLog {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             vector[origin] = row[1]
         }
-        let time = try Int64.fetchOne(db.cachedStatement(sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'horizon'"))
-        return (vector, time.map(HybridTimestamp.init(rawValue:)))
+        return (vector, try horizonTime())
+    }
+
+    /// The tombstone horizon: deletes made before it are forgotten (nil: none forgotten yet).
+    func horizonTime() throws -> HybridTimestamp? {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT Z_VALUE FROM Z_FERRY_STATE WHERE Z_KEY = 'horizon'")).map(HybridTimestamp.init(rawValue:))
     }
 
     /// How much history the store keeps.
@@ -141,7 +145,7 @@ struct HistoryLog {
         let purged = try purgedVector()
         return HistorySize(changeSets: row?[0] ?? 0, bytes: row?[1] ?? 0, tombstones: tombstones,
                            purgedThrough: Dictionary(uniqueKeysWithValues: purged.map { ($0.key.uuidString, $0.value) }),
-                           horizon: try horizon().time)
+                           horizon: try horizonTime())
     }
 
     func append(_ changeSet: ChangeSet, status: Int, reason: String?) throws {
@@ -150,11 +154,12 @@ struct HistoryLog {
     }
 
     /// Records a received change set, or (`retry`) updates the record of one quarantined before.
-    func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, prepared: StoredBody.Prepared? = nil,
+    /// `compressedBody`, when given, is `body` already compressed (``StoredBody/compressed(_:)-(String)``).
+    func record(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, body: String, compressedBody: [UInt8]? = nil,
                 status: Int, reason: String?, retry: Bool) throws {
         guard retry else {
-            if let prepared, prepared.text == body, let compressed = prepared.compressed {
-                return try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .blob(compressed), status: status, reason: reason)
+            if let compressedBody {
+                return try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .blob(compressedBody), status: status, reason: reason)
             }
             return try append(origin: origin, sequence: sequence, timestamp: timestamp, body: body, status: status, reason: reason)
         }

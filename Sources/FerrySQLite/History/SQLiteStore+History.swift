@@ -163,9 +163,9 @@ extension SQLiteStore: ReplicaStore {
     /// effect, or quarantined with its reason.
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
         let recorder = ChangeRecorder(layout: layout, store: identifier)
-        let prepared = try StoredBody.Prepared(body)  // (before taking the writer)
+        let compressedBody = try StoredBody.compressed(body)  // (before taking the writer)
         try write { db in
-            try recorder.recordReceived(changeSet, body: body, prepared: prepared, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
+            try recorder.recordReceived(changeSet, body: body, compressedBody: compressedBody, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
                                         reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
                                         repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
         }

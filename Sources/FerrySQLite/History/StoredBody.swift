@@ -7,8 +7,9 @@ import NIOCore
 /// ``smallestCompressed`` bytes as a BLOB of its length (4 bytes, big-endian: a stream cut short
 /// inflates without an error, and the length tells) and its zlib stream (fastest level: W1's change sets
 /// shrink about 20×, at some 700 MB/s), a shorter one as TEXT. Stores written before
-/// compression hold TEXT only, and read the same. Bodies are compressed in the save's own
-/// transaction, so a change set is never in the log in two forms.
+/// compression hold TEXT only, and read the same. A local save's body is compressed in its
+/// transaction (the text is written there); a replayed one before the replay takes the writer
+/// (``compressed(_:)-(String)``), so the application's saves do not wait for it.
 enum StoredBody {
     /// Bodies shorter than this stay text: a zlib stream of a few hundred bytes saves little.
     static let smallestCompressed = 512
@@ -27,17 +28,10 @@ enum StoredBody {
         return stored
     }
 
-    /// A received change set's body made ready before the write transaction, so that compressing
-    /// it does not hold the store's writer (and the application's saves waiting for it).
-    struct Prepared: Sendable {
-        let text: String
-        let compressed: [UInt8]?
-
-        init(_ text: String) throws {
-            var text = text
-            compressed = try text.withUTF8 { try StoredBody.compressed($0) }
-            self.text = text
-        }
+    /// The zlib stream to store for a received change set's `body`; nil when it stays text.
+    static func compressed(_ body: String) throws -> [UInt8]? {
+        var body = body
+        return try body.withUTF8 { try compressed($0) }
     }
 
     /// The body's text from the column's value.

@@ -11,9 +11,9 @@ struct SaveWriter {
     let layout: StoreLayout
     let store: UUID
 
-    /// Writes `request` in the caller's transaction; `preparedBody` is the replayed change set's
-    /// body, compressed before the transaction began (see ``StoredBody/Prepared``).
-    func write(_ request: SaveRequest, preparedBody: StoredBody.Prepared? = nil, in db: Database) throws -> SaveResult {
+    /// Writes `request` in the caller's transaction; `compressedBody` is the replayed change set's
+    /// body, compressed before the transaction began (nil: short enough to stay text, or no replay).
+    func write(_ request: SaveRequest, compressedBody: [UInt8]? = nil, in db: Database) throws -> SaveResult {
         let insertedIDs = try allocatePrimaryKeys(for: request.inserts, in: db)
         var permanent: [ObjectID: ObjectID] = [:]
         permanent.reserveCapacity(insertedIDs.count)
@@ -93,7 +93,7 @@ struct SaveWriter {
             throw SaveError.conflict(objectURIs: conflicts)
         }
         try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
-                            insertText: insertText, preparedBody: preparedBody, in: db)
+                            insertText: insertText, compressedBody: compressedBody, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
     }
 

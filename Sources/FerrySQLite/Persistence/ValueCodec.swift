@@ -99,9 +99,7 @@ struct ValueBinder {
 
     /// Binds bytes as a BLOB (copied: SQLite keeps its own).
     mutating func bindBlob(_ bytes: [UInt8]) {
-        record(bytes.withUnsafeBytes { buffer in
-            sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(buffer.count), Self.transient)
-        })
+        record(bytes.withUnsafeBytes(bindBlob))
     }
 
     /// Steps the bound statement once (an INSERT or UPDATE) and clears its bindings, so no
@@ -121,10 +119,12 @@ struct ValueBinder {
     }
 
     private func bindBlob(_ data: Data) -> CInt {
-        data.withUnsafeBytes { buffer in
-            // An empty Data has no base address; bind a zero-length blob, not NULL.
-            sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(buffer.count), Self.transient)
-        }
+        data.withUnsafeBytes(bindBlob)
+    }
+
+    private func bindBlob(_ buffer: UnsafeRawBufferPointer) -> CInt {
+        // An empty buffer has no base address; bind a zero-length blob, not NULL.
+        sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(buffer.count), Self.transient)
     }
 
     private mutating func record(_ code: CInt) {

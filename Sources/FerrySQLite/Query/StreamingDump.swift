@@ -61,14 +61,13 @@ private struct DumpPlan {
     static func plans(layout: StoreLayout, db: Database) throws -> [DumpPlan] {
         let singles = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT)") ?? true
         let runs = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_RANGE)") ?? true
+        // `Z_ENT` → entity name, for an expression giving the number.
+        let entityNames = layout.entityNames.sorted { $0.key < $1.key }.map { "WHEN \($0.key) THEN '\($0.value)'" }.joined(separator: " ")
         var plans: [DumpPlan] = []
         for entity in layout.model.entities where !entity.isAbstract {
             guard let plan = layout.plans[entity.name] else { continue }
-            let names = layout.entityNames
             func uri(root: Int, key: String, entityNumber: String?, entityName: String) -> String {
-                let name = entityNumber.map { number in
-                    "CASE \(number) " + names.sorted { $0.key < $1.key }.map { "WHEN \($0.key) THEN '\($0.value)'" }.joined(separator: " ") + " END"
-                } ?? "'\(entityName)'"
+                let name = entityNumber.map { "CASE \($0) \(entityNames) END" } ?? "'\(entityName)'"
                 let own = "'x-coredata://\(layout.storeIdentifier.uuidString)/' || \(name) || '/p' || \(key)"
                 // A single entry wins over a run; neither: the object was born here (each probe only when its table has rows).
                 var choices: [String] = []
@@ -84,7 +83,10 @@ private struct DumpPlan {
             var columns = ["\(uri(root: plan.rootNumber, key: "t.Z_PK", entityNumber: nil, entityName: entity.name)) AS u"]
             var properties: [(key: String, source: Source)] = []
             let tableColumns = layout.selectColumns[plan.table] ?? []
-            for (index, property) in entity.properties.enumerated() where property.isPersistent {
+            // In name order (byte order), as the generic dump sorts its keys.
+            let persistent = entity.properties.enumerated().filter { $0.element.isPersistent }
+                .sorted { $0.element.name.utf8.lexicographicallyPrecedes($1.element.name.utf8) }
+            for (index, property) in persistent {
                 var key = ""
                 JSONValue.appendQuoted(property.name, to: &key)
                 key += ":"
@@ -127,8 +129,7 @@ private struct DumpPlan {
             }
             let number = plan.number
             let sql = "SELECT \(columns.joined(separator: ", ")) FROM \(plan.table) t WHERE t.Z_ENT = \(number) ORDER BY u"
-            let sorted = properties.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            plans.append(DumpPlan(entity: entity, sql: sql, prefix: linePrefix(entity), properties: sorted))
+            plans.append(DumpPlan(entity: entity, sql: sql, prefix: linePrefix(entity), properties: properties))
         }
         return plans
     }

@@ -50,18 +50,24 @@ public struct OperationBatch: Sendable {
             guard let first = line.firstIndex(where: { !isBlank($0) }), let last = line.lastIndex(where: { !isBlank($0) }) else { return "" }
             return Substring(line[first...last])
         }
-        // One JSON array (one save), perhaps spread over several lines, rather than JSON lines: a single
-        // line, or a first line that is no JSON value by itself.
-        let filled = lines.filter { !$0.isEmpty }
-        if filled.count <= 1 || (try? JSONValue.parse(String(filled[0]))) == nil,
-           let whole = try? JSONValue.parse(text), case .array(let items) = whole,
-           items.allSatisfy({ if case .object = $0 { return true } else { return false } }) {
+        /// The whole text as one save: one JSON array of operation objects, perhaps over several lines.
+        func oneSave() throws(InterchangeError) -> OperationBatch? {
+            guard let whole = try? JSONValue.parse(text), case .array(let items) = whole,
+                  items.allSatisfy({ if case .object = $0 { return true } else { return false } }) else { return nil }
             return OperationBatch(saves: [try operations(items, line: nil)])
         }
+        if lines.count(where: { !$0.isEmpty }) <= 1, let batch = try oneSave() { return batch }
         var saves: [[Operation]] = []
         for (offset, trimmed) in lines.enumerated() {
             if trimmed.isEmpty { continue }
-            let value = try JSONValue.parse(String(trimmed), line: offset + 1)
+            let value: JSONValue
+            do {
+                value = try JSONValue.parse(String(trimmed), line: offset + 1)
+            } catch {
+                // A first line that is no JSON value by itself: one array spread over several lines.
+                if saves.isEmpty, let batch = try oneSave() { return batch }
+                throw error
+            }
             guard case .array(let items) = value else {
                 throw InterchangeError.malformedBatch(line: offset + 1, reason: "each line must be a JSON array of operations; got \(value.kindName)")
             }

@@ -109,11 +109,8 @@ public struct PeerSync: Sendable {
             let report: ApplyReport
             do {
                 report = try await endpoint.apply(batch.checked)
-            } catch let error as ReplayError {
-                next?.cancel()
-                throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
-            } catch let error as HistoryError {
-                // The peer is past this store's tombstone horizon: nothing was taken in; it must start again.
+            } catch where error is ReplayError || error is HistoryError {
+                // Malformed, or past this store's tombstone horizon: nothing was taken in.
                 next?.cancel()
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
             } catch {

@@ -62,8 +62,10 @@ extension PutCommand {
     static func printRefs(_ refs: [String: String]) {
         var output = BufferedOutput()
         output.append("{")
+        var pair = ""  // (one buffer, reused for every pair)
         for (index, ref) in refs.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
-            var pair = index > 0 ? "," : ""
+            pair.removeAll(keepingCapacity: true)
+            if index > 0 { pair += "," }
             JSONValue.appendQuoted(ref, to: &pair)
             pair += ":"
             JSONValue.appendQuoted(refs[ref] ?? "", to: &pair)

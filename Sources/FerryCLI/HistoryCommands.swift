@@ -76,7 +76,9 @@ struct PurgeCommand: ParsableCommand {
             those left invalid stay. With --tombstone-horizon, tombstones of deletes made longer ago are
             forgotten (and aliases of duplicates merged before then), and from then on change sets that do
             not know everything made before that time are refused (their store must start again from a
-            copy). Without any --acknowledged file no change set is deleted.
+            copy); the horizon needs this store to hold everything each --acknowledged peer held, so
+            that nothing made without knowing a forgotten delete can still arrive. Without any
+            --acknowledged file no change set is deleted.
             Output: {"forgotten_aliases":N,"forgotten_tombstones":N,"purged_change_sets":N}. See docs/SYNC.md, "Bounded history".
             """
     )
@@ -102,7 +104,7 @@ struct PurgeCommand: ParsableCommand {
     }
 
     func run() throws {
-        var vectors: [VersionVector] = []
+        var vectors: [(file: String, vector: VersionVector)] = []
         for file in acknowledged {
             let text: String
             do {
@@ -110,11 +112,25 @@ struct PurgeCommand: ParsableCommand {
             } catch {
                 throw CLIError("--acknowledged \(file): cannot read it (\(error.localizedDescription))")
             }
-            vectors.append(try Self.vector(in: text, file: file))
+            vectors.append((file, try Self.vector(in: text, file: file)))
         }
         let store = try options.openSQLiteStore()
         do {
-            let report = try store.purgeHistory(PurgePolicy.at(Date(), acknowledged: vectors, retention: retention, horizon: tombstoneHorizon))
+            if tombstoneHorizon != nil {
+                // Forgetting a delete is safe only once nothing made without knowing it can still arrive:
+                // everything each peer held when it acknowledged must be here already.
+                let local = try store.historyState().vector
+                for (file, vector) in vectors {
+                    let missing = vector.filter { local[$0.key, default: 0] < $0.value }
+                    guard missing.isEmpty else {
+                        let list = missing.keys.map { "\($0.uuidString) through \(missing[$0] ?? 0)" }.sorted().joined(separator: ", ")
+                        throw CLIError("--tombstone-horizon: the peer of --acknowledged \(file) holds change sets this store has not taken in (\(list)); "
+                                       + "they may not know deletes the horizon would forget, and would then be refused. Sync with that peer first, then purge.")
+                    }
+                }
+            }
+            let report = try store.purgeHistory(PurgePolicy.at(Date(), acknowledged: vectors.map(\.vector), retention: retention,
+                                                               horizon: tombstoneHorizon))
             print(JSONValue.sortedObject(["purged_change_sets": .integer(Int64(report.changeSets)),
                                           "forgotten_tombstones": .integer(Int64(report.tombstones)),
                                           "forgotten_aliases": .integer(Int64(report.aliases))]).text)

@@ -19,10 +19,11 @@ public actor SyncCoordinator {
         var toPush: Int64?
         /// The peer's store and vector as the last successful round saw them (a push-only round starts from them).
         var known: (store: UUID, vector: VersionVector)?
-        /// What the peer had taken in at the last successful round of this run (kept through failures):
-        /// what a purge may drop.
-        var acknowledged: VersionVector?
     }
+
+    /// What each peer had taken in at its last successful round of this run (kept through
+    /// failures), and which of those this store has caught up with: what a purge may drop.
+    private var acknowledgements: PeerAcknowledgements
 
     /// The last purge: when, and what went.
     private var lastPurge: (at: Date, report: PurgeReport)?
@@ -54,6 +55,7 @@ public actor SyncCoordinator {
                                       batchSize: batchSize),
                        session: PeerSession(retries: retries))
         }
+        self.acknowledgements = PeerAcknowledgements(peers: peers.map(\.name))
     }
 
     /// The configured peers' names.
@@ -107,7 +109,6 @@ public actor SyncCoordinator {
             let result = await peers[index].sync.run(pull: pull, push: push, known: known, progress: progress)
             if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
                 peers[index].known = (store, vector)
-                peers[index].acknowledged = vector
             } else if result.error != nil {
                 peers[index].known = nil
             }
@@ -131,7 +132,9 @@ public actor SyncCoordinator {
                 }
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
             } else {
-                if let lag = await lag(peerVector: result.peerVector) {
+                let local = try? await endpoint.state().vector
+                if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
+                if let lag = lag(peerVector: result.peerVector, local: local) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
                     Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
@@ -148,8 +151,8 @@ public actor SyncCoordinator {
 
     /// How many change sets the peer has that this store lacks, and the reverse, from the
     /// peer's vector the round last saw (no extra request); nil when the round did not push.
-    private func lag(peerVector: VersionVector?) async -> (toPull: Int64, toPush: Int64)? {
-        guard let remote = peerVector, let local = try? await endpoint.state().vector else { return nil }
+    private func lag(peerVector: VersionVector?, local: VersionVector?) -> (toPull: Int64, toPush: Int64)? {
+        guard let remote = peerVector, let local else { return nil }
         var toPull: Int64 = 0
         var toPush: Int64 = 0
         for origin in Set(remote.keys).union(local.keys) {
@@ -162,13 +165,13 @@ public actor SyncCoordinator {
     /// Purges the history by the daemon's policy (docs/SYNC.md, "Bounded history"): the change sets
     /// every configured peer has acknowledged in this run and made more than `retention` seconds ago
     /// (none while a peer has not synced since the daemon started, or when there are no peers), and the
-    /// tombstones of deletes made more than `horizon` seconds ago.
+    /// tombstones of deletes made more than `horizon` seconds ago that every peer has acknowledged
+    /// and whose acknowledgement this store has caught up with (``PeerAcknowledgements``).
     /// - Returns: what went; nil when the store could not be purged (the error is logged).
     @discardableResult
     public func purge(retention: TimeInterval, horizon: TimeInterval) async -> PurgeReport? {
-        let acknowledged = peers.compactMap(\.acknowledged)
-        let policy = PurgePolicy.at(clock.now(), acknowledged: acknowledged.count == peers.count ? acknowledged : [],
-                                    retention: retention, horizon: horizon, knownToPeers: acknowledged)
+        if let local = try? await endpoint.state().vector { acknowledgements.update(local: local) }
+        let policy = acknowledgements.policy(at: clock.now(), retention: retention, horizon: horizon)
         do {
             let report = try await endpoint.purge(policy)
             lastPurge = (clock.now(), report)
@@ -177,9 +180,10 @@ public actor SyncCoordinator {
             if report.changeSets + report.tombstones + report.aliases > 0 {
                 logger.info("purged \(report.changeSets) change sets every peer has; forgot \(report.tombstones) tombstones and \(report.aliases) aliases past the horizon")
             }
-            if acknowledged.count < peers.count {
-                let waiting = peers.filter { $0.acknowledged == nil }.map(\.name).joined(separator: ", ")
-                logger.debug("no change set purged: no successful round yet with \(waiting)")
+            if !acknowledgements.silent.isEmpty {
+                logger.debug("no change set purged: no successful round yet with \(acknowledgements.silent.joined(separator: ", "))")
+            } else if !acknowledgements.unstable.isEmpty {
+                logger.debug("no tombstone forgotten: this store has not yet taken in everything \(acknowledgements.unstable.joined(separator: ", ")) held when it acknowledged")
             }
             _ = await historySize()
             return report

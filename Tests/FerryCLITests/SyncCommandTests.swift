@@ -116,6 +116,16 @@ struct SyncCommandTests {
         #expect(missing.status != 0 && missing.standardError.contains("cannot read it"), "\(missing.standardError)")
         let order = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--retention", "60", "--tombstone-horizon", "10"])
         #expect(order.status != 0 && order.standardError.contains("--tombstone-horizon must be at least --retention"), "\(order.standardError)")
+
+        // B holds a change set A has not taken in: forgetting deletes now could refuse it later.
+        #expect(try ferry(["put", "--store", b, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":9}}]"#).status == 0)
+        let ahead = directory.file("b-ahead.json")
+        try ferry(["state", "--store", b]).standardOutput.write(toFile: ahead, atomically: true, encoding: .utf8)
+        let unsafe = try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", ahead, "--tombstone-horizon", "0"])
+        #expect(unsafe.status != 0 && unsafe.standardError.contains("holds change sets this store has not taken in")
+                && unsafe.standardError.contains("Sync with that peer first"), "\(unsafe.standardError)")
+        #expect(try ferry(["history", "purge", "--store", a, "--model", orgChart, "--acknowledged", ahead]).status == 0,
+                "without a horizon, change sets go as before")
     }
 
     /// Two stores of `model` (XML `contents`), each deleting a different one of two objects inserted

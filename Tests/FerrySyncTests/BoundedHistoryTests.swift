@@ -109,7 +109,7 @@ struct BoundedHistoryTests {
         #expect(try a.dump().count == 2)
     }
 
-    @Test("A peer that acknowledged once is not cut off for lagging: the horizon asks no more than it had; its late edit of a forgotten object is quarantined, not applied",
+    @Test("A delete a peer has not acknowledged is not forgotten: the horizon asks no more than the peers had, and the peer's late edit applies without bringing the object back",
           arguments: Replica.Kind.allCases)
     func horizonKnownToPeers(kind: Replica.Kind) throws {
         let a = try Replica(model: Self.model, kind: kind)
@@ -121,12 +121,17 @@ struct BoundedHistoryTests {
         try lagging.context.save()
         a.context.delete(notes[0])
         try a.context.save()
-        let report = try a.store.purgeHistory(.at(Date().addingTimeInterval(3600), acknowledged: [acknowledged], retention: 60, horizon: 60,
-                                                  knownToPeers: [acknowledged]))
-        #expect(report.tombstones == 1, "the delete is forgotten all the same")
+        let later = Date().addingTimeInterval(3600)
+        let report = try a.store.purgeHistory(.at(later, acknowledged: [acknowledged], retention: 60, horizon: 60, knownToPeers: [acknowledged]))
+        #expect(report.tombstones == 0, "the peer has not acknowledged the delete: its tombstone stays")
         let applied = try a.pull(from: lagging)
-        #expect(applied.quarantined == 1, "an edit of an object this store no longer knows: kept and listed, not applied")
+        #expect(applied.applied == 1, "the lagging edit does not need to know the delete the horizon kept")
         #expect(try a.dump().count == 1, "the deleted note does not come back")
+        // Once the peer has the delete, it goes.
+        try lagging.pull(from: a)
+        let caughtUp = try lagging.store.historyState().vector
+        #expect(try a.store.purgeHistory(.at(later, acknowledged: [caughtUp], retention: 60, horizon: 60, knownToPeers: [caughtUp])).tombstones == 1)
+        #expect(try a.dump().count == 1)
         // Without what the peer had, the same edit is refused as past the horizon.
         let b = try Replica(model: Self.model, kind: kind)
         _ = try save(2, on: b)
@@ -136,6 +141,60 @@ struct BoundedHistoryTests {
         _ = try save(1, on: b, from: 30)
         _ = try b.store.purgeHistory(.at(Date().addingTimeInterval(3600), acknowledged: [], retention: 60, horizon: 60))
         #expect(throws: HistoryError.self) { try b.pull(from: stale) }
+    }
+
+    @Test("A change set a peer made before it took a delete in, still on its way when the peer acknowledged the delete, is not refused: the horizon waits until this store holds everything the peer held",
+          arguments: Replica.Kind.allCases)
+    func horizonWaitsForCausalStability(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, kind: kind)
+        let b = try Replica(model: Self.model, kind: kind == .sqlite ? .memory : .sqlite)
+        let notes = try save(2, on: a)
+        try b.pull(from: a)
+        a.context.delete(notes[0])
+        try a.context.save()
+        // B edits the other note without knowing A's delete, then takes the delete in: its round with A
+        // ends with B holding the delete and its own edit, which A has not pulled yet.
+        try b.context.existingObject(withURI: notes[1].objectID.uriString).setValue("edited before the delete arrived", forKey: "title")
+        try b.context.save()
+        try b.pull(from: a)
+        var acknowledgements = PeerAcknowledgements(peers: ["b"])
+        acknowledgements.record(try b.store.historyState().vector, from: "b", local: try a.store.historyState().vector)
+        #expect(acknowledgements.acknowledged.count == 1, "B has the delete: change sets may go")
+        #expect(acknowledgements.stable == nil && acknowledgements.unstable == ["b"])
+        let later = Date().addingTimeInterval(3600)
+        let waiting = acknowledgements.policy(at: later, retention: 60, horizon: 60)
+        #expect(waiting.tombstonesMadeBefore == nil)
+        #expect(try a.store.purgeHistory(waiting).tombstones == 0, "B's edit made without knowing the delete is still on its way")
+        #expect(try a.pull(from: b).applied == 1, "B's edit is taken in, not refused as past the horizon")
+        #expect(try a.dump().count == 1)
+        // Now A holds everything B held when it acknowledged: the delete can be forgotten.
+        acknowledgements.update(local: try a.store.historyState().vector)
+        #expect(acknowledgements.stable?.count == 1)
+        #expect(try a.store.purgeHistory(acknowledgements.policy(at: later, retention: 60, horizon: 60)).tombstones == 1)
+        #expect(try a.dump().count == 1, "the deleted note stays deleted")
+    }
+
+    @Test("An acknowledgement becomes stable once this store holds what the peer held; a newer one waits its turn, an older pending one is kept")
+    func acknowledgementStability() {
+        let a = UUID(), b = UUID()
+        var acknowledgements = PeerAcknowledgements(peers: ["b", "c"])
+        #expect(acknowledgements.silent == ["b", "c"] && acknowledgements.acknowledged.isEmpty)
+        acknowledgements.record([a: 3, b: 5], from: "b", local: [a: 3, b: 4])
+        acknowledgements.record([a: 3], from: "c", local: [a: 3, b: 4])
+        #expect(acknowledgements.acknowledged.count == 2)
+        #expect(acknowledgements.stable == nil && acknowledgements.unstable == ["b"], "c held nothing this store lacks; b held b:5")
+        acknowledgements.record([a: 4, b: 7], from: "b", local: [a: 4, b: 4])
+        #expect(acknowledgements.stable == nil, "the first pending acknowledgement still waits for b:5")
+        acknowledgements.update(local: [a: 4, b: 5])
+        #expect(acknowledgements.stable == [[a: 3, b: 5], [a: 3]], "b's first acknowledgement is stable; the one naming b:7 was not kept pending")
+        acknowledgements.record([a: 4, b: 7], from: "b", local: [a: 4, b: 7])
+        #expect(acknowledgements.stable?.first == [a: 4, b: 7])
+        let policy = acknowledgements.policy(at: Date(timeIntervalSince1970: 1_000_000), retention: 10, horizon: 100)
+        #expect(policy.knownToPeers == [[a: 4, b: 7], [a: 3]])
+        #expect(policy.tombstonesMadeBefore == .wall(Date(timeIntervalSince1970: 1_000_000 - 100)))
+        let alone = PeerAcknowledgements(peers: []).policy(at: Date(), retention: 0, horizon: 0)
+        #expect(alone.acknowledged.isEmpty && alone.knownToPeers.isEmpty && alone.tombstonesMadeBefore != nil,
+                "a store without peers purges no change set and forgets deletes at the horizon")
     }
 
     @Test("Aliases of merged duplicates are forgotten past the horizon, as tombstones are", arguments: Replica.Kind.allCases)

@@ -66,6 +66,9 @@ struct HistoryLog {
     /// listed), then forgets the tombstones of deletes made before its horizon.
     func purge(_ policy: PurgePolicy) throws -> PurgeReport {
         var report = PurgeReport()
+        // Per origin, tombstones of its deletes made before this clock are forgotten: the horizon, or,
+        // where the peers' cap holds the horizon back, just after the last change set the cap covers.
+        var forgetBefore: [UUID: Int64] = [:]
         if let horizon = policy.tombstonesMadeBefore {
             // What a change set must know of from now on: per origin, the last change set made before the
             // horizon, read before this purge deletes any (one origin's clocks grow with its sequence, so
@@ -76,9 +79,11 @@ struct HistoryLog {
                                                 arguments: [origin.uuidString, horizon.rawValue]) ?? 0
                 let purged = try Int64.fetchOne(db, sql: "SELECT Z_SEQ FROM Z_FERRY_PURGE_MARK WHERE Z_ORIGIN = ? AND Z_HLC < ?",
                                                 arguments: [origin.uuidString, horizon.rawValue]) ?? 0
-                var needed = max(stored, purged)
-                // Never more than every peer in contact has: a live peer is not cut off for lagging.
-                if let known = policy.knownToPeers.map({ $0[origin, default: 0] }).min() { needed = min(needed, known) }
+                let beforeHorizon = max(stored, purged)
+                // Never more than every peer has taken in: a delete is forgotten, and change sets are asked
+                // to know it, only once nothing made without knowing it can still be on its way.
+                let needed = min(beforeHorizon, policy.knownToPeers.map { $0[origin, default: 0] }.min() ?? beforeHorizon)
+                forgetBefore[origin] = needed == beforeHorizon ? horizon.rawValue : try clock(of: origin, sequence: needed).map { $0 + 1 } ?? 0
                 guard needed > 0 else { continue }
                 try db.execute(sql: """
                     INSERT INTO Z_FERRY_HORIZON (Z_ORIGIN, Z_SEQ) VALUES (?, ?)
@@ -112,12 +117,27 @@ struct HistoryLog {
             }
         }
         if let horizon = policy.tombstonesMadeBefore {
-            try db.execute(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_HLC < ?", arguments: [horizon.rawValue])
-            report.tombstones = db.changesCount
-            try db.execute(sql: "DELETE FROM Z_FERRY_ALIAS WHERE Z_HLC < ?", arguments: [horizon.rawValue])
+            for (origin, cut) in forgetBefore where cut > 0 {
+                try db.execute(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_ORIGIN = ? AND Z_HLC < ?", arguments: [origin.uuidString, cut])
+                report.tombstones += db.changesCount
+            }
+            // An alias keeps no origin: it goes once every origin's cut has passed its merge.
+            let aliasCut = forgetBefore.values.min().map { min($0, horizon.rawValue) } ?? horizon.rawValue
+            try db.execute(sql: "DELETE FROM Z_FERRY_ALIAS WHERE Z_HLC < ?", arguments: [aliasCut])
             report.aliases = db.changesCount
         }
         return report
+    }
+
+    /// The clock of `origin`'s change set `sequence`, kept or the last purged; nil when neither.
+    private func clock(of origin: UUID, sequence: Int64) throws -> Int64? {
+        guard sequence > 0 else { return nil }
+        if let kept = try Int64.fetchOne(db, sql: "SELECT Z_HLC FROM Z_FERRY_CHANGESET WHERE Z_ORIGIN = ? AND Z_SEQ = ?",
+                                         arguments: [origin.uuidString, sequence]) {
+            return kept
+        }
+        return try Int64.fetchOne(db, sql: "SELECT Z_HLC FROM Z_FERRY_PURGE_MARK WHERE Z_ORIGIN = ? AND Z_SEQ = ?",
+                                  arguments: [origin.uuidString, sequence])
     }
 
     /// Per origin, the last change set made before the tombstone horizon (see ``purge(_:)``), and the horizon.

@@ -15,9 +15,10 @@ public struct PurgePolicy: Sendable, Equatable {
     public var changeSetsMadeBefore: HybridTimestamp?
     /// Tombstones of deletes made before this time go (nil: tombstones stay).
     public var tombstonesMadeBefore: HybridTimestamp?
-    /// What peers in contact have taken in (one vector each, even while another peer has said
-    /// nothing yet): the horizon never asks a change set to know more than all of these have, so a
-    /// peer that acknowledged once is never refused for lagging behind.
+    /// What every peer has taken in, of which this store holds everything (one vector per peer;
+    /// empty: no cap): the horizon never asks a change set to know more than all of these, and forgets
+    /// only the deletes they cover, so nothing made without knowing a forgotten delete can still
+    /// arrive from them. A daemon passes its peers' stable acknowledgements (docs/SYNC.md, "Bounded history").
     public var knownToPeers: [VersionVector]
 
     public init(acknowledged: [VersionVector], changeSetsMadeBefore: HybridTimestamp? = nil, tombstonesMadeBefore: HybridTimestamp? = nil,

@@ -111,12 +111,21 @@ struct InMemoryHistory: Sendable {
     /// Drops what `policy` allows, as `SQLiteStore.purgeHistory(_:)` does.
     mutating func purge(_ policy: PurgePolicy) -> PurgeReport {
         var report = PurgeReport()
+        // Per origin, tombstones of its deletes made before this clock go (as in the SQLite store).
+        var forgetBefore: [UUID: HybridTimestamp] = [:]
         if let cutoff = policy.tombstonesMadeBefore {
             for origin in vector.keys {
                 let stored = records.filter { $0.origin == origin && $0.timestamp < cutoff }.map(\.sequence).max() ?? 0
                 let purgedBefore = purgeMarks[origin].map { $0.timestamp < cutoff ? $0.sequence : 0 } ?? 0
-                var needed = max(stored, purgedBefore)
-                if let known = policy.knownToPeers.map({ $0[origin, default: 0] }).min() { needed = min(needed, known) }
+                let beforeHorizon = max(stored, purgedBefore)
+                let needed = min(beforeHorizon, policy.knownToPeers.map { $0[origin, default: 0] }.min() ?? beforeHorizon)
+                if needed == beforeHorizon {
+                    forgetBefore[origin] = cutoff
+                } else {
+                    let clock = records.first { $0.origin == origin && $0.sequence == needed }?.timestamp
+                        ?? purgeMarks[origin].flatMap { $0.sequence == needed ? $0.timestamp : nil }
+                    forgetBefore[origin] = clock.map { HybridTimestamp(rawValue: $0.rawValue + 1) } ?? HybridTimestamp(rawValue: 0)
+                }
                 if needed > 0 { horizon[origin] = max(horizon[origin, default: 0], needed) }
             }
             horizonTime = max(horizonTime ?? cutoff, cutoff)
@@ -140,9 +149,10 @@ struct InMemoryHistory: Sendable {
         }
         if let cutoff = policy.tombstonesMadeBefore {
             let before = tombstones.count
-            tombstones = tombstones.filter { $0.value.timestamp >= cutoff }
+            tombstones = tombstones.filter { $0.value.timestamp >= forgetBefore[$0.value.origin, default: HybridTimestamp(rawValue: 0)] }
             report.tombstones = before - tombstones.count
-            let old = aliasTimes.filter { $0.value < cutoff }.map(\.key)
+            let aliasCut = min(cutoff, forgetBefore.values.min() ?? cutoff)
+            let old = aliasTimes.filter { $0.value < aliasCut }.map(\.key)
             for uri in old {
                 aliases[uri] = nil
                 aliasTimes[uri] = nil

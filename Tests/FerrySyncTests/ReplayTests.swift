@@ -35,6 +35,17 @@ final class Replica {
         context = container.newContext()
     }
 
+    /// A SQLite replica started from a snapshot of `source` (a SQLite replica), as `ferry init --from-snapshot` starts one.
+    init(model: ManagedObjectModel, snapshotOf source: Replica) throws {
+        let path = directory.file("replica.sqlite")
+        try #require(source.store as? SQLiteStore).writeSnapshot(to: path)
+        try SQLiteStore.installSnapshot(at: path, model: model)
+        store = try SQLiteStore(path: path, model: model)
+        let container = try PersistentContainer(store: store)
+        engine = try ReplayEngine(container: container)
+        context = container.newContext()
+    }
+
     /// Takes in everything `other` has that this replica lacks.
     @discardableResult
     func pull(from other: Replica) throws -> ApplyReport {

@@ -68,6 +68,7 @@ let package = Package(
             name: "FerryServer",
             dependencies: [
                 "FerryStore", "FerrySync",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

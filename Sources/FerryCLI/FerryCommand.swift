@@ -10,7 +10,7 @@ public struct FerryCommand: AsyncParsableCommand {
             Exit status: 0 on success, 1 when the operation failed (invalid model, store, input, \
             or a save refused by validation or a Deny rule), 64 for a usage error.
             """,
-        subcommands: [ModelCommand.self, InitCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self, OriginsCommand.self,
+        subcommands: [ModelCommand.self, InitCommand.self, SnapshotCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self, OriginsCommand.self,
                       StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self,
                       RunCommand.self, SyncNowCommand.self, StatusCommand.self]
     )

@@ -2,24 +2,52 @@ import ArgumentParser
 import Foundation
 import FerrySQLite
 
-struct InitCommand: ParsableCommand {
+struct InitCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
-        abstract: "Create a new store for a model and print its UUID."
+        abstract: "Create a new store for a model and print its UUID.",
+        discussion: """
+            With --from-snapshot or --from-peer the store starts from a snapshot of another store (docs/SYNC.md,
+            "Snapshots"): it holds what that store held, under the same object URIs, with a UUID of its own, and
+            replicates from there. The snapshot is checked first (a sound Ferry store of this model, nothing but
+            tables and indexes); nothing is left at --store when a check fails.
+            """
     )
 
     @OptionGroup var options: StoreOptions
+    @OptionGroup var content: InitialContent
 
-    func run() throws {
+    func run() async throws {
         let model = try loadModel(options.model)
-        guard !FileManager.default.fileExists(atPath: options.store) else {
-            throw CLIError("\(options.store) already exists; remove it or choose another path")
+        let path = options.store
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw CLIError("\(path) already exists; remove it or choose another path")
         }
+        if content.isEmpty {
+            do {
+                let store = try SQLiteStore(path: path, model: model)
+                print(store.identifier.uuidString)
+            } catch {
+                throw CLIError(error)
+            }
+            return
+        }
+        // Written beside the store and renamed into place once installed: never a half store at --store.
+        let partial = "\(path).partial-\(UUID().uuidString)"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial + suffix) }
+        }
+        try await content.fetch(to: partial)
+        let installed: SQLiteStore.InstalledSnapshot
         do {
-            let store = try SQLiteStore(path: options.store, model: model)
-            print(store.identifier.uuidString)
+            installed = try SQLiteStore.installSnapshot(at: partial, model: model)
         } catch {
-            throw CLIError(error)
+            throw CLIError("the snapshot cannot start a store: \(error)")
         }
+        guard rename(partial, path) == 0 else {
+            throw CLIError("cannot move the new store to \(path): \(String(cString: strerror(errno)))")
+        }
+        print(installed.identifier.uuidString)
+        StandardError.write("started from a snapshot of \(installed.source.uuidString): \(installed.vector.values.reduce(0, +)) change sets taken in, \(installed.adoptedObjects) of its own objects named by its URIs")
     }
 }

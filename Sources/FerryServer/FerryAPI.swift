@@ -14,6 +14,8 @@ import FerrySync
 ///   `GET /v1/changesets?after=VECTOR&limit=N`: the change sets the caller
 ///   lacks, streamed as JSON lines (NDJSON), page by page so memory stays flat
 ///   (``PullRoute``);
+/// - `GET /v1/snapshot`: a consistent snapshot of the store, streamed as a SQLite
+///   file, for a new peer to start from (``SnapshotRoute``);
 /// - `POST /v1/changesets`: JSON lines in, all checked before any is applied;
 ///   answers what was applied, duplicate, waiting and quarantined (``PushRoute``);
 /// - `GET /v1/status`: the daemon's view of its peers and backlog (URLs, paths and
@@ -66,7 +68,7 @@ public struct FerryAPI: Sendable {
         router.add(middleware: MetricsMiddleware())
         if let connections { router.add(middleware: ConnectionPressureMiddleware(gauge: connections)) }
         var allowed: [String: [HTTPRequest.Method]] = [
-            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post], "/v1/snapshot": [.get],
             "/v1/status": [.get], "/v1/sync": [.post],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
@@ -80,12 +82,14 @@ public struct FerryAPI: Sendable {
         }
         let pull = PullRoute(gate: gate)
         let push = PushRoute(gate: gate, maxBodyBytes: maxBodyBytes, bodySlots: bodySlots)
+        let snapshot = SnapshotRoute(gate: gate)
         router.group("v1")
             .add(middleware: BearerAuthentication(tokens: tokens))
             .get("state") { _, _ in try await state() }
             .get("changesets") { request, _ in try await pull.answer(request) }
             .post("changesets") { request, context in try await push.answer(request, logger: context.logger) }
             .post("changesets/pull") { request, _ in try await pull.answerPost(request) }
+            .get("snapshot") { _, _ in try await snapshot.answer() }
             .get("status") { _, context in try await status(role: context.role) }
             .post("sync") { request, context in
                 try context.require(.admin)

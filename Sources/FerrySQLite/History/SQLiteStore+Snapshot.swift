@@ -30,6 +30,22 @@ extension SQLiteStore {
         }
     }
 
+    /// Writes a snapshot next to the store's file and hands it over open and already unlinked
+    /// (nothing is left behind, whatever happens to the reader).
+    public func writeSnapshot() throws -> SnapshotFile {
+        let path = "\(self.path).snapshot-\(UUID().uuidString)"
+        try writeSnapshot(to: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            let size = try handle.seekToEnd()
+            try handle.seek(toOffset: 0)
+            return SnapshotFile(handle: handle, size: Int64(size))
+        } catch {
+            throw StoreError.storeFailure(StoreFailure("cannot read back the snapshot \(path): \(error)", cause: error))
+        }
+    }
+
     /// What ``installSnapshot(at:model:identifier:)`` made.
     public struct InstalledSnapshot: Sendable, Equatable {
         /// The UUID of the store the snapshot was taken from.
@@ -72,6 +88,8 @@ extension SQLiteStore {
         // Reopened under its new UUID (the store above is closed by now).
         do {
             let store = try SQLiteStore(path: path, model: model, options: Options(createIfMissing: false))
+            // Everything in the main file, so that it can be moved into place alone.
+            try store.pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
             return InstalledSnapshot(source: source, identifier: store.identifier, adoptedObjects: adopted, vector: try store.historyState().vector)
         } catch let error as StoreError {
             throw error

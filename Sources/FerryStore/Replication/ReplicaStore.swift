@@ -34,6 +34,12 @@ public protocol ReplicaStore: PersistentStore {
     func removeOrigin(_ origin: UUID) throws -> Int
     /// A signal after each commit to the store, by this process or another.
     func commits() -> AsyncStream<Void>
+    /// A consistent snapshot of the store, written to a file of its own (docs/SYNC.md,
+    /// "Snapshots"): a new store installs it to start from what this one holds. The file is
+    /// already unlinked; it goes when the handle is closed.
+    /// - Throws: ``StoreError`` when it cannot be written; a store that keeps no file (in
+    ///   memory) makes none.
+    func writeSnapshot() throws -> SnapshotFile
 
     // MARK: Received change sets that wait or were refused
 
@@ -204,6 +210,20 @@ public struct OriginLookup: Sendable, Equatable {
         self.mapped = mapped
         self.own = own
         self.aliased = aliased
+    }
+}
+
+/// A snapshot written to a file that is no longer in any folder: read it through `handle`
+/// (from the start), and close it when done.
+public struct SnapshotFile: Sendable {
+    /// The open file.
+    public let handle: FileHandle
+    /// Its size in bytes.
+    public let size: Int64
+
+    public init(handle: FileHandle, size: Int64) {
+        self.handle = handle
+        self.size = size
     }
 }
 

@@ -118,6 +118,19 @@ public struct PeerClient: Sendable {
         try decode(StatusDocument.self, try await send("GET", "v1/status"), from: "GET /v1/status")
     }
 
+    /// `GET /v1/snapshot`: writes a snapshot of the peer's store to the new file `path`
+    /// (docs/SYNC.md, "Snapshots"); install it with `SQLiteStore.installSnapshot`.
+    public func downloadSnapshot(to path: String) async throws(PeerError) {
+        let url = baseURL.appendingPathComponent("v1/snapshot")
+        let answer = try await transport.download(PeerRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")], body: nil),
+                                                  to: path)
+        switch answer.status {
+        case 200..<300: return
+        case 401, 403: throw PeerError.unauthorized(status: answer.status)
+        default: throw PeerError.failed(status: answer.status, message: Self.errorMessage(answer.body))
+        }
+    }
+
     // MARK: - Internals
 
     private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,

@@ -1,5 +1,6 @@
 import Foundation
 import FerryStore
+import NIOPosix
 
 /// One store's side of replication: what peers read from it and what they
 /// apply to it, one operation at a time. The HTTP server and the sync loop of a
@@ -72,6 +73,14 @@ public actor ReplicationEndpoint {
     /// Drops what `policy` allows from the history (``ReplicaStore/purgeHistory(_:)``).
     public func purge(_ policy: PurgePolicy) throws -> PurgeReport {
         try store.purgeHistory(policy)
+    }
+
+    /// A consistent snapshot of the store in a file (``ReplicaStore/writeSnapshot()``), written on
+    /// a thread of the I/O pool: it reads the whole store, and neither this actor nor the shared
+    /// pool waits for it (the copy is one read transaction, so writes go on meanwhile).
+    public nonisolated func writeSnapshot() async throws -> SnapshotFile {
+        let store = self.store
+        return try await NIOThreadPool.singleton.runIfActive { try store.writeSnapshot() }
     }
 
     /// How much history the store keeps.

@@ -1,5 +1,6 @@
 import Foundation
 import AsyncHTTPClient
+import FerryStore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -62,6 +63,48 @@ final class HTTPTransport: PeerTransport {
         } catch {
             throw Self.peerError(error, place: place, trust: trust)
         }
+    }
+
+    func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse {
+        var http = HTTPClientRequest(url: request.url.absoluteString)
+        http.method = HTTPMethod(rawValue: request.method)
+        for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+        let place = "\(request.method) \(request.url.path)"
+        let response: HTTPClientResponse
+        do {
+            // No deadline for the whole answer (a snapshot may take long on a slow link); the read
+            // timeout still ends a transfer that stalls.
+            response = try await client.execute(http, timeout: .hours(24))
+        } catch {
+            throw Self.peerError(error, place: place, trust: trust)
+        }
+        guard (200..<300).contains(Int(response.status.code)) else {
+            let body = (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
+            return PeerResponse(status: Int(response.status.code), body: body)
+        }
+        guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
+            throw PeerError.localStore(StoreFailure("cannot create \(path) to write the peer's answer into"))
+        }
+        defer { try? file.close() }
+        var received: Int64 = 0
+        do {
+            for try await chunk in response.body {
+                let data = Data(chunk.readableBytesView)
+                try await NIOThreadPool.singleton.runIfActive { try file.write(contentsOf: data) }
+                received += Int64(data.count)
+            }
+            try await NIOThreadPool.singleton.runIfActive { try file.synchronize() }
+        } catch let error as IOError {
+            throw Self.peerError(error, place: place, trust: trust)
+        } catch let error as CocoaError {
+            throw PeerError.localStore(StoreFailure("cannot write \(path): \(error.localizedDescription)", cause: error))
+        } catch {
+            throw Self.peerError(error, place: place, trust: trust)
+        }
+        if let expected = response.headers.first(name: "Content-Length").flatMap(Int64.init), expected != received {
+            throw PeerError.unreachable("\(place): the answer was cut after \(received) of \(expected) bytes")
+        }
+        return PeerResponse(status: Int(response.status.code), body: Data())
     }
 
     /// The ``PeerError`` for a failed request: refused connections are `notListening`,

@@ -1,4 +1,5 @@
 import Foundation
+import FerryStore
 
 /// One HTTP request to a peer, as ``PeerClient`` builds it.
 public struct PeerRequest: Sendable {
@@ -38,6 +39,22 @@ public struct PeerResponse: Sendable {
 public protocol PeerTransport: Sendable {
     /// Sends `request` and returns the peer's answer, whatever its status.
     func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse
+    /// Sends `request` and writes a successful (2xx) answer's body to the new file `path` as it
+    /// arrives (a snapshot: too large to hold in memory); an answer of another status is
+    /// returned with its body and nothing is written.
+    func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse
+}
+
+extension PeerTransport {
+    /// Holds the whole answer, then writes it: for transports whose answers are small (tests).
+    public func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse {
+        let answer = try await send(request)
+        guard (200..<300).contains(answer.status) else { return answer }
+        guard FileManager.default.createFile(atPath: path, contents: answer.body) else {
+            throw PeerError.localStore(StoreFailure("cannot write \(path)"))
+        }
+        return PeerResponse(status: answer.status, body: Data())
+    }
 }
 
 /// How a client checks a peer's HTTPS certificate.

@@ -109,6 +109,10 @@ struct OpenAPIDocumentTests {
         try await check("POST", "/v1/sync", "/v1/sync?peer=nobody", token: admin, expect: 404)
         try await check("POST", "/v1/sync", "/v1/sync", token: peer, expect: 403)
         try await check("POST", "/v1/sync", "/v1/sync", token: nil, expect: 401)
+        try await check("GET", "/v1/snapshot", "/v1/snapshot", token: peer, expect: 200)
+        try await check("GET", "/v1/snapshot", "/v1/snapshot", token: nil, expect: 401)
+        let snapshot = try #require(exercised[Operation(method: "GET", path: "/v1/snapshot", status: 200)]?.first)
+        #expect(snapshot.starts(with: Data("SQLite format 3\u{0}".utf8)), "a SQLite file")
         try await check("GET", "/metrics", "/metrics", token: peer, expect: 200)
         try await check("GET", "/metrics", "/metrics", token: nil, expect: 401)
         // 410: the history a caller needs was purged (every listed peer had it).
@@ -143,6 +147,7 @@ struct OpenAPIDocumentTests {
         try await checkWaiting("GET", "/v1/changesets", token: waiting.peerToken, expect: 503)
         try await checkWaiting("POST", "/v1/changesets/pull", token: waiting.peerToken, body: Data("{}".utf8), expect: 503)
         try await checkWaiting("POST", "/v1/changesets", token: waiting.peerToken, body: Data((ownChangeSet + "\n").utf8), expect: 503)
+        try await checkWaiting("GET", "/v1/snapshot", token: waiting.peerToken, expect: 503)
         try await checkWaiting("GET", "/v1/status", token: waiting.peerToken, expect: 200)
         try await checkWaiting("POST", "/v1/sync", token: waiting.adminToken, expect: 503)
         #expect(waiting.stop() == 0)

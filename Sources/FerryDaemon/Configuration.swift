@@ -75,6 +75,10 @@ public struct Configuration: Sendable, Equatable {
         /// Most origins the store takes change sets from (default 10,000); a change set of a new
         /// origin past them is held until bogus origins are removed (`ferry origins remove`).
         public var maxOrigins: Int = 10_000
+        /// Whether the daemon starts its store again from a peer's snapshot when the peer answers
+        /// 410 (the history this store needs was purged there, or it is past the peer's tombstone
+        /// horizon): default true. Change sets no peer has yet are carried over (docs/SYNC.md, "Snapshots").
+        public var bootstrap: Bool = true
     }
 
     /// How long history is kept (docs/SYNC.md, "Bounded history").
@@ -84,7 +88,7 @@ public struct Configuration: Sendable, Equatable {
         /// Seconds a change set every peer has acknowledged is kept before it is purged (default 7 days).
         public var retention: Double = 7 * 86400
         /// Seconds deletes are remembered (their tombstones) before they are forgotten (default 90 days);
-        /// a peer that comes back later than this must start again from a copy of a store.
+        /// a store that comes back later than this starts again from a snapshot.
         public var tombstoneHorizon: Double = 90 * 86400
     }
 
@@ -110,14 +114,14 @@ extension Configuration {
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.max_concurrent_bodies", "server.max_connections",
         "server.tls.certificate", "server.tls.key",
         "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff", "sync.max_origins",
-        "history.purge_interval", "history.retention", "history.tombstone_horizon",
+        "sync.bootstrap", "history.purge_interval", "history.retention", "history.tombstone_horizon",
     ]
     static let sectionKeys: [String: Set<String>] = [
         "": ["store", "server", "peers", "sync", "history"],
         "store": ["path", "model"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
-        "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins"],
+        "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins", "bootstrap"],
         "peer": ["name", "url", "token_file", "ca_file"],
         "history": ["purge_interval", "retention", "tombstone_horizon"],
     ]
@@ -228,6 +232,14 @@ extension Configuration {
             }
             return number
         }
+        func boolean(_ path: String, default value: Bool) throws(ConfigurationError) -> Bool {
+            guard let text = scalar(path) else { return value }
+            switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+            case "true", "yes", "on": return true
+            case "false", "no", "off": return false
+            default: throw fail("\(path) must be true or false; found '\(text)'")
+            }
+        }
         func resolve(_ path: String) -> String {
             path.hasPrefix("/") ? path : URL(fileURLWithPath: folder).appendingPathComponent(path).standardizedFileURL.path
         }
@@ -286,7 +298,8 @@ extension Configuration {
                        batchSize: try integer("sync.batch_size", default: 500, range: 1...100_000),
                        requestTimeout: try number("sync.request_timeout", default: 30, range: 0.1...3600),
                        maxBackoff: try number("sync.max_backoff", default: 60, range: 1...86400),
-                       maxOrigins: try integer("sync.max_origins", default: 10_000, range: 2...10_000_000)),
+                       maxOrigins: try integer("sync.max_origins", default: 10_000, range: 2...10_000_000),
+                       bootstrap: try boolean("sync.bootstrap", default: true)),
             history: history,
             file: file
         )

@@ -36,6 +36,8 @@ public enum Daemon {
         let model: ManagedObjectModel
         let tokens: AccessTokens
         let peers: [(name: String, url: URL, token: String, trust: PeerTrust)]
+        /// Where a peer's 410 goes when the daemon bootstraps by itself (`sync.bootstrap`).
+        var bootstrap: BootstrapRequest?
     }
 
     /// Opens the store and reads the tokens and peers of `configuration`.
@@ -99,8 +101,17 @@ public enum Daemon {
                                                maximumOrigins: configuration.sync.maxOrigins)
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
-                                          retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger)
+                                          retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,
+                                          onGone: goneHandler(settings.bootstrap))
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens)
+    }
+
+    /// What a peer's 410 does: hand it to `request`, off the sync round (nothing when there is none).
+    private static func goneHandler(_ request: BootstrapRequest?) -> (@Sendable (String, PeerClient, String) -> Void)? {
+        guard let request else { return nil }
+        return { peer, client, reason in
+            Task { await request.peerAnsweredGone(peer, client: client, reason: reason) }
+        }
     }
 
     /// Why `folder` could not be created, naming the part of the path in the way.
@@ -162,11 +173,32 @@ public enum Daemon {
     /// system, permissions) does not stop the daemon: it serves health, status and metrics,
     /// answers the store's routes with 503 and the reason, and keeps trying to open the
     /// store with backoff; once it opens, syncing starts by itself. Any other error ends it.
+    ///
+    /// With `sync.bootstrap`, a peer answering 410 makes the daemon take its snapshot, stop its
+    /// services, start the store again from the snapshot (carrying over what the old store
+    /// held that the snapshot lacks: ``Bootstrap``) and start its services again. At most one
+    /// bootstrap an hour: a store that keeps being answered 410 right after one needs an operator.
     public static func run(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                            onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
-        let group = try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: true,
-                                       onListening: onListening)
-        try await group.run()
+        var lastBootstrap: Date?
+        while true {
+            let allowed = configuration.sync.bootstrap && (lastBootstrap.map { Date().timeIntervalSince($0) > 3600 } ?? true)
+            let model = try readSettings(configuration).model
+            let request = allowed ? BootstrapRequest(storePath: configuration.store.path, model: model, logger: logger) : nil
+            let group = try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: true,
+                                           onListening: onListening, bootstrap: request)
+            await request?.whenReady { await group.triggerGracefulShutdown() }
+            try await group.run()
+            guard let prepared = await request?.take() else { break }
+            lastBootstrap = Date()
+            do {
+                let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model, logger: logger)
+                logger.notice("\(report)")
+            } catch {
+                Bootstrap.discard(prepared.path)
+                logger.error("could not start the store again from the snapshot of \(prepared.peer): \(error); it stays as it was")
+            }
+        }
         logger.info("stopped")
     }
 
@@ -196,7 +228,13 @@ public enum Daemon {
 
     public static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                                 stopsOnSignals: Bool = false, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ServiceGroup {
-        let settings = try readSettings(configuration)
+        try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: stopsOnSignals, onListening: onListening, bootstrap: nil)
+    }
+
+    static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry?,
+                         stopsOnSignals: Bool, onListening: @escaping @Sendable (Int) -> Void, bootstrap: BootstrapRequest?) async throws -> ServiceGroup {
+        var settings = try readSettings(configuration)
+        settings.bootstrap = bootstrap
         for warning in AccessTokens.warnings(forFile: configuration.server.tokensFile) { logger.warning("server.tokens_file: \(warning)") }
         let notifier = SystemdNotifier()
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)

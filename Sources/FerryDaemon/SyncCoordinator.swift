@@ -30,6 +30,8 @@ public actor SyncCoordinator {
 
     /// The local side.
     public let endpoint: ReplicationEndpoint
+    /// Hears a peer answer 410: this store needs a snapshot of it (``Bootstrap``).
+    private let onGone: (@Sendable (_ peer: String, _ client: PeerClient, _ reason: String) -> Void)?
     private var peers: [PeerRecord]
     private var tail: Task<[PeerSyncResult], Never>?
     private let logger: Logger
@@ -43,8 +45,10 @@ public actor SyncCoordinator {
     /// pass an `InMemoryTransport`).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
-                clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil) {
+                clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
+                onGone: (@Sendable (_ peer: String, _ client: PeerClient, _ reason: String) -> Void)? = nil) {
         self.endpoint = endpoint
+        self.onGone = onGone
         self.logger = logger
         self.clock = clock
         self.peers = peers.map { peer in
@@ -131,6 +135,7 @@ public actor SyncCoordinator {
                     level = .error
                 }
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
+                if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
             } else {
                 let local = try? await endpoint.state().vector
                 if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }

@@ -257,10 +257,13 @@ public final class SQLiteStore: PersistentStore {
     /// one), after any background checkpoint already queued. Checkpoints run by themselves as
     /// the log grows; this is for a moment that needs the file up to date (a backup, a
     /// benchmark that must pay for every checkpoint its writes caused).
-    public func checkpoint() throws {
+    ///
+    /// With `truncating`, it waits for readers, copies everything and empties the log, so that
+    /// the store file alone holds the store (before it is moved or copied as one file).
+    public func checkpoint(truncating: Bool = false) throws {
         checkpointer?.waitForQueuedCheckpoints()
         do {
-            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.passive) }
+            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(truncating ? .truncate : .passive) }
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

@@ -1,0 +1,117 @@
+import Foundation
+import Logging
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+@testable import FerryDaemon
+
+/// A daemon starting its store again from a peer's snapshot after a 410 (issue 21, point 3).
+@Suite("Bootstrapping from a peer's snapshot", .serialized)
+struct BootstrapTests {
+    static let model = try! XcodeModelReader.read(at: ReplicationTests.model)
+
+    /// A store, its engine and a context.
+    struct Store {
+        let store: SQLiteStore
+        let engine: ReplayEngine
+        let context: ManagedObjectContext
+
+        init(path: String) throws {
+            store = try SQLiteStore(path: path, model: BootstrapTests.model)
+            let container = try PersistentContainer(store: store)
+            engine = try ReplayEngine(container: container)
+            context = container.newContext()
+        }
+
+        func pull(from other: Store) throws {
+            _ = try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector, limit: nil))
+        }
+
+        func dump() throws -> [String] {
+            var lines: [String] = []
+            try StoreDump(store: store).write { lines.append($0) }
+            return lines
+        }
+    }
+
+    @Test("The change sets the old store holds and the snapshot lacks (its own saves no peer has) are carried over, and the old file is kept")
+    func carriesOver() throws {
+        let directory = TemporaryDirectory()
+        let a = try Store(path: directory.file("a.sqlite"))
+        var bPath = directory.file("b.sqlite")
+        var b: Store? = try Store(path: bPath)
+        for id in 1...3 {
+            try a.context.make("Person", ["id": Int64(id), "name": "A\(id)"])
+            try a.context.save()
+        }
+        try #require(b).pull(from: a)
+        // B saves twice without sending; A saves on and purges everything (another peer had it all).
+        let oldB = try #require(b).store.identifier
+        try #require(b).context.make("Person", ["id": Int64(10), "name": "B's own"])
+        try #require(b).context.save()
+        try #require(b).context.make("Person", ["id": Int64(11), "name": "B's second"])
+        try #require(b).context.save()
+        try a.context.make("Person", ["id": Int64(4), "name": "A4"])
+        try a.context.save()
+        #expect(try a.store.purgeChangeSets(acknowledgedBy: [a.store.historyState().vector]) == 4)
+        #expect(throws: HistoryError.self) { try b?.pull(from: a) }
+
+        let prepared = directory.file("b.sqlite.bootstrap-test")
+        try a.store.writeSnapshot(to: prepared)
+        let installed = try SQLiteStore.installSnapshot(at: prepared, model: Self.model)
+        b = nil  // the daemon's services have stopped: the store is closed
+        let report = try Bootstrap.complete(Bootstrap.Prepared(peer: "a", path: prepared, installed: installed), storePath: bPath,
+                                            model: Self.model, logger: Logger(label: "test"))
+        #expect(report.carried == 2 && report.quarantined == 0, "\(report)")
+        #expect(FileManager.default.fileExists(atPath: report.previousFile), "the old file is kept")
+        #expect(!FileManager.default.fileExists(atPath: prepared))
+        #expect(report.description.contains("carried over 2 change sets"))
+
+        bPath = directory.file("b.sqlite")
+        let restarted = try Store(path: bPath)
+        #expect(restarted.store.identifier == installed.identifier)
+        let vector = try restarted.store.historyState().vector
+        #expect(vector[oldB] == 2 && vector[a.store.identifier] == 4, "\(vector)")
+        #expect(try restarted.dump().count == 6)
+        // They are sent on: A takes them in, and the two agree.
+        try a.pull(from: restarted)
+        #expect(try a.dump() == restarted.dump())
+        // The old file still opens, with B's saves in it.
+        let kept = try SQLiteStore(path: report.previousFile, model: Self.model, options: .init(createIfMissing: false))
+        #expect(try kept.historyState().vector[oldB] == 2)
+    }
+
+    @Test("A daemon answered 410 by its peer (history purged there) starts again from the peer's snapshot by itself, keeps its own saves, and replicates on")
+    func daemonBootstraps() throws {
+        let (a, b) = try DaemonPeer.startedPair(model: ReplicationTests.model)
+        defer { _ = a.stop(); _ = b.stop() }
+        try a.put("[" + (1...50).map { ReplicationTests.person("p\($0)", $0, "P\($0)") }.joined(separator: ",") + "]")
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() })
+        #expect(b.stop() == 0)
+        try a.put("[" + (51...60).map { ReplicationTests.person("p\($0)", $0, "P\($0)") }.joined(separator: ",") + "]")
+        // An operator purges A's history though B has not seen all of it.
+        let everything = a.directory.file("everything.json")
+        try FerryProcess.run(["state", "--store", a.store]).standardOutput.write(toFile: everything, atomically: true, encoding: .utf8)
+        #expect(try a.ferry(["history", "purge", "--acknowledged", everything]).status == 0)
+        // B saves while it is down.
+        try b.put("[\(ReplicationTests.person("own", 500, "B's own"))]")
+        let oldIdentifier = try b.storeIdentifier()
+        try b.start()
+        let converged = try DaemonPeer.waitUntil(timeout: 60) {
+            let (dumpA, dumpB) = (try a.dump(), try b.dump())
+            return dumpA == dumpB && dumpA.split(separator: "\n").count == 61
+        }
+        #expect(converged, "B: \(b.logExcerpt())")
+        #expect(try b.storeIdentifier() != oldIdentifier, "B is a new store, started from A's snapshot")
+        #expect(b.log().contains("started again from a snapshot of a"), "\(b.logExcerpt())")
+        #expect(try a.dump().contains(#""name":"B's own""#))
+        let kept = try FileManager.default.contentsOfDirectory(atPath: b.directory.path).filter { $0.contains("before-bootstrap") }
+        #expect(!kept.isEmpty, "the old store's file is kept")
+        // And B replicates on as usual.
+        try b.put("[\(ReplicationTests.person("later", 600, "Later"))]")
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() })
+    }
+}

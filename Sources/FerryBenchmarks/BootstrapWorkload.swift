@@ -1,0 +1,62 @@
+// Workload W7 of issue 21: a new peer bootstraps from a peer holding N objects (default
+// 1,000,000): `ferry init --from-peer` against a running `ferry run`, end to end (the
+// source writes its snapshot, streams it over HTTP, the new store checks and installs it).
+// Compared with raw sqlite3 inserting the same N rows (WAL, synchronous=FULL) in the same
+// run; the new peer's peak resident memory is its VmHWM, read while it runs.
+//
+//     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
+//     .build/release/FerryBenchmarks --bootstrap [--count N]
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+enum BootstrapWorkload {
+    /// `VmHWM` of /proc/PID/status, in KB (nil once the process is gone).
+    static func highWaterMark(of pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return nil }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+
+    static func run(count: Int, model: ManagedObjectModel) throws {
+        print("W7 bootstrap: a new peer starts from a snapshot of a running peer holding \(count) Person objects (ferry init --from-peer)")
+        let source = try DaemonPeer(name: "source", model: SampleModels.path("OrgChart"))
+        var settings = Settings(arguments: [])
+        settings.count = count
+        settings.batch = 10_000
+        let made = try ferryInsert(settings, model: model, path: source.store)
+        print(String(format: "  source store made in %.1f s (%.1f MB)", made, Double(try StoreFileSize.bytes(source.store)) / 1_048_576))
+        let directory = TemporaryDirectory(prefix: "ferry-w7")
+        let raw = try rawInsert(settings, model: model, path: directory.file("raw.sqlite"))
+        try source.start()
+        defer { _ = source.stop() }
+        let token = directory.file("token")
+        try source.peerToken.write(toFile: token, atomically: true, encoding: .utf8)
+        let target = directory.file("new.sqlite")
+        let process = Process()
+        process.executableURL = try FerryProcess.executable()
+        process.arguments = ["init", "--from-peer", source.url, "--token-file", token, "--store", target, "--model", source.model]
+        process.standardOutput = FileHandle.nullDevice
+        // The child's own high-water mark (VmHWM), read while it runs: the kernel's figure for
+        // waited children would count this process's memory, which a spawned child starts from.
+        var peakKB = 0
+        let bootstrap = try seconds {
+            try process.run()
+            while process.isRunning {
+                peakKB = max(peakKB, highWaterMark(of: process.processIdentifier) ?? 0)
+                usleep(2_000)
+            }
+        }
+        guard process.terminationStatus == 0 else { throw RawSQLiteError.failed("ferry init --from-peer exited with \(process.terminationStatus)") }
+        let peakMB = Double(peakKB) / 1024
+        let copied = try SQLiteStore(path: target, model: model, options: .init(createIfMissing: false))
+        let objects = try copied.count(FetchRequest(entityName: "Person"))
+        guard objects == count else { throw RawSQLiteError.failed("the new store holds \(objects) objects, not \(count)") }
+        print(String(format: "  raw sqlite3 inserts: %.2f s; bootstrap end to end: %.2f s; new store %.1f MB", raw, bootstrap,
+                     Double(try StoreFileSize.bytes(target)) / 1_048_576))
+        printRates(count: count, rawSeconds: raw, ferrySeconds: bootstrap, ferryLabel: "Ferry bootstrap (snapshot):")
+        print(String(format: "peak RSS of the new peer (ferry init): %.0f MB (target <= 200 MB)", peakMB))
+    }
+}

@@ -63,7 +63,7 @@ struct PushRoute: Sendable {
             case .notReplicaStore: throw APIError.internalError(error.description)
             }
         } catch let error as HistoryError {
-            // Past this store's tombstone horizon: the sender must start again from a copy of a store.
+            // Past this store's tombstone horizon: the sender must start again from a snapshot.
             throw APIError.gone(error.description)
         } catch {
             // The store failed (disk full, read-only, I/O): what was not applied is not recorded,

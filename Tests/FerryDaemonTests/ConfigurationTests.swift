@@ -71,6 +71,9 @@ struct ConfigurationTests {
         #expect(configuration.history == .init(purgeInterval: 3600, retention: 7 * 86400, tombstoneHorizon: 90 * 86400))
         let history = try parse("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: 0, retention: 60, tombstone_horizon: 120}\n")
         #expect(history.history == .init(purgeInterval: 0, retention: 60, tombstoneHorizon: 120))
+        #expect(configuration.sync.bootstrap, "a daemon bootstraps from a snapshot on a 410 unless told not to")
+        #expect(try parse("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {bootstrap: false}\n").sync.bootstrap == false)
+        #expect(try parse("store: {path: s, model: m}\nserver: {tokens_file: t}\n", environment: ["FERRY_SYNC_BOOTSTRAP": "no"]).sync.bootstrap == false)
     }
 
     @Test("FERRY_* environment variables override scalar keys")
@@ -117,6 +120,7 @@ struct ConfigurationTests {
              "history.tombstone_horizon (60.0 s) must be at least history.retention (600.0 s)"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: -1}\n", "history.purge_interval must be a number of seconds"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {keep: forever}\n", "unknown key history.keep"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {bootstrap: maybe}\n", "sync.bootstrap must be true or false; found 'maybe'"),
         ]
         for (text, expected) in cases {
             let message = error(text)

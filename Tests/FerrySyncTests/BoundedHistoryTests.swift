@@ -100,7 +100,7 @@ struct BoundedHistoryTests {
         } catch let error as HistoryError {
             guard case .pastHorizon(let origin, let needed, _) = error else { throw error }
             #expect(origin == a.store.identifier && needed == 3, "\(error)")
-            #expect(error.description.contains("start again from a copy"), "\(error.description)")
+            #expect(error.description.contains("start again from a snapshot"), "\(error.description)")
         }
         #expect(try a.store.historyState().vector == vector, "nothing taken in")
         #expect(try a.dump().count == 1, "the deleted note stays deleted")

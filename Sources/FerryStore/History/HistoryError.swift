@@ -3,7 +3,7 @@ import Foundation
 /// Why a store cannot give the change sets asked for.
 public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The change sets were purged (every peer listed then had them); the asker
-    /// must be seeded from a copy of a store instead.
+    /// must start from a snapshot of a store instead (docs/SYNC.md, "Snapshots").
     case purged(origin: UUID, needed: Int64, purgedThrough: Int64)
     /// An operation meant for other stores' origins was asked of this store's own.
     case ownOrigin(UUID)
@@ -20,11 +20,11 @@ public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .purged(let origin, let needed, let through):
             "change sets \(needed)…\(through) of \(origin.uuidString) were purged from this store's history after every listed peer "
-                + "acknowledged them; a peer that still lacks them must start from a copy of a store (see docs/SYNC.md)"
+                + "acknowledged them; a peer that still lacks them must start from a snapshot of a store (ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
         case .pastHorizon(let origin, let needed, let horizon):
             "this store forgot the deletes made before \(Self.date(horizon)) (its tombstone horizon), and this comes from a store "
                 + "that has not taken in change set \(needed) of \(origin.uuidString), made before then: it could bring back objects "
-                + "deleted since. That store must start again from a copy of a store (docs/SYNC.md, \"Bounded history\")"
+                + "deleted since. That store must start again from a snapshot of a store (ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
         case .ownOrigin(let origin):
             "\(origin.uuidString) is this store's own origin; its change sets are this store's saves and cannot be removed"
         }

@@ -90,15 +90,18 @@ enum Bootstrap {
             try checkpoint(old)
             try checkpoint(new)
         }
-        // Both stores are closed here: the files can move.
+        // Both stores are closed and fully checkpointed here. The old file gets its second name first
+        // (a hard link: the store's path never goes missing, so nothing opening it meanwhile creates an
+        // empty store there), then its emptied log goes, then the new file replaces it in one rename.
         let previous = "\(storePath).before-bootstrap-\(ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-"))"
-        try move(storePath, to: previous, withCompanions: true)
-        do {
-            try move(prepared.path, to: storePath, withCompanions: false)
-        } catch {
-            // Put the old store back rather than leave none.
-            try? move(previous, to: storePath, withCompanions: true)
-            throw error
+        guard link(storePath, previous) == 0 else {
+            throw DaemonError(description: "cannot keep the old store as \(previous): \(String(cString: strerror(errno)))")
+        }
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
+        guard rename(prepared.path, storePath) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: previous)
+            throw DaemonError(description: "cannot move the new store from \(prepared.path) to \(storePath): \(reason)")
         }
         discard(prepared.path)
         return Report(peer: prepared.peer, identifier: prepared.installed.identifier, carried: carried, quarantined: quarantined, previousFile: previous)
@@ -116,16 +119,6 @@ enum Bootstrap {
 
     private static func checkpoint(_ store: SQLiteStore) throws {
         try store.checkpoint(truncating: true)
-    }
-
-    private static func move(_ path: String, to destination: String, withCompanions: Bool) throws {
-        guard rename(path, destination) == 0 else {
-            throw DaemonError(description: "cannot move \(path) to \(destination): \(String(cString: strerror(errno)))")
-        }
-        guard withCompanions else { return }
-        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-            _ = rename(path + suffix, destination + suffix)
-        }
     }
 }
 

@@ -193,8 +193,10 @@ public enum Daemon {
             lastBootstrap = Date()
             do {
                 let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model, logger: logger)
+                Counter(label: "ferry_bootstraps_total", dimensions: [("result", "ok")]).increment()
                 logger.notice("\(report)")
             } catch {
+                Counter(label: "ferry_bootstraps_total", dimensions: [("result", "failed")]).increment()
                 Bootstrap.discard(prepared.path)
                 logger.error("could not start the store again from the snapshot of \(prepared.peer): \(error); it stays as it was")
             }

@@ -111,6 +111,8 @@ struct BootstrapTests {
         #expect(try a.dump().contains(#""name":"B's own""#))
         let kept = try FileManager.default.contentsOfDirectory(atPath: b.directory.path).filter { $0.contains("before-bootstrap") }
         #expect(!kept.isEmpty, "the old store's file is kept")
+        let metrics = try FerryProcess.curl("GET", b.url + "/metrics", token: b.peerToken)
+        #expect(metrics.body.contains(#"ferry_bootstraps_total{result="ok"} 1"#), "\(metrics.body.prefix(300))")
         // And B replicates on as usual.
         try b.put("[\(ReplicationTests.person("later", 600, "Later"))]")
         #expect(try DaemonPeer.waitUntil(timeout: 30) { try a.dump() == b.dump() })

@@ -84,6 +84,42 @@ struct BootstrapTests {
         #expect(try kept.historyState().vector[oldB] == 2)
     }
 
+    @Test("A carried change set the snapshot's horizon refuses (it does not know a delete the peer forgot) is kept, quarantined with the reason; the others apply")
+    func carriesOverPastHorizon() throws {
+        let directory = TemporaryDirectory()
+        let a = try Store(path: directory.file("a.sqlite"))
+        let bPath = directory.file("b.sqlite")
+        var b: Store? = try Store(path: bPath)
+        let doomed = try a.context.make("Person", ["id": Int64(1), "name": "Doomed"])
+        try a.context.save()
+        try #require(b).pull(from: a)
+        // B edits the object and saves something unrelated, sending neither; A deletes the object and
+        // forgets the delete past its horizon.
+        let uri = doomed.objectID.uriString
+        let local = try #require(try b?.store.localObjectID(forOriginURI: uri))
+        try #require(b).context.existingObject(with: local).setValue("edited, not knowing the delete", forKey: "name")
+        try #require(b).context.save()
+        a.context.delete(doomed)
+        try a.context.save()
+        _ = try a.store.purgeHistory(PurgePolicy(acknowledged: [], tombstonesMadeBefore: .wall(Date().addingTimeInterval(60))))
+        #expect(try a.store.historySize().tombstones == 0)
+
+        let prepared = directory.file("b.sqlite.bootstrap-test")
+        try a.store.writeSnapshot(to: prepared)
+        let installed = try SQLiteStore.installSnapshot(at: prepared, model: Self.model)
+        let oldB = try #require(b).store.identifier
+        b = nil
+        let report = try Bootstrap.complete(Bootstrap.Prepared(peer: "a", path: prepared, installed: installed), storePath: bPath,
+                                            model: Self.model, logger: Logger(label: "test"))
+        #expect(report.quarantined == 1 && report.carried == 0, "\(report)")
+        #expect(report.description.contains("quarantined"))
+        let restarted = try Store(path: bPath)
+        let kept = try restarted.store.quarantinedChangeSets()
+        #expect(kept.count == 1 && kept.first?.origin == oldB, "\(kept)")
+        #expect(kept.first?.reason.contains("tombstone horizon") == true, "\(kept.first?.reason ?? "")")
+        #expect(try restarted.dump().isEmpty, "the forgotten delete stays a delete")
+    }
+
     @Test("A daemon answered 410 by its peer (history purged there) starts again from the peer's snapshot by itself, keeps its own saves, and replicates on")
     func daemonBootstraps() throws {
         let (a, b) = try DaemonPeer.startedPair(model: ReplicationTests.model)

@@ -68,6 +68,43 @@ struct SnapshotTests {
         #expect(try c.dump().isEmpty)
     }
 
+    @Test("A snapshot taken while another writer saves is one consistent state: exactly what the change sets up to its vector make")
+    func consistentUnderWrites() async throws {
+        let a = try Replica(model: Self.model)
+        let sqlite = try #require(a.store as? SQLiteStore)
+        let writer = Task.detached {
+            // Another connection on the same file, as another process would write it.
+            let store = try SQLiteStore(path: sqlite.path, model: Self.model)
+            let context = try PersistentContainer(store: store).newContext()
+            for id in 1...300 {
+                try context.make("Person", ["id": Int64(id), "name": "P\(id)"])
+                if id % 3 == 0, let first = try context.fetch(FetchRequest(entityName: "Person")).first { context.delete(first) }
+                try context.save()
+            }
+        }
+        // Snapshots taken while the writer is between its first and its last save.
+        var intermediate = 0
+        while intermediate < 4 {
+            let saved = try a.store.historyState().vector.values.reduce(0, +)
+            if saved == 0 { try await Task.sleep(for: .milliseconds(2)); continue }
+            let c = try Replica(model: Self.model, snapshotOf: a)
+            let vector = try c.store.historyState().vector
+            // A replica given exactly the change sets the snapshot's vector names.
+            let b = try Replica(model: Self.model)
+            let lines = try a.store.changeSetLines().filter { line in
+                guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.model, versionHash: a.store.modelVersionHash) else { return false }
+                return changeSet.sequence <= vector[changeSet.origin, default: 0]
+            }
+            _ = try b.engine.apply(lines: lines)
+            #expect(try b.dump() == c.dump(), "snapshot at \(vector)")
+            if vector.values.reduce(0, +) < 300 { intermediate += 1 } else { break }
+        }
+        #expect(intermediate >= 1, "at least one snapshot taken while the writer was saving")
+        try await writer.value
+        let last = try Replica(model: Self.model, snapshotOf: a)
+        #expect(try last.dump() == a.dump())
+    }
+
     @Test("A file that is not a sound snapshot of this model is refused with the reason, and left as it was")
     func refusals() throws {
         let directory = TemporaryDirectory()

@@ -197,6 +197,43 @@ struct BoundedHistoryTests {
                 "a store without peers purges no change set and forgets deletes at the horizon")
     }
 
+    @Test("Identity-map entries of objects deleted past the horizon go with their tombstones: the map stays bounded, and a run loses just those URIs",
+          arguments: Replica.Kind.allCases)
+    func identityMapBounded(kind: Replica.Kind) throws {
+        let a = try Replica(model: Self.model, kind: kind)
+        let b = try Replica(model: Self.model, kind: kind == .sqlite ? .memory : .sqlite)
+        let notes = try (1...5).map { index in try b.context.make("Note", ["title": "note \(index)"]) }
+        try b.context.save()
+        try a.pull(from: b)
+        func runs() throws -> [[Int64]] {
+            // (The in-memory store keeps one entry per URI; the lookups below check it.)
+            guard let path = (a.store as? SQLiteStore)?.path else { return [] }
+            return try DatabaseQueue(path: path).read { db in
+                try Row.fetchAll(db, sql: "SELECT Z_FIRST, Z_COUNT FROM Z_FERRY_RANGE ORDER BY Z_FIRST").map { [$0[0], $0[1]] }
+                    + [[try Int64.fetchOne(db, sql: "SELECT count(*) FROM Z_FERRY_OBJECT") ?? -1]]
+            }
+        }
+        #expect(try runs() == (kind == .sqlite ? [[1, 5], [0]] : []), "one run of five")
+        b.context.delete(notes[0])
+        b.context.delete(notes[2])
+        try b.context.save()
+        try a.pull(from: b)
+        let acknowledged = try b.store.historyState().vector
+        let report = try a.store.purgeHistory(.at(Date().addingTimeInterval(3600), acknowledged: [acknowledged], retention: 60, horizon: 60,
+                                                  knownToPeers: [acknowledged]))
+        #expect(report.tombstones == 2)
+        #expect(try runs() == (kind == .sqlite ? [[2, 1], [4, 2], [0]] : []), "the run lost p1 and p3, nothing else")
+        #expect(try a.store.localObjectID(forOriginURI: notes[0].objectID.uriString) == nil)
+        #expect(try a.store.localObjectID(forOriginURI: notes[2].objectID.uriString) == nil)
+        for index in [1, 3, 4] { #expect(try a.store.localObjectID(forOriginURI: notes[index].objectID.uriString) != nil) }
+        // The other three still resolve: B's edits of them apply, and the stores agree.
+        for index in [1, 3, 4] { try notes[index].setValue("edited \(index)", forKey: "title") }
+        try b.context.save()
+        #expect(try a.pull(from: b).applied == 1)
+        #expect(try a.dump() == b.dump())
+        #expect(try a.dump().count == 3)
+    }
+
     @Test("Aliases of merged duplicates are forgotten past the horizon, as tombstones are", arguments: Replica.Kind.allCases)
     func aliasesPastHorizon(kind: Replica.Kind) throws {
         let a = try Replica(model: ConvergenceTests.members, kind: kind)

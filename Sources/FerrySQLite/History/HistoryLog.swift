@@ -118,6 +118,12 @@ struct HistoryLog {
         }
         if let horizon = policy.tombstonesMadeBefore {
             for (origin, cut) in forgetBefore where cut > 0 {
+                // The deleted objects' identity-map entries go with their tombstones: otherwise the map
+                // would grow with every object ever inserted here (the million-save soak found it).
+                let forgotten = try String.fetchAll(db, sql: "SELECT Z_URI FROM Z_FERRY_TOMBSTONE WHERE Z_ORIGIN = ? AND Z_HLC < ?",
+                                                    arguments: [origin.uuidString, cut])
+                guard !forgotten.isEmpty else { continue }
+                try IdentityMap(db: db).unmap(forgotten)
                 try db.execute(sql: "DELETE FROM Z_FERRY_TOMBSTONE WHERE Z_ORIGIN = ? AND Z_HLC < ?", arguments: [origin.uuidString, cut])
                 report.tombstones += db.changesCount
             }

@@ -110,6 +110,32 @@ struct IdentityMap {
             """).execute(arguments: [argument.json])
     }
 
+    /// Forgets the entries of `uris` — objects deleted long ago, whose tombstones the horizon
+    /// forgets (docs/SYNC.md, "Bounded history"): a single entry goes, a run loses the URI (it
+    /// goes, shrinks from either end, or splits in two around it).
+    func unmap(_ uris: [String]) throws {
+        for uri in uris {
+            try db.cachedStatement(sql: "DELETE FROM Z_FERRY_OBJECT WHERE Z_URI = ?").execute(arguments: [uri])
+            guard let numbered = NumberedURI(uri) else { continue }
+            let prefix = numbered.prefix(of: uri)
+            let number = numbered.number
+            guard let run = try GRDB.Row.fetchOne(db.cachedStatement(sql: """
+                SELECT Z_FIRST, Z_COUNT, Z_ROOT, Z_PK FROM Z_FERRY_RANGE WHERE Z_PREFIX = ? AND Z_FIRST <= ? ORDER BY Z_FIRST DESC LIMIT 1
+                """), arguments: [prefix, number]) else { continue }
+            let first: Int64 = run[0]
+            let count: Int64 = run[1]
+            let root: Int = run[2]
+            let key: Int64 = run[3]
+            guard number < first + count else { continue }
+            try db.cachedStatement(sql: "DELETE FROM Z_FERRY_RANGE WHERE Z_PREFIX = ? AND Z_FIRST = ?").execute(arguments: [prefix, first])
+            let insert = try db.cachedStatement(sql: "INSERT INTO Z_FERRY_RANGE (Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK) VALUES (?, ?, ?, ?, ?)")
+            let before = number - first
+            if before > 0 { try insert.execute(arguments: [prefix, first, before, root, key]) }
+            let after = first + count - number - 1
+            if after > 0 { try insert.execute(arguments: [prefix, number + 1, after, root, key + before + 1]) }
+        }
+    }
+
     /// Maps one URI to a new row; `replacing` lets an object brought back after
     /// a delete take over its URI (the single entry wins over any run).
     func map(uri: String, root: Int, key: Int64, replacing: Bool) throws {

@@ -148,9 +148,13 @@ struct InMemoryHistory: Sendable {
             }
         }
         if let cutoff = policy.tombstonesMadeBefore {
-            let before = tombstones.count
-            tombstones = tombstones.filter { $0.value.timestamp >= forgetBefore[$0.value.origin, default: HybridTimestamp(rawValue: 0)] }
-            report.tombstones = before - tombstones.count
+            let forgotten = tombstones.filter { $0.value.timestamp < forgetBefore[$0.value.origin, default: HybridTimestamp(rawValue: 0)] }.map(\.key)
+            for uri in forgotten {
+                tombstones[uri] = nil
+                // Its identity-map entry goes with it (as in the SQLite store).
+                if let row = rowsByOrigin.removeValue(forKey: uri) { originsByRow[row] = nil }
+            }
+            report.tombstones = forgotten.count
             let aliasCut = min(cutoff, forgetBefore.values.min() ?? cutoff)
             let old = aliasTimes.filter { $0.value < aliasCut }.map(\.key)
             for uri in old {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GRDB
 import Testing
 import FerryModel
@@ -69,24 +70,33 @@ struct SnapshotTests {
     }
 
     @Test("A snapshot taken while another writer saves is one consistent state: exactly what the change sets up to its vector make")
-    func consistentUnderWrites() async throws {
+    func consistentUnderWrites() throws {
         let a = try Replica(model: Self.model)
-        let sqlite = try #require(a.store as? SQLiteStore)
-        let writer = Task.detached {
-            // Another connection on the same file, as another process would write it.
-            let store = try SQLiteStore(path: sqlite.path, model: Self.model)
-            let context = try PersistentContainer(store: store).newContext()
-            for id in 1...300 {
-                try context.make("Person", ["id": Int64(id), "name": "P\(id)"])
-                if id % 3 == 0, let first = try context.fetch(FetchRequest(entityName: "Person")).first { context.delete(first) }
-                try context.save()
+        let path = try #require(a.store as? SQLiteStore).path
+        // Another connection on the same file, as another process would write it, on a thread of its own
+        // (not Swift's shared pool, which the rest of the suite needs).
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Mutex<String?>(nil)
+        let writer = Thread {
+            defer { finished.signal() }
+            do {
+                let store = try SQLiteStore(path: path, model: Self.model)
+                let context = try PersistentContainer(store: store).newContext()
+                for id in 1...300 {
+                    try context.make("Person", ["id": Int64(id), "name": "P\(id)"])
+                    if id % 3 == 0, let first = try context.fetch(FetchRequest(entityName: "Person")).first { context.delete(first) }
+                    try context.save()
+                }
+            } catch {
+                failure.withLock { $0 = "\(error)" }
             }
         }
+        writer.start()
         // Snapshots taken while the writer is between its first and its last save.
         var intermediate = 0
         while intermediate < 4 {
             let saved = try a.store.historyState().vector.values.reduce(0, +)
-            if saved == 0 { try await Task.sleep(for: .milliseconds(2)); continue }
+            if saved == 0 { usleep(2_000); continue }
             let c = try Replica(model: Self.model, snapshotOf: a)
             let vector = try c.store.historyState().vector
             // A replica given exactly the change sets the snapshot's vector names.
@@ -100,7 +110,8 @@ struct SnapshotTests {
             if vector.values.reduce(0, +) < 300 { intermediate += 1 } else { break }
         }
         #expect(intermediate >= 1, "at least one snapshot taken while the writer was saving")
-        try await writer.value
+        finished.wait()
+        #expect(failure.withLock { $0 } == nil)
         let last = try Replica(model: Self.model, snapshotOf: a)
         #expect(try last.dump() == a.dump())
     }

@@ -18,9 +18,10 @@ import GRDB
 ///   over the run that still names the old one), and every entry of stores made
 ///   before runs existed. It is consulted first.
 ///
-/// A URI is mapped at most once (inserting one twice fails the save), and
-/// mappings are never removed: a deleted object's row is gone, not reused
-/// (primary keys only grow), so an entry for it is harmless.
+/// A URI is mapped at most once (inserting one twice fails the save). A deleted
+/// object's entry stays while its tombstone does (its row is gone, not reused:
+/// primary keys only grow, so the entry is harmless), and goes with the tombstone
+/// at the horizon (``unmap(_:)``), so that the map stays as bounded as the history.
 struct IdentityMap {
     let db: Database
 

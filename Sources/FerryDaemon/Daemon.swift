@@ -7,6 +7,8 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Synchronization
+import UnixSignals
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -181,6 +183,13 @@ public enum Daemon {
     public static func run(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                            onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
         var lastBootstrap: Date?
+        // Whether SIGTERM or SIGINT came: a stop asked for then is a stop, even if a snapshot was
+        // ready to start the store again at the same moment.
+        let stopAsked = Mutex(false)
+        let listener = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) { stopAsked.withLock { $0 = true } }
+        }
+        defer { listener.cancel() }
         while true {
             let allowed = configuration.sync.bootstrap && (lastBootstrap.map { Date().timeIntervalSince($0) > 3600 } ?? true)
             let model = try readSettings(configuration).model
@@ -190,6 +199,11 @@ public enum Daemon {
             await request?.whenReady { await group.triggerGracefulShutdown() }
             try await group.run()
             guard let prepared = await request?.take() else { break }
+            if stopAsked.withLock({ $0 }) {
+                Bootstrap.discard(prepared.path)
+                logger.notice("stopping as asked: the snapshot of \(prepared.peer) prepared meanwhile is discarded, the store stays as it was")
+                break
+            }
             lastBootstrap = Date()
             do {
                 let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model, logger: logger)

@@ -34,9 +34,7 @@ struct InitCommand: AsyncParsableCommand {
         }
         // Written beside the store and renamed into place once installed: never a half store at --store.
         let partial = "\(path).partial-\(UUID().uuidString)"
-        defer {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial + suffix) }
-        }
+        defer { SQLiteStore.removeFiles(at: partial) }
         try await content.fetch(to: partial)
         let installed: SQLiteStore.InstalledSnapshot
         do {

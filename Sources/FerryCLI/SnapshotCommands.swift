@@ -65,8 +65,7 @@ struct InitialContent: ParsableArguments {
             guard let url = URL(string: fromPeer), ["http", "https"].contains(url.scheme ?? "") else {
                 throw CLIError("--from-peer \(fromPeer): not an http:// or https:// URL")
             }
-            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8),
-                  case let token = text.trimmingCharacters(in: .whitespacesAndNewlines), !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+            guard let token = try? PeerClient.token(inFile: tokenFile) else {
                 throw CLIError("--token-file \(tokenFile): cannot read one token from it")
             }
             var trust = PeerTrust.systemStore

@@ -52,7 +52,7 @@ enum Bootstrap {
             let installed = try SQLiteStore.installSnapshot(at: path, model: model)
             return Prepared(peer: peer, path: path, installed: installed)
         } catch {
-            discard(path)
+            SQLiteStore.removeFiles(at: path)
             throw error
         }
     }
@@ -87,8 +87,8 @@ enum Bootstrap {
                     }
                 }
             }
-            try checkpoint(old)
-            try checkpoint(new)
+            try old.checkpoint(truncating: true)
+            try new.checkpoint(truncating: true)
         }
         // Both stores are closed and fully checkpointed here. The old file gets its second name first
         // (a hard link: the store's path never goes missing, so nothing opening it meanwhile creates an
@@ -103,7 +103,7 @@ enum Bootstrap {
             try? FileManager.default.removeItem(atPath: previous)
             throw DaemonError(description: "cannot move the new store from \(prepared.path) to \(storePath): \(reason)")
         }
-        discard(prepared.path)
+        SQLiteStore.removeFiles(at: prepared.path)
         return Report(peer: prepared.peer, identifier: prepared.installed.identifier, carried: carried, quarantined: quarantined, previousFile: previous)
     }
 
@@ -112,14 +112,6 @@ enum Bootstrap {
         report.applied + report.waiting + report.quarantined
     }
 
-    /// Removes a prepared snapshot that will not be used.
-    static func discard(_ path: String) {
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-    }
-
-    private static func checkpoint(_ store: SQLiteStore) throws {
-        try store.checkpoint(truncating: true)
-    }
 }
 
 /// One run of the daemon's services hears here that a peer answered 410, prepares the snapshot

@@ -68,11 +68,12 @@ public enum Daemon {
         }
         var peers: [(name: String, url: URL, token: String, trust: PeerTrust)] = []
         for peer in configuration.peers {
-            guard let text = try? String(contentsOfFile: peer.tokenFile, encoding: .utf8) else {
+            let token: String
+            do {
+                token = try PeerClient.token(inFile: peer.tokenFile)
+            } catch .unreadable {
                 throw DaemonError(description: "peer \(peer.name): cannot read token_file \(peer.tokenFile)")
-            }
-            let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+            } catch {
                 throw DaemonError(description: "peer \(peer.name): token_file \(peer.tokenFile) must hold one token")
             }
             var trust = PeerTrust.systemStore
@@ -109,7 +110,7 @@ public enum Daemon {
     }
 
     /// What a peer's 410 does: hand it to `request`, off the sync round (nothing when there is none).
-    private static func goneHandler(_ request: BootstrapRequest?) -> (@Sendable (String, PeerClient, String) -> Void)? {
+    private static func goneHandler(_ request: BootstrapRequest?) -> SyncCoordinator.GoneHandler? {
         guard let request else { return nil }
         return { peer, client, reason in
             Task { await request.peerAnsweredGone(peer, client: client, reason: reason) }
@@ -190,17 +191,18 @@ public enum Daemon {
             for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) { stopAsked.withLock { $0 = true } }
         }
         defer { listener.cancel() }
+        var settings = try readSettings(configuration)
+        let model = settings.model
         while true {
             let allowed = configuration.sync.bootstrap && (lastBootstrap.map { Date().timeIntervalSince($0) > 3600 } ?? true)
-            let model = try readSettings(configuration).model
-            let request = allowed ? BootstrapRequest(storePath: configuration.store.path, model: model, logger: logger) : nil
-            let group = try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: true,
-                                           onListening: onListening, bootstrap: request)
+            settings.bootstrap = allowed ? BootstrapRequest(storePath: configuration.store.path, model: model, logger: logger) : nil
+            let request = settings.bootstrap
+            let group = try await assemble(settings, logger: logger, metrics: registry, stopsOnSignals: true, onListening: onListening)
             await request?.whenReady { await group.triggerGracefulShutdown() }
             try await group.run()
             guard let prepared = await request?.take() else { break }
             if stopAsked.withLock({ $0 }) {
-                Bootstrap.discard(prepared.path)
+                SQLiteStore.removeFiles(at: prepared.path)
                 logger.notice("stopping as asked: the snapshot of \(prepared.peer) prepared meanwhile is discarded, the store stays as it was")
                 break
             }
@@ -211,7 +213,7 @@ public enum Daemon {
                 logger.notice("\(report)")
             } catch {
                 Counter(label: "ferry_bootstraps_total", dimensions: [("result", "failed")]).increment()
-                Bootstrap.discard(prepared.path)
+                SQLiteStore.removeFiles(at: prepared.path)
                 logger.error("could not start the store again from the snapshot of \(prepared.peer): \(error); it stays as it was")
             }
         }
@@ -244,13 +246,13 @@ public enum Daemon {
 
     public static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry? = nil,
                                 stopsOnSignals: Bool = false, onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ServiceGroup {
-        try await assemble(configuration, logger: logger, metrics: registry, stopsOnSignals: stopsOnSignals, onListening: onListening, bootstrap: nil)
+        try await assemble(try readSettings(configuration), logger: logger, metrics: registry, stopsOnSignals: stopsOnSignals, onListening: onListening)
     }
 
-    static func assemble(_ configuration: Configuration, logger: Logger, metrics registry: PrometheusCollectorRegistry?,
-                         stopsOnSignals: Bool, onListening: @escaping @Sendable (Int) -> Void, bootstrap: BootstrapRequest?) async throws -> ServiceGroup {
-        var settings = try readSettings(configuration)
-        settings.bootstrap = bootstrap
+    /// ``assemble(_:logger:metrics:stopsOnSignals:onListening:)`` from settings already read.
+    static func assemble(_ settings: Settings, logger: Logger, metrics registry: PrometheusCollectorRegistry?,
+                         stopsOnSignals: Bool, onListening: @escaping @Sendable (Int) -> Void) async throws -> ServiceGroup {
+        let configuration = settings.configuration
         for warning in AccessTokens.warnings(forFile: configuration.server.tokensFile) { logger.warning("server.tokens_file: \(warning)") }
         let notifier = SystemdNotifier()
         let opening = StoreOpening(settings: settings, notifier: notifier, logger: logger)

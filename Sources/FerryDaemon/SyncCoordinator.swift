@@ -9,6 +9,10 @@ import FerryServer
 /// what `ferry status` and `/v1/status` show: per peer the last attempt, the
 /// last success, the last error, and how far apart the two stores are.
 public actor SyncCoordinator {
+    /// What hears that `peer` answered a round 410 for `reason`: this store needs a snapshot of it,
+    /// taken through `client` (``Bootstrap``).
+    public typealias GoneHandler = @Sendable (_ peer: String, _ client: PeerClient, _ reason: String) -> Void
+
     struct PeerRecord {
         let name: String
         let url: URL
@@ -30,8 +34,7 @@ public actor SyncCoordinator {
 
     /// The local side.
     public let endpoint: ReplicationEndpoint
-    /// Hears a peer answer 410: this store needs a snapshot of it (``Bootstrap``).
-    private let onGone: (@Sendable (_ peer: String, _ client: PeerClient, _ reason: String) -> Void)?
+    private let onGone: GoneHandler?
     private var peers: [PeerRecord]
     private var tail: Task<[PeerSyncResult], Never>?
     private let logger: Logger
@@ -46,7 +49,7 @@ public actor SyncCoordinator {
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
                 clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
-                onGone: (@Sendable (_ peer: String, _ client: PeerClient, _ reason: String) -> Void)? = nil) {
+                onGone: GoneHandler? = nil) {
         self.endpoint = endpoint
         self.onGone = onGone
         self.logger = logger

@@ -37,11 +37,22 @@ struct BootstrapTests {
         }
     }
 
+    /// A's snapshot installed beside `storePath`, then the bootstrap completed there (the store at
+    /// `storePath` must be closed): what the daemon does after a 410 from A.
+    func bootstrap(_ storePath: String, from a: Store) throws -> (report: Bootstrap.Report, installed: SQLiteStore.InstalledSnapshot, prepared: String) {
+        let prepared = storePath + ".bootstrap-test"
+        try a.store.writeSnapshot(to: prepared)
+        let installed = try SQLiteStore.installSnapshot(at: prepared, model: Self.model)
+        let report = try Bootstrap.complete(Bootstrap.Prepared(peer: "a", path: prepared, installed: installed), storePath: storePath,
+                                            model: Self.model, logger: Logger(label: "test"))
+        return (report, installed, prepared)
+    }
+
     @Test("The change sets the old store holds and the snapshot lacks (its own saves no peer has) are carried over, and the old file is kept")
     func carriesOver() throws {
         let directory = TemporaryDirectory()
         let a = try Store(path: directory.file("a.sqlite"))
-        var bPath = directory.file("b.sqlite")
+        let bPath = directory.file("b.sqlite")
         var b: Store? = try Store(path: bPath)
         for id in 1...3 {
             try a.context.make("Person", ["id": Int64(id), "name": "A\(id)"])
@@ -59,18 +70,13 @@ struct BootstrapTests {
         #expect(try a.store.purgeChangeSets(acknowledgedBy: [a.store.historyState().vector]) == 4)
         #expect(throws: HistoryError.self) { try b?.pull(from: a) }
 
-        let prepared = directory.file("b.sqlite.bootstrap-test")
-        try a.store.writeSnapshot(to: prepared)
-        let installed = try SQLiteStore.installSnapshot(at: prepared, model: Self.model)
         b = nil  // the daemon's services have stopped: the store is closed
-        let report = try Bootstrap.complete(Bootstrap.Prepared(peer: "a", path: prepared, installed: installed), storePath: bPath,
-                                            model: Self.model, logger: Logger(label: "test"))
+        let (report, installed, prepared) = try bootstrap(bPath, from: a)
         #expect(report.carried == 2 && report.quarantined == 0, "\(report)")
         #expect(FileManager.default.fileExists(atPath: report.previousFile), "the old file is kept")
         #expect(!FileManager.default.fileExists(atPath: prepared))
         #expect(report.description.contains("carried over 2 change sets"))
 
-        bPath = directory.file("b.sqlite")
         let restarted = try Store(path: bPath)
         #expect(restarted.store.identifier == installed.identifier)
         let vector = try restarted.store.historyState().vector
@@ -84,7 +90,7 @@ struct BootstrapTests {
         #expect(try kept.historyState().vector[oldB] == 2)
     }
 
-    @Test("A carried change set the snapshot's horizon refuses (it does not know a delete the peer forgot) is kept, quarantined with the reason; the others apply")
+    @Test("A carried change set the snapshot's horizon refuses (it does not know a delete the peer forgot) is kept, quarantined with the reason")
     func carriesOverPastHorizon() throws {
         let directory = TemporaryDirectory()
         let a = try Store(path: directory.file("a.sqlite"))
@@ -93,8 +99,8 @@ struct BootstrapTests {
         let doomed = try a.context.make("Person", ["id": Int64(1), "name": "Doomed"])
         try a.context.save()
         try #require(b).pull(from: a)
-        // B edits the object and saves something unrelated, sending neither; A deletes the object and
-        // forgets the delete past its horizon.
+        // B edits the object without sending the edit; A deletes the object and forgets the delete
+        // past its horizon.
         let uri = doomed.objectID.uriString
         let local = try #require(try b?.store.localObjectID(forOriginURI: uri))
         try #require(b).context.existingObject(with: local).setValue("edited, not knowing the delete", forKey: "name")
@@ -104,13 +110,9 @@ struct BootstrapTests {
         _ = try a.store.purgeHistory(PurgePolicy(acknowledged: [], tombstonesMadeBefore: .wall(Date().addingTimeInterval(60))))
         #expect(try a.store.historySize().tombstones == 0)
 
-        let prepared = directory.file("b.sqlite.bootstrap-test")
-        try a.store.writeSnapshot(to: prepared)
-        let installed = try SQLiteStore.installSnapshot(at: prepared, model: Self.model)
         let oldB = try #require(b).store.identifier
         b = nil
-        let report = try Bootstrap.complete(Bootstrap.Prepared(peer: "a", path: prepared, installed: installed), storePath: bPath,
-                                            model: Self.model, logger: Logger(label: "test"))
+        let report = try bootstrap(bPath, from: a).report
         #expect(report.quarantined == 1 && report.carried == 0, "\(report)")
         #expect(report.description.contains("quarantined"))
         let restarted = try Store(path: bPath)

@@ -120,20 +120,13 @@ struct IdentityMap {
             guard let numbered = NumberedURI(uri) else { continue }
             let prefix = numbered.prefix(of: uri)
             let number = numbered.number
-            guard let run = try GRDB.Row.fetchOne(db.cachedStatement(sql: """
-                SELECT Z_FIRST, Z_COUNT, Z_ROOT, Z_PK FROM Z_FERRY_RANGE WHERE Z_PREFIX = ? AND Z_FIRST <= ? ORDER BY Z_FIRST DESC LIMIT 1
-                """), arguments: [prefix, number]) else { continue }
-            let first: Int64 = run[0]
-            let count: Int64 = run[1]
-            let root: Int = run[2]
-            let key: Int64 = run[3]
-            guard number < first + count else { continue }
-            try db.cachedStatement(sql: "DELETE FROM Z_FERRY_RANGE WHERE Z_PREFIX = ? AND Z_FIRST = ?").execute(arguments: [prefix, first])
-            let insert = try db.cachedStatement(sql: "INSERT INTO Z_FERRY_RANGE (Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK) VALUES (?, ?, ?, ?, ?)")
-            let before = number - first
-            if before > 0 { try insert.execute(arguments: [prefix, first, before, root, key]) }
-            let after = first + count - number - 1
-            if after > 0 { try insert.execute(arguments: [prefix, number + 1, after, root, key + before + 1]) }
+            guard let run = try ranges(prefix: prefix, around: number, limit: 1).first,
+                  run.first <= number, number < run.first + run.count else { continue }
+            try db.cachedStatement(sql: "DELETE FROM Z_FERRY_RANGE WHERE Z_PREFIX = ? AND Z_FIRST = ?").execute(arguments: [prefix, run.first])
+            let before = number - run.first
+            if before > 0 { try writeRun(prefix: prefix, first: run.first, count: before, root: run.root, key: run.key) }
+            let after = run.first + run.count - number - 1
+            if after > 0 { try writeRun(prefix: prefix, first: number + 1, count: after, root: run.root, key: run.key + before + 1) }
         }
     }
 
@@ -157,8 +150,47 @@ struct IdentityMap {
         if let uri = mapped.first {
             throw DatabaseError(resultCode: .SQLITE_CONSTRAINT, message: "the identity map already has \(uri): the object was inserted twice")
         }
+        try writeRun(prefix: run.prefix, first: run.first, count: run.count, root: run.root, key: run.key)
+    }
+
+    /// Writes one run as it is (the callers have checked it overlaps nothing).
+    private func writeRun(prefix: String, first: Int64, count: Int64, root: Int, key: Int64) throws {
         try db.cachedStatement(sql: "INSERT INTO Z_FERRY_RANGE (Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [run.prefix, run.first, run.count, run.root, run.key])
+            .execute(arguments: [prefix, first, count, root, key])
+    }
+
+    /// Maps every row of `table` (the hierarchy of root entity `root`) that has no entry yet to
+    /// `prefix(Z_ENT)` + its primary key, as runs of consecutive rows of one entity: how a store
+    /// installing a snapshot names the rows its source inserted by the source's URIs.
+    /// - Returns: how many rows were mapped.
+    func mapUnmappedRows(of table: String, root: Int, prefix: (Int) -> String?) throws -> Int {
+        let rows = try GRDB.Row.fetchCursor(db, sql: """
+            SELECT t.Z_PK, t.Z_ENT FROM \(table) t
+            WHERE NOT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT o WHERE o.Z_ROOT = ?1 AND o.Z_PK = t.Z_PK)
+              AND NOT EXISTS (SELECT 1 FROM Z_FERRY_RANGE r
+                              WHERE r.Z_ROOT = ?1 AND r.Z_PK = (SELECT MAX(Z_PK) FROM Z_FERRY_RANGE WHERE Z_ROOT = ?1 AND Z_PK <= t.Z_PK)
+                                AND t.Z_PK < r.Z_PK + r.Z_COUNT)
+            ORDER BY t.Z_PK
+            """, arguments: [root])
+        var mapped = 0
+        var run: (entity: Int, first: Int64, count: Int64)?
+        func flush() throws {
+            guard let finished = run, let prefix = prefix(finished.entity) else { return }
+            try writeRun(prefix: prefix, first: finished.first, count: finished.count, root: root, key: finished.first)
+        }
+        while let row = try rows.next() {
+            let key: Int64 = row[0]
+            let entity: Int = row[1]
+            mapped += 1
+            if let current = run, current.entity == entity, current.first + current.count == key {
+                run?.count += 1
+                continue
+            }
+            try flush()
+            run = (entity, key, 1)
+        }
+        try flush()
+        return mapped
     }
 
     /// Those of the URIs `prefix` + `numbers` that have a single entry (only stores

@@ -287,6 +287,14 @@ extension SQLiteStore {
 }
 
 extension SQLiteStore {
+    /// One read-only connection to the file at `path`, without Ferry's set-up: for looking at a
+    /// file before (or without) opening it as a store.
+    static func readOnlyQueue(_ path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
     /// The state of the store file at `path` without its model: UUID, the model
     /// hash it was last opened with, and its version vector. Opens read-only.
     /// - Throws: ``StoreError`` when the file is missing or not a Ferry store.
@@ -295,10 +303,7 @@ extension SQLiteStore {
             throw StoreError.cannotOpen(path: path, reason: "no store file here; create one with `ferry init --store \(path) --model MODEL`")
         }
         do {
-            var configuration = Configuration()
-            configuration.readonly = true
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            return try queue.read { db in
+            return try readOnlyQueue(path).read { db in
                 guard try db.tableExists("Z_METADATA"),
                       let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
                       let text: String = row[0], let store = UUID(uuidString: text), let plist: Data = row[1],

@@ -46,6 +46,12 @@ extension SQLiteStore {
         }
     }
 
+    /// Removes the store file at `path` with its write-ahead log and shared-memory index, if there
+    /// (a snapshot being installed that will not be used).
+    public static func removeFiles(at path: String) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
     /// What ``installSnapshot(at:model:identifier:)`` made.
     public struct InstalledSnapshot: Sendable, Equatable {
         /// The UUID of the store the snapshot was taken from.
@@ -89,7 +95,7 @@ extension SQLiteStore {
         do {
             let store = try SQLiteStore(path: path, model: model, options: Options(createIfMissing: false))
             // Everything in the main file, so that it can be moved into place alone.
-            try store.pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            try store.checkpoint(truncating: true)
             return InstalledSnapshot(source: source, identifier: store.identifier, adoptedObjects: adopted, vector: try store.historyState().vector)
         } catch let error as StoreError {
             throw error
@@ -105,10 +111,7 @@ extension SQLiteStore {
             throw StoreError.cannotOpen(path: path, reason: "no snapshot file here")
         }
         do {
-            var configuration = Configuration()
-            configuration.readonly = true
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            try queue.read { db in
+            try readOnlyQueue(path).read { db in
                 try db.execute(sql: "PRAGMA trusted_schema = OFF")
                 let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 guard check == ["ok"] else {
@@ -135,34 +138,12 @@ extension SQLiteStore {
     private func adoptNativeObjects(in db: Database, origin: UUID) throws -> Int {
         var roots: [Int: String] = [:]
         for plan in layout.plans.values { roots[plan.rootNumber] = plan.table }
+        let map = IdentityMap(db: db)
         var adopted = 0
         for (root, table) in roots.sorted(by: { $0.key < $1.key }) {
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT t.Z_PK, t.Z_ENT FROM \(table) t
-                WHERE NOT EXISTS (SELECT 1 FROM Z_FERRY_OBJECT o WHERE o.Z_ROOT = ?1 AND o.Z_PK = t.Z_PK)
-                  AND NOT EXISTS (SELECT 1 FROM Z_FERRY_RANGE r
-                                  WHERE r.Z_ROOT = ?1 AND r.Z_PK = (SELECT MAX(Z_PK) FROM Z_FERRY_RANGE WHERE Z_ROOT = ?1 AND Z_PK <= t.Z_PK)
-                                    AND t.Z_PK < r.Z_PK + r.Z_COUNT)
-                ORDER BY t.Z_PK
-                """, arguments: [root])
-            let insert = try db.makeStatement(sql: "INSERT INTO Z_FERRY_RANGE (Z_PREFIX, Z_FIRST, Z_COUNT, Z_ROOT, Z_PK) VALUES (?, ?, ?, ?, ?)")
-            var run: (entity: Int, first: Int64, count: Int64)?
-            func flush() throws {
-                guard let finished = run, let name = layout.entityNames[finished.entity] else { return }
-                try insert.execute(arguments: ["x-coredata://\(origin.uuidString)/\(name)/p", finished.first, finished.count, root, finished.first])
+            adopted += try map.mapUnmappedRows(of: table, root: root) { entity in
+                layout.entityNames[entity].map { "x-coredata://\(origin.uuidString)/\($0)/p" }
             }
-            while let row = try rows.next() {
-                let key: Int64 = row[0]
-                let entity: Int = row[1]
-                adopted += 1
-                if let current = run, current.entity == entity, current.first + current.count == key {
-                    run?.count += 1
-                    continue
-                }
-                try flush()
-                run = (entity, key, 1)
-            }
-            try flush()
         }
         return adopted
     }

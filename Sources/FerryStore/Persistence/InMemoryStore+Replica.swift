@@ -35,12 +35,12 @@ extension InMemoryStore: ReplicaStore {
         return removed
     }
 
-    /// A signal after each write to the store (saves, received change sets, held ones, purges).
     /// An in-memory store keeps no file to copy: it makes no snapshot.
     public func writeSnapshot() throws -> SnapshotFile {
         throw StoreError.storeFailure("an in-memory store makes no snapshot: start a new store from a SQLite store's snapshot, or replay its history")
     }
 
+    /// A signal after each write to the store (saves, received change sets, held ones, purges).
     public func commits() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let key = UUID()

@@ -33,14 +33,19 @@ package struct PeerAcknowledgements: Sendable {
     package mutating func record(_ vector: VersionVector, from peer: String, local: VersionVector) {
         guard var entry = entries[peer] else { return }
         entry.latest = vector
-        if entry.candidate == nil { entry.candidate = vector }
-        entries[peer] = entry
-        update(local: local)
-        // The pending one was promoted: the newest acknowledgement waits its turn (or is covered already).
-        if entries[peer]?.candidate == nil, entries[peer]?.stable != vector {
-            entries[peer]?.candidate = vector
-            update(local: local)
+        if let candidate = entry.candidate, Self.covers(local, candidate) {
+            entry.stable = candidate
+            entry.candidate = nil
         }
+        // The newest acknowledgement is stable at once when already covered; otherwise it waits its
+        // turn behind one still pending.
+        if Self.covers(local, vector) {
+            entry.stable = vector
+            entry.candidate = nil
+        } else if entry.candidate == nil {
+            entry.candidate = vector
+        }
+        entries[peer] = entry
     }
 
     /// Notes what this store holds now: acknowledgements whose change sets it has all taken in become stable.

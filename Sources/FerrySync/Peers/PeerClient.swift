@@ -121,37 +121,56 @@ public struct PeerClient: Sendable {
     /// `GET /v1/snapshot`: writes a snapshot of the peer's store to the new file `path`
     /// (docs/SYNC.md, "Snapshots"); install it with `SQLiteStore.installSnapshot`.
     public func downloadSnapshot(to path: String) async throws(PeerError) {
-        let url = baseURL.appendingPathComponent("v1/snapshot")
-        let answer = try await transport.download(PeerRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")], body: nil),
-                                                  to: path)
-        switch answer.status {
-        case 200..<300: return
-        case 401, 403: throw PeerError.unauthorized(status: answer.status)
-        default: throw PeerError.failed(status: answer.status, message: Self.errorMessage(answer.body))
-        }
+        _ = try Self.checked(try await transport.download(try request("GET", "v1/snapshot"), to: path))
+    }
+
+    /// Why a token file cannot be used.
+    public enum TokenFileProblem: Error, Sendable, Equatable {
+        /// The file cannot be read.
+        case unreadable
+        /// It holds no token, or more than one word.
+        case notOneToken
+    }
+
+    /// The one token the file at `path` holds (surrounding blank space and newlines ignored).
+    public static func token(inFile path: String) throws(TokenFileProblem) -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw .unreadable }
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty, !token.contains(where: \.isWhitespace) else { throw .notOneToken }
+        return token
     }
 
     // MARK: - Internals
 
     private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
                       contentType: String? = nil, contentEncoding: String? = nil, alsoAccepting: Set<Int> = []) async throws(PeerError) -> Data {
+        let request = try request(method, path, query: query, body: body, contentType: contentType, contentEncoding: contentEncoding)
+        return try Self.checked(try await transport.send(request), alsoAccepting: alsoAccepting)
+    }
+
+    /// A request to the peer, with this client's token.
+    private func request(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+                         contentType: String? = nil, contentEncoding: String? = nil) throws(PeerError) -> PeerRequest {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
         var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(token)")]
         if let contentType { headers.append(("Content-Type", contentType)) }
         if let contentEncoding { headers.append(("Content-Encoding", contentEncoding)) }
-        let answer = try await transport.send(PeerRequest(method: method, url: url, headers: headers, body: body))
-        let data = answer.body
+        return PeerRequest(method: method, url: url, headers: headers, body: body)
+    }
+
+    /// The answer's body when its status is a success (or one of `alsoAccepting`); the error it stands for otherwise.
+    private static func checked(_ answer: PeerResponse, alsoAccepting: Set<Int> = []) throws(PeerError) -> Data {
         switch answer.status {
         case 200..<300:
-            return data
+            return answer.body
         case let status where alsoAccepting.contains(status):
-            return data
+            return answer.body
         case 401, 403:
             throw PeerError.unauthorized(status: answer.status)
         default:
-            throw PeerError.failed(status: answer.status, message: Self.errorMessage(data))
+            throw PeerError.failed(status: answer.status, message: errorMessage(answer.body))
         }
     }
 

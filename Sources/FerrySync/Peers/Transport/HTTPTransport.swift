@@ -49,12 +49,18 @@ final class HTTPTransport: PeerTransport {
         client.shutdown { _ in }
     }
 
-    func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse {
+    /// The AsyncHTTPClient request for `request`.
+    private static func http(_ request: PeerRequest) -> HTTPClientRequest {
         var http = HTTPClientRequest(url: request.url.absoluteString)
         http.method = HTTPMethod(rawValue: request.method)
         http.headers.add(name: "Accept-Encoding", value: "gzip")
         for header in request.headers { http.headers.add(name: header.name, value: header.value) }
         if let body = request.body { http.body = .bytes(ByteBuffer(bytes: body)) }
+        return http
+    }
+
+    func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse {
+        let http = Self.http(request)
         let place = "\(request.method) \(request.url.path)"
         do {
             let response = try await client.execute(http, timeout: .milliseconds(Int64(timeout * 4000)))
@@ -66,9 +72,7 @@ final class HTTPTransport: PeerTransport {
     }
 
     func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse {
-        var http = HTTPClientRequest(url: request.url.absoluteString)
-        http.method = HTTPMethod(rawValue: request.method)
-        for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+        let http = Self.http(request)
         let place = "\(request.method) \(request.url.path)"
         let response: HTTPClientResponse
         do {

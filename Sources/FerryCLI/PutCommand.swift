@@ -14,7 +14,7 @@ struct PutCommand: ParsableCommand {
               {"op":"update","object":REF_OR_URI,"values":{...}}
               {"op":"delete","object":REF_OR_URI}
             The whole input is checked before anything is written. Prints a JSON object mapping \
-            each ref to its permanent URI. A save refused by validation or a Deny rule writes \
+            each ref to its permanent URI, in the input's order. A save refused by validation or a Deny rule writes \
             nothing, stops the run, prints its errors as JSON on standard error, and exits 1; \
             the saves before it stay written. With uniqueness constraints in the model, \
             --merge-policy says what a save that duplicates a unique key does (Core Data's \
@@ -33,13 +33,10 @@ struct PutCommand: ParsableCommand {
 
     func run() throws {
         let container = try options.openContainer()
-        let batch: OperationBatch
         let outcome: BatchApplier.Outcome
         do {
-            batch = try OperationBatch.parse(try InputFile.read(file))
             let progress = TerminalProgress(label: "ferry put: saves committed")
-            let total = batch.saves.count
-            outcome = try BatchApplier(container: container, mergePolicy: mergePolicy).apply(batch) { saves in
+            outcome = try BatchApplier(container: container, mergePolicy: mergePolicy).apply(text: try InputFile.read(file)) { saves, total in
                 if total > 1, saves % 10 == 0 || saves == total { progress.update(saves, of: total) }
             }
             progress.finish()
@@ -47,7 +44,7 @@ struct PutCommand: ParsableCommand {
             StandardError.write(JSONValue.object([("error", .string("invalid input")), ("message", .string(error.description))]).text)
             throw ExitCode.failure
         }
-        Self.printRefs(outcome.refs)
+        Self.printRefs(outcome.insertedObjects)
         if let failure = outcome.failure {
             StandardError.write(SaveFailureReport.json(failure.error, save: failure.save, committedSaves: outcome.committedSaves,
                                                        refs: failure.refsByObjectURI).text)
@@ -57,19 +54,16 @@ struct PutCommand: ParsableCommand {
 }
 
 extension PutCommand {
-    /// `{"ref":"URI",…}`, keys in byte order: as `JSONValue.sortedObject` writes it, without building
-    /// one value per ref (a put of W1's rows names 100,000).
-    static func printRefs(_ refs: [String: String]) {
+    /// `{"ref":"URI",…}`, in the input's order, written without building one value per ref
+    /// (a put of W1's rows names 100,000).
+    static func printRefs(_ refs: [(ref: String, objectID: ObjectID)]) {
         var output = BufferedOutput()
-        output.append("{")
-        var pair = ""  // (one buffer, reused for every pair)
-        for (index, ref) in refs.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
-            pair.removeAll(keepingCapacity: true)
-            if index > 0 { pair += "," }
-            JSONValue.appendQuoted(ref, to: &pair)
-            pair += ":"
-            JSONValue.appendQuoted(refs[ref] ?? "", to: &pair)
-            output.append(pair)
+        output.append(byte: UInt8(ascii: "{"))
+        for (index, entry) in refs.enumerated() {
+            if index > 0 { output.append(byte: UInt8(ascii: ",")) }
+            output.appendQuoted(entry.ref)
+            output.append(byte: UInt8(ascii: ":"))
+            output.appendQuoted(entry.objectID)
         }
         output.line("}")
         output.flush()

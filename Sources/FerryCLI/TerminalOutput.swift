@@ -1,4 +1,5 @@
 import Foundation
+import FerryStore
 
 /// Standard output written in 64 KB blocks (one `write` per block, not per line): what a
 /// command printing a line per object needs to keep up with the store.
@@ -19,6 +20,33 @@ struct BufferedOutput {
     mutating func append(_ text: String) {
         buffer.append(contentsOf: text.utf8)
         if buffer.count >= Self.blockSize { flush() }
+    }
+
+    /// Appends `text` as a JSON string (quoted, escaped where it must be).
+    mutating func appendQuoted(_ text: String) {
+        if text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            var quoted = ""
+            JSONValue.appendQuoted(text, to: &quoted)
+            buffer.append(contentsOf: quoted.utf8)
+        } else {
+            buffer.append(0x22)
+            buffer.append(contentsOf: text.utf8)
+            buffer.append(0x22)
+        }
+        if buffer.count >= Self.blockSize { flush() }
+    }
+
+    /// Appends an object's URI as a JSON string (a URI needs no escapes).
+    mutating func appendQuoted(_ objectID: ObjectID) {
+        buffer.append(0x22)
+        objectID.appendURI(to: &buffer)
+        buffer.append(0x22)
+        if buffer.count >= Self.blockSize { flush() }
+    }
+
+    /// Appends one byte (punctuation).
+    mutating func append(byte: UInt8) {
+        buffer.append(byte)
     }
 
     /// Writes what is buffered.

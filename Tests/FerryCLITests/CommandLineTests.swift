@@ -93,6 +93,8 @@ struct CommandLineTests {
         #expect(refs["john"] == .string("x-coredata://\(uuid)/Person/p1"))
         #expect(refs["jane"] == .string("x-coredata://\(uuid)/Person/p2"))
         #expect(refs["acme"] == .string("x-coredata://\(uuid)/Organization/p1"))
+        #expect(put.standardOutput == #"{"john":"x-coredata://\#(uuid)/Person/p1","jane":"x-coredata://\#(uuid)/Person/p2","acme":"x-coredata://\#(uuid)/Organization/p1"}"# + "\n",
+                "the refs in the input's order")
         let dump = try FerryProcess.run(["dump", "--store", store, "--model", orgChart])
         #expect(dump.status == 0)
         #expect(lines(dump.standardOutput) == [

@@ -109,6 +109,25 @@ struct ChangeRecordingTests {
         #expect(try store.changeSets().last?.changes.count == 200)
     }
 
+    @Test("A body compressed in two steps (its beginning ahead of the transaction) reads back as the one text; a body that is not the prefix's is left to one step")
+    func twoStepCompression() throws {
+        // Half incompressible (so the stream outgrows any first guess of its size), half repetitive.
+        var generator = SystemRandomNumberGenerator()
+        let noise = (0..<40_000).map { _ in "0123456789abcdef".randomElement(using: &generator) ?? "0" }
+        let body = Array(("{\"changes\":[\"" + String(noise) + "\"," + (0..<3_000).map { "{\"n\":\($0)}" }.joined(separator: ",") + "],\"seq\":7}").utf8)
+        let prefixLength = body.count - 9
+        let compressed = try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<prefixLength])) }
+        let prefix = try #require(compressed)
+        let stored = try #require(try body.withUnsafeBufferPointer { try prefix.finish($0) })
+        #expect(stored.count < body.count / 2)
+        #expect(try StoredBody.text(Data(stored).databaseValue) == String(decoding: body, as: UTF8.self))
+        // Shorter than the prefix: not this body.
+        let other = try #require(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<prefixLength])) })
+        #expect(try body.withUnsafeBufferPointer { try other.finish(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
+        // A prefix too short to be worth compressing is not.
+        #expect(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
+    }
+
     @Test("A damaged compressed body is a clear error naming the cause, not a crash or a garbled line")
     func damagedBody() throws {
         let (directory, store, container) = try open()

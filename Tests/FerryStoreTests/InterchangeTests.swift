@@ -106,6 +106,60 @@ struct InterchangeTests {
         }
     }
 
+    @Test("Values start lines: two on one line are refused, naming the line")
+    func oneValuePerLine() {
+        do {
+            _ = try OperationBatch.parse("[{\"op\":\"insert\",\"entity\":\"Person\"}]\n[{\"op\":\"insert\",\"entity\":\"Person\"}] [{\"op\":\"insert\",\"entity\":\"Person\"}]\n")
+            Issue.record("accepted two arrays on one line")
+        } catch {
+            #expect(error.description.contains("line 2") && error.description.contains("more text after a value on its line"), "\(error)")
+        }
+    }
+
+    @Test("Applying text (parsed on a thread of its own while checked) is applying the parsed batch: same outcome, same first error", arguments: TestStoreKind.allCases)
+    func applyText(kind: TestStoreKind) throws {
+        let good = """
+            [{"op":"insert","entity":"Person","ref":"b","values":{"id":2,"name":"B","manager":"a"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":1,"name":"A"}}]
+            [{"op":"update","object":"b","values":{"name":"Bea"}},{"op":"insert","entity":"Organization","ref":"o","values":{"leader":"a"}}]
+            [{"op":"delete","object":"b"}]
+            """
+        let viaText = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)
+        let viaBatch = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)
+        let outcome = try BatchApplier(container: viaText.container).apply(text: good)
+        let expected = try BatchApplier(container: viaBatch.container).apply(try OperationBatch.parse(good))
+        #expect(outcome.committedSaves == 3 && expected.committedSaves == 3)
+        #expect(outcome.insertedObjects.map(\.ref) == ["b", "a", "o"], "in the input's order")
+        #expect(outcome.insertedObjects.map(\.objectID.primaryKey) == expected.insertedObjects.map(\.objectID.primaryKey))
+        var dumps: [[String]] = []
+        for test in [viaText, viaBatch] {
+            var lines: [String] = []
+            try StoreDump(store: test.container.store).write { lines.append($0.replacingOccurrences(of: test.container.store.identifier.uuidString, with: "S")) }
+            dumps.append(lines)
+        }
+        #expect(dumps[0] == dumps[1] && dumps[0].count == 2)
+
+        // A wrong operation early and bad JSON later: the JSON error is reported (the whole text is read), nothing applied.
+        let bad = "[{\"op\":\"insert\",\"entity\":\"Robot\"}]\n[{\"op\":\"insert\",\"entity\":\"Person\"}]\n[{\"op\":}]\n"
+        let fresh = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)
+        for apply in [{ try BatchApplier(container: fresh.container).apply(text: bad) },
+                      { try BatchApplier(container: fresh.container).apply(try OperationBatch.parse(bad)) }] as [() throws -> BatchApplier.Outcome] {
+            do {
+                _ = try apply()
+                Issue.record("applied \(bad)")
+            } catch {
+                #expect("\(error)".contains("line 3") && "\(error)".contains("not valid JSON"), "\(error)")
+            }
+        }
+        let robot = "[{\"op\":\"insert\",\"entity\":\"Person\"}]\n[{\"op\":\"insert\",\"entity\":\"Robot\"}]\n"
+        do {
+            _ = try BatchApplier(container: fresh.container).apply(text: robot)
+            Issue.record("applied \(robot)")
+        } catch {
+            #expect(error.description == #"save 2, operation 1: the model has no entity "Robot""#, "\(error)")
+        }
+        #expect(try fresh.context().count(for: FetchRequest(entityName: "Person")) == 0, "nothing applied")
+    }
+
     @Test("A batch is checked against the model before anything is applied", arguments: TestStoreKind.allCases)
     func batchChecks(kind: TestStoreKind) throws {
         let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)

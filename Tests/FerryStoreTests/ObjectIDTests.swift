@@ -29,6 +29,18 @@ struct ObjectIDTests {
         #expect(second.objectID.primaryKey == 2)
     }
 
+    @Test("The URI form is written byte by byte exactly as Core Data spells it, for any key")
+    func uriForm() {
+        let store = UUID(uuidString: "0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9") ?? UUID()
+        for key: Int64 in [0, 1, 9, 10, 99, 100, 123_456_789, Int64.max] {
+            let id = ObjectID.permanent(entityName: "Über_Entity2", store: store, primaryKey: key)
+            #expect(id.uriString == "x-coredata://0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9/Über_Entity2/p\(key)")
+            var bytes: [UInt8] = Array("prefix:".utf8)
+            id.appendURI(to: &bytes)
+            #expect(bytes == Array(("prefix:" + id.uriString).utf8))
+        }
+    }
+
     @Test("The coordinator resolves a URI back to the same ID", arguments: TestStoreKind.allCases)
     func resolve(kind: TestStoreKind) throws {
         let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)

@@ -69,7 +69,7 @@ struct ChangeRecorder {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
                 let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, insertsInto: &none)
-                try appendLocal(entries, writer: consume written, contextName: request.contextName, log: log)
+                try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, contextName: request.contextName, log: log)
                 return
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
@@ -221,8 +221,9 @@ struct ChangeRecorder {
     /// as a new change set of this store (nothing when empty).
     /// `writer` (begun with the save's author) may hold changes already (a local save's inserts),
     /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
-    private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, repairDeletes: [DeletedObject] = [],
-                             contextName: String?, log: HistoryLog) throws {
+    /// `compressedPrefix`, when given, has compressed the writer's text so far (see ``CompressedPrefix``).
+    private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, compressedPrefix: CompressedPrefix? = nil,
+                             repairDeletes: [DeletedObject] = [], contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
         for entry in entries {
@@ -240,7 +241,8 @@ struct ChangeRecorder {
         let sequence = try log.lastSequence(of: store) + 1
         let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
                                       modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
-        try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, status: HistorySchema.applied)
+        try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, compressedPrefix: compressedPrefix,
+                       status: HistorySchema.applied)
         try log.noteRestores(of: entries.filter { $0.change.kind == .restore }.map(\.change.uri), by: store, sequence: sequence)
         for deleted in repairDeletes {
             try log.bury(uri: deleted.uri, entity: deleted.entity, values: [:], timestamp: timestamp, origin: store)

@@ -203,9 +203,15 @@ struct HistoryLog {
     /// Appends a change set whose text is given as UTF-8 bytes (a local save's, as the recorder
     /// wrote it), stored as TEXT exactly like ``append(origin:sequence:timestamp:body:status:reason:)``,
     /// without making (and validating) a `String` of a large change set first.
-    func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, bodyBytes body: [UInt8], status: Int) throws {
+    /// `compressedPrefix`, when given, has compressed the body's beginning already; only the rest is compressed here.
+    func append(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, bodyBytes body: [UInt8], compressedPrefix: CompressedPrefix? = nil,
+                status: Int) throws {
         try body.withUnsafeBufferPointer { bytes in
-            try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .text(bytes), status: status, reason: nil)
+            if let compressed = try compressedPrefix?.finish(bytes) {
+                try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .blob(compressed), status: status, reason: nil)
+            } else {
+                try insert(origin: origin, sequence: sequence, timestamp: timestamp, body: .text(bytes), status: status, reason: nil)
+            }
         }
     }
 

@@ -17,7 +17,7 @@ final class InsertTextInAdvance: Sendable {
     /// Saves with fewer inserts write their text in place (a thread costs more than it saves).
     static let minimumInserts = 64
 
-    private let result = Mutex<ChangeSetWriter?>(nil)
+    private let result = Mutex<(writer: ChangeSetWriter, compressed: CompressedPrefix?)?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts writing the inserts of `request` (with their allocated `insertedIDs`; `permanent`
@@ -31,7 +31,9 @@ final class InsertTextInAdvance: Sendable {
         let advance = InsertTextInAdvance()
         let thread = Thread {
             let text = write(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout)
-            advance.result.withLock { $0 = text }
+            // The text so far is the beginning of the body: compress it here too (a failure leaves it to the transaction).
+            let compressed = text.flatMap { writer in writer.withBytesSoFar { try? CompressedPrefix($0) } }
+            advance.result.withLock { $0 = text.map { ($0, compressed) } }
             advance.done.signal()
         }
         thread.name = "ferry-record"
@@ -39,9 +41,10 @@ final class InsertTextInAdvance: Sendable {
         return advance
     }
 
-    /// The inserts' text, waiting for the thread; nil when an insert could not be written
-    /// without the store (the recorder then writes them itself). Call once.
-    func take() -> ChangeSetWriter? {
+    /// The inserts' text and, when long enough, its compressed form (the beginning of the
+    /// stored body), waiting for the thread; nil when an insert could not be written without the
+    /// store (the recorder then writes them itself). Call once.
+    func take() -> (writer: ChangeSetWriter, compressed: CompressedPrefix?)? {
         done.wait()
         return result.withLock { text in
             defer { text = nil }

@@ -8,13 +8,14 @@ import NIOCore
 /// inflates without an error, and the length tells) and its zlib stream (fastest level: W1's change sets
 /// shrink about 20×, at some 700 MB/s), a shorter one as TEXT. Stores written before
 /// compression hold TEXT only, and read the same. A local save's body is compressed in its
-/// transaction (the text is written there); a replayed one before the replay takes the writer
+/// transaction (the text is written there), most of it ahead of time when its inserts' text was
+/// (``CompressedPrefix``); a replayed one before the replay takes the writer
 /// (``compressed(_:)-(String)``), so the application's saves do not wait for it.
 enum StoredBody {
     /// Bodies shorter than this stay text: a zlib stream of a few hundred bytes saves little.
     static let smallestCompressed = 512
 
-    private static let algorithm = CompressionAlgorithm.zlib(configuration: ZlibConfiguration(windowSize: 15, compressionLevel: 1, memoryLevel: 8))
+    static let algorithm = CompressionAlgorithm.zlib(configuration: ZlibConfiguration(windowSize: 15, compressionLevel: 1, memoryLevel: 8))
 
     /// The zlib stream to store for `body`; nil when it is short enough to stay text.
     static func compressed(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
@@ -55,6 +56,62 @@ enum StoredBody {
             return text
         default:
             throw StoredBodyError()
+        }
+    }
+}
+
+/// A body compressed in two steps: its beginning ahead of the write transaction, the rest in it.
+///
+/// A local save's body is its inserts' text (written by ``InsertTextInAdvance`` on a thread of its
+/// own while the rows are written) and a short tail known only in the transaction (clock,
+/// sequence). Compressing the inserts beside the writes leaves only the tail for the transaction,
+/// which the application's next save waits for. The stored form is ``StoredBody``'s, and it
+/// inflates to the same text as one-step compression.
+final class CompressedPrefix: @unchecked Sendable {
+    // (@unchecked: made on one thread and handed to the saving thread through the semaphore of
+    // `InsertTextInAdvance`; never used by two threads at once.)
+    private let compressor: NIOCompressor
+    private var stream: ByteBuffer
+    /// How many bytes of the body are compressed already.
+    let prefixLength: Int
+
+    /// Compresses `prefix`, the beginning of a body; nil when it is too short to be worth it (a
+    /// body that short may stay text, see ``StoredBody/smallestCompressed``).
+    init?(_ prefix: UnsafeBufferPointer<UInt8>) throws {
+        guard prefix.count >= StoredBody.smallestCompressed else { return nil }
+        compressor = StoredBody.algorithm.compressor
+        try compressor.startStream()
+        var input = ByteBuffer(bytes: prefix)
+        stream = ByteBuffer()
+        try Self.deflate(&input, into: &stream, with: compressor, flush: .no)
+        prefixLength = prefix.count
+    }
+
+    /// The stored form of `body`, whose first ``prefixLength`` bytes must be the prefix given at
+    /// the start (nil when they are not: the caller then compresses the body in one step). Call once.
+    func finish(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
+        guard body.count >= prefixLength, let length = UInt32(exactly: body.count) else { return nil }
+        var tail = ByteBuffer(bytes: UnsafeBufferPointer(rebasing: body[prefixLength...]))
+        try Self.deflate(&tail, into: &stream, with: compressor, flush: .finish)
+        try compressor.finishStream()
+        var stored: [UInt8] = []
+        stored.reserveCapacity(4 + stream.readableBytes)
+        stored.append(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
+        stored.append(contentsOf: stream.readableBytesView)
+        return stored
+    }
+
+    /// Deflates all of `input` into `output`, growing it as needed.
+    private static func deflate(_ input: inout ByteBuffer, into output: inout ByteBuffer, with compressor: NIOCompressor,
+                                flush: CompressNIOFlush) throws {
+        while true {
+            output.reserveCapacity(minimumWritableBytes: max(compressor.maxSize(from: input), 4096))
+            do {
+                try compressor.streamDeflate(from: &input, to: &output, flush: flush)
+                if flush == .finish || input.readableBytes == 0 { return }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                continue  // (what was consumed and written is kept; go on with more room)
+            }
         }
     }
 }

@@ -177,8 +177,13 @@ public final class ManagedObjectContext {
     @discardableResult
     public func insert(entityName: String) throws(ContextError) -> ManagedObject {
         guard let runtime = container.runtimes[entityName] else { throw ContextError.unknownEntity(entityName) }
-        guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(entityName) }
-        let object = makeObject(runtime: runtime, id: .temporary(entityName: entityName, namespace: temporaryNamespace, counter: registry.count), isFault: false)
+        return try insert(runtime: runtime)
+    }
+
+    /// Inserts a new object of the runtime's entity (for callers that resolved the entity already).
+    func insert(runtime: EntityRuntime) throws(ContextError) -> ManagedObject {
+        guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(runtime.name) }
+        let object = makeObject(runtime: runtime, id: .temporary(entityName: runtime.name, namespace: temporaryNamespace, counter: registry.count), isFault: false)
         object.isInserted = true
         object.unloadedToManyIsEmpty = true
         insertedKeys.append(object.key)

@@ -38,6 +38,11 @@ package struct ChangeSetWriter {
     /// Whether no change was written.
     package var isEmpty: Bool { count == 0 }
 
+    /// The bytes written so far: the beginning of the finished body (what follows is only appended).
+    package func withBytesSoFar<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        try line.withUnsafeBufferPointer(body)
+    }
+
     /// Appends one change.
     package mutating func append(_ change: ObjectChange) {
         separate()

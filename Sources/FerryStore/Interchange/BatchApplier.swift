@@ -24,56 +24,118 @@ public struct BatchApplier {
 
     /// What happened.
     public struct Outcome {
-        /// Permanent URIs of the objects inserted with a ref, by ref, for the saves that committed.
-        public var refs: [String: String]
+        /// The objects inserted with a ref by the saves that committed: each ref and the object's
+        /// permanent ID, in the input's order.
+        public var insertedObjects: [(ref: String, objectID: ObjectID)]
         /// How many saves committed.
         public var committedSaves: Int
         /// The failing save (1-based) and why, when one failed.
         public var failure: (save: Int, error: SaveError, refsByObjectURI: [String: String])?
+
+        /// ``insertedObjects`` as a dictionary: permanent URI by ref.
+        public var refs: [String: String] {
+            Dictionary(insertedObjects.map { ($0.ref, $0.objectID.uriString) }, uniquingKeysWith: { first, _ in first })
+        }
     }
 
-    /// Checks the batch and applies it; `progress` hears the number of saves committed after each.
+    /// Checks the batch and applies it; `progress` hears how many saves committed, of how many, after each.
     /// - Throws: ``InterchangeError`` when the batch is invalid (nothing applied).
-    public func apply(_ batch: OperationBatch, progress: ((Int) -> Void)? = nil) throws(InterchangeError) -> Outcome {
+    public func apply(_ batch: OperationBatch, progress: ((_ committed: Int, _ total: Int) -> Void)? = nil) throws(InterchangeError) -> Outcome {
+        let context = makeContext()
+        return run(try BatchPlan(batch, context: context), in: context, progress: progress)
+    }
+
+    /// Parses `text` (what ``OperationBatch/parse(_:)`` reads), checks it and applies it, as
+    /// `apply(try OperationBatch.parse(text))` does but faster on a long input: the text is
+    /// parsed on a thread of its own while this one checks each save as it arrives. Nothing is
+    /// written before the whole text is parsed and checked, and the error reported for a bad
+    /// text is the same (a parse error wherever it is comes before a wrong operation).
+    /// - Throws: ``InterchangeError`` when the text is invalid (nothing applied).
+    public func apply(text: String, progress: ((_ committed: Int, _ total: Int) -> Void)? = nil) throws(InterchangeError) -> Outcome {
+        let context = makeContext()
+        let handoff = SaveHandoff()
+        let parser = Thread {
+            var text = text
+            handoff.finish(text.withUTF8 { bytes in
+                Result { () throws(InterchangeError) in
+                    try OperationBatch.parse(utf8: bytes) { operations in handoff.put(operations) }
+                }
+            })
+            // The parsed values are freed on the thread that made them, once all are checked: freed on
+            // the checking thread they took the malloc arena's lock from under this one (a run in
+            // three took 40 % more CPU), and here it happens beside the saves.
+            handoff.releaseWhenTaken()
+            handoff.disposeWhenGiven()
+        }
+        parser.start()
+        // (W1's rows as JSON lines take about 110 bytes per operation.)
+        var plan = BatchPlan(container: container, expectedOperations: text.utf8.count / 100)
+        var invalid: InterchangeError?
+        while let operations = handoff.take() {
+            guard invalid == nil else { continue }  // (read on: a parse error further on is reported first)
+            do { try plan.add(operations, in: context) } catch { invalid = error }
+        }
+        let outcome: Result<Outcome, InterchangeError>
+        if case .failure(let error) = handoff.parseResult {
+            outcome = .failure(error)
+        } else if let invalid {
+            outcome = .failure(invalid)
+        } else {
+            outcome = .success(run(plan, in: context, progress: progress))
+        }
+        handoff.dispose(consume plan)
+        return try outcome.get()
+    }
+
+    private func makeContext() -> ManagedObjectContext {
         let context = container.newContext()
         context.mergePolicy = mergePolicy
         context.transactionAuthor = "ferry put"
-        try check(batch, context: context)
-        let operationCount = batch.saves.reduce(0) { $0 + $1.count }
-        var objects: [String: ManagedObject] = [:]
-        objects.reserveCapacity(operationCount)
-        var outcome = Outcome(refs: [:], committedSaves: 0, failure: nil)
-        outcome.refs.reserveCapacity(operationCount)
-        for (saveIndex, operations) in batch.saves.enumerated() {
+        return context
+    }
+
+    /// Applies a checked plan, one context save per save, stopping at the first that fails.
+    private func run(_ plan: BatchPlan, in context: ManagedObjectContext, progress: ((_ committed: Int, _ total: Int) -> Void)?) -> Outcome {
+        var objects = [ManagedObject?](repeating: nil, count: plan.refs.count)
+        var outcome = Outcome(insertedObjects: [], committedSaves: 0, failure: nil)
+        outcome.insertedObjects.reserveCapacity(plan.refs.count)
+        var firstSlotOfSave = 0
+        for (saveIndex, save) in plan.saves.enumerated() {
             let saveNumber = saveIndex + 1
-            var refsInSave: [(String, ManagedObject)] = []
+            var endSlot = firstSlotOfSave
+            while endSlot < plan.saveOfSlot.count, plan.saveOfSlot[endSlot] == saveIndex { endSlot += 1 }
             /// The refs of this save's objects, by their (temporary) URI, for error reports.
             func refNames() -> [String: String] {
-                Dictionary(refsInSave.map { ($0.1.objectID.uriString, $0.0) }, uniquingKeysWith: { first, _ in first })
+                var names: [String: String] = [:]
+                for slot in firstSlotOfSave..<endSlot {
+                    if let object = objects[slot] { names[object.objectID.uriString] = plan.refs[slot] }
+                }
+                return names
             }
             do {
                 // Create every object first, so that values may refer to refs inserted later in the same save.
                 var created: [ManagedObject] = []
-                for operation in operations {
-                    guard case .insert(let entity, let ref) = operation.kind else { continue }
-                    let object = try context.insert(entityName: entity)
+                created.reserveCapacity(save.operations.count)
+                for operation in save.operations {
+                    guard case .insert(let runtime, let slot) = operation.kind else { continue }
+                    let object = try context.insert(runtime: runtime)
                     created.append(object)
-                    if let ref { objects[ref] = object; refsInSave.append((ref, object)) }
+                    if let slot { objects[slot] = object }
                 }
                 var insertIndex = 0
-                for operation in operations {
+                for operation in save.operations {
                     switch operation.kind {
                     case .insert:
-                        try set(operation.values, on: created[insertIndex], objects: objects, context: context)
+                        try set(save.values[operation.values], on: created[insertIndex], objects, context)
                         insertIndex += 1
-                    case .update(let reference):
-                        try set(operation.values, on: resolve(reference, objects, context), objects: objects, context: context)
-                    case .delete(let reference):
-                        context.delete(try resolve(reference, objects, context))
+                    case .update(let target):
+                        try set(save.values[operation.values], on: resolve(target, objects, context), objects, context)
+                    case .delete(let target):
+                        context.delete(try resolve(target, objects, context))
                     }
                 }
             } catch {
-                // The check pass makes this unreachable for well-formed input; report it like a save failure.
+                // The plan makes this unreachable for well-formed input; report it like a save failure.
                 let names = refNames()
                 context.rollback()
                 outcome.failure = (saveNumber, .storeFailed("\(error)"), names)
@@ -87,131 +149,123 @@ public struct BatchApplier {
                 outcome.failure = (saveNumber, error, names)
                 return outcome
             }
-            for (ref, object) in refsInSave { outcome.refs[ref] = object.objectID.uriString }
+            for slot in firstSlotOfSave..<endSlot {
+                if let object = objects[slot] { outcome.insertedObjects.append((plan.refs[slot], object.objectID)) }
+            }
+            firstSlotOfSave = endSlot
             outcome.committedSaves = saveNumber
-            progress?(saveNumber)
+            progress?(saveNumber, plan.saves.count)
         }
         return outcome
     }
 
-    // MARK: - Checking
-
-    /// Checks every operation against the model and the store.
-    private func check(_ batch: OperationBatch, context: ManagedObjectContext) throws(InterchangeError) {
-        let model = container.model
-        var entityOfRef: [String: String] = [:]
-        var checkedURIs: [String: String] = [:]
-        func entityName(of reference: OperationBatch.ObjectReference, save: Int, operation: Int) throws(InterchangeError) -> String {
-            switch reference {
-            case .ref(let ref):
-                guard let entity = entityOfRef[ref] else {
-                    throw InterchangeError.invalidOperation(save: save, operation: operation, reason: "ref \"\(ref)\" is not defined by an insert in this save or an earlier one")
-                }
-                return entity
-            case .uri(let uri):
-                if let entity = checkedURIs[uri] { return entity }
-                do {
-                    let object = try context.existingObject(withURI: uri)
-                    checkedURIs[uri] = object.entity.name
-                    return object.entity.name
-                } catch {
-                    throw InterchangeError.invalidOperation(save: save, operation: operation, reason: error.description)
-                }
-            }
-        }
-        for (saveIndex, operations) in batch.saves.enumerated() {
-            let save = saveIndex + 1
-            for operation in operations {
-                if case .insert(let entity, let ref) = operation.kind, let ref {
-                    guard entityOfRef[ref] == nil else {
-                        throw InterchangeError.invalidOperation(save: save, operation: 0, reason: "ref \"\(ref)\" is defined twice")
-                    }
-                    entityOfRef[ref] = entity
-                }
-            }
-            for (operationIndex, operation) in operations.enumerated() {
-                let number = operationIndex + 1
-                let entity: EntityDescription
-                switch operation.kind {
-                case .insert(let name, _):
-                    guard let found = model.entity(named: name) else {
-                        throw InterchangeError.invalidOperation(save: save, operation: number, reason: "the model has no entity \"\(name)\"")
-                    }
-                    guard !found.isAbstract else {
-                        throw InterchangeError.invalidOperation(save: save, operation: number, reason: "entity \"\(name)\" is abstract; insert one of its subentities (\(found.subentityNames.joined(separator: ", ")))")
-                    }
-                    entity = found
-                case .update(let reference), .delete(let reference):
-                    let name = try entityName(of: reference, save: save, operation: number)
-                    guard let found = model.entity(named: name) else { continue }
-                    entity = found
-                }
-                for (key, value) in operation.values {
-                    guard let property = entity.property(named: key) else {
-                        throw InterchangeError.invalidOperation(save: save, operation: number, reason: "entity \"\(entity.name)\" has no property \"\(key)\"")
-                    }
-                    switch property {
-                    case .attribute(let attribute):
-                        if case .failure(let failure) = AttributeJSON.decode(value, as: attribute.type) {
-                            throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(entity.name).\(key): \(failure.message)")
-                        }
-                    case .relationship(let relationship):
-                        let targets: [JSONValue]
-                        switch (value, relationship.isToMany) {
-                        case (.null, _): targets = []
-                        case (.string, false): targets = [value]
-                        case (.array(let items), true): targets = items
-                        default:
-                            let expected = relationship.isToMany ? "an array of refs or URIs" : "a ref, a URI or null"
-                            throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(entity.name).\(key) takes \(expected); got \(value.kindName)")
-                        }
-                        for target in targets {
-                            guard let text = target.stringValue else {
-                                throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(entity.name).\(key): members must be refs or URIs (strings); got \(target.kindName)")
-                            }
-                            let targetEntity = try entityName(of: .init(text), save: save, operation: number)
-                            guard let destination = model.entity(named: targetEntity), destination.isKind(of: relationship.destinationEntityName) else {
-                                throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(entity.name).\(key) takes \(relationship.destinationEntityName) objects; \"\(text)\" is a \(targetEntity)")
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
     // MARK: - Applying
 
-    private func resolve(_ reference: OperationBatch.ObjectReference, _ objects: [String: ManagedObject],
-                         _ context: ManagedObjectContext) throws -> ManagedObject {
-        switch reference {
-        case .ref(let ref):
-            guard let object = objects[ref] else { throw InterchangeError.invalidOperation(save: 0, operation: 0, reason: "unknown ref \(ref)") }
+    private struct UnknownObject: Error, CustomStringConvertible {
+        let slot: Int
+        var description: String { "the object of ref slot \(slot) was not inserted" }
+    }
+
+    private func resolve(_ target: BatchPlan.Target, _ objects: [ManagedObject?], _ context: ManagedObjectContext) throws -> ManagedObject {
+        switch target {
+        case .inserted(let slot):
+            guard let object = objects[slot] else { throw UnknownObject(slot: slot) }
             return object
-        case .uri(let uri):
-            return try context.existingObject(withURI: uri)
+        case .existing(let id):
+            return try context.existingObject(with: id)
         }
     }
 
-    private func set(_ values: [(String, JSONValue)], on object: ManagedObject, objects: [String: ManagedObject],
-                     context: ManagedObjectContext) throws {
-        for (key, json) in values {
-            guard let property = object.entity.property(named: key) else { continue }
-            switch property {
+    private func set(_ values: ArraySlice<(index: Int, value: BatchPlan.Value)>, on object: ManagedObject, _ objects: [ManagedObject?],
+                     _ context: ManagedObjectContext) throws {
+        for (index, value) in values {
+            switch value {
             case .attribute(let attribute):
-                let value = try AttributeJSON.decode(json, as: attribute.type).get()
-                try object.setAttributeValue(value, forKey: key)
-            case .relationship(let relationship):
-                if relationship.isToMany {
-                    let items: [JSONValue]
-                    if case .array(let array) = json { items = array } else { items = [] }
-                    let targets = try items.compactMap(\.stringValue).map { try resolve(.init($0), objects, context) }
-                    try object.setValue(targets, forKey: key)
-                } else {
-                    let target = try json.stringValue.map { try resolve(.init($0), objects, context) }
-                    try object.setValue(target, forKey: key)
-                }
+                try context.fulfillFault(object)
+                object.setAttribute(index, attribute, in: context)
+            case .toOne(let target):
+                try context.setToOne(object, index, to: target.map { try resolve($0, objects, context) })
+            case .toMany(let targets):
+                try context.replaceToMany(object, index, with: targets.map { try resolve($0, objects, context) })
             }
         }
+    }
+}
+
+/// The saves a parsing thread hands to the checking one, in order, and how the parse ended.
+private final class SaveHandoff: @unchecked Sendable {
+    // (@unchecked: every stored property is read and written only while `condition` is locked.)
+    private let condition = NSCondition()
+    private var waiting: [[OperationBatch.Operation]] = []
+    private var next = 0
+    private var allTaken = false
+    private var disposal: BatchPlan?
+    private var disposalGiven = false
+    private var result: Result<Void, InterchangeError>?
+
+    /// Hands over one save's operations (the parsing thread).
+    func put(_ operations: [OperationBatch.Operation]) {
+        condition.lock()
+        waiting.append(operations)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Ends the handoff with the parse's result (the parsing thread).
+    func finish(_ result: Result<Void, InterchangeError>) {
+        condition.lock()
+        self.result = result
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The next save's operations, waiting for them; nil once the parse has ended and all were taken.
+    func take() -> [OperationBatch.Operation]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while next == waiting.count, result == nil { condition.wait() }
+        guard next < waiting.count else {
+            allTaken = true
+            condition.broadcast()
+            return nil
+        }
+        defer { next += 1 }
+        return waiting[next]
+    }
+
+    /// Waits until every save was taken, then lets go of them (the parsing thread).
+    func releaseWhenTaken() {
+        condition.lock()
+        while !allTaken { condition.wait() }
+        let taken = waiting
+        waiting = []
+        condition.unlock()
+        _ = consume taken  // (the last reference: freed here, outside the lock)
+    }
+
+    /// Gives the plan, once applied, to the parsing thread to free (the checking thread).
+    func dispose(_ plan: consuming BatchPlan) {
+        condition.lock()
+        disposal = plan
+        disposalGiven = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits for the plan and frees it (the parsing thread): a plan of 100,000 operations took the
+    /// checking thread 20 ms to free, after its last save.
+    func disposeWhenGiven() {
+        condition.lock()
+        while !disposalGiven { condition.wait() }
+        let plan = disposal.take()
+        condition.unlock()
+        _ = consume plan
+    }
+
+    /// How the parse ended (after ``take()`` returned nil).
+    var parseResult: Result<Void, InterchangeError>? {
+        condition.lock()
+        defer { condition.unlock() }
+        return result
     }
 }

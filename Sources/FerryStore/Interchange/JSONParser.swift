@@ -8,30 +8,79 @@ import Foundation
 /// characters, nesting at most 512 deep. Integers that fit `Int64` become
 /// `.integer`, other numbers `.number`. Object members are sorted by key.
 struct JSONParser {
-    private let bytes: [UInt8]
+    /// The text, borrowed for the parse (see ``parse(_:)`` and ``Lines``): unchecked reads
+    /// from a buffer, not an array the optimizer must bounds-check on every byte.
+    private let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
     private var depth = 0
     static let maximumDepth = 512
 
     struct Failure: Error {
-        let message: String
+        /// What is wrong.
+        let reason: String
+        /// The byte offset where it was found.
+        let position: Int
+
+        var message: String { "\(reason) at offset \(position)" }
     }
 
     static func parse(_ text: String) throws(Failure) -> JSONValue {
-        var parser = JSONParser(bytes: Array(text.utf8))
-        parser.skipWhitespace()
-        let value = try parser.value()
-        parser.skipWhitespace()
-        guard parser.position == parser.bytes.count else { throw parser.failure("unexpected text after the JSON value") }
-        return value
+        var text = text
+        return try text.withUTF8 { bytes in
+            Result { () throws(Failure) in
+                var parser = JSONParser(bytes: bytes)
+                parser.skipWhitespace()
+                let value = try parser.value()
+                parser.skipWhitespace()
+                guard parser.position == bytes.count else { throw parser.failure("unexpected text after the JSON value") }
+                return value
+            }
+        }.get()
     }
 
-    private init(bytes: [UInt8]) {
+    private init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
-    private func failure(_ message: String) -> Failure {
-        Failure(message: "\(message) at offset \(position)")
+    private func failure(_ reason: String) -> Failure {
+        Failure(reason: reason, position: position)
+    }
+
+    /// JSON lines: values one after another, each starting on a line of its own (one may run
+    /// over several lines, as a pretty-printed array does). Reads the text in place, in one pass.
+    struct Lines {
+        private var parser: JSONParser
+
+        /// Reads `bytes`, which must stay valid while the reader is used.
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            parser = JSONParser(bytes: bytes)
+        }
+
+        /// The next value and the byte offset where it starts; nil at the end of the text.
+        mutating func next() throws(Failure) -> (value: JSONValue, start: Int)? {
+            parser.skipWhitespace()
+            guard parser.position < parser.bytes.count else { return nil }
+            let start = parser.position
+            let value = try parser.value()
+            while parser.position < parser.bytes.count, parser.bytes[parser.position] == 0x20 || parser.bytes[parser.position] == 0x09 || parser.bytes[parser.position] == 0x0D {
+                parser.position += 1
+            }
+            guard parser.position == parser.bytes.count || parser.bytes[parser.position] == 0x0A else {
+                throw parser.failure("more text after a value on its line (one JSON value per line)")
+            }
+            return (value, start)
+        }
+
+        /// The 1-based line and the offset within it of a byte offset, for messages.
+        func place(of offset: Int) -> (line: Int, column: Int) {
+            var line = 1
+            var lineStart = 0
+            for index in 0..<min(offset, parser.bytes.count) where parser.bytes[index] == 0x0A {
+                line += 1
+                lineStart = index + 1
+            }
+            return (line, offset - lineStart)
+        }
     }
 
     private mutating func skipWhitespace() {
@@ -71,6 +120,7 @@ struct JSONParser {
         try enter()
         position += 1
         var members: [(String, JSONValue)] = []
+        members.reserveCapacity(4)
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -138,7 +188,7 @@ struct JSONParser {
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: bytes[start..<position], as: UTF8.self)
+                let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
                 position += 1
                 return text
             }
@@ -147,7 +197,7 @@ struct JSONParser {
             position += 1
         }
         var scalars = String.UnicodeScalarView()
-        scalars.append(contentsOf: String(decoding: bytes[start..<position], as: UTF8.self).unicodeScalars)
+        scalars.append(contentsOf: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self).unicodeScalars)
         var utf8: [UInt8] = []
         func flush() {
             if !utf8.isEmpty {
@@ -249,7 +299,7 @@ struct JSONParser {
             for byte in bytes[start..<position] where byte != UInt8(ascii: "-") { magnitude = magnitude * 10 + Int64(byte - UInt8(ascii: "0")) }
             return .integer(bytes[start] == UInt8(ascii: "-") ? -magnitude : magnitude)
         }
-        let text = String(decoding: bytes[start..<position], as: UTF8.self)
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
         if isInteger, let integer = Int64(text) { return .integer(integer) }
         guard let double = Double(text), double.isFinite else { throw failure("the number \(text) is out of range") }
         return .number(double)

@@ -42,88 +42,100 @@ public struct OperationBatch: Sendable {
     public var saves: [[Operation]]
 
     /// Parses a batch. Nothing is checked against a model yet; see ``BatchApplier``.
+    ///
+    /// The text is JSON lines: each value an array of operations (one save), starting on a line
+    /// of its own; one array may run over several lines (a pretty-printed single save).
     public static func parse(_ text: String) throws(InterchangeError) -> OperationBatch {
-        // JSON lines: cut at newline bytes (not characters: a line of a large save runs to
-        // megabytes), each line trimmed of ASCII blanks.
-        let lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { line -> Substring in
-            let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
-            guard let first = line.firstIndex(where: { !isBlank($0) }), let last = line.lastIndex(where: { !isBlank($0) }) else { return "" }
-            return Substring(line[first...last])
-        }
-        /// The whole text as one save: one JSON array of operation objects, perhaps over several lines.
-        func oneSave() throws(InterchangeError) -> OperationBatch? {
-            guard let whole = try? JSONValue.parse(text), case .array(let items) = whole,
-                  items.allSatisfy({ if case .object = $0 { return true } else { return false } }) else { return nil }
-            return OperationBatch(saves: [try operations(items, line: nil)])
-        }
-        if lines.count(where: { !$0.isEmpty }) <= 1, let batch = try oneSave() { return batch }
+        var text = text
+        return try text.withUTF8 { bytes in
+            Result { () throws(InterchangeError) in try parse(utf8: bytes) }
+        }.get()
+    }
+
+    /// Parses the text's bytes in one pass: no copy per line, no value per operation object.
+    private static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) throws(InterchangeError) -> OperationBatch {
         var saves: [[Operation]] = []
-        for (offset, trimmed) in lines.enumerated() {
-            if trimmed.isEmpty { continue }
-            let value: JSONValue
-            do {
-                value = try JSONValue.parse(String(trimmed), line: offset + 1)
-            } catch {
-                // A first line that is no JSON value by itself: one array spread over several lines.
-                if saves.isEmpty, let batch = try oneSave() { return batch }
-                throw error
-            }
-            guard case .array(let items) = value else {
-                throw InterchangeError.malformedBatch(line: offset + 1, reason: "each line must be a JSON array of operations; got \(value.kindName)")
-            }
-            saves.append(try operations(items, line: offset + 1))
-        }
-        guard !saves.isEmpty else {
-            throw InterchangeError.malformedBatch(line: nil, reason: "the input holds no operations; give a JSON array of operations or JSON lines of such arrays")
-        }
+        try parse(utf8: bytes) { operations throws(InterchangeError) in saves.append(operations) }
         return OperationBatch(saves: saves)
     }
 
-    private static func operations(_ items: [JSONValue], line: Int?) throws(InterchangeError) -> [Operation] {
+    /// Parses the text's bytes in one pass, handing each save's operations to `save` as soon as
+    /// they are read (``BatchApplier/apply(text:progress:)`` checks them while the rest is parsed).
+    static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>, each save: ([Operation]) throws(InterchangeError) -> Void) throws(InterchangeError) {
+        var lines = JSONParser.Lines(bytes)
+        var count = 0
+        while true {
+            let next: (value: JSONValue, start: Int)?
+            do {
+                next = try lines.next()
+            } catch {
+                let place = lines.place(of: error.position)
+                throw InterchangeError.malformedJSON(line: place.line, reason: "\(error.reason) at offset \(place.column)")
+            }
+            guard let (value, start) = next else { break }
+            guard case .array(let items) = value else {
+                throw InterchangeError.malformedBatch(line: lines.place(of: start).line, reason: "each line must be a JSON array of operations; got \(value.kindName)")
+            }
+            try save(try operations(items, line: { lines.place(of: start).line }))
+            count += 1
+        }
+        guard count > 0 else {
+            throw InterchangeError.malformedBatch(line: nil, reason: "the input holds no operations; give a JSON array of operations or JSON lines of such arrays")
+        }
+    }
+
+    /// The operations of one save; `line` (computed only for a message) is where its array starts.
+    private static func operations(_ items: [JSONValue], line: () -> Int) throws(InterchangeError) -> [Operation] {
         var result: [Operation] = []
+        result.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
-            let place = "operation \(index + 1)"
-            guard case .object = item else {
-                throw InterchangeError.malformedBatch(line: line, reason: "\(place) must be an object; got \(item.kindName)")
+            func malformed(_ reason: String) -> InterchangeError {
+                .malformedBatch(line: line(), reason: "operation \(index + 1)\(reason)")
             }
-            let values: [(String, JSONValue)]
-            switch item["values"] {
-            case nil: values = []
-            case .object(let members)?: values = members
-            case let other?: throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"values\" must be an object; got \(other.kindName)")
+            guard case .object(let members) = item else { throw malformed(" must be an object; got \(item.kindName)") }
+            // One pass over the members (the parser sorted them and refused duplicates).
+            var op: JSONValue?
+            var entity: JSONValue?
+            var ref: JSONValue?
+            var object: JSONValue?
+            var values: [(String, JSONValue)] = []
+            for (key, value) in members {
+                switch key {
+                case "op": op = value
+                case "entity": entity = value
+                case "ref": ref = value
+                case "object": object = value
+                case "values":
+                    guard case .object(let valueMembers) = value else { throw malformed(": \"values\" must be an object; got \(value.kindName)") }
+                    values = valueMembers
+                default:
+                    throw malformed(": unknown field \"\(key)\" (fields are op, entity, ref, object, values)")
+                }
             }
-            let known: Set<String> = ["op", "entity", "ref", "object", "values"]
-            if let unknown = item.objectMembers?.first(where: { !known.contains($0.0) }) {
-                throw InterchangeError.malformedBatch(line: line, reason: "\(place): unknown field \"\(unknown.0)\" (fields are op, entity, ref, object, values)")
-            }
-            switch item["op"]?.stringValue {
+            switch op?.stringValue {
             case "insert":
-                guard let entity = item["entity"]?.stringValue else {
-                    throw InterchangeError.malformedBatch(line: line, reason: "\(place): an insert needs \"entity\" (a string)")
-                }
-                var ref: String?
-                if let refValue = item["ref"] {
-                    guard let text = refValue.stringValue, !text.isEmpty, !text.hasPrefix("x-coredata:") else {
-                        throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"ref\" must be a non-empty string that is not a URI")
+                guard let entity = entity?.stringValue else { throw malformed(": an insert needs \"entity\" (a string)") }
+                var refText: String?
+                if let ref {
+                    guard let text = ref.stringValue, !text.isEmpty, !text.hasPrefix("x-coredata:") else {
+                        throw malformed(": \"ref\" must be a non-empty string that is not a URI")
                     }
-                    ref = text
+                    refText = text
                 }
-                result.append(Operation(kind: .insert(entity: entity, ref: ref), values: values))
-            case "update", "delete":
-                guard let object = item["object"]?.stringValue, !object.isEmpty else {
-                    throw InterchangeError.malformedBatch(line: line, reason: "\(place): an \(item["op"]?.stringValue ?? "") needs \"object\" (a ref or a URI)")
+                result.append(Operation(kind: .insert(entity: entity, ref: refText), values: values))
+            case let name? where name == "update" || name == "delete":
+                guard let object = object?.stringValue, !object.isEmpty else {
+                    throw malformed(": an \(name) needs \"object\" (a ref or a URI)")
                 }
                 let reference = ObjectReference(object)
-                if item["op"]?.stringValue == "delete" {
-                    guard values.isEmpty else {
-                        throw InterchangeError.malformedBatch(line: line, reason: "\(place): a delete takes no values")
-                    }
+                if name == "delete" {
+                    guard values.isEmpty else { throw malformed(": a delete takes no values") }
                     result.append(Operation(kind: .delete(reference), values: []))
                 } else {
                     result.append(Operation(kind: .update(reference), values: values))
                 }
             default:
-                throw InterchangeError.malformedBatch(line: line, reason: "\(place): \"op\" must be \"insert\", \"update\" or \"delete\"")
+                throw malformed(": \"op\" must be \"insert\", \"update\" or \"delete\"")
             }
         }
         return result

@@ -159,6 +159,71 @@ struct XcodeModelReaderTests {
         #expect(try XcodeModelReader.read(at: bundle + "/Model 2.xcdatamodel").entities.map(\.name) == ["New"])
     }
 
+    @Test("Every version of a bundle is read, with its version hash; a single version is one")
+    func allVersions() throws {
+        let directory = TemporaryDirectory()
+        let bundle = directory.file("Model.xcdatamodeld")
+        try writeVersion(bundle, "Model.xcdatamodel", entity: "Old")
+        try writeVersion(bundle, "Model 2.xcdatamodel", entity: "New")
+        try writeCurrentVersion(bundle, "Model 2.xcdatamodel")
+        let versions = try XcodeModelReader.readVersions(at: bundle)
+        #expect(versions.versions.map(\.name) == ["Model 2", "Model"])
+        #expect(versions.currentName == "Model 2")
+        #expect(versions.current.entities.map(\.name) == ["New"])
+        let old = try XcodeModelReader.read(at: bundle + "/Model.xcdatamodel")
+        #expect(versions.model(withVersionHash: old.versionHash)?.entities.map(\.name) == ["Old"])
+        #expect(versions.model(withVersionHash: "nope") == nil)
+        let single = try XcodeModelReader.readVersions(at: bundle + "/Model.xcdatamodel")
+        #expect(single.versions.count == 1 && single.currentName == "Model" && single.current == old)
+    }
+
+    @Test("Renaming IDs are read from elementID (what Xcode writes); a hand-written renamingIdentifier is refused")
+    func renamingIdentifiers() throws {
+        let xml = """
+            <model><entity name="Writer" elementID="Author"><attribute name="fullName" attributeType="String" elementID="name"/>\
+            <relationship name="works" toMany="YES" destinationEntity="Writer" elementID="books"/></entity></model>
+            """
+        let model = try XcodeModelReader.read(xml: Data(xml.utf8), fileName: "r.xml")
+        let writer = try #require(model.entity(named: "Writer"))
+        #expect(writer.renamingIdentifier == "Author")
+        #expect(writer.attribute(named: "fullName")?.renamingIdentifier == "name")
+        #expect(writer.relationship(named: "works")?.renamingIdentifier == "books")
+        let plain = try XcodeModelReader.read(xml: Data(xml.replacingOccurrences(of: #" elementID="[a-zA-Z]+""#, with: "", options: .regularExpression).utf8), fileName: "p.xml")
+        #expect(plain.versionHash == model.versionHash, "a Renaming ID is not part of the version hash")
+        let bad = #"<model><entity name="A"><attribute name="b" attributeType="String" renamingIdentifier="c"/></entity></model>"#
+        let error = try #require(throws: ModelError.self) { try XcodeModelReader.read(xml: Data(bad.utf8), fileName: "bad.xml") }
+        #expect(error.description.contains("elementID"), "\(error)")
+    }
+
+    @Test("The writer's XML reads back as the same model, for every sample model and shared fixture")
+    func writerRoundTrip() throws {
+        var models = try ["OrgChart", "Orders", "Company"].map { try SampleModels.load($0) }
+        models += try Self.fixtureFiles.map { try XcodeModelReader.read(at: "\(SampleModels.sharedFixturesDirectory)/\($0)") }
+        // And one with every detail the reader knows, awkward characters in the texts included.
+        let detailed = """
+            <model userDefinedModelVersionIdentifier="v &amp; 2"><entity name="A" representedClassName="AClass" versionHashModifier="m" elementID="Old">\
+            <attribute name="when" optional="YES" attributeType="Date" defaultDateTimeInterval="12.5" minDateTimeInterval="0" maxDateTimeInterval="99999"/>\
+            <attribute name="text" attributeType="String" defaultValueString="a &quot;b&quot; &lt;c&gt;&#10;d" minValueString="1" maxValueString="40" regularExpressionString="[a-z\t]+" indexed="YES" elementID="t"/>\
+            <attribute name="n" optional="YES" transient="YES" attributeType="Integer 16" defaultValueString="7" preserveAfterDeletion="YES"><userInfo><entry key="k" value="v &quot;q&quot;"/></userInfo></attribute>\
+            <attribute name="blob" optional="YES" attributeType="Transformable" valueTransformerName="T"/>\
+            <relationship name="kids" optional="YES" toMany="YES" ordered="YES" minCount="1" maxCount="5" deletionRule="Cascade" destinationEntity="B" inverseName="parent" inverseEntity="B"/>\
+            <fetchedProperty name="f" optional="YES"><fetchRequest name="fetchedPropertyFetchRequest" entity="B" predicateString="x &gt; 1"/></fetchedProperty>\
+            <uniquenessConstraints><uniquenessConstraint><constraint value="text"/><constraint value="when"/></uniquenessConstraint></uniquenessConstraints>\
+            <userInfo><entry key="e" value="1"/></userInfo></entity>\
+            <entity name="B" parentEntity="C"><relationship name="parent" optional="YES" maxCount="1" deletionRule="Deny" destinationEntity="A" inverseName="kids" inverseEntity="A"/></entity>\
+            <entity name="C" isAbstract="YES"/>\
+            <fetchRequest name="all" entity="A" predicateString="text BEGINSWITH 'x'" fetchLimit="3"/>\
+            <configuration name="Main"><memberEntity name="A"/><memberEntity name="B"/></configuration><userInfo><entry key="top" value="yes"/></userInfo></model>
+            """
+        models.append(try XcodeModelReader.read(xml: Data(detailed.utf8), fileName: "detailed.xml"))
+        for model in models {
+            let written = XcodeModelWriter.contents(of: model)
+            let again = try XcodeModelReader.read(xml: Data(written.utf8), fileName: "written.xml")
+            #expect(again == model, "\(written)")
+            #expect(again.versionHash == model.versionHash)
+        }
+    }
+
     @Test("Without .xccurrentversion a single version is used, several are an error")
     func missingCurrentVersion() throws {
         let directory = TemporaryDirectory()

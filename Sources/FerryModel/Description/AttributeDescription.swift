@@ -22,6 +22,9 @@ public struct AttributeDescription: Sendable, Hashable {
     public var preservesValueInHistoryOnDeletion: Bool
     /// Changes the version hash without changing the structure (Core Data's `versionHashModifier`).
     public var versionHashModifier: String?
+    /// The name this property had in the model version it was renamed from (Xcode's Renaming ID,
+    /// written `elementID` in the model file); a migration carries the old property's values over.
+    public var renamingIdentifier: String?
     /// Free-form key/value pairs from the model file; never affects behaviour.
     public var userInfo: [String: String]
 
@@ -37,6 +40,7 @@ public struct AttributeDescription: Sendable, Hashable {
         valueTransformerName: String? = nil,
         preservesValueInHistoryOnDeletion: Bool = false,
         versionHashModifier: String? = nil,
+        renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:]
     ) {
         self.name = name
@@ -49,6 +53,7 @@ public struct AttributeDescription: Sendable, Hashable {
         self.valueTransformerName = valueTransformerName
         self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
         self.versionHashModifier = versionHashModifier
+        self.renamingIdentifier = renamingIdentifier
         self.userInfo = userInfo
     }
 }

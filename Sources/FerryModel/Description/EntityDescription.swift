@@ -23,6 +23,9 @@ public struct EntityDescription: Sendable, Hashable {
     public var uniquenessConstraints: [[String]]
     /// Changes the version hash without changing the structure.
     public var versionHashModifier: String?
+    /// The name this entity had in the model version it was renamed from (Xcode's Renaming ID,
+    /// written `elementID` in the model file); a migration keeps its objects under the new name.
+    public var renamingIdentifier: String?
     /// Free-form key/value pairs from the model file.
     public var userInfo: [String: String]
 
@@ -48,6 +51,7 @@ public struct EntityDescription: Sendable, Hashable {
         fetchedProperties: [FetchedPropertyDescription] = [],
         uniquenessConstraints: [[String]] = [],
         versionHashModifier: String? = nil,
+        renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:]
     ) {
         self.name = name
@@ -59,6 +63,7 @@ public struct EntityDescription: Sendable, Hashable {
         self.ownFetchedProperties = fetchedProperties
         self.uniquenessConstraints = uniquenessConstraints
         self.versionHashModifier = versionHashModifier
+        self.renamingIdentifier = renamingIdentifier
         self.userInfo = userInfo
     }
 

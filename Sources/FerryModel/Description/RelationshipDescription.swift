@@ -22,6 +22,9 @@ public struct RelationshipDescription: Sendable, Hashable {
     public var isTransient: Bool
     /// Changes the version hash without changing the structure.
     public var versionHashModifier: String?
+    /// The name this property had in the model version it was renamed from (Xcode's Renaming ID,
+    /// written `elementID` in the model file); a migration carries the old property's values over.
+    public var renamingIdentifier: String?
     /// Free-form key/value pairs from the model file.
     public var userInfo: [String: String]
 
@@ -38,6 +41,7 @@ public struct RelationshipDescription: Sendable, Hashable {
         deleteRule: DeleteRule = .nullify,
         isTransient: Bool = false,
         versionHashModifier: String? = nil,
+        renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:]
     ) {
         self.name = name
@@ -51,6 +55,7 @@ public struct RelationshipDescription: Sendable, Hashable {
         self.deleteRule = deleteRule
         self.isTransient = isTransient
         self.versionHashModifier = versionHashModifier
+        self.renamingIdentifier = renamingIdentifier
         self.userInfo = userInfo
     }
 }

@@ -72,7 +72,7 @@ struct XcodeModelInterpreter {
             isAbstract: try flag(node, "isAbstract", place), className: nonEmpty(node.attributes["representedClassName"]),
             attributes: attributes, relationships: relationships, fetchedProperties: fetched,
             uniquenessConstraints: constraints, versionHashModifier: nonEmpty(node.attributes["versionHashModifier"]),
-            userInfo: userInfo
+            renamingIdentifier: try renamingIdentifier(node, place), userInfo: userInfo
         )
     }
 
@@ -110,6 +110,7 @@ struct XcodeModelInterpreter {
             isIndexed: try flag(node, "indexed", place), valueTransformerName: nonEmpty(node.attributes["valueTransformerName"]),
             preservesValueInHistoryOnDeletion: try flag(node, "preserveAfterDeletion", place),
             versionHashModifier: nonEmpty(node.attributes["versionHashModifier"]),
+            renamingIdentifier: try renamingIdentifier(node, place),
             userInfo: try userInfo(node.first("userInfo"), place)
         )
     }
@@ -141,8 +142,19 @@ struct XcodeModelInterpreter {
             minCount: isToMany ? minCount : 0, maxCount: isToMany ? maxCount : 0,
             deleteRule: rule, isTransient: try flag(node, "transient", place),
             versionHashModifier: nonEmpty(node.attributes["versionHashModifier"]),
+            renamingIdentifier: try renamingIdentifier(node, place),
             userInfo: try userInfo(node.first("userInfo"), place)
         )
+    }
+
+    /// Xcode's Renaming ID: the model file writes it as `elementID`. A hand-written
+    /// `renamingIdentifier` is refused: Xcode's model compiler ignores it, and the migration
+    /// it was meant for would silently lose the old values.
+    private func renamingIdentifier(_ node: XMLNode, _ place: String) throws(ModelError) -> String? {
+        if node.attributes["renamingIdentifier"] != nil {
+            throw error(node, place, "Xcode writes a Renaming ID as elementID=\"OLD NAME\"; renamingIdentifier is ignored by Xcode's model compiler, so a migration would drop the old values. Use elementID")
+        }
+        return nonEmpty(node.attributes["elementID"])
     }
 
     private func fetchedProperty(_ node: XMLNode, entity: String) throws(ModelError) -> FetchedPropertyDescription {

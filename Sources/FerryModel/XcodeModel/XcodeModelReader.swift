@@ -31,6 +31,28 @@ public enum XcodeModelReader {
         }
     }
 
+    /// Reads every version at `path`: each version of a `.xcdatamodeld` bundle (sorted by name)
+    /// and which is current; a single `.xcdatamodel` or `contents` file is one version.
+    /// - Throws: ``ModelError`` naming the file, line and element at fault, in any version.
+    public static func readVersions(at path: String) throws(ModelError) -> ModelVersions {
+        let url = URL(fileURLWithPath: path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue,
+              url.pathExtension == "xcdatamodeld" else {
+            let model = try read(at: path)
+            let name = url.pathExtension == "xcdatamodel" ? url.deletingPathExtension().lastPathComponent : "contents"
+            return ModelVersions(versions: [.init(name: name, model: model)], currentName: name)
+        }
+        let current = try currentVersion(ofBundle: url, displayPath: path)
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []).filter { $0.hasSuffix(".xcdatamodel") }.sorted()
+        var versions: [ModelVersions.Version] = []
+        for folder in folders {
+            let model = try readVersionFolder(url.appendingPathComponent(folder), displayPath: path + "/" + folder)
+            versions.append(.init(name: String(folder.dropLast(".xcdatamodel".count)), model: model))
+        }
+        return ModelVersions(versions: versions, currentName: String(current.dropLast(".xcdatamodel".count)))
+    }
+
     /// Reads model XML held in memory; `fileName` is used in error messages.
     public static func read(xml data: Data, fileName: String) throws(ModelError) -> ManagedObjectModel {
         let root: XMLNode

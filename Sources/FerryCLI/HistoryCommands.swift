@@ -234,18 +234,6 @@ struct ConflictsCommand: ParsableCommand {
     }
 }
 
-extension StoreOptions {
-    /// Reads the model and opens the existing SQLite store.
-    func openSQLiteStore() throws -> SQLiteStore {
-        let model = try loadModel(model)
-        do {
-            return try SQLiteStore(path: store, model: model, options: .init(createIfMissing: false))
-        } catch {
-            throw CLIError(error)
-        }
-    }
-}
-
 struct OriginsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "origins",

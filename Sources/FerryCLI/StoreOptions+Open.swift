@@ -5,10 +5,21 @@ import FerrySQLite
 extension StoreOptions {
     /// Reads the model and opens the existing store (never creates one).
     func openContainer() throws -> PersistentContainer {
-        let model = try loadModel(model)
+        let store = try openSQLiteStore()
         do {
-            let store = try SQLiteStore(path: store, model: model, options: .init(createIfMissing: false))
             return try PersistentContainer(store: store)
+        } catch {
+            throw CLIError(error)
+        }
+    }
+
+    /// Reads the model (every version of its bundle) and opens the existing SQLite store: a
+    /// store made with an earlier version of the bundle migrates to the current one.
+    func openSQLiteStore() throws -> SQLiteStore {
+        let versions = try loadModelVersions(model)
+        do {
+            return try SQLiteStore(path: store, model: versions.current,
+                                   options: .init(createIfMissing: false, earlierModels: versions.earlier))
         } catch {
             throw CLIError(error)
         }
@@ -17,8 +28,13 @@ extension StoreOptions {
 
 /// Reads a model file, turning its error into a one-line CLI error.
 func loadModel(_ path: String) throws -> ManagedObjectModel {
+    try loadModelVersions(path).current
+}
+
+/// Reads every version of a model file, turning its error into a one-line CLI error.
+func loadModelVersions(_ path: String) throws -> ModelVersions {
     do {
-        return try XcodeModelReader.read(at: path)
+        return try XcodeModelReader.readVersions(at: path)
     } catch {
         throw CLIError(error)
     }

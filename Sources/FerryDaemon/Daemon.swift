@@ -35,7 +35,10 @@ public enum Daemon {
     /// What the daemon reads besides the store: the model, the server's tokens, and each peer's token.
     struct Settings: Sendable {
         let configuration: Configuration
+        /// The model's current version.
         let model: ManagedObjectModel
+        /// The other versions of its bundle: a store made with one of them migrates to `model`.
+        let earlierModels: [ManagedObjectModel]
         let tokens: AccessTokens
         let peers: [(name: String, url: URL, token: String, trust: PeerTrust)]
         /// Where a peer's 410 goes when the daemon bootstraps by itself (`sync.bootstrap`).
@@ -54,9 +57,9 @@ public enum Daemon {
 
     /// Reads the model, the tokens file and the peers' token files.
     static func readSettings(_ configuration: Configuration) throws(DaemonError) -> Settings {
-        let model: ManagedObjectModel
+        let versions: ModelVersions
         do {
-            model = try XcodeModelReader.read(at: configuration.store.model)
+            versions = try XcodeModelReader.readVersions(at: configuration.store.model)
         } catch {
             throw DaemonError(description: "store.model: \(error)")
         }
@@ -86,7 +89,7 @@ public enum Daemon {
             }
             peers.append((peer.name, peer.url, token, trust))
         }
-        return Settings(configuration: configuration, model: model, tokens: tokens, peers: peers)
+        return Settings(configuration: configuration, model: versions.current, earlierModels: versions.earlier, tokens: tokens, peers: peers)
     }
 
     /// Opens (or creates) the store and sets up its endpoint and the peers' coordinator.
@@ -100,7 +103,8 @@ public enum Daemon {
         } catch {
             throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
         }
-        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model),
+        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model,
+                                                                  options: .init(earlierModels: settings.earlierModels)),
                                                maximumOrigins: configuration.sync.maxOrigins)
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,

@@ -53,6 +53,7 @@ public struct Entity: Sendable {
         parent: String? = nil,
         abstract: Bool = false,
         uniquenessConstraints: [[String]] = [],
+        renamedFrom renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:],
         @EntityBuilder properties: () -> [PropertyDescription] = { [] }
     ) {
@@ -62,6 +63,7 @@ public struct Entity: Sendable {
             attributes: all.compactMap(\.attribute),
             relationships: all.compactMap(\.relationship),
             uniquenessConstraints: uniquenessConstraints,
+            renamingIdentifier: renamingIdentifier,
             userInfo: userInfo
         )
     }
@@ -83,13 +85,14 @@ public struct Attribute: Sendable {
         maximum: AttributeValue? = nil,
         regularExpression: String? = nil,
         indexed: Bool = false,
+        renamedFrom renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:]
     ) {
         description = AttributeDescription(
             name: name, type: type, isOptional: optional, isTransient: transient,
             defaultValue: defaultValue,
             validation: AttributeValidation(minimum: minimum, maximum: maximum, regularExpression: regularExpression),
-            isIndexed: indexed, userInfo: userInfo
+            isIndexed: indexed, renamingIdentifier: renamingIdentifier, userInfo: userInfo
         )
     }
 }
@@ -111,12 +114,13 @@ public struct Relationship: Sendable {
         minCount: Int = 0,
         maxCount: Int = 0,
         deleteRule: DeleteRule = .nullify,
+        renamedFrom renamingIdentifier: String? = nil,
         userInfo: [String: String] = [:]
     ) {
         description = RelationshipDescription(
             name: name, destination: destination, inverse: inverse, isToMany: toMany,
             isOrdered: ordered, isOptional: optional, minCount: minCount, maxCount: maxCount,
-            deleteRule: deleteRule, userInfo: userInfo
+            deleteRule: deleteRule, renamingIdentifier: renamingIdentifier, userInfo: userInfo
         )
     }
 }

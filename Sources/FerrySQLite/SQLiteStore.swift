@@ -62,14 +62,22 @@ public final class SQLiteStore: PersistentStore {
         /// `immutable=1`: what the last checkpoint left in the file); its reads fail once the
         /// file system is writable again, as another process could then change the file.
         public var readOnly: Bool
+        /// Earlier versions of the model (the other versions of its `.xcdatamodeld` bundle, see
+        /// ``XcodeModelReader/readVersions(at:)``). A store last opened with one of them migrates to
+        /// the model by every rule of lightweight migration, removals included. A store of any
+        /// other model migrates only where nothing is lost (additions, renames, widened types,
+        /// defaults): opening a store with the wrong model file must never delete its objects, so,
+        /// as Core Data does without the source version (134130), the open is refused instead.
+        public var earlierModels: [ManagedObjectModel]
 
         /// Creates options.
         public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil,
-                    readOnly: Bool = false) {
+                    readOnly: Bool = false, earlierModels: [ManagedObjectModel] = []) {
             self.createIfMissing = createIfMissing
             self.busyTimeout = busyTimeout
             self.newStoreIdentifier = newStoreIdentifier
             self.readOnly = readOnly
+            self.earlierModels = earlierModels
         }
     }
 
@@ -113,7 +121,8 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             throw Self.openFailure(error, path: path)
         }
-        let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier)
+        let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier,
+                                 earlierModelHashes: Set(options.earlierModels.map(\.versionHash)))
         let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
         // Installed once nothing can throw any more, so `deinit` (which removes it) always runs.
         if options.readOnly {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryModel
 import FerryStore
 import FerryTestSupport
 
@@ -212,6 +213,31 @@ struct CommandLineTests {
         let broken = try FerryProcess.run(["put", "--store", store, "--model", orgChart, "-"], input: "[{\"op\":")
         #expect(broken.status == 1)
         #expect(broken.standardError.contains("not valid JSON"))
+    }
+
+    @Test("A store made with an earlier version of the bundle migrates when a command opens it with the new current version")
+    func migratesThroughBundle() throws {
+        let directory = TemporaryDirectory()
+        let bundle = directory.file("Notes.xcdatamodeld")
+        let version1 = try ManagedObjectModel {
+            Entity("Note") { Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string) }
+        }
+        let version2 = try ManagedObjectModel {
+            Entity("Note") { Attribute("body", .string, renamedFrom: "text"); Attribute("stars", .integer64) }
+        }
+        try ModelBundle.write([("Notes", version1)], current: "Notes", to: bundle)
+        let store = directory.file("s.sqlite")
+        let uuid = try FerryProcess.run(["init", "--store", store, "--model", bundle]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let put = try FerryProcess.run(["put", "--store", store, "--model", bundle, "-"], input: #"[{"op":"insert","entity":"Note","values":{"text":"hi","stars":4,"scratch":"x"}}]"#)
+        #expect(put.status == 0, "\(put.standardError)")
+        // Version 2 alone does not know the store's version: the removal of `scratch` is refused.
+        try ModelBundle.write([("Notes 2", version2)], current: "Notes 2", to: directory.file("Only2.xcdatamodeld"))
+        let refused = try FerryProcess.run(["dump", "--store", store, "--model", directory.file("Only2.xcdatamodeld")])
+        #expect(refused.status == 1 && refused.standardError.contains("'scratch' was removed"), "\(refused.standardError)")
+        try ModelBundle.write([("Notes", version1), ("Notes 2", version2)], current: "Notes 2", to: bundle)
+        let dump = try FerryProcess.run(["dump", "--store", store, "--model", bundle])
+        #expect(dump.status == 0, "\(dump.standardError)")
+        #expect(dump.standardOutput == #"{"entity":"Note","uri":"x-coredata://\#(uuid)/Note/p1","values":{"body":"hi","stars":4}}"# + "\n")
     }
 
     @Test("Store commands explain a missing store, a missing file and a wrong model")

@@ -84,10 +84,6 @@ struct MigrationTests {
     }
 
     static let incompatible: [(String, ManagedObjectModel, String)] = [
-        ("removed entity", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16) } },
-         "entity 'Tag' was removed"),
-        ("removed attribute", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false) }; Entity("Tag") { Attribute("name", .string) } },
-         "attribute 'stars' was removed"),
         ("changed type", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .string) }; Entity("Tag") { Attribute("name", .string) } },
          "attribute 'stars' changed type from Integer 16 to String"),
         ("new required attribute", try! ManagedObjectModel {
@@ -95,7 +91,11 @@ struct MigrationTests {
             Entity("Tag") { Attribute("name", .string) }
         }, "new attribute 'author' is required"),
         ("became required", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false) }; Entity("Tag") { Attribute("name", .string) } },
-         "attribute 'stars' became required"),
+         "attribute 'stars' became required without a default value"),
+        ("two claim one", try! ManagedObjectModel {
+            Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("rating", .integer16, renamedFrom: "stars") }
+            Entity("Tag") { Attribute("name", .string) }
+        }, "two properties claim the old property 'stars'"),
     ]
 
     @Test("Anything else fails with an error listing what differs, and the file is untouched", arguments: incompatible.indices)
@@ -117,5 +117,248 @@ struct MigrationTests {
         }
         let store = try SQLiteStore(path: path, model: Self.version1)
         #expect(try PersistentContainer(store: store).newContext().count(for: FetchRequest(entityName: "Note")) == 1)
+    }
+}
+
+/// Core Data's lightweight migration, rule by rule, on a store with data: what each rule keeps,
+/// what it rewrites, and that the migrated file opens again unchanged.
+@Suite("Lightweight migration rules")
+struct LightweightMigrationTests {
+    static let version1 = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false)
+            Attribute("stars", .integer16)
+            Attribute("weight", .integer32)
+            Attribute("score", .double)
+            Relationship("folder", to: "Folder", inverse: "notes")
+            Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+        }
+        Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+        Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify) }
+    }
+
+    /// A store of version 1 holding two notes (one with stars, folder and tag; one with nothing optional).
+    func store(_ directory: TemporaryDirectory) throws -> String {
+        let path = directory.file("rules.sqlite")
+        let store = try SQLiteStore(path: path, model: Self.version1)
+        let context = try PersistentContainer(store: store).newContext()
+        let folder = try context.make("Folder", ["name": "Inbox"])
+        let tag = try context.make("Tag", ["name": "todo"])
+        let full = try context.make("Note", ["text": "full", "stars": Int16(3), "weight": Int32(70_000), "score": 2.5])
+        try full.setValue(folder, forKey: "folder")
+        try full.setValue([tag], forKey: "tags")
+        try context.make("Note", ["text": "bare"])
+        try context.save()
+        return path
+    }
+
+    /// Opens `path` with `model`, version 1 named as its earlier version (migrating), then again
+    /// (no change), and returns a context on the second.
+    func migrate(_ path: String, to model: ManagedObjectModel) throws -> ManagedObjectContext {
+        _ = try SQLiteStore(path: path, model: model, options: .init(earlierModels: [Self.version1]))
+        return try PersistentContainer(store: try SQLiteStore(path: path, model: model)).newContext()
+    }
+
+    func note(_ context: ManagedObjectContext, _ text: String, entity: String = "Note") throws -> ManagedObject {
+        try #require(try context.fetch(FetchRequest(entityName: entity)).first { try $0.value(forKey: "text") as? String == text })
+    }
+
+    func columns(_ path: String, _ table: String) throws -> [String] {
+        try DatabaseQueue(path: path).read { db in try db.columns(in: table).map(\.name) }
+    }
+
+    @Test("A store keeps every model version it was opened with, readable as the same model")
+    func keepsModelVersions() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let version2 = try ManagedObjectModel(entities: Self.version1.entities + [EntityDescription(name: "Extra", attributes: [AttributeDescription(name: "x", type: .string)])])
+        _ = try SQLiteStore(path: path, model: version2)
+        let store = try SQLiteStore(path: path, model: version2)
+        #expect(try store.knownModels() == [Self.version1, version2])
+    }
+
+    @Test("An attribute renamed by its Renaming ID keeps its values, in the same column (no row is rewritten)")
+    func renameAttribute() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let model = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars")
+                Attribute("weight", .integer32); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+        }
+        let context = try migrate(path, to: model)
+        #expect(try note(context, "full").value(forKey: "rating") as? Int16 == 3)
+        #expect(try context.count(for: FetchRequest(entityName: "Note", format: "rating == 3", model: model)) == 1)
+        #expect(try columns(path, "ZNOTE").contains("ZSTARS"), "the column keeps its name")
+        // Without the Renaming ID the same change is a removal and an addition: the values are gone.
+        let directory2 = TemporaryDirectory()
+        let path2 = try store(directory2)
+        var plain = model.entities
+        plain = plain.map { entity in
+            var entity = entity
+            entity.ownAttributes = entity.ownAttributes.map { var a = $0; a.renamingIdentifier = nil; return a }
+            return entity
+        }
+        let context2 = try migrate(path2, to: try ManagedObjectModel(entities: plain))
+        #expect(try note(context2, "full").value(forKey: "rating") == nil)
+    }
+
+    @Test("An entity renamed by its Renaming ID keeps its objects, numbers and links; its URIs name the new entity")
+    func renameEntity() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let model = try ManagedObjectModel {
+            Entity("Memo", renamedFrom: "Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("weight", .integer32); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
+                Relationship("labels", to: "Tag", inverse: "memos", toMany: true, renamedFrom: "tags")
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "labels", toMany: true, renamedFrom: "notes") }
+            Entity("Folder") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
+        }
+        let context = try migrate(path, to: model)
+        let full = try note(context, "full", entity: "Memo")
+        #expect(full.objectID.uriString.contains("/Memo/p"))
+        #expect(try (full.value(forKey: "folder") as? ManagedObject)?.value(forKey: "name") as? String == "Inbox")
+        let labels = try #require(full.value(forKey: "labels") as? Set<ManagedObject>)
+        #expect(try labels.map { try $0.value(forKey: "name") as? String } == ["todo"])
+        let tag = try #require(try context.fetch(FetchRequest(entityName: "Tag")).first)
+        #expect((try tag.value(forKey: "memos") as? Set<ManagedObject>)?.count == 1)
+        let names = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT Z_NAME FROM Z_PRIMARYKEY ORDER BY Z_ENT") }
+        #expect(names == ["Folder", "Memo", "Tag"])
+        // New objects get the next keys of the entity, not 1 again.
+        try context.make("Memo", ["text": "new"])
+        try context.save()
+        #expect(try note(context, "new", entity: "Memo").objectID.primaryKey == 3)
+    }
+
+    @Test("A removed attribute, relationship and entity: values, links and objects are gone, columns and tables dropped, the rest kept")
+    func removals() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let model = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("weight", .integer32); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "notes")
+            }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+        }
+        let joinTables = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z\\_%' ESCAPE '\\' AND name NOT LIKE 'Z_FERRY%' AND name NOT IN ('Z_PRIMARYKEY', 'Z_METADATA', 'Z_MODELCACHE')") }
+        #expect(joinTables.count == 1, "the Note–Tag join table: \(joinTables)")
+        // Not named as an earlier version, version 1 is a stranger: nothing is removed, the open is refused.
+        do {
+            _ = try SQLiteStore(path: path, model: model)
+            Issue.record("removed entities without knowing the store's model version")
+        } catch {
+            #expect("\(error)".contains("entity 'Tag' was removed (its objects would be deleted)") && "\(error)".contains("not an earlier version"), "\(error)")
+        }
+        #expect(try PersistentContainer(store: try SQLiteStore(path: path, model: Self.version1)).newContext().count(for: FetchRequest(entityName: "Tag")) == 1)
+        let context = try migrate(path, to: model)
+        let full = try note(context, "full")
+        #expect(try full.value(forKey: "weight") as? Int32 == 70_000)
+        #expect((try full.value(forKey: "folder") as? ManagedObject) != nil)
+        #expect(throws: ContextError.self) { try full.value(forKey: "stars") }
+        #expect(!(try columns(path, "ZNOTE").contains("ZSTARS")))
+        let tables = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
+        #expect(!tables.contains("ZTAG") && !tables.contains(joinTables[0]), "\(tables)")
+        #expect(try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Z_PRIMARYKEY WHERE Z_NAME = 'Tag'") } == 0)
+    }
+
+    @Test("Optional to required with a default, and a new required attribute with a default: stored nils take the default")
+    func requiredWithDefault() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let model = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false, default: .integer(1))
+                Attribute("weight", .integer32); Attribute("score", .double)
+                Attribute("kind", .string, optional: false, default: .string("plain"))
+                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+        }
+        let context = try migrate(path, to: model)
+        #expect(try note(context, "full").value(forKey: "stars") as? Int16 == 3, "a stored value is kept")
+        #expect(try note(context, "bare").value(forKey: "stars") as? Int16 == 1, "a stored nil takes the default")
+        #expect(try note(context, "bare").value(forKey: "kind") as? String == "plain")
+        #expect(try note(context, "full").value(forKey: "kind") as? String == "plain")
+    }
+
+    @Test("Type changes: integers widen in place; an integer becomes Double or Decimal in a new column; narrowing and others are refused")
+    func typeChanges() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let model = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer64); Attribute("weight", .decimal); Attribute("score", .float)
+                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+        }
+        let context = try migrate(path, to: model)
+        let full = try note(context, "full")
+        #expect(try full.value(forKey: "stars") as? Int64 == 3)
+        #expect(try full.value(forKey: "weight") as? Decimal == Decimal(70_000))
+        #expect(try full.value(forKey: "score") as? Float == 2.5)
+        #expect(try note(context, "bare").value(forKey: "weight") == nil)
+        let stored = try DatabaseQueue(path: path).read { db in try String.fetchOne(db, sql: "SELECT typeof(ZWEIGHT1) FROM ZNOTE WHERE ZTEXT = 'full'") }
+        #expect(stored == "text", "a Decimal is stored as text, in a column of its own type")
+        #expect(!(try columns(path, "ZNOTE").contains("ZWEIGHT")))
+        #expect(try context.count(for: FetchRequest(entityName: "Note", format: "weight > 1000", model: model)) == 1)
+
+        for (type, expected) in [(AttributeType.integer16, "a narrower integer"), (.string, "only integer widening")] {
+            let narrowed = try ManagedObjectModel(entities: model.entities.map { entity in
+                var entity = entity
+                entity.ownAttributes = entity.ownAttributes.map { var a = $0; if a.name == "stars" { a.type = type }; return a }
+                return entity
+            })
+            do {
+                _ = try SQLiteStore(path: path, model: narrowed)
+                Issue.record("opened with stars as \(type.xcodeName)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
+    }
+
+    @Test("A changed delete rule migrates (nothing stored changes) and takes effect; a changed cardinality is refused, naming it")
+    func relationshipChanges() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let cascade = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("weight", .integer32); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .cascade) }
+        }
+        let context = try migrate(path, to: cascade)
+        context.delete(try #require(try context.fetch(FetchRequest(entityName: "Folder")).first))
+        try context.save()
+        #expect(try context.count(for: FetchRequest(entityName: "Note")) == 1, "the folder's note went with it")
+
+        let toOne = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("weight", .integer32); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes")
+            }
+            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+        }
+        do {
+            _ = try SQLiteStore(path: path, model: toOne)
+            Issue.record("opened with tags made to-one")
+        } catch {
+            #expect("\(error)".contains("relationship 'tags' changed from to-many to to-one"), "\(error)")
+        }
+        #expect(try PersistentContainer(store: try SQLiteStore(path: path, model: cascade)).newContext().count(for: FetchRequest(entityName: "Note")) == 1,
+                "the refused open left the file as it was")
     }
 }

@@ -108,6 +108,14 @@ public enum PropertyDescription: Sendable, Hashable {
         }
     }
 
+    /// The name it had before a rename (Xcode's Renaming ID), if any.
+    public var renamingIdentifier: String? {
+        switch self {
+        case .attribute(let a): a.renamingIdentifier
+        case .relationship(let r): r.renamingIdentifier
+        }
+    }
+
     /// The attribute, if this property is one.
     public var attribute: AttributeDescription? {
         if case .attribute(let a) = self { return a }

@@ -18,6 +18,11 @@ public struct ModelVersions: Sendable {
         versions.first { $0.name == currentName }?.model ?? versions[versions.count - 1].model
     }
 
+    /// The models of the other versions (a store made with one of them migrates to ``current``).
+    public var earlier: [ManagedObjectModel] {
+        versions.filter { $0.name != currentName }.map(\.model)
+    }
+
     /// The version whose model has this version hash, if any.
     public func model(withVersionHash hash: String) -> ManagedObjectModel? {
         versions.first { $0.model.versionHash == hash }?.model

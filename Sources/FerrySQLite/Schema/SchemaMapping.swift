@@ -103,7 +103,8 @@ struct SchemaMapping: Codable, Sendable, Equatable {
         return used
     }
 
-    private func uniqueName(_ base: String, in table: String) -> String {
+    /// `base`, or `base` with the first numeric suffix no column of `table` has.
+    func uniqueName(_ base: String, in table: String) -> String {
         let used = usedColumns(in: table)
         if !used.contains(base) { return base }
         var suffix = 1

@@ -17,6 +17,9 @@ struct StoreOpener {
     let model: ManagedObjectModel
     /// The UUID a new store gets (a random one when nil).
     var newIdentifier: UUID?
+    /// Version hashes of the model's earlier versions: a store of one of them may lose what the
+    /// model removed; a store of any other model may not (see ``SQLiteStore/Options/earlierModels``).
+    var earlierModelHashes: Set<String> = []
 
     struct Opened {
         var identifier: UUID
@@ -45,6 +48,7 @@ struct StoreOpener {
                 try db.inTransaction(.immediate) {
                     opened = try openInTransaction(db)
                     try HistorySchema.create(in: db)
+                    try ModelArchive.record(model, in: db)
                     return .commit
                 }
                 guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
@@ -143,17 +147,26 @@ struct StoreOpener {
             }
             return Opened(identifier: identifier, mapping: cache.mapping)
         }
-        let problems = cache.signature.incompatibilities(with: signature)
-        guard problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: problems) }
+        // Core Data's lightweight migration, inferred from the stored shape and the new model (its
+        // Renaming IDs): refused whole, naming every difference, before anything is written.
+        let migration = try SchemaMigration(from: cache.signature, to: model, path: path)
+        let losses = migration.losses
+        if !losses.isEmpty && !earlierModelHashes.contains(metadata.modelVersionHash) {
+            throw StoreError.incompatibleModel(path: path, differences: losses + [
+                "the store was made with a model that is not an earlier version of this one (its version hash \(metadata.modelVersionHash) is in none of the bundle's versions), so nothing is removed; if this is the right model, open the store with its .xcdatamodeld bundle holding the store's version, as Core Data needs the source model to migrate",
+            ])
+        }
         var mapping = cache.mapping
+        try migration.apply(to: &mapping, in: db)
         mapping.extend(for: model)
         var existingColumns: [String: Set<String>] = [:]
-        for table in existingTables {
+        for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
             existingColumns[table] = Set(try db.columns(in: table).map(\.name))
         }
         for statement in SchemaDDL.statements(mapping: mapping, model: model, existingColumns: existingColumns) {
             try db.execute(sql: statement)
         }
+        try migration.finish(db, mapping: &mapping, model: model)
         try writePrimaryKeyRows(db, mapping: mapping)
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])

@@ -1,0 +1,275 @@
+import GRDB
+import FerryModel
+import FerryStore
+
+/// How a store made with one model version becomes a store of another, inferred the way Core
+/// Data's lightweight migration infers a mapping model: entities and properties are matched by
+/// name, or by the new one's Renaming ID (`renamingIdentifier`, `elementID` in Xcode's file);
+/// what is matched keeps its rows, columns and values; what is new is added; what is gone is
+/// removed. Every rule is in docs/STORE.md ("Migration"). A difference no rule covers is refused,
+/// named, before anything is written; the whole migration runs in the open's one transaction.
+struct SchemaMigration {
+    /// New entity name → old entity name, for every entity the old model had and the new one keeps.
+    private(set) var entityMatches: [String: String] = [:]
+    /// New entity name → (new property name → old property name), for kept persistent properties.
+    private(set) var propertyMatches: [String: [String: String]] = [:]
+    /// Old entities with no counterpart: their objects are deleted.
+    private(set) var removedEntities: [String] = []
+    /// (new entity, old property) pairs with no counterpart: their values are dropped.
+    private(set) var removedProperties: [(entity: String, property: String)] = []
+    /// Attributes whose stored nil becomes the model's default (optional → required, or a new required attribute).
+    private(set) var defaultsToFill: [(entity: String, attribute: String, value: AttributeValue)] = []
+    /// Attributes whose column must change type (the old and the new SQLite column types differ).
+    private(set) var retypedAttributes: [(entity: String, attribute: String, type: AttributeType)] = []
+
+    /// What the migration would delete, in words: removed entities' objects, removed properties'
+    /// values. Empty when it loses nothing.
+    var losses: [String] {
+        removedEntities.map { "entity '\($0)' was removed (its objects would be deleted)" }
+            + removedProperties.map { "entity '\($0.entity)': '\($0.property)' was removed or made transient (its values would be dropped)" }
+    }
+
+    /// Infers the migration from a store made with `old` to `model`.
+    /// - Throws: ``StoreError/incompatibleModel(path:differences:)`` naming every difference no rule covers.
+    init(from old: ModelSignature, to model: ManagedObjectModel, path: String) throws(StoreError) {
+        var problems: [String] = []
+        // Entities: by Renaming ID first, then by name.
+        var claimed: [String: String] = [:]  // old name → new name
+        for entity in model.entities {
+            let candidates = [entity.renamingIdentifier, entity.name].compactMap { $0 }
+            guard let oldName = candidates.first(where: { old.entities[$0] != nil }) else { continue }
+            if let other = claimed[oldName] {
+                problems.append("entities '\(other)' and '\(entity.name)' both claim the old entity '\(oldName)' (by name or Renaming ID)")
+                continue
+            }
+            claimed[oldName] = entity.name
+            entityMatches[entity.name] = oldName
+        }
+        removedEntities = old.entities.keys.filter { claimed[$0] == nil }.sorted()
+        // The new name of an old entity, for comparing destinations and parents.
+        let renamed = { (oldName: String?) -> String? in oldName.map { claimed[$0] ?? "(removed \($0))" } }
+
+        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
+            let place = "entity '\(entity.name)'"
+            guard let oldName = entityMatches[entity.name], let previous = old.entities[oldName] else {
+                // A new entity: nothing stored yet; its attributes need no value.
+                continue
+            }
+            if renamed(previous.parent) != entity.parentName {
+                problems.append("\(place) changed parent from \(previous.parent ?? "none") to \(entity.parentName ?? "none"); Core Data infers no migration for a changed hierarchy")
+            }
+            if !previous.isAbstract && entity.isAbstract {
+                problems.append("\(place) became abstract, but the store may hold objects of it")
+            }
+            var matches: [String: String] = [:]
+            var taken: Set<String> = []
+            for property in entity.properties where property.isPersistent {
+                let candidates = [property.renamingIdentifier, property.name].compactMap { $0 }
+                let isAttribute = property.attribute != nil
+                guard let oldProperty = candidates.first(where: { isAttribute ? previous.attributes[$0] != nil : previous.relationships[$0] != nil }) else {
+                    // New property.
+                    switch property {
+                    case .attribute(let attribute) where !attribute.isOptional:
+                        if let value = attribute.defaultValue {
+                            defaultsToFill.append((entity.name, attribute.name, value))
+                        } else {
+                            problems.append("\(place): new attribute '\(attribute.name)' is required and has no default value; existing objects would have none (give it a default value, or make it optional)")
+                        }
+                    case .relationship(let relationship):
+                        if !relationship.isOptional {
+                            problems.append("\(place): new relationship '\(relationship.name)' is required; existing objects have none (make it optional)")
+                        }
+                        if let inverse = relationship.inverseName,
+                           let destinationOld = entityMatches[relationship.destinationEntityName],
+                           let inverseOld = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverse)
+                            .map({ [$0.renamingIdentifier, $0.name].compactMap { $0 } }),
+                           inverseOld.contains(where: { old.entities[destinationOld]?.relationships[$0] != nil }) {
+                            problems.append("\(place): new relationship '\(relationship.name)' is the inverse of the existing '\(relationship.destinationEntityName).\(inverse)', which changes how that one is stored")
+                        }
+                    default:
+                        break
+                    }
+                    continue
+                }
+                guard taken.insert(oldProperty).inserted else {
+                    problems.append("\(place): two properties claim the old property '\(oldProperty)' (by name or Renaming ID)")
+                    continue
+                }
+                matches[property.name] = oldProperty
+                switch property {
+                case .attribute(let attribute):
+                    guard let stored = previous.attributes[oldProperty] else { continue }
+                    let name = "\(place): attribute '\(attribute.name)'" + (oldProperty == attribute.name ? "" : " (was '\(oldProperty)')")
+                    if let oldType = AttributeType(xcodeName: stored.type), oldType != attribute.type {
+                        switch Self.typeChange(from: oldType, to: attribute.type) {
+                        case .none: break
+                        case .newColumn: retypedAttributes.append((entity.name, attribute.name, attribute.type))
+                        case .refused(let why):
+                            problems.append("\(name) changed type from \(stored.type) to \(attribute.type.xcodeName): \(why)")
+                        }
+                    }
+                    if stored.isOptional && !attribute.isOptional {
+                        if let value = attribute.defaultValue {
+                            defaultsToFill.append((entity.name, attribute.name, value))
+                        } else {
+                            problems.append("\(name) became required without a default value; stored objects may have none (give it a default value, as Core Data's lightweight migration needs)")
+                        }
+                    }
+                case .relationship(let relationship):
+                    guard let stored = previous.relationships[oldProperty] else { continue }
+                    let name = "\(place): relationship '\(relationship.name)'" + (oldProperty == relationship.name ? "" : " (was '\(oldProperty)')")
+                    if renamed(stored.destination) != relationship.destinationEntityName {
+                        problems.append("\(name) changed destination from \(stored.destination) to \(relationship.destinationEntityName)")
+                    }
+                    if stored.isToMany != relationship.isToMany || stored.isOrdered != relationship.isOrdered {
+                        problems.append("\(name) changed from \(Self.kind(toMany: stored.isToMany, ordered: stored.isOrdered)) to \(Self.kind(toMany: relationship.isToMany, ordered: relationship.isOrdered)); Ferry does not migrate a change of cardinality or order yet (keep the old relationship, add a new one and copy the objects in code)")
+                    }
+                    let newInverseOld = relationship.inverseName.flatMap { inverse in
+                        model.entity(named: relationship.destinationEntityName)?.relationship(named: inverse).map { $0.renamingIdentifier ?? $0.name }
+                    }
+                    if stored.inverse != newInverseOld && stored.inverse != relationship.inverseName {
+                        problems.append("\(name) changed its inverse from \(stored.inverse ?? "none") to \(relationship.inverseName ?? "none"), which changes how it is stored")
+                    }
+                    if stored.isOptional && !relationship.isOptional {
+                        problems.append("\(name) became required; stored objects may have none")
+                    }
+                }
+            }
+            propertyMatches[entity.name] = matches
+            for name in previous.attributes.keys.sorted() where !taken.contains(name) { removedProperties.append((entity.name, name)) }
+            for name in previous.relationships.keys.sorted() where !taken.contains(name) { removedProperties.append((entity.name, name)) }
+        }
+        guard problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: problems) }
+    }
+
+    private static func kind(toMany: Bool, ordered: Bool) -> String {
+        toMany ? (ordered ? "ordered to-many" : "to-many") : "to-one"
+    }
+
+    /// What a change of attribute type needs.
+    enum TypeChange: Equatable {
+        /// Nothing: stored values read as the new type as they are (integer widening, float ↔ double).
+        case none
+        /// The values move to a column of the new SQLite type (integer → double, float or decimal).
+        case newColumn
+        /// Not inferred; why.
+        case refused(String)
+    }
+
+    /// Ferry's inferred type changes (Core Data documents none; these lose no value).
+    static func typeChange(from old: AttributeType, to new: AttributeType) -> TypeChange {
+        let integers: [AttributeType] = [.integer16, .integer32, .integer64]
+        if let from = integers.firstIndex(of: old), let to = integers.firstIndex(of: new) {
+            return to >= from ? .none : .refused("a narrower integer may not hold the stored values")
+        }
+        if integers.contains(old), [.double, .float, .decimal].contains(new) { return .newColumn }
+        if [.double, .float].contains(old), [.double, .float].contains(new) { return .none }
+        return .refused("only integer widening, integer to Double, Float or Decimal, and Float to Double (or back) migrate without losing values")
+    }
+
+    // MARK: - Applying
+
+    /// Rewrites `mapping` and the file to match: renames in the mapping only (no row is
+    /// rewritten), removed entities' rows deleted and removed properties' columns dropped,
+    /// defaults filled, changed types moved to new columns. New entities and properties are
+    /// left to ``SchemaMapping/extend(for:)`` and ``SchemaDDL``, which the caller runs next;
+    /// ``finish(_:mapping:model:)`` then fills defaults and retyped columns.
+    func apply(to mapping: inout SchemaMapping, in db: Database) throws {
+        var columnsToDrop: [(table: String, column: String)] = []
+        var tablesToDrop: [String] = []
+        let removedTables = removedEntities.compactMap { mapping.entities[$0]?.table }
+        // Removed entities: their rows, their join tables, their key counters.
+        for name in removedEntities {
+            guard let entity = mapping.entities[name] else { continue }
+            try db.execute(sql: "DELETE FROM \(entity.table) WHERE Z_ENT = ?", arguments: [entity.number])
+            try db.execute(sql: "DELETE FROM Z_PRIMARYKEY WHERE Z_ENT = ?", arguments: [entity.number])
+            for (key, join) in mapping.joinTables where join.canonicalEntity == name || join.otherEntity == name {
+                tablesToDrop.append(join.table)
+                mapping.joinTables[key] = nil
+            }
+            mapping.entities[name] = nil
+        }
+        // Removed properties: columns that no remaining entity uses, and join tables.
+        for (entityName, property) in removedProperties {
+            guard let oldEntity = entityMatches[entityName], let entity = mapping.entities[oldEntity] else { continue }
+            for column in [entity.columns[property], entity.entityColumns[property], entity.orderColumns[property]].compactMap({ $0 }) {
+                columnsToDrop.append((entity.table, column))
+            }
+            mapping.entities[oldEntity]?.columns[property] = nil
+            mapping.entities[oldEntity]?.entityColumns[property] = nil
+            mapping.entities[oldEntity]?.orderColumns[property] = nil
+            if let join = mapping.joinTables["\(oldEntity).\(property)"] {
+                tablesToDrop.append(join.table)
+                mapping.joinTables["\(oldEntity).\(property)"] = nil
+            }
+        }
+        // Renames: the mapping's keys follow the new names; tables and columns keep theirs.
+        var renamedEntities: [String: SchemaMapping.EntityMapping] = [:]
+        for (name, entity) in mapping.entities {
+            let newName = entityMatches.first { $0.value == name }?.key ?? name
+            var moved = entity
+            let properties = propertyMatches[newName] ?? [:]
+            let newProperty = { (old: String) -> String in properties.first { $0.value == old }?.key ?? old }
+            moved.columns = Dictionary(uniqueKeysWithValues: entity.columns.map { (newProperty($0.key), $0.value) })
+            moved.entityColumns = Dictionary(uniqueKeysWithValues: entity.entityColumns.map { (newProperty($0.key), $0.value) })
+            moved.orderColumns = Dictionary(uniqueKeysWithValues: entity.orderColumns.map { (newProperty($0.key), $0.value) })
+            moved.parent = entity.parent.map { parent in entityMatches.first { $0.value == parent }?.key ?? parent }
+            renamedEntities[newName] = moved
+            if newName != name {
+                try db.execute(sql: "UPDATE Z_PRIMARYKEY SET Z_NAME = ? WHERE Z_ENT = ?", arguments: [newName, entity.number])
+            }
+        }
+        mapping.entities = renamedEntities
+        var renamedJoins: [String: SchemaMapping.JoinTableMapping] = [:]
+        for (key, join) in mapping.joinTables {
+            let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { renamedJoins[key] = join; continue }
+            let newEntity = entityMatches.first { $0.value == parts[0] }?.key ?? parts[0]
+            let newRelationship = propertyMatches[newEntity]?.first { $0.value == parts[1] }?.key ?? parts[1]
+            var moved = join
+            moved.canonicalEntity = entityMatches.first { $0.value == join.canonicalEntity }?.key ?? join.canonicalEntity
+            moved.otherEntity = entityMatches.first { $0.value == join.otherEntity }?.key ?? join.otherEntity
+            renamedJoins["\(newEntity).\(newRelationship)"] = moved
+        }
+        mapping.joinTables = renamedJoins
+        // Drop what nothing uses any more (a column may be shared by subentities that keep it).
+        for (table, column) in columnsToDrop where !mapping.usedColumns(in: table).contains(column) {
+            try db.execute(sql: "DROP INDEX IF EXISTS \(table)_\(column)_INDEX")
+            try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(column)")
+        }
+        // And the tables of entities that are all gone.
+        let usedTables = Set(mapping.entities.values.map(\.table))
+        for table in Set(tablesToDrop + removedTables).sorted() where !usedTables.contains(table) {
+            try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
+        }
+    }
+
+    /// After the new columns exist: moves retyped attributes' values to columns of their new
+    /// type, and gives stored nils of newly required attributes the model's default.
+    func finish(_ db: Database, mapping: inout SchemaMapping, model: ManagedObjectModel) throws {
+        for (entityName, attribute, type) in retypedAttributes {
+            guard let entity = mapping.entities[entityName], let old = entity.columns[attribute],
+                  let description = model.entity(named: entityName) else { continue }
+            let column = mapping.uniqueName("Z" + attribute.uppercased(), in: entity.table)
+            try db.execute(sql: "ALTER TABLE \(entity.table) ADD COLUMN \(column) \(SchemaDDL.columnType(type))")
+            let cast = type == .decimal ? "CAST(\(old) AS TEXT)" : "CAST(\(old) AS REAL)"
+            try db.execute(sql: "UPDATE \(entity.table) SET \(column) = \(cast) WHERE \(old) IS NOT NULL")
+            // Every entity that inherits the attribute reads the new column.
+            for name in [entityName] + description.subentityNames where mapping.entities[name]?.columns[attribute] == old {
+                mapping.entities[name]?.columns[attribute] = column
+            }
+            if !mapping.usedColumns(in: entity.table).contains(old) {
+                try db.execute(sql: "DROP INDEX IF EXISTS \(entity.table)_\(old)_INDEX")
+                try db.execute(sql: "ALTER TABLE \(entity.table) DROP COLUMN \(old)")
+            }
+        }
+        for (entityName, attribute, value) in defaultsToFill {
+            guard let entity = mapping.entities[entityName], let column = entity.columns[attribute],
+                  let description = model.entity(named: entityName) else { continue }
+            let numbers = mapping.family(of: description)
+            let placeholders = numbers.map { _ in "?" }.joined(separator: ", ")
+            try db.execute(sql: "UPDATE \(entity.table) SET \(column) = ? WHERE \(column) IS NULL AND Z_ENT IN (\(placeholders))",
+                           arguments: StatementArguments([ValueCodec.databaseValue(value)] + numbers.map(\.databaseValue)))
+        }
+    }
+}

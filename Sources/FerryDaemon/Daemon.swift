@@ -103,9 +103,14 @@ public enum Daemon {
         } catch {
             throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
         }
-        let endpoint = try ReplicationEndpoint(store: SQLiteStore(path: configuration.store.path, model: settings.model,
-                                                                  options: .init(earlierModels: settings.earlierModels)),
-                                               maximumOrigins: configuration.sync.maxOrigins)
+        let store = try SQLiteStore(path: configuration.store.path, model: settings.model, options: .init(earlierModels: settings.earlierModels))
+        if let migration = store.migration {
+            logger.notice("store migrated to the model's current version", metadata: [
+                "from": .string(migration.fromVersionHash), "to": .string(migration.toVersionHash),
+                "changes": .string(migration.changes.joined(separator: "; ")), "ms": .string(String(format: "%.1f", migration.seconds * 1000)),
+            ])
+        }
+        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins)
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,

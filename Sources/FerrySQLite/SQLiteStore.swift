@@ -32,6 +32,8 @@ public final class SQLiteStore: PersistentStore {
     public let path: String
     /// Whether the store was opened with ``Options/readOnly``.
     public let isReadOnly: Bool
+    /// What opening the store migrated, when it did (the model differed from the store's).
+    public let migration: MigrationReport?
     /// The model's version hash, worked out once when the store opened (computing it
     /// hashes every entity), for decoding many change sets against the model.
     public var modelVersionHash: String { layout.modelVersionHash }
@@ -136,6 +138,7 @@ public final class SQLiteStore: PersistentStore {
         self.model = model
         self.path = path
         self.isReadOnly = options.readOnly
+        self.migration = opened.migration
         self.immutableFolder = immutableFolder
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
     }

@@ -177,6 +177,26 @@ struct LightweightMigrationTests {
         #expect(try store.knownModels() == [Self.version1, version2])
     }
 
+    @Test("The store reports what its open migrated, and nothing when it migrated nothing")
+    func report() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        #expect(try SQLiteStore(path: path, model: Self.version1).migration == nil)
+        let model = try ManagedObjectModel {
+            Entity("Memo", renamedFrom: "Note") {
+                Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars"); Attribute("score", .double)
+                Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
+            }
+            Entity("Folder") { Attribute("name", .string); Attribute("color", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
+        }
+        let migrated = try SQLiteStore(path: path, model: model, options: .init(earlierModels: [Self.version1]))
+        let report = try #require(migrated.migration)
+        #expect(report.fromVersionHash == Self.version1.versionHash && report.toVersionHash == model.versionHash)
+        #expect(report.changes.sorted() == ["added Folder.color", "removed Memo.tags", "removed Memo.weight", "removed entity Tag", "renamed Folder.notes to memos",
+                                            "renamed Memo.stars to rating", "renamed entity Note to Memo"], "\(report.changes)")
+        #expect(report.seconds > 0)
+    }
+
     @Test("An attribute renamed by its Renaming ID keeps its values, in the same column (no row is rewritten)")
     func renameAttribute() throws {
         let directory = TemporaryDirectory()

@@ -43,8 +43,9 @@ enum SchemaDDL {
 
     /// Statements creating every table of the mapping that `existing` lacks, and
     /// adding the columns existing tables lack.
+    /// `existingIndexes` (names) are not created again.
     static func statements(mapping: SchemaMapping, model: ManagedObjectModel,
-                           existingColumns: [String: Set<String>]) -> [String] {
+                           existingColumns: [String: Set<String>], existingIndexes: Set<String> = []) -> [String] {
         var statements: [String] = []
         let tables = Set(mapping.entities.values.map(\.table)).sorted()
         for table in tables {
@@ -67,12 +68,12 @@ enum SchemaDDL {
             statements.append("CREATE TABLE \(join.table) (\(definitions.joined(separator: ", ")))")
             statements.append("CREATE INDEX IF NOT EXISTS \(join.table)_\(join.otherColumn)_INDEX ON \(join.table) (\(join.otherColumn))")
         }
-        statements += indexes(mapping: mapping, model: model)
+        statements += indexes(mapping: mapping, model: model, except: existingIndexes)
         return statements
     }
 
     /// Indexes on foreign keys, on `Z_ENT` of shared tables, and on attributes marked indexed.
-    static func indexes(mapping: SchemaMapping, model: ManagedObjectModel) -> [String] {
+    static func indexes(mapping: SchemaMapping, model: ManagedObjectModel, except existing: Set<String> = []) -> [String] {
         var indexed: Set<[String]> = []
         for (name, entityMapping) in mapping.entities {
             guard let entity = model.entity(named: name) else { continue }
@@ -86,7 +87,7 @@ enum SchemaDDL {
                 }
             }
         }
-        return indexed.sorted { $0.joined() < $1.joined() }.map { pair in
+        return indexed.sorted { $0.joined() < $1.joined() }.filter { !existing.contains("\($0[0])_\($0[1])_INDEX") }.map { pair in
             "CREATE INDEX IF NOT EXISTS \(pair[0])_\(pair[1])_INDEX ON \(pair[0]) (\(pair[1]))"
         }
     }

@@ -22,6 +22,30 @@ struct SchemaMigration {
     /// Attributes whose column must change type (the old and the new SQLite column types differ).
     private(set) var retypedAttributes: [(entity: String, attribute: String, type: AttributeType)] = []
 
+    /// Every change, in words, for the report (``MigrationReport/changes``).
+    func changes(old: ModelSignature, model: ManagedObjectModel) -> [String] {
+        var result: [String] = []
+        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
+            guard let oldName = entityMatches[entity.name] else {
+                result.append("added entity \(entity.name)")
+                continue
+            }
+            if oldName != entity.name { result.append("renamed entity \(oldName) to \(entity.name)") }
+            let matches = propertyMatches[entity.name] ?? [:]
+            for property in entity.properties where property.isPersistent && model.declaringEntityName(ofProperty: property.name, in: entity) == entity.name {
+                if let previous = matches[property.name] {
+                    if previous != property.name { result.append("renamed \(entity.name).\(previous) to \(property.name)") }
+                } else {
+                    result.append("added \(entity.name).\(property.name)")
+                }
+            }
+        }
+        result += removedEntities.map { "removed entity \($0)" } + removedProperties.map { "removed \($0.entity).\($0.property)" }
+        result += retypedAttributes.map { "changed \($0.entity).\($0.attribute) to \($0.type.xcodeName)" }
+        result += defaultsToFill.map { "gave \($0.entity).\($0.attribute) its default where it had no value" }
+        return result
+    }
+
     /// What the migration would delete, in words: removed entities' objects, removed properties'
     /// values. Empty when it loses nothing.
     var losses: [String] {
@@ -272,4 +296,16 @@ struct SchemaMigration {
                            arguments: StatementArguments([ValueCodec.databaseValue(value)] + numbers.map(\.databaseValue)))
         }
     }
+}
+
+/// What opening a store with another model version did (``SQLiteStore/migration``).
+public struct MigrationReport: Sendable, Equatable {
+    /// The version hash of the model the store was made with.
+    public let fromVersionHash: String
+    /// The version hash of the model it was opened with.
+    public let toVersionHash: String
+    /// Each change, in words ("renamed Note.stars to rating", "removed entity Tag", …).
+    public let changes: [String]
+    /// How long the migration took, to the durable commit of the open's transaction.
+    public let seconds: Double
 }

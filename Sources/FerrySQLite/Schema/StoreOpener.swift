@@ -24,6 +24,9 @@ struct StoreOpener {
     struct Opened {
         var identifier: UUID
         var mapping: SchemaMapping
+        var migration: MigrationReport?
+        /// When the migration started (uptime nanoseconds).
+        var migrationStarted: UInt64?
     }
 
     /// The metadata kept in `Z_METADATA.Z_PLIST` (JSON).
@@ -51,7 +54,12 @@ struct StoreOpener {
                     try ModelArchive.record(model, in: db)
                     return .commit
                 }
-                guard let opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
+                guard var opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
+                // A migration's time runs to its durable commit, as a user waits for it.
+                if let started = opened.migrationStarted, let report = opened.migration {
+                    opened.migration = MigrationReport(fromVersionHash: report.fromVersionHash, toVersionHash: report.toVersionHash, changes: report.changes,
+                                                       seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                }
                 return opened
             }
         } catch let error as StoreError {
@@ -149,6 +157,7 @@ struct StoreOpener {
         }
         // Core Data's lightweight migration, inferred from the stored shape and the new model (its
         // Renaming IDs): refused whole, naming every difference, before anything is written.
+        let started = DispatchTime.now().uptimeNanoseconds
         let migration = try SchemaMigration(from: cache.signature, to: model, path: path)
         let losses = migration.losses
         if !losses.isEmpty && !earlierModelHashes.contains(metadata.modelVersionHash) {
@@ -159,25 +168,33 @@ struct StoreOpener {
         var mapping = cache.mapping
         try migration.apply(to: &mapping, in: db)
         mapping.extend(for: model)
+        // The columns of the mapping's tables only (not the history's), and the indexes there are:
+        // an added attribute then costs about what SQLite's own ALTER TABLE does.
+        let schema = try Row.fetchAll(db, sql: "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')")
+        let tables = Set(schema.filter { $0[0] == "table" }.map { $0[1] as String })
+        let existingIndexes = Set(schema.filter { $0[0] == "index" }.map { $0[1] as String })
         var existingColumns: [String: Set<String>] = [:]
-        for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
+        for table in Set(mapping.entities.values.map(\.table)).union(mapping.joinTables.values.map(\.table)) where tables.contains(table) {
             existingColumns[table] = Set(try db.columns(in: table).map(\.name))
         }
-        for statement in SchemaDDL.statements(mapping: mapping, model: model, existingColumns: existingColumns) {
+        for statement in SchemaDDL.statements(mapping: mapping, model: model, existingColumns: existingColumns, existingIndexes: existingIndexes) {
             try db.execute(sql: statement)
         }
         try migration.finish(db, mapping: &mapping, model: model)
         try writePrimaryKeyRows(db, mapping: mapping)
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])
-        return Opened(identifier: identifier, mapping: mapping)
+        let report = MigrationReport(fromVersionHash: metadata.modelVersionHash, toVersionHash: model.versionHash,
+                                     changes: migration.changes(old: cache.signature, model: model), seconds: 0)
+        return Opened(identifier: identifier, mapping: mapping, migration: report, migrationStarted: started)
     }
 
     /// One `Z_PRIMARYKEY` row per entity; existing rows keep their `Z_MAX`.
     private func writePrimaryKeyRows(_ db: Database, mapping: SchemaMapping) throws {
-        for (name, entity) in mapping.entities.sorted(by: { $0.value.number < $1.value.number }) {
+        let present = Set(try Int.fetchAll(db, sql: "SELECT Z_ENT FROM Z_PRIMARYKEY"))
+        for (name, entity) in mapping.entities.sorted(by: { $0.value.number < $1.value.number }) where !present.contains(entity.number) {
             let parent = entity.parent.flatMap { mapping.entities[$0]?.number } ?? 0
-            try db.execute(sql: "INSERT OR IGNORE INTO Z_PRIMARYKEY (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
+            try db.execute(sql: "INSERT INTO Z_PRIMARYKEY (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
                            arguments: [entity.number, name, parent])
         }
     }

@@ -43,4 +43,27 @@ struct ModelSignature: Codable, Sendable, Equatable {
         }
         self.entities = entities
     }
+
+    /// The stored shape as a model (names, types, optionality, relationships; no validation
+    /// rules or defaults, which the shape does not keep), for matching a new model against it.
+    func model() throws(ModelError) -> ManagedObjectModel {
+        /// Everything `name` inherits, from its ancestors.
+        func inherited(_ name: String?) -> (attributes: Set<String>, relationships: Set<String>) {
+            guard let name, let entity = entities[name] else { return ([], []) }
+            return (Set(entity.attributes.keys), Set(entity.relationships.keys))
+        }
+        let descriptions = entities.sorted(by: { $0.key < $1.key }).map { name, entity in
+            let parent = inherited(entity.parent)
+            return EntityDescription(
+                name: name, parent: entity.parent, isAbstract: entity.isAbstract,
+                attributes: entity.attributes.sorted(by: { $0.key < $1.key }).filter { !parent.attributes.contains($0.key) }.map { key, attribute in
+                    AttributeDescription(name: key, type: AttributeType(xcodeName: attribute.type) ?? .string, isOptional: attribute.isOptional)
+                },
+                relationships: entity.relationships.sorted(by: { $0.key < $1.key }).filter { !parent.relationships.contains($0.key) }.map { key, relationship in
+                    RelationshipDescription(name: key, destination: relationship.destination, inverse: relationship.inverse, isToMany: relationship.isToMany,
+                                            isOrdered: relationship.isOrdered, isOptional: relationship.isOptional)
+                })
+        }
+        return try ManagedObjectModel(entities: descriptions)
+    }
 }

@@ -56,22 +56,20 @@ struct SchemaMigration {
     /// Infers the migration from a store made with `old` to `model`.
     /// - Throws: ``StoreError/incompatibleModel(path:differences:)`` naming every difference no rule covers.
     init(from old: ModelSignature, to model: ManagedObjectModel, path: String) throws(StoreError) {
-        var problems: [String] = []
-        // Entities: by Renaming ID first, then by name.
-        var claimed: [String: String] = [:]  // old name → new name
-        for entity in model.entities {
-            let candidates = [entity.renamingIdentifier, entity.name].compactMap { $0 }
-            guard let oldName = candidates.first(where: { old.entities[$0] != nil }) else { continue }
-            if let other = claimed[oldName] {
-                problems.append("entities '\(other)' and '\(entity.name)' both claim the old entity '\(oldName)' (by name or Renaming ID)")
-                continue
-            }
-            claimed[oldName] = entity.name
-            entityMatches[entity.name] = oldName
+        let previousModel: ManagedObjectModel
+        do {
+            previousModel = try old.model()
+        } catch {
+            throw StoreError.cannotOpen(path: path, reason: "the model shape stored in the file cannot be read back (\(error)); the file is damaged")
         }
-        removedEntities = old.entities.keys.filter { claimed[$0] == nil }.sorted()
+        let versions = ModelVersionMapping(from: previousModel, to: model)
+        var problems = versions.conflicts
+        entityMatches = versions.entityMatches
+        propertyMatches = versions.propertyMatches
+        removedEntities = versions.removedEntities
+        removedProperties = versions.removedProperties
         // The new name of an old entity, for comparing destinations and parents.
-        let renamed = { (oldName: String?) -> String? in oldName.map { claimed[$0] ?? "(removed \($0))" } }
+        let renamed = { (oldName: String?) -> String? in oldName.map { versions.destinationEntity(ofSource: $0) ?? "(removed \($0))" } }
 
         for entity in model.entities.sorted(by: { $0.name < $1.name }) {
             let place = "entity '\(entity.name)'"
@@ -85,12 +83,9 @@ struct SchemaMigration {
             if !previous.isAbstract && entity.isAbstract {
                 problems.append("\(place) became abstract, but the store may hold objects of it")
             }
-            var matches: [String: String] = [:]
-            var taken: Set<String> = []
+            let matches = propertyMatches[entity.name] ?? [:]
             for property in entity.properties where property.isPersistent {
-                let candidates = [property.renamingIdentifier, property.name].compactMap { $0 }
-                let isAttribute = property.attribute != nil
-                guard let oldProperty = candidates.first(where: { isAttribute ? previous.attributes[$0] != nil : previous.relationships[$0] != nil }) else {
+                guard let oldProperty = matches[property.name] else {
                     // New property.
                     switch property {
                     case .attribute(let attribute) where !attribute.isOptional:
@@ -103,11 +98,7 @@ struct SchemaMigration {
                         if !relationship.isOptional {
                             problems.append("\(place): new relationship '\(relationship.name)' is required; existing objects have none (make it optional)")
                         }
-                        if let inverse = relationship.inverseName,
-                           let destinationOld = entityMatches[relationship.destinationEntityName],
-                           let inverseOld = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverse)
-                            .map({ [$0.renamingIdentifier, $0.name].compactMap { $0 } }),
-                           inverseOld.contains(where: { old.entities[destinationOld]?.relationships[$0] != nil }) {
+                        if let inverse = relationship.inverseName, versions.propertyMatches[relationship.destinationEntityName]?[inverse] != nil {
                             problems.append("\(place): new relationship '\(relationship.name)' is the inverse of the existing '\(relationship.destinationEntityName).\(inverse)', which changes how that one is stored")
                         }
                     default:
@@ -115,11 +106,6 @@ struct SchemaMigration {
                     }
                     continue
                 }
-                guard taken.insert(oldProperty).inserted else {
-                    problems.append("\(place): two properties claim the old property '\(oldProperty)' (by name or Renaming ID)")
-                    continue
-                }
-                matches[property.name] = oldProperty
                 switch property {
                 case .attribute(let attribute):
                     guard let stored = previous.attributes[oldProperty] else { continue }
@@ -159,9 +145,6 @@ struct SchemaMigration {
                     }
                 }
             }
-            propertyMatches[entity.name] = matches
-            for name in previous.attributes.keys.sorted() where !taken.contains(name) { removedProperties.append((entity.name, name)) }
-            for name in previous.relationships.keys.sorted() where !taken.contains(name) { removedProperties.append((entity.name, name)) }
         }
         guard problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: problems) }
     }

@@ -59,12 +59,15 @@ enum Bootstrap {
 
     /// Carries the old store's change sets over into the prepared one and swaps the files. The
     /// daemon's store must be closed. On failure the old store stays in place, untouched.
-    static func complete(_ prepared: Prepared, storePath: String, model: ManagedObjectModel, logger: Logger) throws -> Report {
+    /// `earlierModels`: the model's other versions, so that the old store's change sets made with one
+    /// of them are carried over (translated) too.
+    static func complete(_ prepared: Prepared, storePath: String, model: ManagedObjectModel, earlierModels: [ManagedObjectModel] = [],
+                         logger: Logger) throws -> Report {
         var carried = 0
         var quarantined = 0
         do {
-            let old = try SQLiteStore(path: storePath, model: model, options: .init(createIfMissing: false))
-            let new = try SQLiteStore(path: prepared.path, model: model, options: .init(createIfMissing: false))
+            let old = try SQLiteStore(path: storePath, model: model, options: .init(createIfMissing: false, earlierModels: earlierModels))
+            let new = try SQLiteStore(path: prepared.path, model: model, options: .init(createIfMissing: false, earlierModels: earlierModels + old.earlierModels))
             // Everything the old store holds and the snapshot lacks: its own saves no peer has yet,
             // change sets of others it took in since, and those it holds back or quarantined.
             var lines = try old.changeSetLines(after: new.historyState().vector, limit: nil)
@@ -80,9 +83,14 @@ enum Bootstrap {
                     do {
                         carried += Self.taken(try engine.apply(lines: [line]))
                     } catch let error as HistoryError {
-                        guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: model, versionHash: new.modelVersionHash) else { continue }
-                        try new.recordReceived(changeSet, body: line, as: ReceivedRecord(
-                            quarantineReason: "carried over from this store's file before it started again from a snapshot of \(prepared.peer), and refused there: \(error)"))
+                        let reason = "carried over from this store's file before it started again from a snapshot of \(prepared.peer), and refused there: \(error)"
+                        switch try ChangeSetCodec.decode(line, model: model, versionHash: new.modelVersionHash) {
+                        case .changeSet(let changeSet):
+                            try new.recordReceived(changeSet, body: line, as: ReceivedRecord(quarantineReason: reason))
+                        case .otherModel(let origin, let sequence, _):
+                            // Made with another model version: kept as it came, held with the reason.
+                            try new.hold(HeldChangeSet(origin: origin, sequence: sequence, reason: reason, body: line))
+                        }
                         quarantined += 1
                     }
                 }

@@ -217,7 +217,8 @@ public enum Daemon {
             }
             lastBootstrap = Date()
             do {
-                let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model, logger: logger)
+                let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model,
+                                                    earlierModels: settings.earlierModels, logger: logger)
                 Counter(label: "ferry_bootstraps_total", dimensions: [("result", "ok")]).increment()
                 logger.notice("\(report)")
             } catch {

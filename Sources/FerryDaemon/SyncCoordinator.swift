@@ -21,6 +21,8 @@ public actor SyncCoordinator {
         var session: PeerSession
         var toPull: Int64?
         var toPush: Int64?
+        /// The version hash of the peer's model, as its state last said.
+        var model: String?
         /// The peer's store and vector as the last successful round saw them (a push-only round starts from them).
         var known: (store: UUID, vector: VersionVector)?
     }
@@ -140,6 +142,13 @@ public actor SyncCoordinator {
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
                 if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
             } else {
+                if let model = result.peerModel {
+                    if let previous = peers[index].model, previous != model {
+                        Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", previous)]).record(0)
+                    }
+                    peers[index].model = model
+                    Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", model)]).record(1)
+                }
                 let local = try? await endpoint.state().vector
                 if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
                 if let lag = lag(peerVector: result.peerVector, local: local) {
@@ -231,6 +240,7 @@ public actor SyncCoordinator {
             status.retryAt = peer.session.retryAt
             status.toPull = peer.toPull
             status.toPush = peer.toPush
+            status.model = peer.model
             return status
         })
         var readErrors: [String] = []
@@ -244,6 +254,8 @@ public actor SyncCoordinator {
             document.waiting = backlog.waiting
             document.quarantined = backlog.quarantined
             document.leftInvalid = backlog.leftInvalid
+            document.waitingForModel = backlog.waitingForModel
+            Gauge(label: "ferry_changesets_waiting_for_model").record(backlog.waitingForModel)
         } catch {
             readErrors.append("the waiting and quarantined change sets: \(error)")
         }

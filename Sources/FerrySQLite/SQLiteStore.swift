@@ -34,6 +34,10 @@ public final class SQLiteStore: PersistentStore {
     public let isReadOnly: Bool
     /// What opening the store migrated, when it did (the model differed from the store's).
     public let migration: MigrationReport?
+    /// The other model versions this store knows: ``Options/earlierModels`` and every version it
+    /// was opened with before (``knownModels()``). Change sets made with one of them are
+    /// translated on replay; see ``ReplicaStore/earlierModels``.
+    public let earlierModels: [ManagedObjectModel]
     /// The model's version hash, worked out once when the store opened (computing it
     /// hashes every entity), for decoding many change sets against the model.
     public var modelVersionHash: String { layout.modelVersionHash }
@@ -141,6 +145,10 @@ public final class SQLiteStore: PersistentStore {
         self.migration = opened.migration
         self.immutableFolder = immutableFolder
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
+        // (A damaged archive leaves only the given versions: change sets of the others then wait, visibly.)
+        let archived = (try? pool.read { db in try ModelArchive.models(in: db) }) ?? []
+        var seen: Set<String> = [layout.modelVersionHash]
+        self.earlierModels = (options.earlierModels + archived).filter { seen.insert($0.versionHash).inserted }
     }
 
     deinit {

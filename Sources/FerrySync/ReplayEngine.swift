@@ -70,11 +70,19 @@ public struct ReplayEngine: Sendable {
     /// Applies a checked batch (as ``apply(lines:)`` does once it has checked every line).
     func apply(_ batch: CheckedBatch) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
-        var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)] = []
+        var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)] = []
+        var translator: VersionTranslator?
         for (outcome, line) in batch.entries {
             switch outcome {
             case .changeSet(let changeSet): decoded.append((changeSet, line))
-            case .otherModel(let origin, let sequence, let hash): otherModel.append((origin, sequence, hash, line))
+            case .otherModel(let origin, let sequence, let hash):
+                // Made with an earlier version this store knows: read in this one, recorded as it came.
+                if translator == nil { translator = VersionTranslator(store: store) }
+                switch translator?.translate(line, madeWith: hash) {
+                case .translated(let changeSet)?: decoded.append((changeSet, line))
+                case .refused(let why)?: otherModel.append((origin, sequence, hash, line, why))
+                case .unknownVersion?, nil: otherModel.append((origin, sequence, hash, line, nil))
+                }
             }
         }
         return try apply(decoded, otherModel: otherModel)
@@ -82,7 +90,7 @@ public struct ReplayEngine: Sendable {
 
     /// Applies decoded change sets (their canonical text is recorded).
     public func apply(_ changeSets: [ChangeSet]) throws -> ApplyReport {
-        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [])
+        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [] as [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)])
     }
 
     /// The first change set of `horizon` (origin, sequence) that `changeSet` does not know of: neither
@@ -102,7 +110,7 @@ public struct ReplayEngine: Sendable {
     }
 
     private func apply(_ batch: [(changeSet: ChangeSet, body: String)],
-                       otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String)]) throws -> ApplyReport {
+                       otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)]) throws -> ApplyReport {
         var report = ApplyReport()
         let start = try store.replayStart()
         var vector = start.vector
@@ -120,14 +128,28 @@ public struct ReplayEngine: Sendable {
             if held.sequence <= vector[held.origin, default: 0] {
                 report.duplicate += 1
             } else {
+                let why = held.reason.map { "; it cannot be read in this store's version: \($0)" }
+                    ?? "; the store does not know that version (a later one: it applies once this store is upgraded)"
                 try store.hold(HeldChangeSet(origin: held.origin, sequence: held.sequence,
-                                             reason: "made with model \(held.hash); this store has model \(versionHash)", body: held.body))
+                                             reason: Backlog.modelReasonPrefix + "\(held.hash); this store has model \(versionHash)" + why, body: held.body))
                 report.waiting += 1
             }
         }
         var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
+        var translator: VersionTranslator?
         for held in start.held {
-            guard case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) else { continue }
+            let changeSet: ChangeSet
+            switch try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) {
+            case .changeSet(let current)?:
+                changeSet = current
+            case .otherModel(_, _, let hash)?:
+                // Held before this store knew its version (it was upgraded since): read it in this one now.
+                if translator == nil { translator = VersionTranslator(store: store) }
+                guard case .translated(let translated)? = translator?.translate(held.body, madeWith: hash) else { continue }
+                changeSet = translated
+            case nil:
+                continue
+            }
             queue[Key(origin: held.origin.uuidString, sequence: held.sequence)] = (changeSet, held.body, true)
         }
         for entry in batch {

@@ -208,7 +208,9 @@ extension SQLiteStore: ReplicaStore {
                     quarantined: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ?"),
                                                   arguments: [HistorySchema.quarantined]) ?? 0,
                     leftInvalid: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL"),
-                                                  arguments: [HistorySchema.applied]) ?? 0)
+                                                  arguments: [HistorySchema.applied]) ?? 0,
+                    waitingForModel: try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM Z_FERRY_PENDING WHERE substr(Z_REASON, 1, ?) = ?"),
+                                                      arguments: [Backlog.modelReasonPrefix.utf8.count, Backlog.modelReasonPrefix]) ?? 0)
         }
     }
 

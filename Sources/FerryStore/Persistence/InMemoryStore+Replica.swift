@@ -4,6 +4,9 @@ import FerryModel
 /// What replication needs of the in-memory store: the same ``ReplicaStore`` as
 /// `SQLiteStore`, kept in ``InMemoryHistory``.
 extension InMemoryStore: ReplicaStore {
+    /// An in-memory store lives with one model version (it is never reopened with another).
+    public var earlierModels: [ManagedObjectModel] { [] }
+
     // MARK: History
 
     public func historyState() throws -> HistoryState {
@@ -74,7 +77,8 @@ extension InMemoryStore: ReplicaStore {
     public func backlog() throws -> Backlog {
         state.withLock { state in
             Backlog(waiting: state.history.held.count, quarantined: state.history.records.count { $0.quarantineReason != nil },
-                    leftInvalid: state.history.records.count { $0.leftInvalid != nil })
+                    leftInvalid: state.history.records.count { $0.leftInvalid != nil },
+                    waitingForModel: state.history.held.values.count { $0.reason.hasPrefix(Backlog.modelReasonPrefix) })
         }
     }
 

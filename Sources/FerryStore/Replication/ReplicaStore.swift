@@ -12,6 +12,10 @@ import FerryModel
 public protocol ReplicaStore: PersistentStore {
     /// The version hash of the store's model, worked out once.
     var modelVersionHash: String { get }
+    /// Earlier versions of the store's model it knows (the bundle's, and those it was opened
+    /// with before): change sets made with one of them are translated and applied
+    /// (``ChangeSetTranslation``); those of a version it does not know wait.
+    var earlierModels: [ManagedObjectModel] { get }
 
     // MARK: History
 
@@ -124,12 +128,19 @@ public struct Backlog: Sendable, Equatable {
     /// Change sets applied although they left the store breaking a rule of the model
     /// (``ReplicaStore/changeSetsLeftInvalid()``).
     public var leftInvalid: Int
+    /// Of the waiting ones, those made with a model version this store cannot read yet (they
+    /// apply once it is upgraded).
+    public var waitingForModel: Int
 
-    public init(waiting: Int, quarantined: Int, leftInvalid: Int = 0) {
+    public init(waiting: Int, quarantined: Int, leftInvalid: Int = 0, waitingForModel: Int = 0) {
         self.waiting = waiting
         self.quarantined = quarantined
         self.leftInvalid = leftInvalid
+        self.waitingForModel = waitingForModel
     }
+
+    /// The reason a change set held for its model version starts with.
+    package static let modelReasonPrefix = "made with model "
 }
 
 /// What an apply starts from (``ReplicaStore/replayStart()``).

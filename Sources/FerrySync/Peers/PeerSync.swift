@@ -15,6 +15,8 @@ public struct PeerSyncResult: Sendable, Equatable {
     public var peerVector: VersionVector?
     /// The peer's store UUID, once a round has asked the peer for its state.
     public var peerStore: UUID?
+    /// The version hash of the peer's model, once a round has asked the peer for its state.
+    public var peerModel: String?
     /// When the round ended.
     public var finished = Date()
 
@@ -161,6 +163,7 @@ public struct PeerSync: Sendable {
                 let state = try await client.state()
                 remote = state.vector
                 result.peerStore = state.store
+                result.peerModel = state.modelHash
             }
             result.peerVector = remote
             // A store has every change set of its own: none goes back to it, however old the vector.

@@ -26,6 +26,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         public var toPull: Int64?
         /// Change sets this store has that the peer lacks, likewise.
         public var toPush: Int64?
+        /// The version hash of the peer's model, as its state last said (a rolling upgrade shows here).
+        public var model: String?
 
         /// A peer in `state`, with nothing else known yet.
         public init(name: String, url: String, state: String) {
@@ -37,7 +39,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey {
             case name, url, state
             case lastAttempt = "last_attempt", lastSuccess = "last_success", lastError = "last_error"
-            case consecutiveFailures = "consecutive_failures", retryAt = "retry_at", toPull = "to_pull", toPush = "to_push"
+            case consecutiveFailures = "consecutive_failures", retryAt = "retry_at", toPull = "to_pull", toPush = "to_push", model
         }
 
         public init(from decoder: any Decoder) throws {
@@ -52,6 +54,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             retryAt = try container.decodeIfPresent(Date.self, forKey: .retryAt)
             toPull = try container.decodeIfPresent(Int64.self, forKey: .toPull)
             toPush = try container.decodeIfPresent(Int64.self, forKey: .toPush)
+            model = try container.decodeIfPresent(String.self, forKey: .model)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -68,6 +71,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
                 try container.encode(retryAt, forKey: .retryAt)
                 try container.encode(toPull, forKey: .toPull)
                 try container.encode(toPush, forKey: .toPush)
+                try container.encode(model, forKey: .model)
             }
         }
     }
@@ -149,6 +153,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     public var vector: VersionVector?
     /// Received change sets waiting for a predecessor or a model; null when unreadable.
     public var waiting: Int?
+    /// Of those, the ones made with a model version this store cannot read yet; null when unreadable.
+    public var waitingForModel: Int?
     /// Quarantined change sets; null when unreadable.
     public var quarantined: Int?
     /// Change sets applied although they left the store breaking a rule of the model (they met
@@ -179,7 +185,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, model, vector, waiting, quarantined, leftInvalid = "left_invalid", history, readError = "read_error", storeError = "store_error", peers, daemon
+        case store, model, vector, waiting, waitingForModel = "waiting_for_model", quarantined, leftInvalid = "left_invalid", history, readError = "read_error", storeError = "store_error", peers, daemon
     }
 
     public init(from decoder: any Decoder) throws {
@@ -188,6 +194,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         model = try container.decodeIfPresent(String.self, forKey: .model)
         vector = try container.decodeIfPresent(WireVector.self, forKey: .vector)?.vector
         waiting = try container.decodeIfPresent(Int.self, forKey: .waiting)
+        waitingForModel = try container.decodeIfPresent(Int.self, forKey: .waitingForModel)
         quarantined = try container.decodeIfPresent(Int.self, forKey: .quarantined)
         leftInvalid = try container.decodeIfPresent(Int.self, forKey: .leftInvalid)
         history = try container.decodeIfPresent(History.self, forKey: .history)
@@ -205,6 +212,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             try container.encode(model, forKey: .model)
             try container.encode(vector.map(WireVector.init), forKey: .vector)
             try container.encode(waiting, forKey: .waiting)
+            try container.encode(waitingForModel, forKey: .waitingForModel)
             try container.encode(quarantined, forKey: .quarantined)
             try container.encode(leftInvalid, forKey: .leftInvalid)
             try container.encode(history, forKey: .history)

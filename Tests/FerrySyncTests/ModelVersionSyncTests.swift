@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+
+/// Replicas that run different versions of one model for a while, as a fleet upgraded one
+/// server at a time does: what an earlier version made is translated and applied; what a
+/// later version made waits on a replica not yet upgraded and applies once it is; nothing stays
+/// held, and the replicas converge.
+@Suite("Replicas on different model versions")
+struct ModelVersionSyncTests {
+    static let version1 = try! ManagedObjectModel {
+        Entity("Note") { Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string) }
+    }
+    /// A rename (Renaming ID), a removal, a widened type, an optional and a required-with-default attribute.
+    static let version2 = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("body", .string, renamedFrom: "text"); Attribute("stars", .integer64)
+            Attribute("color", .string); Attribute("kind", .string, optional: false, default: .string("plain"))
+        }
+    }
+
+    /// A SQLite replica that can be reopened with another model version, keeping its file.
+    final class Peer {
+        let directory = TemporaryDirectory()
+        var store: SQLiteStore
+        var engine: ReplayEngine
+        var context: ManagedObjectContext
+
+        init() throws {
+            store = try SQLiteStore(path: directory.file("peer.sqlite"), model: ModelVersionSyncTests.version1)
+            engine = try ReplayEngine(store: store)
+            context = try PersistentContainer(store: store).newContext()
+        }
+
+        /// Reopens the file with version 2 (an upgrade), version 1 known as the earlier one.
+        func upgrade() throws {
+            store = try SQLiteStore(path: store.path, model: ModelVersionSyncTests.version2, options: .init(earlierModels: [ModelVersionSyncTests.version1]))
+            engine = try ReplayEngine(store: store)
+            context = try PersistentContainer(store: store).newContext()
+        }
+
+        /// Takes in what `other` has that this replica lacks (the context then reads the store afresh).
+        @discardableResult
+        func pull(from other: Peer) throws -> ApplyReport {
+            defer { context.reset() }
+            return try engine.apply(lines: other.store.changeSetLines(after: store.historyState().vector, limit: nil))
+        }
+
+        func note(_ field: String, _ text: String) throws -> ManagedObject {
+            try #require(try context.fetch(FetchRequest(entityName: "Note")).first { try $0.value(forKey: field) as? String == text })
+        }
+
+        func dump() throws -> [String] {
+            var lines: [String] = []
+            try StoreDump(store: store).write { lines.append($0) }
+            return lines
+        }
+    }
+
+    @Test("A rolling upgrade of two replicas with writes throughout: translated one way, waiting the other, converged with nothing held")
+    func rollingUpgrade() throws {
+        let a = try Peer(), b = try Peer()
+        try a.context.make("Note", ["text": "a1", "stars": Int16(1), "scratch": "x"])
+        try a.context.save()
+        try b.context.make("Note", ["text": "b1", "stars": Int16(2)])
+        try b.context.save()
+        try a.pull(from: b)
+        try b.pull(from: a)
+
+        // B is upgraded first; both keep writing.
+        try b.upgrade()
+        try b.context.make("Note", ["body": "b2", "stars": Int64(5), "color": "red"])
+        try b.note("body", "a1").setValue("a1, edited on b", forKey: "body")
+        try b.context.save()
+        try a.context.make("Note", ["text": "a2", "stars": Int16(3)])
+        try a.note("text", "b1").setValue(Int16(7), forKey: "stars")
+        try a.context.save()
+
+        // A's version-1 change sets are read in version 2 on B and applied, not held.
+        let onB = try b.pull(from: a)
+        #expect(onB.applied == 1 && onB.waiting == 0, "\(onB)")
+        #expect(try b.store.heldChangeSets().isEmpty)
+        #expect(try b.note("body", "a2").value(forKey: "kind") as? String == "plain")
+        #expect(try b.note("body", "b1").value(forKey: "stars") as? Int64 == 7)
+        // B's version-2 change sets wait on A, saying why.
+        let onA = try a.pull(from: b)
+        #expect(onA.waiting == 1 && onA.applied == 0, "\(onA)")
+        let held = try a.store.heldChangeSets()
+        #expect(held.count == 1 && held[0].reason.contains("does not know that version"), "\(held.map(\.reason))")
+        #expect(try a.store.backlog().waitingForModel == 1)
+
+        // A is upgraded: what waited applies, and nothing stays held on either side.
+        try a.upgrade()
+        for _ in 0..<3 {
+            try a.pull(from: b)
+            try b.pull(from: a)
+        }
+        #expect(try a.store.heldChangeSets().isEmpty && b.store.heldChangeSets().isEmpty)
+        #expect(try a.store.backlog().waitingForModel == 0)
+        #expect(try a.note("body", "a1, edited on b").value(forKey: "kind") as? String == "plain")
+        #expect(try a.note("body", "b2").value(forKey: "color") as? String == "red")
+        let dump = try a.dump()
+        #expect(dump.count == 4)
+        #expect(try b.dump() == dump)
+    }
+
+    @Test("An entity renamed between versions is not translated yet: its change sets wait, saying so")
+    func entityRenameWaits() throws {
+        let renamed = try ManagedObjectModel {
+            Entity("Memo", renamedFrom: "Note") { Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string) }
+        }
+        let a = try Peer(), b = try Peer()
+        try a.context.make("Note", ["text": "a1"])
+        try a.context.save()
+        b.store = try SQLiteStore(path: b.store.path, model: renamed, options: .init(earlierModels: [Self.version1]))
+        b.engine = try ReplayEngine(store: b.store)
+        let report = try b.pull(from: a)
+        #expect(report.waiting == 1)
+        #expect(try b.store.heldChangeSets().first?.reason.contains("renames entity Note to Memo") == true)
+    }
+}

@@ -18,7 +18,8 @@ struct InitCommand: AsyncParsableCommand {
     @OptionGroup var content: InitialContent
 
     func run() async throws {
-        let model = try loadModel(options.model)
+        let versions = try loadModelVersions(options.model)
+        let model = versions.current
         let path = options.store
         guard !FileManager.default.fileExists(atPath: path) else {
             throw CLIError("\(path) already exists; remove it or choose another path")
@@ -38,7 +39,7 @@ struct InitCommand: AsyncParsableCommand {
         try await content.fetch(to: partial)
         let installed: SQLiteStore.InstalledSnapshot
         do {
-            installed = try SQLiteStore.installSnapshot(at: partial, model: model)
+            installed = try SQLiteStore.installSnapshot(at: partial, model: model, earlierModels: versions.earlier)
         } catch {
             throw CLIError("the snapshot cannot start a store: \(error)")
         }

@@ -45,11 +45,12 @@ enum Bootstrap {
     }
 
     /// Downloads `peer`'s snapshot through `client` and installs it beside `storePath`.
-    static func prepare(from client: PeerClient, peer: String, storePath: String, model: ManagedObjectModel) async throws -> Prepared {
+    static func prepare(from client: PeerClient, peer: String, storePath: String, model: ManagedObjectModel,
+                        earlierModels: [ManagedObjectModel] = []) async throws -> Prepared {
         let path = "\(storePath).bootstrap-\(UUID().uuidString)"
         do {
             try await client.downloadSnapshot(to: path)
-            let installed = try SQLiteStore.installSnapshot(at: path, model: model)
+            let installed = try SQLiteStore.installSnapshot(at: path, model: model, earlierModels: earlierModels)
             return Prepared(peer: peer, path: path, installed: installed)
         } catch {
             SQLiteStore.removeFiles(at: path)
@@ -128,14 +129,16 @@ enum Bootstrap {
 actor BootstrapRequest {
     private let storePath: String
     private let model: ManagedObjectModel
+    private let earlierModels: [ManagedObjectModel]
     private let logger: Logger
     private var preparing = false
     private var prepared: Bootstrap.Prepared?
     private var stopServices: (@Sendable () async -> Void)?
 
-    init(storePath: String, model: ManagedObjectModel, logger: Logger) {
+    init(storePath: String, model: ManagedObjectModel, earlierModels: [ManagedObjectModel] = [], logger: Logger) {
         self.storePath = storePath
         self.model = model
+        self.earlierModels = earlierModels
         self.logger = logger
     }
 
@@ -151,7 +154,7 @@ actor BootstrapRequest {
         defer { preparing = false }
         logger.warning("\(peer) answered 410 (\(reason)); starting this store again from a snapshot of \(peer) (sync.bootstrap)")
         do {
-            let ready = try await Bootstrap.prepare(from: client, peer: peer, storePath: storePath, model: model)
+            let ready = try await Bootstrap.prepare(from: client, peer: peer, storePath: storePath, model: model, earlierModels: earlierModels)
             prepared = ready
             logger.notice("snapshot of \(peer) installed (\(ready.installed.vector.values.reduce(0, +)) change sets taken in); restarting the daemon's services on it")
             await stopServices?()

@@ -204,7 +204,8 @@ public enum Daemon {
         let model = settings.model
         while true {
             let allowed = configuration.sync.bootstrap && (lastBootstrap.map { Date().timeIntervalSince($0) > 3600 } ?? true)
-            settings.bootstrap = allowed ? BootstrapRequest(storePath: configuration.store.path, model: model, logger: logger) : nil
+            settings.bootstrap = allowed ? BootstrapRequest(storePath: configuration.store.path, model: model,
+                                                            earlierModels: settings.earlierModels, logger: logger) : nil
             let request = settings.bootstrap
             let group = try await assemble(settings, logger: logger, metrics: registry, stopsOnSignals: true, onListening: onListening)
             await request?.whenReady { await group.triggerGracefulShutdown() }

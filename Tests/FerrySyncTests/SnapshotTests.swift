@@ -143,4 +143,26 @@ struct SnapshotTests {
         #expect { try SQLiteStore.installSnapshot(at: other, model: Self.model, identifier: a.store.identifier) } throws: { "\($0)".contains("UUID of its own") }
         #expect(try SQLiteStore.historyState(atPath: other).store == a.store.identifier, "a refused snapshot keeps its source's UUID")
     }
+
+    @Test("A snapshot of an earlier model version installs and migrates when that version is named; unnamed, a removal is refused")
+    func earlierVersion() throws {
+        let directory = TemporaryDirectory()
+        let a = try Replica(model: Self.model)
+        try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
+        try a.context.save()
+        let path = directory.file("old.sqlite")
+        try #require(a.store as? SQLiteStore).writeSnapshot(to: path)
+        // The next version drops Organization and renames Person.name.
+        let next = try ManagedObjectModel(entities: Self.model.entities.filter { $0.name == "Person" }.map { entity in
+            var person = entity
+            person.ownAttributes = person.ownAttributes.map { var a = $0; if a.name == "name" { a.name = "fullName"; a.renamingIdentifier = "name" }; return a }
+            return person
+        })
+        #expect { try SQLiteStore.installSnapshot(at: path, model: next) } throws: { "\($0)".contains("entity 'Organization' was removed") }
+        try SQLiteStore.installSnapshot(at: path, model: next, earlierModels: [Self.model])
+        let store = try SQLiteStore(path: path, model: next)
+        let context = try PersistentContainer(store: store).newContext()
+        let person = try #require(try context.fetch(FetchRequest(entityName: "Person")).first)
+        #expect(try person.value(forKey: "fullName") as? String == "Ann")
+    }
 }

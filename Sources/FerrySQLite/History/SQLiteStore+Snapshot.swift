@@ -52,7 +52,7 @@ extension SQLiteStore {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
-    /// What ``installSnapshot(at:model:identifier:)`` made.
+    /// What ``installSnapshot(at:model:earlierModels:identifier:)`` made.
     public struct InstalledSnapshot: Sendable, Equatable {
         /// The UUID of the store the snapshot was taken from.
         public var source: UUID
@@ -67,17 +67,19 @@ extension SQLiteStore {
     /// Makes the snapshot file at `path` (written by ``writeSnapshot(to:)`` on any store of `model`,
     /// or of an earlier version of it) a store of its own, in place: checks that it is a sound
     /// Ferry store of this model, gives it the UUID `identifier`, and maps the objects the source
-    /// had inserted to the source's URIs. Nothing is changed when a check fails.
+    /// had inserted to the source's URIs. Nothing is changed when a check fails. A snapshot of
+    /// one of `earlierModels` migrates by every rule (``Options/earlierModels``).
     /// - Throws: ``StoreError/cannotOpen(path:reason:)`` for a file that is not a sound Ferry store;
     ///   ``StoreError/incompatibleModel(path:differences:)`` for another model.
     @discardableResult
-    public static func installSnapshot(at path: String, model: ManagedObjectModel, identifier: UUID = UUID()) throws(StoreError) -> InstalledSnapshot {
+    public static func installSnapshot(at path: String, model: ManagedObjectModel, earlierModels: [ManagedObjectModel] = [],
+                                       identifier: UUID = UUID()) throws(StoreError) -> InstalledSnapshot {
         try checkSnapshotFile(at: path)
         // Opening checks the model (and migrates a snapshot of an earlier version of it).
         let source: UUID
         var adopted = 0
         do {
-            let store = try SQLiteStore(path: path, model: model, options: Options(createIfMissing: false))
+            let store = try SQLiteStore(path: path, model: model, options: Options(createIfMissing: false, earlierModels: earlierModels))
             source = store.identifier
             guard source != identifier else {
                 throw StoreError.cannotOpen(path: path, reason: "the new store must have a UUID of its own, not its source's")

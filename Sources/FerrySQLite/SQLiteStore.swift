@@ -38,6 +38,8 @@ public final class SQLiteStore: PersistentStore {
     /// was opened with before (``knownModels()``). Change sets made with one of them are
     /// translated on replay; see ``ReplicaStore/earlierModels``.
     public let earlierModels: [ManagedObjectModel]
+    /// How each earlier version maps to the model, by version hash (for reading old history text).
+    let versionMappings: [String: ModelVersionMapping]
     /// The model's version hash, worked out once when the store opened (computing it
     /// hashes every entity), for decoding many change sets against the model.
     public var modelVersionHash: String { layout.modelVersionHash }
@@ -149,6 +151,23 @@ public final class SQLiteStore: PersistentStore {
         let archived = (try? pool.read { db in try ModelArchive.models(in: db) }) ?? []
         var seen: Set<String> = [layout.modelVersionHash]
         self.earlierModels = (options.earlierModels + archived).filter { seen.insert($0.versionHash).inserted }
+        self.versionMappings = Dictionary(uniqueKeysWithValues: earlierModels.map { ($0.versionHash, ModelVersionMapping(from: $0, to: model)) })
+    }
+
+    /// A change set's text read in this store's model version: as it is, or, made with an earlier
+    /// version the store knows, translated (``ChangeSetTranslation``); nil when it cannot be read
+    /// (a version the store does not know, or a translation refused).
+    func changeSetInKnownVersion(_ text: String) -> ChangeSet? {
+        switch try? ChangeSetCodec.decode(text, model: model, versionHash: modelVersionHash) {
+        case .changeSet(let changeSet)?:
+            return changeSet
+        case .otherModel(_, _, let hash)?:
+            guard let mapping = versionMappings[hash],
+                  case .changeSet(let old)? = try? ChangeSetCodec.decode(text, model: mapping.source, versionHash: hash) else { return nil }
+            return try? ChangeSetTranslation.translate(old, by: mapping)
+        case nil:
+            return nil
+        }
     }
 
     deinit {

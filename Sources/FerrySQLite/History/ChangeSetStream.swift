@@ -79,8 +79,6 @@ public struct ChangeSetUpdates: AsyncSequence, Sendable {
 extension SQLiteStore {
     /// Change sets recorded after `rank` that `vector` does not cover, and the last rank read.
     func changeSets(afterRank rank: Int64, excluding vector: VersionVector, limit: Int = 500) throws -> ([ChangeSet], Int64) {
-        let model = self.model
-        let versionHash = modelVersionHash
         return try read { db in
             var result: [ChangeSet] = []
             var last = rank
@@ -90,7 +88,7 @@ extension SQLiteStore {
                 guard let text: String = row[1], let origin = UUID(uuidString: text) else { continue }
                 let sequence: Int64 = row[2]
                 if sequence <= vector[origin, default: 0] { continue }
-                if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(try StoredBody.text(row[3]), model: model, versionHash: versionHash) {
+                if let changeSet = changeSetInKnownVersion(try StoredBody.text(row[3])) {
                     result.append(changeSet)
                 }
             }

@@ -29,9 +29,10 @@ extension SQLiteStore {
 
     /// The change sets not covered by `vector`, decoded.
     public func changeSets(after vector: VersionVector = [:], limit: Int? = nil) throws -> [ChangeSet] {
+        // (Change sets of an earlier model version come translated to the store's; see changeSetInKnownVersion.)
         try changeSetLines(after: vector, limit: limit).compactMap { line in
             if case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: model, versionHash: modelVersionHash) { return changeSet }
-            return nil
+            return changeSetInKnownVersion(line)
         }
     }
 }
@@ -89,7 +90,8 @@ extension SQLiteStore: ReplicaStore {
 
     private func tombstone(entity: String, text: String, clock: WriteClock) -> Tombstone {
         var values: [String: ChangeValue] = [:], memberships: [String: [String]] = [:]
-        if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(text, model: model, versionHash: modelVersionHash), let change = changeSet.changes.first {
+        // (A tombstone made before an upgrade is read in the version it was made with, translated.)
+        if let changeSet = changeSetInKnownVersion(text), let change = changeSet.changes.first {
             values = change.values
             memberships = change.added
         }

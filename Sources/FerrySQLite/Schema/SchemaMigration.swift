@@ -251,6 +251,29 @@ struct SchemaMigration {
         }
     }
 
+    /// Renames properties in the merge metadata too: the last-write clocks, ordered members'
+    /// positions and merged duplicates' carried values are kept by property name, and a renamed
+    /// property's must follow it (else an older write made before the rename would win against
+    /// the stored value: a test says so).
+    func renameHistoryProperties(_ db: Database, mapping: SchemaMapping, model: ManagedObjectModel) throws {
+        guard try db.tableExists("Z_FERRY_CLOCK") else { return }
+        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
+            guard let matches = propertyMatches[entity.name], let table = mapping.entities[entity.name]?.table,
+                  let root = mapping.entities[entity.rootName]?.number else { continue }
+            let family = mapping.family(of: entity)
+            let rows = "Z_PK IN (SELECT Z_PK FROM \(table) WHERE Z_ENT IN (\(family.map(String.init).joined(separator: ", "))))"
+            let names = ([entity.name] + entity.subentityNames).map { "'\($0)'" }.joined(separator: ", ")
+            for (new, old) in matches.sorted(by: { $0.key < $1.key }) where new != old && model.declaringEntityName(ofProperty: new, in: entity) == entity.name {
+                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CLOCK SET Z_PROPERTY = ? WHERE Z_ROOT = ? AND Z_PROPERTY = ? AND \(rows)",
+                               arguments: [new, root, old])
+                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_POSITION SET Z_RELATIONSHIP = ? WHERE Z_ROOT = ? AND Z_RELATIONSHIP = ? AND \(rows)",
+                               arguments: [new, root, old])
+                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CARRIED SET Z_PROPERTY = ? WHERE Z_PROPERTY = ? AND Z_ENTITY IN (\(names))",
+                               arguments: [new, old])
+            }
+        }
+    }
+
     /// After the new columns exist: moves retyped attributes' values to columns of their new
     /// type, and gives stored nils of newly required attributes the model's default.
     func finish(_ db: Database, mapping: inout SchemaMapping, model: ManagedObjectModel) throws {

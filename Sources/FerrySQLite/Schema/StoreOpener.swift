@@ -181,6 +181,7 @@ struct StoreOpener {
             try db.execute(sql: statement)
         }
         try migration.finish(db, mapping: &mapping, model: model)
+        try migration.renameHistoryProperties(db, mapping: mapping, model: model)
         try writePrimaryKeyRows(db, mapping: mapping)
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])

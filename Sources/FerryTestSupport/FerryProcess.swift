@@ -82,6 +82,10 @@ public enum FerryProcess {
             throw TimedOut(command: command, seconds: timeout,
                            standardError: "(it ended, but its output stayed open: a process it started still holds it)")
         }
+        // Read to their end: closed here, not whenever Foundation lets go of the process (a suite
+        // running hundreds of commands held 1,500 pipe descriptors, and Process.run crashed past 1,024).
+        try? output.fileHandleForReading.close()
+        try? error.fileHandleForReading.close()
         return Result(status: process.terminationStatus,
                       standardOutput: String(decoding: outputData, as: UTF8.self),
                       standardError: String(decoding: errorData, as: UTF8.self))

@@ -274,6 +274,30 @@ struct SchemaMigration {
         }
     }
 
+    /// Renames entities in the merge metadata: an object's URI names its entity, so every URI the
+    /// store keeps of an object of a renamed entity (the identity map and its runs, positions,
+    /// aliases, carried values, restores, tombstones) takes the new name, as change sets made
+    /// with the earlier version are translated (``ChangeSetTranslation/renamedURI(_:by:)``).
+    func renameHistoryEntities(_ db: Database) throws {
+        guard try db.tableExists("Z_FERRY_OBJECT") else { return }
+        // `x-coredata://` (13) and a store UUID (36) and `/`: the entity starts at character 51.
+        let columns: [(table: String, column: String)] = [
+            ("Z_FERRY_OBJECT", "Z_URI"), ("Z_FERRY_RANGE", "Z_PREFIX"), ("Z_FERRY_POSITION", "Z_MEMBER"), ("Z_FERRY_ALIAS", "Z_URI"),
+            ("Z_FERRY_ALIAS", "Z_SURVIVOR"), ("Z_FERRY_CARRIED", "Z_URI"), ("Z_FERRY_RESTORE", "Z_URI"), ("Z_FERRY_TOMBSTONE", "Z_URI"),
+        ]
+        for (new, old) in entityMatches.sorted(by: { $0.key < $1.key }) where new != old {
+            for (table, column) in columns {
+                try db.execute(sql: """
+                    UPDATE OR REPLACE \(table) SET \(column) = substr(\(column), 1, 50) || ? || substr(\(column), 51 + ?)
+                    WHERE substr(\(column), 51, ?) = ?
+                    """, arguments: [new, old.utf8.count, old.utf8.count + 2, old + "/p"])
+            }
+            for table in ["Z_FERRY_CARRIED", "Z_FERRY_TOMBSTONE"] {
+                try db.execute(sql: "UPDATE \(table) SET Z_ENTITY = ? WHERE Z_ENTITY = ?", arguments: [new, old])
+            }
+        }
+    }
+
     /// After the new columns exist: moves retyped attributes' values to columns of their new
     /// type, and gives stored nils of newly required attributes the model's default.
     func finish(_ db: Database, mapping: inout SchemaMapping, model: ManagedObjectModel) throws {

@@ -182,6 +182,7 @@ struct StoreOpener {
         }
         try migration.finish(db, mapping: &mapping, model: model)
         try migration.renameHistoryProperties(db, mapping: mapping, model: model)
+        try migration.renameHistoryEntities(db)
         try writePrimaryKeyRows(db, mapping: mapping)
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])

@@ -14,13 +14,13 @@ package enum ChangeSetTranslation {
     }
 
     /// `changeSet`, decoded with `mapping.source`, as `mapping.destination` would have written it.
-    /// - Throws: ``Refusal`` when the versions rename an entity (an object's URI names its
-    ///   entity, and renaming the URIs every replica holds is not done yet) or a value cannot
-    ///   take its new type.
+    /// An object's URI names its entity: across an entity rename, every URI of an object of the
+    /// renamed entity is rewritten too (``renamedURI(_:by:)``), as each store's migration rewrites
+    /// the URIs it keeps.
+    /// - Throws: ``Refusal`` when a value cannot take its new type.
     package static func translate(_ changeSet: ChangeSet, by mapping: ModelVersionMapping) throws(Refusal) -> ChangeSet {
-        if let (new, old) = mapping.entityMatches.first(where: { $0.key != $0.value }) {
-            throw Refusal(description: "the model version renames entity \(old) to \(new), and change sets are not translated across an entity rename yet")
-        }
+        let renamesEntities = mapping.entityMatches.contains { $0.key != $0.value }
+        let uri = { (text: String) -> String in renamesEntities ? renamedURI(text, by: mapping) : text }
         var translated = changeSet
         translated.modelHash = mapping.destination.versionHash
         translated.changes = []
@@ -30,6 +30,8 @@ package enum ChangeSetTranslation {
                   let entity = mapping.destination.entity(named: entityName) else { continue }  // the entity was removed
             var rewritten = change
             rewritten.entity = entityName
+            rewritten.uri = uri(change.uri)
+            rewritten.mergedInto = change.mergedInto.map(uri)
             /// The new name of a property of this change's entity (nil: removed).
             func renamed(_ property: String) -> String? { mapping.destinationProperty(ofSource: property, inSourceEntity: change.entity) }
             rewritten.values = [:]
@@ -43,6 +45,8 @@ package enum ChangeSetTranslation {
                     rewritten.values[name] = .attribute(converted)
                 case (.null, let description?) where !description.isOptional && description.defaultValue != nil:
                     rewritten.values[name] = description.defaultValue.map(ChangeValue.attribute) ?? .null
+                case (.object(let target), _):
+                    rewritten.values[name] = .object(uri(target))
                 default:
                     rewritten.values[name] = value
                 }
@@ -54,12 +58,28 @@ package enum ChangeSetTranslation {
                     if rewritten.values[attribute.name] == nil, let value = attribute.defaultValue { rewritten.values[attribute.name] = .attribute(value) }
                 }
             }
-            rewritten.added = renamedKeys(change.added, renamed)
-            rewritten.removed = renamedKeys(change.removed, renamed)
-            rewritten.positions = renamedKeys(change.positions, renamed)
+            rewritten.added = renamedKeys(change.added, renamed).mapValues { $0.map(uri) }
+            rewritten.removed = renamedKeys(change.removed, renamed).mapValues { $0.map(uri) }
+            rewritten.positions = renamedKeys(change.positions, renamed).mapValues { positions in
+                Dictionary(positions.map { (uri($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+            }
             translated.changes.append(rewritten)
         }
         return translated
+    }
+
+    /// `x-coredata://<STORE>/<Entity>/p<N>` with the entity's name in the later version (the
+    /// URI unchanged when its entity was not renamed, or it is not an object URI).
+    package static func renamedURI(_ uri: String, by mapping: ModelVersionMapping) -> String {
+        let prefix = "x-coredata://"
+        guard uri.hasPrefix(prefix) else { return uri }
+        let rest = uri.dropFirst(prefix.count)
+        guard let storeEnd = rest.firstIndex(of: "/") else { return uri }
+        let afterStore = rest[rest.index(after: storeEnd)...]
+        guard let entityEnd = afterStore.firstIndex(of: "/") else { return uri }
+        let entity = String(afterStore[..<entityEnd])
+        guard let renamed = mapping.destinationEntity(ofSource: entity), renamed != entity else { return uri }
+        return prefix + rest[...storeEnd] + renamed + afterStore[entityEnd...]
     }
 
     private static func renamedKeys<Value>(_ dictionary: [String: Value], _ renamed: (String) -> String?) -> [String: Value] {

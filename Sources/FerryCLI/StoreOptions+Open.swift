@@ -17,9 +17,12 @@ extension StoreOptions {
     /// store made with an earlier version of the bundle migrates to the current one.
     func openSQLiteStore() throws -> SQLiteStore {
         let versions = try loadModelVersions(model)
+        let progress = TerminalProgress(label: "ferry: migrating the store to the model's current version")
+        defer { progress.finish() }
         do {
             return try SQLiteStore(path: store, model: versions.current,
-                                   options: .init(createIfMissing: false, earlierModels: versions.earlier))
+                                   options: .init(createIfMissing: false, earlierModels: versions.earlier,
+                                                  migrationProgress: { step, number, total in progress.show("step \(number) of \(total), \(step)") }))
         } catch {
             throw CLIError(error)
         }

@@ -59,7 +59,7 @@ struct BufferedOutput {
 
 /// Progress of a long run on standard error, when it is a terminal (never into a pipe or a log):
 /// one line rewritten in place, cleared at the end.
-struct TerminalProgress {
+struct TerminalProgress: Sendable {
     let label: String
     let isShown = isatty(FileHandle.standardError.fileDescriptor) != 0
 
@@ -67,6 +67,12 @@ struct TerminalProgress {
         guard isShown else { return }
         let text = total.map { "\(label): \(count) of \($0)" } ?? "\(label): \(count)"
         FileHandle.standardError.write(Data("\r\(text)\u{1B}[K".utf8))
+    }
+
+    /// Shows `text` after the label.
+    func show(_ text: String) {
+        guard isShown else { return }
+        FileHandle.standardError.write(Data("\r\(label): \(text)\u{1B}[K".utf8))
     }
 
     func finish() {

@@ -103,7 +103,9 @@ public enum Daemon {
         } catch {
             throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
         }
-        let store = try SQLiteStore(path: configuration.store.path, model: settings.model, options: .init(earlierModels: settings.earlierModels))
+        let store = try SQLiteStore(path: configuration.store.path, model: settings.model, options: .init(
+            earlierModels: settings.earlierModels,
+            migrationProgress: { step, number, total in logger.info("migrating the store: step \(number) of \(total), \(step)") }))
         if let migration = store.migration {
             logger.notice("store migrated to the model's current version", metadata: [
                 "from": .string(migration.fromVersionHash), "to": .string(migration.toVersionHash),

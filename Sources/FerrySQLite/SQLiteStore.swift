@@ -77,15 +77,21 @@ public final class SQLiteStore: PersistentStore {
         /// defaults): opening a store with the wrong model file must never delete its objects, so,
         /// as Core Data does without the source version (134130), the open is refused instead.
         public var earlierModels: [ManagedObjectModel]
+        /// Hears each step of a migration as it starts (what it does, its number, how many there
+        /// are), for a progress line on a terminal: a migration that rewrites a large store runs
+        /// for a while inside the open.
+        public var migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)?
 
         /// Creates options.
         public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil,
-                    readOnly: Bool = false, earlierModels: [ManagedObjectModel] = []) {
+                    readOnly: Bool = false, earlierModels: [ManagedObjectModel] = [],
+                    migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)? = nil) {
             self.createIfMissing = createIfMissing
             self.busyTimeout = busyTimeout
             self.newStoreIdentifier = newStoreIdentifier
             self.readOnly = readOnly
             self.earlierModels = earlierModels
+            self.migrationProgress = migrationProgress
         }
     }
 
@@ -130,7 +136,7 @@ public final class SQLiteStore: PersistentStore {
             throw Self.openFailure(error, path: path)
         }
         let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier,
-                                 earlierModelHashes: Set(options.earlierModels.map(\.versionHash)))
+                                 earlierModelHashes: Set(options.earlierModels.map(\.versionHash)), progress: options.migrationProgress)
         let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
         // Installed once nothing can throw any more, so `deinit` (which removes it) always runs.
         if options.readOnly {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GRDB
 import Testing
 import FerryModel
@@ -189,7 +190,11 @@ struct LightweightMigrationTests {
             }
             Entity("Folder") { Attribute("name", .string); Attribute("color", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
         }
-        let migrated = try SQLiteStore(path: path, model: model, options: .init(earlierModels: [Self.version1]))
+        let steps = Mutex<[String]>([])
+        let migrated = try SQLiteStore(path: path, model: model, options: .init(earlierModels: [Self.version1], migrationProgress: { step, number, total in
+            steps.withLock { $0.append("\(number)/\(total) \(step)") }
+        }))
+        #expect(steps.withLock { $0 }.map { String($0.prefix(3)) } == ["1/5", "2/5", "3/5", "4/5", "5/5"], "\(steps.withLock { $0 })")
         let report = try #require(migrated.migration)
         #expect(report.fromVersionHash == Self.version1.versionHash && report.toVersionHash == model.versionHash)
         #expect(report.changes.sorted() == ["added Folder.color", "removed Memo.tags", "removed Memo.weight", "removed entity Tag", "renamed Folder.notes to memos",

@@ -20,6 +20,8 @@ struct StoreOpener {
     /// Version hashes of the model's earlier versions: a store of one of them may lose what the
     /// model removed; a store of any other model may not (see ``SQLiteStore/Options/earlierModels``).
     var earlierModelHashes: Set<String> = []
+    /// Hears each step of a migration (``SQLiteStore/Options/migrationProgress``).
+    var progress: (@Sendable (String, Int, Int) -> Void)?
 
     struct Opened {
         var identifier: UUID
@@ -165,8 +167,13 @@ struct StoreOpener {
                 "the store was made with a model that is not an earlier version of this one (its version hash \(metadata.modelVersionHash) is in none of the bundle's versions), so nothing is removed; if this is the right model, open the store with its .xcdatamodeld bundle holding the store's version, as Core Data needs the source model to migrate",
             ])
         }
+        let steps = ["removing what the new version removed", "adding what it added", "rewriting changed types and filling defaults",
+                     "renaming the merge metadata", "recording the new version"]
+        func step(_ number: Int) { progress?(steps[number], number + 1, steps.count) }
         var mapping = cache.mapping
+        step(0)
         try migration.apply(to: &mapping, in: db)
+        step(1)
         mapping.extend(for: model)
         // The columns of the mapping's tables only (not the history's), and the indexes there are:
         // an added attribute then costs about what SQLite's own ALTER TABLE does.
@@ -180,9 +187,12 @@ struct StoreOpener {
         for statement in SchemaDDL.statements(mapping: mapping, model: model, existingColumns: existingColumns, existingIndexes: existingIndexes) {
             try db.execute(sql: statement)
         }
+        step(2)
         try migration.finish(db, mapping: &mapping, model: model)
+        step(3)
         try migration.renameHistoryProperties(db, mapping: mapping, model: model)
         try migration.renameHistoryEntities(db)
+        step(4)
         try writePrimaryKeyRows(db, mapping: mapping)
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])

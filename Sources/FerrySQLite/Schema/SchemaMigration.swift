@@ -23,7 +23,7 @@ struct SchemaMigration {
     private(set) var retypedAttributes: [(entity: String, attribute: String, type: AttributeType)] = []
 
     /// Every change, in words, for the report (``MigrationReport/changes``).
-    func changes(old: ModelSignature, model: ManagedObjectModel) -> [String] {
+    func changes(to model: ManagedObjectModel) -> [String] {
         var result: [String] = []
         for entity in model.entities.sorted(by: { $0.name < $1.name }) {
             guard let oldName = entityMatches[entity.name] else {

@@ -58,10 +58,25 @@ struct RollingUpgradeTests {
             #expect(peers[index].log().contains("store migrated to the model's current version"), "\(peers[index].logExcerpt())")
         }
 
+        /// `ferry status` of a peer, parsed.
+        func status(_ peer: DaemonPeer) throws -> [String: Any] {
+            let output = try FerryProcess.run(["status", "--config", peer.configuration]).standardOutput
+            return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
+        }
+
         try writeEverywhere("start")
         for step in 0..<6 {
             try upgrade(step % 3)  // a, b, c to version 2, then a, b, c to version 3
             try writeEverywhere("after-\(step)")
+            if step == 0 {
+                // B, not yet upgraded, shows A's version and the change sets waiting for it.
+                let seen = try DaemonPeer.waitUntil(timeout: 20) {
+                    let document = try status(peers[1])
+                    let peerA = (document["peers"] as? [[String: Any]])?.first { $0["name"] as? String == "a" }
+                    return (document["waiting_for_model"] as? Int ?? 0) >= 1 && peerA?["model"] as? String == Self.version2.versionHash
+                }
+                #expect(seen, "b's status: \((try? status(peers[1])) ?? [:])")
+            }
         }
         // Everyone runs version 3: the last writes bring every replay round in; nothing may wait.
         let settled = try DaemonPeer.waitUntil(timeout: 60) {
@@ -78,5 +93,14 @@ struct RollingUpgradeTests {
         #expect(bodies == Set(written), "lost: \(Set(written).subtracting(bodies)); unexpected: \(bodies.subtracting(written))")
         #expect(notes.allSatisfy { ($0["values"] as? [String: Any])?["scratch"] == nil }, "the removed attribute is gone everywhere")
         #expect(notes.count == written.count)
+        for peer in peers {
+            // (A peer's version is refreshed when a round next asks it for its state.)
+            let upToDate = try DaemonPeer.waitUntil(timeout: 20) {
+                let document = try status(peer)
+                let models = Set(((document["peers"] as? [[String: Any]]) ?? []).compactMap { $0["model"] as? String })
+                return document["waiting_for_model"] as? Int == 0 && models == [Self.version3.versionHash]
+            }
+            #expect(upToDate, "\(peer.name): \((try? status(peer)) ?? [:])")
+        }
     }
 }

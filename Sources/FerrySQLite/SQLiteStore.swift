@@ -160,6 +160,17 @@ public final class SQLiteStore: PersistentStore {
         self.versionMappings = Dictionary(uniqueKeysWithValues: earlierModels.map { ($0.versionHash, ModelVersionMapping(from: $0, to: model)) })
     }
 
+    /// `uri` as earlier model versions spelled it, where one renamed the object's entity.
+    func earlierSpellings(of uri: String) -> [String] {
+        let prefix = "x-coredata://"
+        guard uri.hasPrefix(prefix), versionMappings.values.contains(where: { $0.entityMatches.contains { $0.key != $0.value } }) else { return [] }
+        let parts = uri.dropFirst(prefix.count).split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return [] }
+        let entity = String(parts[1])
+        let olds = Set(versionMappings.values.compactMap { mapping in mapping.entityMatches[entity].flatMap { $0 == entity ? nil : $0 } })
+        return olds.sorted().map { prefix + parts[0] + "/" + $0 + "/" + parts[2] }
+    }
+
     /// A change set's text read in this store's model version: as it is, or, made with an earlier
     /// version the store knows, translated (``ChangeSetTranslation``); nil when it cannot be read
     /// (a version the store does not know, or a translation refused).

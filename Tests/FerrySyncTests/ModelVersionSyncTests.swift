@@ -145,20 +145,39 @@ struct ModelVersionSyncTests {
         #expect(sets.first?.changes.first?.values["scratch"] == nil)
     }
 
+    static let linked = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string)
+            Relationship("parent", to: "Note", inverse: "children"); Relationship("children", to: "Note", inverse: "parent", toMany: true)
+        }
+    }
+    static let linkedRenamed = try! ManagedObjectModel {
+        Entity("Memo", renamedFrom: "Note") {
+            Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string)
+            Relationship("parent", to: "Memo", inverse: "children"); Relationship("children", to: "Memo", inverse: "parent", toMany: true)
+        }
+    }
+
+    @Test("A tombstone buried before an entity rename is still found by the object it names, under its new URI")
+    func tombstonesAcrossEntityRename() throws {
+        let a = try Peer(model: Self.linked)
+        let parent = try a.context.make("Note", ["text": "parent"])
+        let child = try a.context.make("Note", ["text": "child"])
+        try child.setValue(parent, forKey: "parent")
+        try a.context.save()
+        a.context.delete(child)
+        try a.context.save()
+        let parentURI = parent.objectID.uriString.replacingOccurrences(of: "/Note/", with: "/Memo/")
+        let childURI = child.objectID.uriString.replacingOccurrences(of: "/Note/", with: "/Memo/")
+        let store = try SQLiteStore(path: a.store.path, model: Self.linkedRenamed, options: .init(earlierModels: [Self.linked]))
+        let found = try store.tombstones(referringTo: parentURI)
+        #expect(Set(found.keys) == [childURI], "\(found)")
+        #expect(found[childURI]?.entity == "Memo" && found[childURI]?.names(parentURI) == true)
+    }
+
     @Test("An entity renamed between versions: URIs follow the rename on every replica, change sets translate both ways of the upgrade, and the replicas converge")
     func entityRename() throws {
-        let renamed = try ManagedObjectModel {
-            Entity("Memo", renamedFrom: "Note") {
-                Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string)
-                Relationship("parent", to: "Memo", inverse: "children"); Relationship("children", to: "Memo", inverse: "parent", toMany: true)
-            }
-        }
-        let withLinks = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string)
-                Relationship("parent", to: "Note", inverse: "children"); Relationship("children", to: "Note", inverse: "parent", toMany: true)
-            }
-        }
+        let renamed = Self.linkedRenamed, withLinks = Self.linked
         let a = try Peer(model: withLinks), b = try Peer(model: withLinks)
         let root = try a.context.make("Note", ["text": "root"])
         try a.context.save()

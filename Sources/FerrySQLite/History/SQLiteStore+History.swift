@@ -81,7 +81,12 @@ extension SQLiteStore: ReplicaStore {
     public func tombstones(referringTo uri: String) throws -> [String: Tombstone] {
         let store = identifier
         var result: [String: Tombstone] = [:]
-        for found in try read({ db in try HistoryLog(db: db, store: store).tombstones(naming: uri) }) {
+        // A tombstone buried before an entity rename names the object as it was then called.
+        let spellings = [uri] + earlierSpellings(of: uri)
+        let found = try read { db in
+            try spellings.flatMap { spelling in try HistoryLog(db: db, store: store).tombstones(naming: spelling) }
+        }
+        for found in found where result[found.uri] == nil {
             let tombstone = tombstone(entity: found.entity, text: found.text, clock: found.clock)
             if tombstone.names(uri) { result[found.uri] = tombstone }
         }

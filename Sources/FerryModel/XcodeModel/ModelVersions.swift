@@ -4,7 +4,9 @@
 public struct ModelVersions: Sendable {
     /// One version: its folder name (without `.xcdatamodel`) and its model.
     public struct Version: Sendable {
+        /// The version's folder name, without `.xcdatamodel` (`Model 2`).
         public var name: String
+        /// The version's model.
         public var model: ManagedObjectModel
     }
 

@@ -16,16 +16,6 @@ import FerrySQLite
 import FerryTestSupport
 
 enum MigrationWorkload {
-    /// OrgChart with `change` applied to Person's own attributes.
-    static func variant(of model: ManagedObjectModel, _ change: (inout [AttributeDescription]) -> Void) throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: model.entities.map { entity in
-            guard entity.name == "Person" else { return entity }
-            var person = entity
-            change(&person.ownAttributes)
-            return person
-        }, fetchRequestTemplates: Array(model.fetchRequestTemplates.values), userInfo: model.userInfo)
-    }
-
     /// Seconds of `sql` in an immediate transaction on `path`, to its durable commit, with raw sqlite3.
     static func rawTransaction(_ sql: String, path: String) throws -> Double {
         var db: OpaquePointer?
@@ -60,12 +50,12 @@ enum MigrationWorkload {
         print(String(format: "  store made in %.1f s (%.1f MB)", made, Double(try StoreFileSize.bytes(source)) / 1_048_576))
         let rawInsertSeconds = try rawInsert(settings, model: model, path: directory.file("raw-insert.sqlite"))
 
-        let added = try variant(of: model) { $0.append(AttributeDescription(name: "nickname", type: .string)) }
-        let renamed = try variant(of: model) { attributes in
-            attributes = attributes.map { var a = $0; if a.name == "name" { a.name = "fullName"; a.renamingIdentifier = "name" }; return a }
+        let added = try personVariant(of: model) { $0.ownAttributes.append(AttributeDescription(name: "nickname", type: .string)) }
+        let renamed = try personVariant(of: model) { person in
+            person.ownAttributes = person.ownAttributes.map { var a = $0; if a.name == "name" { a.name = "fullName"; a.renamingIdentifier = "name" }; return a }
         }
-        let retyped = try variant(of: model) { attributes in
-            attributes = attributes.map { var a = $0; if a.name == "id" { a.type = .decimal; a.defaultValue = .decimal(0) }; return a }
+        let retyped = try personVariant(of: model) { person in
+            person.ownAttributes = person.ownAttributes.map { var a = $0; if a.name == "id" { a.type = .decimal; a.defaultValue = .decimal(0) }; return a }
         }
         let copyPath = directory.file("copy.sqlite")
         /// Best times of opening a fresh copy with `target` (migrating): the migration alone, the

@@ -172,15 +172,22 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> (seconds: Do
 /// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
 /// inserted key against the store.
 func uniqueIDVariant(of model: ManagedObjectModel) throws -> ManagedObjectModel {
-    let entities = model.entities.map { entity -> EntityDescription in
-        guard entity.name == "Person" else { return entity }
-        var person = entity
+    try personVariant(of: model) { person in
         person.ownAttributes = person.ownAttributes.map { attribute in
             var attribute = attribute
             if attribute.name == "id" { attribute.isIndexed = true }
             return attribute
         }
         person.uniquenessConstraints = [["id"]]
+    }
+}
+
+/// OrgChart with `change` made to its Person entity (the rest as it is).
+func personVariant(of model: ManagedObjectModel, _ change: (inout EntityDescription) -> Void) throws -> ManagedObjectModel {
+    let entities = model.entities.map { entity -> EntityDescription in
+        guard entity.name == "Person" else { return entity }
+        var person = entity
+        change(&person)
         return person
     }
     return try ManagedObjectModel(entities: entities, fetchRequestTemplates: Array(model.fetchRequestTemplates.values), userInfo: model.userInfo,

@@ -68,7 +68,7 @@ enum Bootstrap {
         var quarantined = 0
         do {
             let old = try SQLiteStore(path: storePath, model: model, options: .init(createIfMissing: false, earlierModels: earlierModels))
-            let new = try SQLiteStore(path: prepared.path, model: model, options: .init(createIfMissing: false, earlierModels: earlierModels + old.earlierModels))
+            let new = try SQLiteStore(path: prepared.path, model: model, options: .init(createIfMissing: false, earlierModels: old.earlierModels))
             // Everything the old store holds and the snapshot lacks: its own saves no peer has yet,
             // change sets of others it took in since, and those it holds back or quarantined.
             var lines = try old.changeSetLines(after: new.historyState().vector, limit: nil)

@@ -38,8 +38,8 @@ public final class SQLiteStore: PersistentStore {
     /// was opened with before (``knownModels()``). Change sets made with one of them are
     /// translated on replay; see ``ReplicaStore/earlierModels``.
     public let earlierModels: [ManagedObjectModel]
-    /// How each earlier version maps to the model, by version hash (for reading old history text).
-    let versionMappings: [String: ModelVersionMapping]
+    /// Reads text of the earlier versions (history, tombstones, change sets received) in the model's.
+    package let versionTranslator: VersionTranslator
     /// The model's version hash, worked out once when the store opened (computing it
     /// hashes every entity), for decoding many change sets against the model.
     public var modelVersionHash: String { layout.modelVersionHash }
@@ -153,22 +153,14 @@ public final class SQLiteStore: PersistentStore {
         self.migration = opened.migration
         self.immutableFolder = immutableFolder
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
-        // (A damaged archive leaves only the given versions: change sets of the others then wait, visibly.)
-        let archived = (try? pool.read { db in try ModelArchive.models(in: db) }) ?? []
+        // The archive's versions not given already (none for a store never opened with another version:
+        // no model text is read). A damaged archive leaves only the given versions: change sets of
+        // the others then wait, visibly.
         var seen: Set<String> = [layout.modelVersionHash]
-        self.earlierModels = (options.earlierModels + archived).filter { seen.insert($0.versionHash).inserted }
-        self.versionMappings = Dictionary(uniqueKeysWithValues: earlierModels.map { ($0.versionHash, ModelVersionMapping(from: $0, to: model)) })
-    }
-
-    /// `uri` as earlier model versions spelled it, where one renamed the object's entity.
-    func earlierSpellings(of uri: String) -> [String] {
-        let prefix = "x-coredata://"
-        guard uri.hasPrefix(prefix), versionMappings.values.contains(where: { $0.entityMatches.contains { $0.key != $0.value } }) else { return [] }
-        let parts = uri.dropFirst(prefix.count).split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return [] }
-        let entity = String(parts[1])
-        let olds = Set(versionMappings.values.compactMap { mapping in mapping.entityMatches[entity].flatMap { $0 == entity ? nil : $0 } })
-        return olds.sorted().map { prefix + parts[0] + "/" + $0 + "/" + parts[2] }
+        let given = options.earlierModels.filter { seen.insert($0.versionHash).inserted }
+        let archived = (try? pool.read { db in try ModelArchive.models(in: db, except: seen) }) ?? []
+        self.earlierModels = given + archived
+        self.versionTranslator = VersionTranslator(model: model, earlierModels: earlierModels)
     }
 
     /// A change set's text read in this store's model version: as it is, or, made with an earlier
@@ -179,9 +171,8 @@ public final class SQLiteStore: PersistentStore {
         case .changeSet(let changeSet)?:
             return changeSet
         case .otherModel(_, _, let hash)?:
-            guard let mapping = versionMappings[hash],
-                  case .changeSet(let old)? = try? ChangeSetCodec.decode(text, model: mapping.source, versionHash: hash) else { return nil }
-            return try? ChangeSetTranslation.translate(old, by: mapping)
+            guard case .translated(let changeSet) = versionTranslator.translate(text, madeWith: hash) else { return nil }
+            return changeSet
         case nil:
             return nil
         }

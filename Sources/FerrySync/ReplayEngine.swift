@@ -22,6 +22,8 @@ public struct ReplayEngine: Sendable {
     /// The store change sets are applied to.
     public let store: any ReplicaStore
     private let container: PersistentContainer
+    /// Reads change sets of the store's earlier model versions in its own (its versions are fixed at open).
+    private let translator: VersionTranslator
     /// Whether change sets that only insert new objects skip the context
     /// (``DirectInsertReplay``); tests turn it off to compare the two paths.
     package var usesDirectInserts = true
@@ -30,6 +32,7 @@ public struct ReplayEngine: Sendable {
     public init(store: any ReplicaStore) throws {
         self.store = store
         self.container = try PersistentContainer(store: store)
+        self.translator = VersionTranslator(model: store.model, earlierModels: store.earlierModels)
     }
 
     /// An engine that merges through `container` (so the validators registered
@@ -38,6 +41,7 @@ public struct ReplayEngine: Sendable {
         guard let store = container.store as? any ReplicaStore else { throw ReplayError.notReplicaStore }
         self.store = store
         self.container = container
+        self.translator = VersionTranslator(model: store.model, earlierModels: store.earlierModels)
     }
 
     /// Applies change sets given as JSON lines (empty lines are skipped). Every
@@ -70,18 +74,16 @@ public struct ReplayEngine: Sendable {
     /// Applies a checked batch (as ``apply(lines:)`` does once it has checked every line).
     func apply(_ batch: CheckedBatch) throws -> ApplyReport {
         var decoded: [(changeSet: ChangeSet, body: String)] = []
-        var otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)] = []
-        var translator: VersionTranslator?
+        var otherModel: [OtherModelLine] = []
         for (outcome, line) in batch.entries {
             switch outcome {
             case .changeSet(let changeSet): decoded.append((changeSet, line))
             case .otherModel(let origin, let sequence, let hash):
                 // Made with an earlier version this store knows: read in this one, recorded as it came.
-                if translator == nil { translator = VersionTranslator(store: store) }
-                switch translator?.translate(line, madeWith: hash) {
-                case .translated(let changeSet)?: decoded.append((changeSet, line))
-                case .refused(let why)?: otherModel.append((origin, sequence, hash, line, why))
-                case .unknownVersion?, nil: otherModel.append((origin, sequence, hash, line, nil))
+                switch translator.translate(line, madeWith: hash) {
+                case .translated(let changeSet): decoded.append((changeSet, line))
+                case .refused(let why): otherModel.append((origin, sequence, hash, line, why))
+                case .unknownVersion: otherModel.append((origin, sequence, hash, line, nil))
                 }
             }
         }
@@ -90,7 +92,7 @@ public struct ReplayEngine: Sendable {
 
     /// Applies decoded change sets (their canonical text is recorded).
     public func apply(_ changeSets: [ChangeSet]) throws -> ApplyReport {
-        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [] as [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)])
+        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [])
     }
 
     /// The first change set of `horizon` (origin, sequence) that `changeSet` does not know of: neither
@@ -103,6 +105,9 @@ public struct ReplayEngine: Sendable {
         return nil
     }
 
+    /// A line made with a model version this store cannot read now, and why when it knows the version.
+    private typealias OtherModelLine = (origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)
+
     private struct Key: Hashable, Comparable {
         var origin: String
         var sequence: Int64
@@ -110,7 +115,7 @@ public struct ReplayEngine: Sendable {
     }
 
     private func apply(_ batch: [(changeSet: ChangeSet, body: String)],
-                       otherModel: [(origin: UUID, sequence: Int64, hash: String, body: String, reason: String?)]) throws -> ApplyReport {
+                       otherModel: [OtherModelLine]) throws -> ApplyReport {
         var report = ApplyReport()
         let start = try store.replayStart()
         var vector = start.vector
@@ -136,7 +141,6 @@ public struct ReplayEngine: Sendable {
             }
         }
         var queue: [Key: (changeSet: ChangeSet, body: String, held: Bool)] = [:]
-        var translator: VersionTranslator?
         for held in start.held {
             let changeSet: ChangeSet
             switch try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) {
@@ -144,8 +148,7 @@ public struct ReplayEngine: Sendable {
                 changeSet = current
             case .otherModel(_, _, let hash)?:
                 // Held before this store knew its version (it was upgraded since): read it in this one now.
-                if translator == nil { translator = VersionTranslator(store: store) }
-                guard case .translated(let translated)? = translator?.translate(held.body, madeWith: hash) else { continue }
+                guard case .translated(let translated) = translator.translate(held.body, madeWith: hash) else { continue }
                 changeSet = translated
             case nil:
                 continue

@@ -3,7 +3,7 @@ import Foundation
 /// Writes a model as the `contents` XML Xcode keeps in a `.xcdatamodel` folder: everything
 /// ``XcodeModelReader`` reads, so that reading the text back gives an equal model. A store
 /// keeps each model version it has known in this form (``ManagedObjectModel`` has no other
-/// serialized form), and `ferry model init` could write it.
+/// serialized form).
 public enum XcodeModelWriter {
     /// The `contents` XML of `model`, entities sorted by name as Xcode sorts them.
     public static func contents(of model: ManagedObjectModel) -> String {

@@ -82,7 +82,7 @@ extension SQLiteStore: ReplicaStore {
         let store = identifier
         var result: [String: Tombstone] = [:]
         // A tombstone buried before an entity rename names the object as it was then called.
-        let spellings = [uri] + earlierSpellings(of: uri)
+        let spellings = [uri] + versionTranslator.earlierSpellings(of: uri)
         let found = try read { db in
             try spellings.flatMap { spelling in try HistoryLog(db: db, store: store).tombstones(naming: spelling) }
         }

@@ -12,17 +12,19 @@ enum ModelArchive {
         CREATE TABLE IF NOT EXISTS Z_FERRY_MODEL (Z_HASH TEXT PRIMARY KEY, Z_CONTENTS TEXT NOT NULL, Z_FIRST_OPENED REAL NOT NULL)
         """
 
-    /// Keeps `model` (once per version hash).
+    /// Keeps `model` (once per version hash: written only the first time it opens the store).
     static func record(_ model: ManagedObjectModel, in db: Database) throws {
         try db.execute(sql: createTable)
-        try db.execute(sql: "INSERT OR IGNORE INTO Z_FERRY_MODEL (Z_HASH, Z_CONTENTS, Z_FIRST_OPENED) VALUES (?, ?, ?)",
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM Z_FERRY_MODEL WHERE Z_HASH = ?", arguments: [model.versionHash]) == nil else { return }
+        try db.execute(sql: "INSERT INTO Z_FERRY_MODEL (Z_HASH, Z_CONTENTS, Z_FIRST_OPENED) VALUES (?, ?, ?)",
                        arguments: [model.versionHash, XcodeModelWriter.contents(of: model), Date().timeIntervalSince1970])
     }
 
-    /// The kept models, oldest first.
-    static func models(in db: Database) throws -> [ManagedObjectModel] {
+    /// The kept models, oldest first, but those whose version hash is in `known` (not read at all).
+    static func models(in db: Database, except known: Set<String> = []) throws -> [ManagedObjectModel] {
         guard try db.tableExists("Z_FERRY_MODEL") else { return [] }
-        return try Row.fetchAll(db, sql: "SELECT Z_HASH, Z_CONTENTS FROM Z_FERRY_MODEL ORDER BY Z_FIRST_OPENED, Z_HASH").map { row in
+        let rows = try Row.fetchAll(db, sql: "SELECT Z_HASH, Z_CONTENTS FROM Z_FERRY_MODEL ORDER BY Z_FIRST_OPENED, Z_HASH")
+        return try rows.filter { !known.contains($0[0]) }.map { row in
             let hash: String = row[0]
             let contents: String = row[1]
             do {

@@ -9,14 +9,16 @@ import FerryStore
 /// removed. Every rule is in docs/STORE.md ("Migration"). A difference no rule covers is refused,
 /// named, before anything is written; the whole migration runs in the open's one transaction.
 struct SchemaMigration {
+    /// How the stored shape's entities and properties correspond to the new model's.
+    private let versions: ModelVersionMapping
     /// New entity name → old entity name, for every entity the old model had and the new one keeps.
-    private(set) var entityMatches: [String: String] = [:]
+    private var entityMatches: [String: String] { versions.entityMatches }
     /// New entity name → (new property name → old property name), for kept persistent properties.
-    private(set) var propertyMatches: [String: [String: String]] = [:]
+    private var propertyMatches: [String: [String: String]] { versions.propertyMatches }
     /// Old entities with no counterpart: their objects are deleted.
-    private(set) var removedEntities: [String] = []
+    private var removedEntities: [String] { versions.removedEntities }
     /// (new entity, old property) pairs with no counterpart: their values are dropped.
-    private(set) var removedProperties: [(entity: String, property: String)] = []
+    private var removedProperties: [(entity: String, property: String)] { versions.removedProperties }
     /// Attributes whose stored nil becomes the model's default (optional → required, or a new required attribute).
     private(set) var defaultsToFill: [(entity: String, attribute: String, value: AttributeValue)] = []
     /// Attributes whose column must change type (the old and the new SQLite column types differ).
@@ -63,11 +65,8 @@ struct SchemaMigration {
             throw StoreError.cannotOpen(path: path, reason: "the model shape stored in the file cannot be read back (\(error)); the file is damaged")
         }
         let versions = ModelVersionMapping(from: previousModel, to: model)
+        self.versions = versions
         var problems = versions.conflicts
-        entityMatches = versions.entityMatches
-        propertyMatches = versions.propertyMatches
-        removedEntities = versions.removedEntities
-        removedProperties = versions.removedProperties
         // The new name of an old entity, for comparing destinations and parents.
         let renamed = { (oldName: String?) -> String? in oldName.map { versions.destinationEntity(ofSource: $0) ?? "(removed \($0))" } }
 
@@ -177,10 +176,10 @@ struct SchemaMigration {
     // MARK: - Applying
 
     /// Rewrites `mapping` and the file to match: renames in the mapping only (no row is
-    /// rewritten), removed entities' rows deleted and removed properties' columns dropped,
-    /// defaults filled, changed types moved to new columns. New entities and properties are
-    /// left to ``SchemaMapping/extend(for:)`` and ``SchemaDDL``, which the caller runs next;
-    /// ``finish(_:mapping:model:)`` then fills defaults and retyped columns.
+    /// rewritten), removed entities' rows deleted and removed properties' columns and join tables
+    /// dropped. New entities and properties are left to ``SchemaMapping/extend(for:)`` and
+    /// ``SchemaDDL``, which the caller runs next; ``finish(_:mapping:model:)`` then moves changed
+    /// types to new columns and fills defaults.
     func apply(to mapping: inout SchemaMapping, in db: Database) throws {
         var columnsToDrop: [(table: String, column: String)] = []
         var tablesToDrop: [String] = []
@@ -211,16 +210,16 @@ struct SchemaMigration {
             }
         }
         // Renames: the mapping's keys follow the new names; tables and columns keep theirs.
+        let newEntity = { (old: String) -> String in self.versions.destinationEntity(ofSource: old) ?? old }
         var renamedEntities: [String: SchemaMapping.EntityMapping] = [:]
         for (name, entity) in mapping.entities {
-            let newName = entityMatches.first { $0.value == name }?.key ?? name
+            let newName = newEntity(name)
             var moved = entity
-            let properties = propertyMatches[newName] ?? [:]
-            let newProperty = { (old: String) -> String in properties.first { $0.value == old }?.key ?? old }
+            let newProperty = { (old: String) -> String in self.versions.destinationProperty(ofSource: old, inSourceEntity: name) ?? old }
             moved.columns = Dictionary(uniqueKeysWithValues: entity.columns.map { (newProperty($0.key), $0.value) })
             moved.entityColumns = Dictionary(uniqueKeysWithValues: entity.entityColumns.map { (newProperty($0.key), $0.value) })
             moved.orderColumns = Dictionary(uniqueKeysWithValues: entity.orderColumns.map { (newProperty($0.key), $0.value) })
-            moved.parent = entity.parent.map { parent in entityMatches.first { $0.value == parent }?.key ?? parent }
+            moved.parent = entity.parent.map(newEntity)
             renamedEntities[newName] = moved
             if newName != name {
                 try db.execute(sql: "UPDATE Z_PRIMARYKEY SET Z_NAME = ? WHERE Z_ENT = ?", arguments: [newName, entity.number])
@@ -231,12 +230,11 @@ struct SchemaMigration {
         for (key, join) in mapping.joinTables {
             let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { renamedJoins[key] = join; continue }
-            let newEntity = entityMatches.first { $0.value == parts[0] }?.key ?? parts[0]
-            let newRelationship = propertyMatches[newEntity]?.first { $0.value == parts[1] }?.key ?? parts[1]
+            let newRelationship = versions.destinationProperty(ofSource: parts[1], inSourceEntity: parts[0]) ?? parts[1]
             var moved = join
-            moved.canonicalEntity = entityMatches.first { $0.value == join.canonicalEntity }?.key ?? join.canonicalEntity
-            moved.otherEntity = entityMatches.first { $0.value == join.otherEntity }?.key ?? join.otherEntity
-            renamedJoins["\(newEntity).\(newRelationship)"] = moved
+            moved.canonicalEntity = newEntity(join.canonicalEntity)
+            moved.otherEntity = newEntity(join.otherEntity)
+            renamedJoins["\(newEntity(parts[0])).\(newRelationship)"] = moved
         }
         mapping.joinTables = renamedJoins
         // Drop what nothing uses any more (a column may be shared by subentities that keep it).
@@ -277,7 +275,7 @@ struct SchemaMigration {
     /// Renames entities in the merge metadata: an object's URI names its entity, so every URI the
     /// store keeps of an object of a renamed entity (the identity map and its runs, positions,
     /// aliases, carried values, restores, tombstones) takes the new name, as change sets made
-    /// with the earlier version are translated (``ChangeSetTranslation/renamedURI(_:by:)``).
+    /// with the earlier version are translated (``ObjectURIComponents/renamingEntity(of:_:)``).
     func renameHistoryEntities(_ db: Database) throws {
         guard try db.tableExists("Z_FERRY_OBJECT") else { return }
         // `x-coredata://` (13) and a store UUID (36) and `/`: the entity starts at character 51.
@@ -337,5 +335,5 @@ public struct MigrationReport: Sendable, Equatable {
     /// Each change, in words ("renamed Note.stars to rating", "removed entity Tag", …).
     public let changes: [String]
     /// How long the migration took, to the durable commit of the open's transaction.
-    public let seconds: Double
+    public internal(set) var seconds: Double
 }

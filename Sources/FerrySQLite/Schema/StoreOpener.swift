@@ -58,9 +58,8 @@ struct StoreOpener {
                 }
                 guard var opened else { throw StoreError.cannotOpen(path: path, reason: "the store could not be initialised") }
                 // A migration's time runs to its durable commit, as a user waits for it.
-                if let started = opened.migrationStarted, let report = opened.migration {
-                    opened.migration = MigrationReport(fromVersionHash: report.fromVersionHash, toVersionHash: report.toVersionHash, changes: report.changes,
-                                                       seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                if let started = opened.migrationStarted {
+                    opened.migration?.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
                 }
                 return opened
             }
@@ -106,7 +105,7 @@ struct StoreOpener {
             }
             return try create(db)
         }
-        return try migrate(db, existingTables: tables)
+        return try migrate(db)
     }
 
     private func create(_ db: Database) throws -> Opened {
@@ -144,7 +143,7 @@ struct StoreOpener {
         return (identifier, metadata, cache)
     }
 
-    private func migrate(_ db: Database, existingTables: Set<String>) throws -> Opened {
+    private func migrate(_ db: Database) throws -> Opened {
         let (identifier, metadata, cache) = try readMetadata(db)
         let signature = ModelSignature(model: model)
         if metadata.modelVersionHash == model.versionHash && cache.signature == signature {

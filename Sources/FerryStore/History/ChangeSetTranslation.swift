@@ -15,12 +15,14 @@ package enum ChangeSetTranslation {
 
     /// `changeSet`, decoded with `mapping.source`, as `mapping.destination` would have written it.
     /// An object's URI names its entity: across an entity rename, every URI of an object of the
-    /// renamed entity is rewritten too (``renamedURI(_:by:)``), as each store's migration rewrites
+    /// renamed entity is rewritten too (``ObjectURIComponents/renamingEntity(of:_:)``), as each store's migration rewrites
     /// the URIs it keeps.
     /// - Throws: ``Refusal`` when a value cannot take its new type.
     package static func translate(_ changeSet: ChangeSet, by mapping: ModelVersionMapping) throws(Refusal) -> ChangeSet {
         let renamesEntities = mapping.entityMatches.contains { $0.key != $0.value }
-        let uri = { (text: String) -> String in renamesEntities ? renamedURI(text, by: mapping) : text }
+        let uri = { (text: String) -> String in
+            renamesEntities ? ObjectURIComponents.renamingEntity(of: text) { mapping.destinationEntity(ofSource: $0) } : text
+        }
         var translated = changeSet
         translated.modelHash = mapping.destination.versionHash
         translated.changes = []
@@ -66,20 +68,6 @@ package enum ChangeSetTranslation {
             translated.changes.append(rewritten)
         }
         return translated
-    }
-
-    /// `x-coredata://<STORE>/<Entity>/p<N>` with the entity's name in the later version (the
-    /// URI unchanged when its entity was not renamed, or it is not an object URI).
-    package static func renamedURI(_ uri: String, by mapping: ModelVersionMapping) -> String {
-        let prefix = "x-coredata://"
-        guard uri.hasPrefix(prefix) else { return uri }
-        let rest = uri.dropFirst(prefix.count)
-        guard let storeEnd = rest.firstIndex(of: "/") else { return uri }
-        let afterStore = rest[rest.index(after: storeEnd)...]
-        guard let entityEnd = afterStore.firstIndex(of: "/") else { return uri }
-        let entity = String(afterStore[..<entityEnd])
-        guard let renamed = mapping.destinationEntity(ofSource: entity), renamed != entity else { return uri }
-        return prefix + rest[...storeEnd] + renamed + afterStore[entityEnd...]
     }
 
     private static func renamedKeys<Value>(_ dictionary: [String: Value], _ renamed: (String) -> String?) -> [String: Value] {

@@ -74,8 +74,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     /// `x-coredata://<STORE>/<Entity>/p<N>`, written into one buffer: this runs once per object
     /// a put reports or a change set names, and interpolation with `uuidString` cost 0.5 µs.
     static func permanentURI(store: UUID, entityName: String, primaryKey: Int64) -> String {
-        let capacity = "x-coredata://".utf8.count + 36 + 1 + entityName.utf8.count + 2 + 20
-        return String(unsafeUninitializedCapacity: capacity) { buffer in
+        String(unsafeUninitializedCapacity: longestPermanentURI(entityName: entityName)) { buffer in
             var position = 0
             writePermanentURI(store: store, entityName: entityName, primaryKey: primaryKey) { byte in
                 buffer[position] = byte
@@ -93,7 +92,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         }
         // Room for the longest form first, then the bytes written in place and the rest cut off.
         let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0, count: "x-coredata://".utf8.count + 36 + 1 + entityName.utf8.count + 2 + 20))
+        bytes.append(contentsOf: repeatElement(0, count: Self.longestPermanentURI(entityName: entityName)))
         let end = bytes.withUnsafeMutableBufferPointer { buffer in
             var position = start
             Self.writePermanentURI(store: store, entityName: entityName, primaryKey: key) { byte in
@@ -103,6 +102,12 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
             return position
         }
         bytes.removeLast(bytes.count - end)
+    }
+
+    /// The most bytes a permanent URI of `entityName` takes: scheme, store UUID, the entity between
+    /// slashes, `p` and a key of up to 20 characters.
+    private static func longestPermanentURI(entityName: String) -> Int {
+        "x-coredata://".utf8.count + 36 + 1 + entityName.utf8.count + 2 + 20
     }
 
     private static func writePermanentURI(store: UUID, entityName: String, primaryKey: Int64, _ put: (UInt8) -> Void) {
@@ -155,6 +160,14 @@ package struct ObjectURIComponents: Equatable {
     package static func parse(_ text: String) -> Result<ObjectURIComponents, ObjectURIError> {
         var contiguous = text
         return contiguous.withUTF8 { parse(bytes: $0, text: text) }
+    }
+
+    /// `uri` with its entity renamed by `rename` (nil: kept); unchanged when it is not a
+    /// permanent object URI. How URIs follow an entity rename between model versions.
+    package static func renamingEntity(of uri: String, _ rename: (String) -> String?) -> String {
+        guard case .success(let parts) = parse(uri), let store = parts.store, let key = parts.primaryKey,
+              let renamed = rename(parts.entityName), renamed != parts.entityName else { return uri }
+        return ObjectID.permanentURI(store: store, entityName: renamed, primaryKey: key)
     }
 
     private static let scheme = Array("x-coredata://".utf8)

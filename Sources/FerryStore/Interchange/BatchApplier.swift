@@ -99,15 +99,12 @@ public struct BatchApplier {
         var objects = [ManagedObject?](repeating: nil, count: plan.refs.count)
         var outcome = Outcome(insertedObjects: [], committedSaves: 0, failure: nil)
         outcome.insertedObjects.reserveCapacity(plan.refs.count)
-        var firstSlotOfSave = 0
         for (saveIndex, save) in plan.saves.enumerated() {
             let saveNumber = saveIndex + 1
-            var endSlot = firstSlotOfSave
-            while endSlot < plan.saveOfSlot.count, plan.saveOfSlot[endSlot] == saveIndex { endSlot += 1 }
             /// The refs of this save's objects, by their (temporary) URI, for error reports.
             func refNames() -> [String: String] {
                 var names: [String: String] = [:]
-                for slot in firstSlotOfSave..<endSlot {
+                for slot in save.slots {
                     if let object = objects[slot] { names[object.objectID.uriString] = plan.refs[slot] }
                 }
                 return names
@@ -149,10 +146,9 @@ public struct BatchApplier {
                 outcome.failure = (saveNumber, error, names)
                 return outcome
             }
-            for slot in firstSlotOfSave..<endSlot {
+            for slot in save.slots {
                 if let object = objects[slot] { outcome.insertedObjects.append((plan.refs[slot], object.objectID)) }
             }
-            firstSlotOfSave = endSlot
             outcome.committedSaves = saveNumber
             progress?(saveNumber, plan.saves.count)
         }

@@ -39,14 +39,14 @@ struct BatchPlan: Sendable {
         var operations: [Operation]
         /// Values by property index, each operation's in the input's order.
         var values: [(index: Int, value: Value)]
+        /// The slots of the refs its inserts define.
+        var slots: Range<Int>
     }
 
     /// The saves, in order.
     var saves: [Save]
     /// The refs, by slot.
     var refs: [String]
-    /// By slot: the save (0-based) whose insert defines the ref.
-    var saveOfSlot: [Int]
 
     /// What the checks keep between saves.
     private let runtimes: [String: EntityRuntime]
@@ -60,11 +60,9 @@ struct BatchPlan: Sendable {
         self.runtimes = container.runtimes
         self.saves = []
         self.refs = []
-        self.saveOfSlot = []
         slotOfRef.reserveCapacity(expectedOperations)
         refs.reserveCapacity(expectedOperations)
         runtimeOfSlot.reserveCapacity(expectedOperations)
-        saveOfSlot.reserveCapacity(expectedOperations)
     }
 
     /// Checks `batch` against `context`'s model and store.
@@ -77,8 +75,8 @@ struct BatchPlan: Sendable {
     /// Checks the next save's operations against the model and `context`'s store, and adds them.
     /// - Throws: ``InterchangeError/invalidOperation(save:operation:reason:)`` naming the first wrong operation.
     mutating func add(_ operations: [OperationBatch.Operation], in context: ManagedObjectContext) throws(InterchangeError) {
-        let saveIndex = saves.count
-        let save = saveIndex + 1
+        let save = saves.count + 1
+        let firstSlot = refs.count
         // Refs first: a value may name an object inserted later in the same save.
         var runtimeOfInsert: [EntityRuntime?] = []
         runtimeOfInsert.reserveCapacity(operations.count)
@@ -97,7 +95,6 @@ struct BatchPlan: Sendable {
             }
             refs.append(ref)
             runtimeOfSlot.append(runtime)
-            saveOfSlot.append(saveIndex)
         }
 
         func target(_ reference: OperationBatch.ObjectReference, operation: Int) throws(InterchangeError) -> (Target, EntityRuntime) {
@@ -182,6 +179,6 @@ struct BatchPlan: Sendable {
             }
             planned.append(Operation(kind: kind, values: firstValue..<values.count))
         }
-        saves.append(Save(operations: planned, values: values))
+        saves.append(Save(operations: planned, values: values, slots: firstSlot..<refs.count))
     }
 }

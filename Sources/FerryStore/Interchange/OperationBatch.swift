@@ -52,7 +52,7 @@ public struct OperationBatch: Sendable {
         }.get()
     }
 
-    /// Parses the text's bytes in one pass: no copy per line, no value per operation object.
+    /// Parses the text's bytes in one pass, with no copy per line.
     private static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) throws(InterchangeError) -> OperationBatch {
         var saves: [[Operation]] = []
         try parse(utf8: bytes) { operations throws(InterchangeError) in saves.append(operations) }

@@ -1,24 +1,25 @@
-import Foundation
 import FerryModel
-import FerryStore
 
 /// Reads change sets made with an earlier version of a store's model in the store's version
 /// (``ChangeSetTranslation``): a fleet upgrading one replica at a time keeps applying what the
-/// replicas not yet upgraded send, instead of holding it for good.
-struct VersionTranslator: Sendable {
+/// replicas not yet upgraded send, and a store reads its own history after an upgrade. One per
+/// store (its versions are fixed when it opens): the replay engine and the SQLite store share
+/// this one reading.
+package struct VersionTranslator: Sendable {
+    /// How each earlier version maps to the model, by version hash.
     private let mappings: [String: ModelVersionMapping]
 
-    /// For `store`'s model and the earlier versions it knows.
-    init(store: any ReplicaStore) {
+    /// For `model` and the earlier versions `earlierModels` (the model itself is skipped).
+    package init(model: ManagedObjectModel, earlierModels: [ManagedObjectModel]) {
         var mappings: [String: ModelVersionMapping] = [:]
-        for model in store.earlierModels where model.versionHash != store.modelVersionHash {
-            mappings[model.versionHash] = ModelVersionMapping(from: model, to: store.model)
+        for earlier in earlierModels where earlier.versionHash != model.versionHash {
+            mappings[earlier.versionHash] = ModelVersionMapping(from: earlier, to: model)
         }
         self.mappings = mappings
     }
 
     /// What became of a line made with the model version `hash`.
-    enum Outcome {
+    package enum Outcome {
         /// Read and translated.
         case translated(ChangeSet)
         /// A version the store knows, but the change set cannot be read in the store's (why).
@@ -28,7 +29,7 @@ struct VersionTranslator: Sendable {
     }
 
     /// `line` (made with the model version `hash`) read in the store's version.
-    func translate(_ line: String, madeWith hash: String) -> Outcome {
+    package func translate(_ line: String, madeWith hash: String) -> Outcome {
         guard let mapping = mappings[hash] else { return .unknownVersion }
         do {
             guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: mapping.source, versionHash: hash) else {
@@ -40,5 +41,15 @@ struct VersionTranslator: Sendable {
         } catch {
             return .refused("it does not decode with its own model version: \(error)")
         }
+    }
+
+    /// `uri` as the earlier versions spelled it, where one renamed the object's entity.
+    package func earlierSpellings(of uri: String) -> [String] {
+        var spellings: Set<String> = []
+        for mapping in mappings.values {
+            let spelled = ObjectURIComponents.renamingEntity(of: uri) { entity in mapping.entityMatches[entity] }
+            if spelled != uri { spellings.insert(spelled) }
+        }
+        return spellings.sorted()
     }
 }

@@ -259,13 +259,16 @@ struct SchemaMigration {
             guard let matches = propertyMatches[entity.name], let table = mapping.entities[entity.name]?.table,
                   let root = mapping.entities[entity.rootName]?.number else { continue }
             let family = mapping.family(of: entity)
-            let rows = "Z_PK IN (SELECT Z_PK FROM \(table) WHERE Z_ENT IN (\(family.map(String.init).joined(separator: ", "))))"
+            // Rows of this entity (or its subentities), looked up per metadata row by primary key: cost
+            // in proportion to the metadata, not to the table (a subquery over the table read all of
+            // a 1,000,000-row one for every rename: 0.3 s).
+            let rows = "EXISTS (SELECT 1 FROM \(table) t WHERE t.Z_PK = %@.Z_PK AND t.Z_ENT IN (\(family.map(String.init).joined(separator: ", "))))"
             let names = ([entity.name] + entity.subentityNames).map { "'\($0)'" }.joined(separator: ", ")
             for (new, old) in matches.sorted(by: { $0.key < $1.key }) where new != old && model.declaringEntityName(ofProperty: new, in: entity) == entity.name {
-                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CLOCK SET Z_PROPERTY = ? WHERE Z_ROOT = ? AND Z_PROPERTY = ? AND \(rows)",
-                               arguments: [new, root, old])
-                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_POSITION SET Z_RELATIONSHIP = ? WHERE Z_ROOT = ? AND Z_RELATIONSHIP = ? AND \(rows)",
-                               arguments: [new, root, old])
+                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CLOCK SET Z_PROPERTY = ? WHERE Z_ROOT = ? AND Z_PROPERTY = ? AND "
+                                   + rows.replacingOccurrences(of: "%@", with: "Z_FERRY_CLOCK"), arguments: [new, root, old])
+                try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_POSITION SET Z_RELATIONSHIP = ? WHERE Z_ROOT = ? AND Z_RELATIONSHIP = ? AND "
+                                   + rows.replacingOccurrences(of: "%@", with: "Z_FERRY_POSITION"), arguments: [new, root, old])
                 try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CARRIED SET Z_PROPERTY = ? WHERE Z_PROPERTY = ? AND Z_ENTITY IN (\(names))",
                                arguments: [new, old])
             }

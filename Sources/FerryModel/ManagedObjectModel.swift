@@ -115,6 +115,7 @@ private struct ModelResolver {
                 .map(\.name).sorted()
             result[name]?.subentityNames = subentities
             try checkRelationships(of: entity, in: result)
+            try checkDerivations(of: entity, in: result)
         }
         return Array(result.values)
     }
@@ -207,6 +208,57 @@ private struct ModelResolver {
             }
             if relationship.isTransient != inverse.isTransient {
                 throw ModelError(.inconsistentModel, "\(place): a relationship and its inverse must both be transient or both persistent")
+            }
+        }
+    }
+
+    /// A derived attribute must read stored, non-derived attributes through relationships with an
+    /// inverse (the inverse is how a save finds the objects whose value a change affects), and its
+    /// type must hold what the expression computes.
+    private func checkDerivations(of entity: EntityDescription, in all: [String: EntityDescription]) throws(ModelError) {
+        for attribute in entity.ownAttributes {
+            guard let derivation = attribute.derivation else { continue }
+            let place = "entity '\(entity.name)' attribute '\(attribute.name)' (derived from '\(derivation.expression)')"
+            func refuse(_ why: String) -> ModelError { ModelError(.inconsistentModel, "\(place): \(why)") }
+            guard let form = derivation.form else { throw refuse(derivation.problem ?? "not a supported expression") }
+            if attribute.isTransient { throw refuse("a derived attribute is stored; it cannot be transient") }
+            var owner = entity
+            if let name = derivation.relationship {
+                guard let relationship = entity.relationship(named: name) else { throw refuse("'\(name)' is not a relationship of '\(entity.name)'") }
+                let needsToMany: Bool = switch form { case .count, .sum: true; default: false }
+                if relationship.isToMany != needsToMany {
+                    throw refuse(needsToMany ? "@count and @sum take a to-many relationship; '\(name)' is to-one"
+                                             : "a key path reads through a to-one relationship; '\(name)' is to-many (use @count or @sum)")
+                }
+                if relationship.isTransient { throw refuse("'\(name)' is transient") }
+                if relationship.inverseName == nil {
+                    throw refuse("'\(name)' has no inverse; give it one, so that a change on its destination updates the derived value")
+                }
+                guard let destination = all[relationship.destinationEntityName] else { return }
+                owner = destination
+            }
+            var source: AttributeDescription?
+            if let name = derivation.sourceAttribute {
+                guard let found = owner.attribute(named: name) else { throw refuse("'\(name)' is not an attribute of '\(owner.name)'") }
+                if found.isTransient || found.derivation != nil { throw refuse("it reads '\(owner.name).\(name)', which is \(found.isTransient ? "transient" : "derived itself")") }
+                source = found
+            }
+            let fits: Bool = switch form {
+            case .value: source?.type == attribute.type
+            case .uppercase, .lowercase, .canonical: source?.type == .string && attribute.type == .string
+            case .count: attribute.type.isInteger
+            case .sum: source?.type.isNumeric == true && attribute.type.isNumeric
+            case .now: attribute.type == .date
+            }
+            if !fits {
+                let computed: String = switch form {
+                case .value: source?.type.xcodeName ?? "?"
+                case .uppercase, .lowercase, .canonical: "String (from a String)"
+                case .count: "an Integer"
+                case .sum: "a number (from a number attribute)"
+                case .now: "a Date"
+                }
+                throw refuse("it computes \(computed), and the attribute is \(attribute.type.xcodeName)")
             }
         }
     }

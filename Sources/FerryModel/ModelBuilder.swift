@@ -95,6 +95,22 @@ public struct Attribute: Sendable {
             isIndexed: indexed, renamingIdentifier: renamingIdentifier, userInfo: userInfo
         )
     }
+
+    /// Declares a derived attribute: the store computes its value at every save from
+    /// `expression` (see ``Derivation`` for the forms), as Core Data's derived attributes.
+    /// A model holding an expression Ferry cannot compute does not build.
+    public init(
+        _ name: String,
+        _ type: AttributeType,
+        derivedFrom expression: String,
+        indexed: Bool = false,
+        renamedFrom renamingIdentifier: String? = nil
+    ) {
+        description = AttributeDescription(
+            name: name, type: type, isIndexed: indexed, renamingIdentifier: renamingIdentifier,
+            derivation: Derivation(expression: expression)
+        )
+    }
 }
 
 /// A relationship in an ``Entity`` block. Relationships are optional with

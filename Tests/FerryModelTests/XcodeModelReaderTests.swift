@@ -269,7 +269,7 @@ struct XcodeModelReaderTests {
         ("bad flag", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" optional=\"maybe\"/></entity></model>", .invalidElement, 1, "optional=\"maybe\" must be YES or NO"),
         ("bad default", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"Integer 16\" defaultValueString=\"lots\"/></entity></model>", .invalidElement, 1, "defaultValueString=\"lots\" is not a valid Integer 16"),
         ("bad count", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" toMany=\"YES\" maxCount=\"-1\"/></entity></model>", .invalidElement, 1, "maxCount=\"-1\""),
-        ("derived attribute", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" derived=\"YES\"/></entity></model>", .invalidElement, 1, "derived attributes are not supported"),
+        ("derived attribute", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" derived=\"YES\"/></entity></model>", .invalidElement, 1, "derived=\"YES\" without a derivationExpression"),
         ("unknown child", "<model><entity name=\"A\"><gizmo/></entity></model>", .invalidElement, 1, "<gizmo> in <entity name=\"A\">"),
         ("unknown destination", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"B\"/></entity></model>", .inconsistentModel, nil, "destination entity 'B' does not exist"),
         ("inverse entity mismatch", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" inverseName=\"r\" inverseEntity=\"B\"/></entity></model>", .invalidElement, 1, "inverseEntity 'B' differs"),

@@ -387,3 +387,126 @@ struct LightweightMigrationTests {
                 "the refused open left the file as it was")
     }
 }
+
+/// Adding derived attributes, or changing what one derives, computes every stored object's value
+/// in the migration, as a save would have (issue 22, point 4).
+@Suite("Migration computes derived attributes")
+struct DerivedMigrationTests {
+    static let version1 = LightweightMigrationTests.version1
+
+    static let version2 = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false)
+            Attribute("stars", .integer16)
+            Attribute("weight", .integer32)
+            Attribute("score", .double)
+            Attribute("loud", .string, derivedFrom: "uppercase:(text)")
+            Attribute("same", .integer32, derivedFrom: "weight")
+            Attribute("folderName", .string, derivedFrom: "canonical:(folder.name)")
+            Attribute("touched", .date, derivedFrom: "now()")
+            Relationship("folder", to: "Folder", inverse: "notes")
+            Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+        }
+        Entity("Tag") {
+            Attribute("name", .string)
+            Attribute("noteCount", .integer16, derivedFrom: "notes.@count")
+            Relationship("notes", to: "Note", inverse: "tags", toMany: true)
+        }
+        Entity("Folder") {
+            Attribute("name", .string)
+            Attribute("noteCount", .integer64, derivedFrom: "notes.@count")
+            Attribute("totalScore", .double, derivedFrom: "notes.@sum.score")
+            Attribute("totalStars", .decimal, derivedFrom: "notes.@sum.stars")
+            Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify)
+        }
+    }
+
+    /// Version 1 with data: a folder of three notes (two tagged), an empty folder, a note without folder.
+    func store(_ directory: TemporaryDirectory) throws -> String {
+        let path = directory.file("derived.sqlite")
+        let context = try PersistentContainer(store: try SQLiteStore(path: path, model: Self.version1)).newContext()
+        let inbox = try context.make("Folder", ["name": "Écritures"])
+        _ = try context.make("Folder", ["name": "Empty"])
+        let tag = try context.make("Tag", ["name": "todo"])
+        for (text, stars, score) in [("one", Int16(1), 0.1), ("two", Int16(2), 0.2), ("three", Int16(4), 0.3)] {
+            let note = try context.make("Note", ["text": text, "stars": stars, "weight": Int32(stars) * 10, "score": score, "folder": inbox])
+            if text != "three" { try note.setValue([tag], forKey: "tags") }
+        }
+        _ = try context.make("Note", ["text": "loose"])
+        try context.save()
+        return path
+    }
+
+    func objects(_ context: ManagedObjectContext, _ entity: String, by key: String) throws -> [String: ManagedObject] {
+        Dictionary(uniqueKeysWithValues: try context.fetch(FetchRequest(entityName: entity)).map { (try $0.value(forKey: key) as? String ?? "", $0) })
+    }
+
+    @Test("Adding derived attributes of every form computes them for stored objects, as a save does")
+    func addComputes() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        let migrated = try SQLiteStore(path: path, model: Self.version2, options: .init(earlierModels: [Self.version1]))
+        #expect(migrated.migration?.changes.contains("derived Folder.totalScore for every object") == true)
+        let context = try PersistentContainer(store: migrated).newContext()
+        let notes = try objects(context, "Note", by: "text")
+        #expect(try notes["two"]?.value(forKey: "loud") as? String == "TWO")
+        #expect(try notes["three"]?.value(forKey: "same") as? Int32 == 40)
+        #expect(try notes["one"]?.value(forKey: "folderName") as? String == "ecritures")
+        #expect(try notes["loose"]?.value(forKey: "folderName") == nil)
+        // now() is the time of a save that changed the object: none has been made since it was added.
+        #expect(try notes["one"]?.value(forKey: "touched") == nil)
+        let folders = try objects(context, "Folder", by: "name")
+        #expect(try folders["Écritures"]?.value(forKey: "noteCount") as? Int64 == 3)
+        #expect(try folders["Empty"]?.value(forKey: "noteCount") as? Int64 == 0)
+        #expect(try folders["Empty"]?.value(forKey: "totalScore") as? Double == 0)
+        #expect(try folders["Écritures"]?.value(forKey: "totalStars") as? Decimal == 7)
+        let tags = try objects(context, "Tag", by: "name")
+        #expect(try tags["todo"]?.value(forKey: "noteCount") as? Int16 == 2)
+        // The same bits a save computes (floating-point sums in increasing order): saving a change
+        // elsewhere in the folder and back gives the migrated value again.
+        let migratedTotal = try folders["Écritures"]?.value(forKey: "totalScore") as? Double
+        try notes["loose"]?.setValue(folders["Écritures"], forKey: "folder")
+        try context.save()
+        try notes["loose"]?.setValue(nil, forKey: "folder")
+        try context.save()
+        #expect(try folders["Écritures"]?.value(forKey: "totalScore") as? Double == migratedTotal)
+    }
+
+    @Test("Changing what an attribute derives recomputes it; an unchanged one is left alone")
+    func changedExpression() throws {
+        let directory = TemporaryDirectory()
+        let path = try store(directory)
+        _ = try SQLiteStore(path: path, model: Self.version2, options: .init(earlierModels: [Self.version1]))
+        let version3 = try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false)
+                Attribute("stars", .integer16)
+                Attribute("weight", .integer32)
+                Attribute("score", .double)
+                Attribute("loud", .string, derivedFrom: "lowercase:(text)")
+                Attribute("same", .integer32, derivedFrom: "weight")
+                Attribute("folderName", .string, derivedFrom: "canonical:(folder.name)")
+                Attribute("touched", .date, derivedFrom: "now()")
+                Relationship("folder", to: "Folder", inverse: "notes")
+                Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") {
+                Attribute("name", .string)
+                Attribute("noteCount", .integer16, derivedFrom: "notes.@count")
+                Relationship("notes", to: "Note", inverse: "tags", toMany: true)
+            }
+            Entity("Folder") {
+                Attribute("name", .string)
+                Attribute("noteCount", .integer64, derivedFrom: "notes.@count")
+                Attribute("totalScore", .double, derivedFrom: "notes.@sum.score")
+                Attribute("totalStars", .decimal, derivedFrom: "notes.@sum.stars")
+                Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify)
+            }
+        }
+        let migrated = try SQLiteStore(path: path, model: version3, options: .init(earlierModels: [Self.version2]))
+        #expect(migrated.migration?.changes == ["derived Note.loud for every object"])
+        let context = try PersistentContainer(store: migrated).newContext()
+        let notes = try objects(context, "Note", by: "text")
+        #expect(try notes["two"]?.value(forKey: "loud") as? String == "two")
+    }
+}

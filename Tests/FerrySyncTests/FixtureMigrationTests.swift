@@ -18,11 +18,13 @@ struct FixtureMigrationTests {
     /// Fetch templates and fetched properties, which may name the old attribute, are left out.
     static func nextVersion(of model: ManagedObjectModel) throws -> (model: ManagedObjectModel, renamed: [String: [String: String]]) {
         var renamed: [String: [String: String]] = [:]  // entity (and subentities) → old → new
+        // (An attribute a derivation reads keeps its name: renaming it means editing the expression too.)
+        let read = Set(model.entities.flatMap { $0.ownAttributes.compactMap(\.derivation?.sourceAttribute) })
         let entities = model.entities.map { entity -> EntityDescription in
             var next = EntityDescription(name: entity.name, parent: entity.parentName, isAbstract: entity.isAbstract, className: entity.className,
                                          attributes: entity.ownAttributes, relationships: entity.ownRelationships,
                                          uniquenessConstraints: entity.uniquenessConstraints, versionHashModifier: entity.versionHashModifier)
-            if let index = next.ownAttributes.firstIndex(where: { !$0.isTransient }) {
+            if let index = next.ownAttributes.firstIndex(where: { !$0.isTransient && !read.contains($0.name) }) {
                 let old = next.ownAttributes[index].name
                 next.ownAttributes[index].name = old + "Renamed"
                 next.ownAttributes[index].renamingIdentifier = old

@@ -34,6 +34,8 @@ struct ModelDrivenConvergenceTests {
         models["Clubs"] = ClockRuleTests.clubs(ownerHolds: true).model
         models["Squads"] = ClockRuleTests.clubs(ownerHolds: false).model
         models["RequiredContinents"] = MergeRuleTests.requiredContinent(.nullify)
+        // Derived attributes of every form (recomputed on every replica; now() replicated).
+        models["Derived"] = DerivedAttributeTests.model
         return models
     }()
 

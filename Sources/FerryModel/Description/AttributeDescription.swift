@@ -25,8 +25,14 @@ public struct AttributeDescription: Sendable, Hashable {
     /// The name this property had in the model version it was renamed from (Xcode's Renaming ID,
     /// written `elementID` in the model file); a migration carries the old property's values over.
     public var renamingIdentifier: String?
+    /// For a derived attribute, how the store computes its value at every save (see ``Derivation``).
+    public var derivation: Derivation?
     /// Free-form key/value pairs from the model file; never affects behaviour.
     public var userInfo: [String: String]
+
+    /// Whether the attribute's values are recorded in change sets and replicated: stored
+    /// attributes except those every replica derives itself (``Derivation/isComputedOnEveryReplica``).
+    public var isReplicated: Bool { !isTransient && derivation?.isComputedOnEveryReplica != true }
 
     /// Creates an attribute. Attributes are optional by default, as in Xcode's editor.
     public init(
@@ -41,6 +47,7 @@ public struct AttributeDescription: Sendable, Hashable {
         preservesValueInHistoryOnDeletion: Bool = false,
         versionHashModifier: String? = nil,
         renamingIdentifier: String? = nil,
+        derivation: Derivation? = nil,
         userInfo: [String: String] = [:]
     ) {
         self.name = name
@@ -54,6 +61,7 @@ public struct AttributeDescription: Sendable, Hashable {
         self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
         self.versionHashModifier = versionHashModifier
         self.renamingIdentifier = renamingIdentifier
+        self.derivation = derivation
         self.userInfo = userInfo
     }
 }

@@ -32,6 +32,8 @@ extension ManagedObjectModel {
         for attribute in own {
             var line = "attribute \(attribute.name) \(attribute.type.xcodeName) optional=\(attribute.isOptional)"
             if let modifier = attribute.versionHashModifier { line += " modifier=\(modifier)" }
+            // What a derived attribute computes is part of what its stored values mean.
+            if let derivation = attribute.derivation { line += " derived=\(derivation.expression)" }
             lines.append(line)
         }
         for relationship in entity.ownRelationships.filter({ !$0.isTransient }).sorted(by: { $0.name < $1.name }) {

@@ -84,8 +84,14 @@ struct XcodeModelInterpreter {
             let known = AttributeType.allCases.map(\.xcodeName).joined(separator: ", ")
             throw error(node, place, "attributeType '\(typeName)' is not supported; Ferry supports \(known)")
         }
+        var derivation: Derivation?
         if try flag(node, "derived", place) {
-            throw error(node, place, "derived attributes are not supported; make it a plain attribute and compute it in code")
+            guard let expression = nonEmpty(node.attributes["derivationExpression"]) else {
+                throw error(node, place, "derived=\"YES\" without a derivationExpression; give the expression, or make it a plain attribute")
+            }
+            let read = Derivation(expression: expression)
+            if let problem = read.problem { throw error(node, place, problem) }
+            derivation = read
         }
         var validation = AttributeValidation()
         var defaultValue: AttributeValue?
@@ -110,7 +116,7 @@ struct XcodeModelInterpreter {
             isIndexed: try flag(node, "indexed", place), valueTransformerName: nonEmpty(node.attributes["valueTransformerName"]),
             preservesValueInHistoryOnDeletion: try flag(node, "preserveAfterDeletion", place),
             versionHashModifier: nonEmpty(node.attributes["versionHashModifier"]),
-            renamingIdentifier: try renamingIdentifier(node, place),
+            renamingIdentifier: try renamingIdentifier(node, place), derivation: derivation,
             userInfo: try userInfo(node.first("userInfo"), place)
         )
     }

@@ -67,6 +67,10 @@ public enum XcodeModelWriter {
         if attribute.isOptional { attributes.append(("optional", "YES")) }
         if attribute.isTransient { attributes.append(("transient", "YES")) }
         attributes.append(("attributeType", attribute.type.xcodeName))
+        if let derivation = attribute.derivation {
+            attributes.append(("derived", "YES"))
+            attributes.append(("derivationExpression", derivation.expression))
+        }
         let isDate = attribute.type == .date
         if let value = attribute.defaultValue { attributes.append((isDate ? "defaultDateTimeInterval" : "defaultValueString", value.modelString)) }
         if let minimum = attribute.validation.minimum { attributes.append((isDate ? "minDateTimeInterval" : "minValueString", minimum.modelString)) }

@@ -309,7 +309,7 @@ struct ChangeRecorder {
             guard let plan = layout.plans[update.objectID.entityName] else { continue }
             var values: [String: ChangeValue] = [:]
             for (index, value) in update.attributes {
-                guard case .attribute(let attribute) = plan.entity.properties[index], !attribute.isTransient else { continue }
+                guard case .attribute(let attribute) = plan.entity.properties[index], attribute.isReplicated else { continue }
                 values[attribute.name] = value.map(ChangeValue.attribute) ?? .null
             }
             for (index, target) in update.toOne {

@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import FerryModel
 import FerryStore
 
 /// SQL functions and collations Ferry registers on every connection of a store.
@@ -12,7 +13,32 @@ enum SQLFunctions {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot register ferry_match")
         }
         db.add(collation: caseFold)
+        db.add(function: deriveString)
+        db.add(function: deriveSum)
     }
+
+    /// `ferry_derive_string(form, text)`: a derived string (form 0 uppercase, 1 lowercase,
+    /// 2 canonical), as a save derives it (``Derivation/Form/transform(_:)``); for migrations.
+    static let deriveString = DatabaseFunction("ferry_derive_string", argumentCount: 2, pure: true) { values -> String? in
+        guard let code = Int.fromDatabaseValue(values[0]), let text = String.fromDatabaseValue(values[1]) else { return nil }
+        let path = Derivation.KeyPath(attribute: "")
+        let form: Derivation.Form? = switch code { case 0: .uppercase(path); case 1: .lowercase(path); case 2: .canonical(path); default: nil }
+        return form?.transform(text)
+    }
+
+    /// The code `ferry_derive_string` takes for a string form (nil for the other forms).
+    static func code(ofStringForm form: Derivation.Form) -> Int? {
+        switch form {
+        case .uppercase: 0
+        case .lowercase: 1
+        case .canonical: 2
+        case .value, .count, .sum, .now: nil
+        }
+    }
+
+    /// `ferry_derive_sum(value, source type, derived type)`: a derived sum, as a save sums
+    /// (``DerivedSum``); for migrations.
+    static let deriveSum = DatabaseFunction("ferry_derive_sum", argumentCount: 3, pure: true, aggregate: DerivedSumAggregate.self)
 
     /// `COLLATE ferry_casefold`: the order of case-insensitive sorts, the same
     /// Unicode case folding the in-memory sort uses.
@@ -70,4 +96,23 @@ private func ferryMatch(_ context: OpaquePointer?, _ count: Int32, _ arguments: 
     let matched = ASCIIStringMatching.match(text, pattern, op, caseInsensitive: options.contains(.caseInsensitive))
         ?? PredicateEvaluator.match(String(decoding: text, as: UTF8.self), op, String(decoding: pattern, as: UTF8.self), options)
     sqlite3_result_int(context, matched ? 1 : 0)
+}
+
+/// The `ferry_derive_sum` aggregate.
+struct DerivedSumAggregate: DatabaseAggregate {
+    private var sum = DerivedSum()
+    private var target: AttributeType?
+
+    init() {}
+
+    mutating func step(_ values: [DatabaseValue]) {
+        guard let source = String.fromDatabaseValue(values[1]).flatMap(AttributeType.init(xcodeName:)) else { return }
+        target = String.fromDatabaseValue(values[2]).flatMap(AttributeType.init(xcodeName:))
+        sum.add(ValueCodec.attributeValue(values[0], as: source))
+    }
+
+    func finalize() -> DatabaseValueConvertible? {
+        guard let target else { return nil }
+        return ValueCodec.databaseValue(sum.value(as: target))
+    }
 }

@@ -13,6 +13,8 @@ struct ModelSignature: Codable, Sendable, Equatable {
     struct Attribute: Codable, Sendable, Equatable {
         var type: String
         var isOptional: Bool
+        /// A derived attribute's expression (a migration computes the values when it changes).
+        var derivation: String?
     }
 
     struct Relationship: Codable, Sendable, Equatable {
@@ -31,7 +33,8 @@ struct ModelSignature: Codable, Sendable, Equatable {
             var attributes: [String: Attribute] = [:]
             var relationships: [String: Relationship] = [:]
             for attribute in entity.attributes where !attribute.isTransient {
-                attributes[attribute.name] = Attribute(type: attribute.type.xcodeName, isOptional: attribute.isOptional)
+                attributes[attribute.name] = Attribute(type: attribute.type.xcodeName, isOptional: attribute.isOptional,
+                                                       derivation: attribute.derivation?.expression)
             }
             for relationship in entity.relationships where !relationship.isTransient {
                 relationships[relationship.name] = Relationship(

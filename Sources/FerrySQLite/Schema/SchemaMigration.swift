@@ -23,6 +23,8 @@ struct SchemaMigration {
     private(set) var defaultsToFill: [(entity: String, attribute: String, value: AttributeValue)] = []
     /// Attributes whose column must change type (the old and the new SQLite column types differ).
     private(set) var retypedAttributes: [(entity: String, attribute: String, type: AttributeType)] = []
+    /// Derived attributes (computed on every replica) that are new or derive something new: every object's value is computed.
+    private(set) var derivationsToCompute: [(entity: String, attribute: String)] = []
 
     /// Every change, in words, for the report (``MigrationReport/changes``).
     func changes(to model: ManagedObjectModel) -> [String] {
@@ -45,6 +47,7 @@ struct SchemaMigration {
         result += removedEntities.map { "removed entity \($0)" } + removedProperties.map { "removed \($0.entity).\($0.property)" }
         result += retypedAttributes.map { "changed \($0.entity).\($0.attribute) to \($0.type.xcodeName)" }
         result += defaultsToFill.map { "gave \($0.entity).\($0.attribute) its default where it had no value" }
+        result += derivationsToCompute.map { "derived \($0.entity).\($0.attribute) for every object" }
         return result
     }
 
@@ -83,6 +86,10 @@ struct SchemaMigration {
                 problems.append("\(place) became abstract, but the store may hold objects of it")
             }
             let matches = propertyMatches[entity.name] ?? [:]
+            for attribute in entity.ownAttributes where attribute.derivation?.isComputedOnEveryReplica == true {
+                let stored = matches[attribute.name].flatMap { previous.attributes[$0] }
+                if stored?.derivation != attribute.derivation?.expression { derivationsToCompute.append((entity.name, attribute.name)) }
+            }
             for property in entity.properties where property.isPersistent {
                 guard let oldProperty = matches[property.name] else {
                     // New property.
@@ -326,6 +333,66 @@ struct SchemaMigration {
             try db.execute(sql: "UPDATE \(entity.table) SET \(column) = ? WHERE \(column) IS NULL AND Z_ENT IN (\(placeholders))",
                            arguments: StatementArguments([ValueCodec.databaseValue(value)] + numbers.map(\.databaseValue)))
         }
+        for (entityName, attribute) in derivationsToCompute {
+            try derive(attribute, of: entityName, in: db, mapping: mapping, model: model)
+        }
+    }
+
+    /// Computes a derived attribute for every stored object of an entity, in one statement, as a
+    /// save would (the string forms and sums through the same Swift code: `SQLFunctions`).
+    private func derive(_ attributeName: String, of entityName: String, in db: Database, mapping: SchemaMapping, model: ManagedObjectModel) throws {
+        guard let description = model.entity(named: entityName), let attribute = description.attribute(named: attributeName),
+              let form = attribute.derivation?.form, let entity = mapping.entities[entityName],
+              let column = entity.columns[attributeName] else { return }
+        let table = entity.table
+        /// The destination's mapping and entity of one of the entity's relationships.
+        func destination(of name: String) -> (RelationshipDescription, EntityDescription, SchemaMapping.EntityMapping)? {
+            guard let relationship = description.relationship(named: name), let target = model.entity(named: relationship.destinationEntityName),
+                  let stored = mapping.entities[target.name] else { return nil }
+            return (relationship, target, stored)
+        }
+        var arguments: [DatabaseValue] = []
+        let value: String
+        switch form {
+        case .value(let path), .uppercase(let path), .lowercase(let path), .canonical(let path):
+            var source: String
+            if let name = path.relationship {
+                guard let key = entity.columns[name], let (_, _, target) = destination(of: name),
+                      let sourceColumn = target.columns[path.attribute] else { return }
+                source = "(SELECT d.\(sourceColumn) FROM \(target.table) d WHERE d.Z_PK = \(table).\(key))"
+            } else {
+                guard let sourceColumn = entity.columns[path.attribute] else { return }
+                source = "\(table).\(sourceColumn)"
+            }
+            if let code = SQLFunctions.code(ofStringForm: form) { source = "ferry_derive_string(\(code), \(source))" }
+            value = source
+        case .count(let name), .sum(let name, _):
+            guard let (relationship, target, stored) = destination(of: name) else { return }
+            let members: String
+            switch model.storage(of: relationship, in: description) {
+            case .inverseOfForeignKey(let inverse):
+                guard let key = stored.columns[inverse.name] else { return }
+                let family = mapping.family(of: target).map(String.init).joined(separator: ", ")
+                members = "FROM \(stored.table) m WHERE m.\(key) = \(table).Z_PK AND m.Z_ENT IN (\(family))"
+            case .joinTable(let key, let sourceIsCanonical):
+                guard let join = mapping.joinTables["\(key.entityName).\(key.relationshipName)"] else { return }
+                let (own, other) = sourceIsCanonical ? (join.canonicalColumn, join.otherColumn) : (join.otherColumn, join.canonicalColumn)
+                members = "FROM \(join.table) j JOIN \(stored.table) m ON m.Z_PK = j.\(other) WHERE j.\(own) = \(table).Z_PK"
+            case .foreignKey:
+                return
+            }
+            if case .sum(_, let sourceName) = form {
+                guard let sourceColumn = stored.columns[sourceName], let sourceType = target.attribute(named: sourceName)?.type else { return }
+                value = "COALESCE((SELECT ferry_derive_sum(m.\(sourceColumn), '\(sourceType.xcodeName)', '\(attribute.type.xcodeName)') \(members)), ?)"
+                arguments.append(ValueCodec.databaseValue(DerivedSum().value(as: attribute.type)))
+            } else {
+                value = "(SELECT COUNT(*) \(members))"
+            }
+        case .now:
+            return
+        }
+        let family = mapping.family(of: description).map(String.init).joined(separator: ", ")
+        try db.execute(sql: "UPDATE \(table) SET \(column) = \(value) WHERE Z_ENT IN (\(family))", arguments: StatementArguments(arguments))
     }
 }
 

@@ -142,7 +142,7 @@ final class StoreLayout: Sendable {
                 insertSlots: slots,
                 recordedProperties: entity.properties.enumerated().compactMap { index, property -> RecordedProperty? in
                     switch property {
-                    case .attribute(let attribute) where !attribute.isTransient:
+                    case .attribute(let attribute) where attribute.isReplicated:
                         return RecordedProperty(index: index, name: attribute.name, isToOne: false)
                     case .relationship(let relationship) where !relationship.isToMany && model.isRecorded(relationship, in: entity):
                         return RecordedProperty(index: index, name: relationship.name, isToOne: true)

@@ -166,7 +166,7 @@ struct StoreOpener {
                 "the store was made with a model that is not an earlier version of this one (its version hash \(metadata.modelVersionHash) is in none of the bundle's versions), so nothing is removed; if this is the right model, open the store with its .xcdatamodeld bundle holding the store's version, as Core Data needs the source model to migrate",
             ])
         }
-        let steps = ["removing what the new version removed", "adding what it added", "rewriting changed types and filling defaults",
+        let steps = ["removing what the new version removed", "adding what it added", "rewriting changed types, filling defaults and deriving values",
                      "renaming the merge metadata", "recording the new version"]
         func step(_ number: Int) { progress?(steps[number], number + 1, steps.count) }
         var mapping = cache.mapping

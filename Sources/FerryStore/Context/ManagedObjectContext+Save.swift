@@ -3,7 +3,8 @@ import FerryModel
 
 /// The save pipeline, in Core Data's order:
 /// 1. delete propagation (Cascade, Nullify) over the pending deletes, then
-///    uniqueness constraints resolved by the merge policy (``resolveUniquenessConflicts()``);
+///    uniqueness constraints resolved by the merge policy (``resolveUniquenessConflicts()``),
+///    then derived attributes (``deriveAttributes(replaying:)``);
 /// 2. validation of every deleted (Deny, custom), inserted and updated object,
 ///    all failures collected;
 /// 3. one store transaction with every insert, update, delete and relationship change;
@@ -28,6 +29,12 @@ extension ManagedObjectContext {
         }
         // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead.
         if replay == nil { try resolveUniquenessConflicts() }
+        // Derived attributes, from the values the save leaves (a replay's included).
+        do {
+            try deriveAttributes(replaying: replay != nil)
+        } catch {
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+        }
         // Updated objects are validated and written in key order, so errors and writes are deterministic.
         let updatedInOrder = updatedKeys.sorted()
         var failures = validatePendingChanges(updatedInOrder)

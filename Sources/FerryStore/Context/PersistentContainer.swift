@@ -19,6 +19,8 @@ public final class PersistentContainer: Sendable {
     public let store: any PersistentStore
 
     let runtimes: [String: EntityRuntime]
+    /// Whether the model has derived attributes (saves compute them; see `ManagedObjectContext+Derivations.swift`).
+    let hasDerivations: Bool
     private let validatorsByEntity: [String: [EntityValidator]]
     private let classEntities: [ObjectIdentifier: [String]]
     private let regularExpressions: [String: NSRegularExpression]
@@ -52,6 +54,7 @@ public final class PersistentContainer: Sendable {
             }
         }
         self.runtimes = runtimes
+        self.hasDerivations = runtimes.values.contains { !$0.derivations.isEmpty }
         self.classEntities = classEntities
         self.regularExpressions = expressions
         var byEntity: [String: [EntityValidator]] = [:]

@@ -40,6 +40,8 @@ package enum ChangeSetTranslation {
             for (key, value) in change.values {
                 guard let name = renamed(key) else { continue }
                 switch (value, entity.attribute(named: name)) {
+                case (_, let description?) where !description.isReplicated:
+                    continue  // derived here: every replica computes it
                 case (.attribute(let attribute), let description?):
                     guard let converted = attribute.converted(to: description.type) else {
                         throw Refusal(description: "\(entityName).\(name): the value \(attribute) does not fit \(description.type.xcodeName)")
@@ -56,7 +58,7 @@ package enum ChangeSetTranslation {
             if change.kind == .insert {
                 // New in this version and required with a default: what a migrated object got.
                 let matched = mapping.propertyMatches[entityName] ?? [:]
-                for attribute in entity.attributes where !attribute.isTransient && !attribute.isOptional && matched[attribute.name] == nil {
+                for attribute in entity.attributes where attribute.isReplicated && !attribute.isOptional && matched[attribute.name] == nil {
                     if rewritten.values[attribute.name] == nil, let value = attribute.defaultValue { rewritten.values[attribute.name] = .attribute(value) }
                 }
             }

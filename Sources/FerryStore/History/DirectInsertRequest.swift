@@ -34,7 +34,8 @@ extension PersistentContainer {
     /// - Parameter annotation: the replay annotation; the request carries it
     ///   with the origin URI of every inserted object.
     package func directInsertDraft(for changeSet: ChangeSet, annotation: ReplayAnnotation) -> DirectInsertDraft? {
-        guard !changeSet.changes.isEmpty else { return nil }
+        // Derived values are computed by a save through a context (the fast path writes rows as they came).
+        guard !changeSet.changes.isEmpty, !hasDerivations else { return nil }
         var replay = annotation
         let namespace = UUID()
         // Every inserted URI gets its temporary ID first: a change may point at an object inserted later in the set.

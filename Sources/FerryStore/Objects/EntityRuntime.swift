@@ -31,6 +31,10 @@ final class EntityRuntime: Sendable {
     let hasTransientAttributes: Bool
     /// Whether any property has a model rule (required, bounds, pattern, counts) to check at save.
     let hasModelRules: Bool
+    /// The entity's derived attributes, resolved to property indexes.
+    let derivations: [DerivedAttribute]
+    /// Where a change to one of this entity's objects makes derived values of other objects stale.
+    let derivationDependents: [DerivationDependent]
 
     /// Payloads are classes so that switching over a kind costs one retain,
     /// not a copy of a whole description.
@@ -88,6 +92,8 @@ final class EntityRuntime: Sendable {
         self.inverseIndex = inverse
         self.storage = storage
         self.isTransientAttribute = entity.properties.map { $0.attribute?.isTransient ?? false }
+        self.derivations = DerivedAttribute.all(of: entity, in: model)
+        self.derivationDependents = DerivationDependent.all(of: entity, in: model)
     }
 
     func relationship(at index: Int) -> RelationshipInfo? {
@@ -153,5 +159,59 @@ final class RelationshipInfo: Sendable {
         maxCount = description.maxCount
         deleteRule = description.deleteRule
         isTransient = description.isTransient
+    }
+}
+
+/// A derived attribute of an entity, its expression resolved to property indexes.
+struct DerivedAttribute: Sendable {
+    /// The derived attribute's property index.
+    let index: Int
+    let type: AttributeType
+    let form: Derivation.Form
+    /// The relationship read through (on the object), if any.
+    let relationshipIndex: Int?
+    /// The attribute read (on the object, or on the relationship's destinations), if any.
+    let sourceIndex: Int?
+    let isComputedOnEveryReplica: Bool
+
+    static func all(of entity: EntityDescription, in model: ManagedObjectModel) -> [DerivedAttribute] {
+        entity.properties.enumerated().compactMap { index, property in
+            guard let attribute = property.attribute, let derivation = attribute.derivation, let form = derivation.form else { return nil }
+            var owner: EntityDescription? = entity
+            var relationshipIndex: Int?
+            if let name = derivation.relationship {
+                relationshipIndex = entity.propertyIndex(named: name)
+                owner = entity.relationship(named: name).flatMap { model.entity(named: $0.destinationEntityName) }
+            }
+            // (Subentities list their parents' properties first, so an index holds in every destination.)
+            let sourceIndex = derivation.sourceAttribute.flatMap { owner?.propertyIndex(named: $0) }
+            return DerivedAttribute(index: index, type: attribute.type, form: form, relationshipIndex: relationshipIndex,
+                                    sourceIndex: sourceIndex, isComputedOnEveryReplica: derivation.isComputedOnEveryReplica)
+        }
+    }
+}
+
+/// How a change to an object reaches the objects whose derived values read it: through
+/// the inverse of the relationship the derivation reads through.
+struct DerivationDependent: Sendable {
+    /// The property index, on the changed object, of the relationship back to the dependent objects.
+    let inverseIndex: Int
+    /// The attribute whose change matters. (A change of membership needs no entry: it marks
+    /// the dependent object itself as changed, through the inverse.)
+    let sourceIndex: Int
+
+    static func all(of entity: EntityDescription, in model: ManagedObjectModel) -> [DerivationDependent] {
+        var result: [DerivationDependent] = []
+        for owner in model.entities {
+            for attribute in owner.ownAttributes {
+                guard let derivation = attribute.derivation, let name = derivation.relationship,
+                      let relationship = owner.relationship(named: name), let inverse = relationship.inverseName,
+                      entity.name == relationship.destinationEntityName || entity.ancestry.contains(relationship.destinationEntityName),
+                      let inverseIndex = entity.propertyIndex(named: inverse),
+                      let source = derivation.sourceAttribute, let sourceIndex = entity.propertyIndex(named: source) else { continue }
+                result.append(DerivationDependent(inverseIndex: inverseIndex, sourceIndex: sourceIndex))
+            }
+        }
+        return result
     }
 }

@@ -385,7 +385,7 @@ struct InMemoryHistory: Sendable {
             guard let entity = model.entity(named: update.objectID.entityName) else { continue }
             var values: [String: ChangeValue] = [:]
             for (index, value) in update.attributes {
-                guard case .attribute(let attribute) = entity.properties[index], !attribute.isTransient else { continue }
+                guard case .attribute(let attribute) = entity.properties[index], attribute.isReplicated else { continue }
                 values[attribute.name] = value.map(ChangeValue.attribute) ?? .null
             }
             for (index, target) in update.toOne {
@@ -422,7 +422,7 @@ struct InMemoryHistory: Sendable {
         var values: [String: ChangeValue] = [:]
         for (index, property) in entity.properties.enumerated() {
             switch property {
-            case .attribute(let attribute) where !attribute.isTransient:
+            case .attribute(let attribute) where attribute.isReplicated:
                 if let value = row.attributes[index] { values[attribute.name] = .attribute(value) } else if keepingNil { values[attribute.name] = .null }
             case .relationship(let relationship) where !relationship.isToMany && model.isRecorded(relationship, in: entity):
                 if let target = row.toOne[index] { values[relationship.name] = .object(uri(of: target)) } else if keepingNil { values[relationship.name] = .null }

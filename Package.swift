@@ -136,7 +136,8 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryModel", "FerryStore", "FerryTestSupport"]),
         .testTarget(
             name: "FerrySQLiteTests",
-            dependencies: ["FerrySQLite", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            // (FerrySync: the migration parity tests apply earlier-version change sets to migrated stores.)
+            dependencies: ["FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport",

@@ -5,6 +5,7 @@ import Testing
 import FerryModel
 import FerryStore
 import FerrySQLite
+import FerrySync
 import FerryTestSupport
 
 @Suite("Opening a store with another model")
@@ -138,10 +139,72 @@ struct LightweightMigrationTests {
         Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify) }
     }
 
+    // Version 2 of each rule's test (LightweightParityTests migrates both stores to each).
+    static let renamedAttribute = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars")
+            Attribute("weight", .integer32); Attribute("score", .double)
+            Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+        }
+        Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+        Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+    }
+
+    static let renamedEntity = try! ManagedObjectModel {
+        Entity("Memo", renamedFrom: "Note") {
+            Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("weight", .integer32); Attribute("score", .double)
+            Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
+            Relationship("labels", to: "Tag", inverse: "memos", toMany: true, renamedFrom: "tags")
+        }
+        Entity("Tag") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "labels", toMany: true, renamedFrom: "notes") }
+        Entity("Folder") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
+    }
+
+    static let removedThings = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false); Attribute("weight", .integer32); Attribute("score", .double)
+            Relationship("folder", to: "Folder", inverse: "notes")
+        }
+        Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+    }
+
+    static let requiredWithDefaults = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false, default: .integer(1))
+            Attribute("weight", .integer32); Attribute("score", .double)
+            Attribute("kind", .string, optional: false, default: .string("plain"))
+            Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+        }
+        Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+        Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+    }
+
+    static let changedTypes = try! ManagedObjectModel {
+        Entity("Note") {
+            Attribute("text", .string, optional: false); Attribute("stars", .integer64); Attribute("weight", .decimal); Attribute("score", .float)
+            Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+        }
+        Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
+        Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
+    }
+
+    static let renamedAndRemoved = try! ManagedObjectModel {
+        Entity("Memo", renamedFrom: "Note") {
+            Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars"); Attribute("score", .double)
+            Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
+        }
+        Entity("Folder") { Attribute("name", .string); Attribute("color", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
+    }
+
     /// A store of version 1 holding two notes (one with stars, folder and tag; one with nothing optional).
     func store(_ directory: TemporaryDirectory) throws -> String {
         let path = directory.file("rules.sqlite")
-        let store = try SQLiteStore(path: path, model: Self.version1)
+        try Self.fill(try SQLiteStore(path: path, model: Self.version1))
+        return path
+    }
+
+    /// Saves the two notes into a store of version 1.
+    static func fill(_ store: any PersistentStore) throws {
         let context = try PersistentContainer(store: store).newContext()
         let folder = try context.make("Folder", ["name": "Inbox"])
         let tag = try context.make("Tag", ["name": "todo"])
@@ -150,7 +213,6 @@ struct LightweightMigrationTests {
         try full.setValue([tag], forKey: "tags")
         try context.make("Note", ["text": "bare"])
         try context.save()
-        return path
     }
 
     /// Opens `path` with `model`, version 1 named as its earlier version (migrating), then again
@@ -183,13 +245,7 @@ struct LightweightMigrationTests {
         let directory = TemporaryDirectory()
         let path = try store(directory)
         #expect(try SQLiteStore(path: path, model: Self.version1).migration == nil)
-        let model = try ManagedObjectModel {
-            Entity("Memo", renamedFrom: "Note") {
-                Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars"); Attribute("score", .double)
-                Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
-            }
-            Entity("Folder") { Attribute("name", .string); Attribute("color", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
-        }
+        let model = Self.renamedAndRemoved
         let steps = Mutex<[String]>([])
         let migrated = try SQLiteStore(path: path, model: model, options: .init(earlierModels: [Self.version1], migrationProgress: { step, number, total in
             steps.withLock { $0.append("\(number)/\(total) \(step)") }
@@ -206,15 +262,7 @@ struct LightweightMigrationTests {
     func renameAttribute() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let model = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars")
-                Attribute("weight", .integer32); Attribute("score", .double)
-                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
-            }
-            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
-            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
-        }
+        let model = Self.renamedAttribute
         let context = try migrate(path, to: model)
         #expect(try note(context, "full").value(forKey: "rating") as? Int16 == 3)
         #expect(try context.count(for: FetchRequest(entityName: "Note", format: "rating == 3", model: model)) == 1)
@@ -236,15 +284,7 @@ struct LightweightMigrationTests {
     func renameEntity() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let model = try ManagedObjectModel {
-            Entity("Memo", renamedFrom: "Note") {
-                Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("weight", .integer32); Attribute("score", .double)
-                Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
-                Relationship("labels", to: "Tag", inverse: "memos", toMany: true, renamedFrom: "tags")
-            }
-            Entity("Tag") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "labels", toMany: true, renamedFrom: "notes") }
-            Entity("Folder") { Attribute("name", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
-        }
+        let model = Self.renamedEntity
         let context = try migrate(path, to: model)
         let full = try note(context, "full", entity: "Memo")
         #expect(full.objectID.uriString.contains("/Memo/p"))
@@ -265,13 +305,7 @@ struct LightweightMigrationTests {
     func removals() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let model = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string, optional: false); Attribute("weight", .integer32); Attribute("score", .double)
-                Relationship("folder", to: "Folder", inverse: "notes")
-            }
-            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
-        }
+        let model = Self.removedThings
         let joinTables = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z\\_%' ESCAPE '\\' AND name NOT LIKE 'Z_FERRY%' AND name NOT IN ('Z_PRIMARYKEY', 'Z_METADATA', 'Z_MODELCACHE')") }
         #expect(joinTables.count == 1, "the Note–Tag join table: \(joinTables)")
         // Not named as an earlier version, version 1 is a stranger: nothing is removed, the open is refused.
@@ -297,16 +331,7 @@ struct LightweightMigrationTests {
     func requiredWithDefault() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let model = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false, default: .integer(1))
-                Attribute("weight", .integer32); Attribute("score", .double)
-                Attribute("kind", .string, optional: false, default: .string("plain"))
-                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
-            }
-            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
-            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
-        }
+        let model = Self.requiredWithDefaults
         let context = try migrate(path, to: model)
         #expect(try note(context, "full").value(forKey: "stars") as? Int16 == 3, "a stored value is kept")
         #expect(try note(context, "bare").value(forKey: "stars") as? Int16 == 1, "a stored nil takes the default")
@@ -318,14 +343,7 @@ struct LightweightMigrationTests {
     func typeChanges() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let model = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string, optional: false); Attribute("stars", .integer64); Attribute("weight", .decimal); Attribute("score", .float)
-                Relationship("folder", to: "Folder", inverse: "notes"); Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
-            }
-            Entity("Tag") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "tags", toMany: true) }
-            Entity("Folder") { Attribute("name", .string); Relationship("notes", to: "Note", inverse: "folder", toMany: true) }
-        }
+        let model = Self.changedTypes
         let context = try migrate(path, to: model)
         let full = try note(context, "full")
         #expect(try full.value(forKey: "stars") as? Int64 == 3)
@@ -424,7 +442,13 @@ struct DerivedMigrationTests {
     /// Version 1 with data: a folder of three notes (two tagged), an empty folder, a note without folder.
     func store(_ directory: TemporaryDirectory) throws -> String {
         let path = directory.file("derived.sqlite")
-        let context = try PersistentContainer(store: try SQLiteStore(path: path, model: Self.version1)).newContext()
+        try Self.fill(try SQLiteStore(path: path, model: Self.version1))
+        return path
+    }
+
+    /// Saves the folders, tag and notes into a store of version 1.
+    static func fill(_ store: any PersistentStore) throws {
+        let context = try PersistentContainer(store: store).newContext()
         let inbox = try context.make("Folder", ["name": "Écritures"])
         _ = try context.make("Folder", ["name": "Empty"])
         let tag = try context.make("Tag", ["name": "todo"])
@@ -434,7 +458,6 @@ struct DerivedMigrationTests {
         }
         _ = try context.make("Note", ["text": "loose"])
         try context.save()
-        return path
     }
 
     func objects(_ context: ManagedObjectContext, _ entity: String, by key: String) throws -> [String: ManagedObject] {
@@ -508,5 +531,88 @@ struct DerivedMigrationTests {
         let context = try PersistentContainer(store: migrated).newContext()
         let notes = try objects(context, "Note", by: "text")
         #expect(try notes["two"]?.value(forKey: "loud") as? String == "two")
+    }
+}
+
+/// Every migration rule on both stores: the same content, migrated by `SQLiteStore` on open and
+/// by `InMemoryStore.migrated(to:)`, dumps the same; and a change set made with the earlier
+/// version by a replica that has not upgraded applies translated on both, with the same result.
+@Suite("Migration rules on both stores")
+struct MigrationParityTests {
+    struct Rule: Sendable {
+        let name: String
+        let from: ManagedObjectModel
+        let to: ManagedObjectModel
+        let fill: @Sendable (any PersistentStore) throws -> Void
+        init(_ name: String, _ from: ManagedObjectModel, _ to: ManagedObjectModel, _ fill: @escaping @Sendable (any PersistentStore) throws -> Void) {
+            (self.name, self.from, self.to, self.fill) = (name, from, to, fill)
+        }
+    }
+
+    static let rules: [Rule] = [
+        Rule("rename an attribute", LightweightMigrationTests.version1, LightweightMigrationTests.renamedAttribute, LightweightMigrationTests.fill),
+        Rule("rename an entity and its relationships", LightweightMigrationTests.version1, LightweightMigrationTests.renamedEntity, LightweightMigrationTests.fill),
+        Rule("remove an attribute, a relationship and an entity", LightweightMigrationTests.version1, LightweightMigrationTests.removedThings, LightweightMigrationTests.fill),
+        Rule("required with a default", LightweightMigrationTests.version1, LightweightMigrationTests.requiredWithDefaults, LightweightMigrationTests.fill),
+        Rule("widen and convert types", LightweightMigrationTests.version1, LightweightMigrationTests.changedTypes, LightweightMigrationTests.fill),
+        Rule("rename, remove and add at once", LightweightMigrationTests.version1, LightweightMigrationTests.renamedAndRemoved, LightweightMigrationTests.fill),
+        Rule("add derived attributes", DerivedMigrationTests.version1, DerivedMigrationTests.version2, DerivedMigrationTests.fill),
+    ]
+
+    func dump(_ store: any PersistentStore) throws -> [String] {
+        var lines: [String] = []
+        try StoreDump(store: store).write { lines.append($0) }
+        return lines
+    }
+
+    @Test("The same content migrates to the same content on both stores", arguments: rules.indices)
+    func sameResult(rule index: Int) throws {
+        let rule = Self.rules[index]
+        let directory = TemporaryDirectory()
+        let identifier = UUID()
+        let path = directory.file("parity.sqlite")
+        try rule.fill(try SQLiteStore(path: path, model: rule.from, options: .init(newStoreIdentifier: identifier)))
+        let memory = InMemoryStore(model: rule.from, identifier: identifier)
+        try rule.fill(memory)
+        #expect(try dump(try SQLiteStore(path: path, model: rule.from)) == dump(memory))
+        // A replica of the same content that stays on the earlier version, and writes.
+        let late = InMemoryStore(model: rule.from)
+        _ = try ReplayEngine(store: late).apply(lines: memory.changeSetLines(after: [:], limit: nil))
+        let lateContext = try PersistentContainer(store: late).newContext()
+        for object in try lateContext.fetch(FetchRequest(entityName: rule.from.entities.first { $0.name == "Note" }?.name ?? "Note")) {
+            try object.setValue("edited \(try object.value(forKey: "text") as? String ?? "")", forKey: "text")
+        }
+        _ = try lateContext.make("Note", ["text": "late"])
+        try lateContext.save()
+        let lateLines = try late.changeSetLines(after: memory.historyState().vector, limit: nil)
+        #expect(!lateLines.isEmpty)
+
+        let migratedSQLite = try SQLiteStore(path: path, model: rule.to, options: .init(earlierModels: [rule.from]))
+        let migratedMemory = try memory.migrated(to: rule.to)
+        let migrated = try dump(migratedSQLite)
+        #expect(!migrated.isEmpty)
+        #expect(try dump(migratedMemory) == migrated, "\(rule.name)")
+        #expect(migratedMemory.identifier == identifier && migratedMemory.modelVersionHash == rule.to.versionHash)
+        // The earlier version's change sets apply translated on both, alike.
+        let reportSQLite = try ReplayEngine(store: migratedSQLite).apply(lines: lateLines)
+        let reportMemory = try ReplayEngine(store: migratedMemory).apply(lines: lateLines)
+        #expect(reportSQLite.applied == lateLines.count && reportSQLite.waiting == 0 && reportSQLite.quarantined == 0, "\(rule.name): \(reportSQLite)")
+        #expect(reportMemory.applied == reportSQLite.applied && reportMemory.waiting == 0 && reportMemory.quarantined == 0, "\(rule.name): \(reportMemory)")
+        let afterSQLite = try dump(migratedSQLite)
+        #expect(try dump(migratedMemory) == afterSQLite, "\(rule.name)")
+        #expect(afterSQLite.contains { $0.contains("edited ") }, "\(rule.name): the translated edits are in")
+    }
+
+    @Test("A change no rule covers is refused by both stores, naming it")
+    func refusedAlike() throws {
+        let model = try ManagedObjectModel {
+            Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .string) }
+        }
+        let memory = InMemoryStore(model: LightweightMigrationTests.version1)
+        #expect {
+            _ = try memory.migrated(to: model)
+        } throws: { error in
+            "\(error)".contains("attribute 'stars' changed type from Integer 16 to String")
+        }
     }
 }

@@ -23,24 +23,37 @@ struct ModelVersionSyncTests {
         }
     }
 
-    /// A SQLite replica that can be reopened with another model version, keeping its file.
+    /// A replica that can be upgraded to another model version: a SQLite file reopened with it,
+    /// or an in-memory store migrated (``InMemoryStore/migrated(to:)``).
     final class Peer {
         let directory = TemporaryDirectory()
-        var store: SQLiteStore
+        var store: any ReplicaStore
         var engine: ReplayEngine
         var context: ManagedObjectContext
 
-        init(model: ManagedObjectModel = ModelVersionSyncTests.version1) throws {
-            store = try SQLiteStore(path: directory.file("peer.sqlite"), model: model)
+        init(model: ManagedObjectModel = ModelVersionSyncTests.version1, kind: Replica.Kind = .sqlite) throws {
+            store = switch kind {
+            case .sqlite: try SQLiteStore(path: directory.file("peer.sqlite"), model: model)
+            case .memory: InMemoryStore(model: model)
+            }
             engine = try ReplayEngine(store: store)
             context = try PersistentContainer(store: store).newContext()
         }
 
-        /// Reopens the file with version 2 (an upgrade), version 1 known as the earlier one.
-        func upgrade() throws {
-            store = try SQLiteStore(path: store.path, model: ModelVersionSyncTests.version2, options: .init(earlierModels: [ModelVersionSyncTests.version1]))
+        /// Upgrades to `model` (version 2 unless told), `earlier` known as the earlier version.
+        func upgrade(to model: ManagedObjectModel = ModelVersionSyncTests.version2, from earlier: ManagedObjectModel = ModelVersionSyncTests.version1) throws {
+            if let file = store as? SQLiteStore {
+                store = try SQLiteStore(path: file.path, model: model, options: .init(earlierModels: [earlier]))
+            } else {
+                store = try #require(store as? InMemoryStore).migrated(to: model)
+            }
             engine = try ReplayEngine(store: store)
             context = try PersistentContainer(store: store).newContext()
+        }
+
+        /// The SQLite file's path (SQLite peers only).
+        var path: String {
+            get throws { try #require(store as? SQLiteStore).path }
         }
 
         /// Takes in what `other` has that this replica lacks (the context then reads the store afresh).
@@ -61,9 +74,10 @@ struct ModelVersionSyncTests {
         }
     }
 
-    @Test("A rolling upgrade of two replicas with writes throughout: translated one way, waiting the other, converged with nothing held")
-    func rollingUpgrade() throws {
-        let a = try Peer(), b = try Peer()
+    @Test("A rolling upgrade of two replicas with writes throughout: translated one way, waiting the other, converged with nothing held",
+          arguments: Replica.Kind.allCases)
+    func rollingUpgrade(kind: Replica.Kind) throws {
+        let a = try Peer(kind: kind), b = try Peer(kind: kind)
         try a.context.make("Note", ["text": "a1", "stars": Int16(1), "scratch": "x"])
         try a.context.save()
         try b.context.make("Note", ["text": "b1", "stars": Int16(2)])
@@ -108,9 +122,10 @@ struct ModelVersionSyncTests {
         #expect(try b.dump() == dump)
     }
 
-    @Test("Last writer wins across a rename: the clocks of a renamed property move with it, so an older write made before the rename does not win")
-    func clocksFollowRenames() throws {
-        let a = try Peer(), b = try Peer()
+    @Test("Last writer wins across a rename: the clocks of a renamed property move with it, so an older write made before the rename does not win",
+          arguments: Replica.Kind.allCases)
+    func clocksFollowRenames(kind: Replica.Kind) throws {
+        let a = try Peer(kind: kind), b = try Peer(kind: kind)
         try a.context.make("Note", ["text": "base"])
         try a.context.save()
         try b.pull(from: a)
@@ -139,7 +154,7 @@ struct ModelVersionSyncTests {
         try a.upgrade()
         try a.context.make("Note", ["body": "two"])
         try a.context.save()
-        let sets = try a.store.changeSets()
+        let sets = try #require(a.store as? SQLiteStore).changeSets()
         #expect(sets.count == 2 && sets.allSatisfy { $0.modelHash == Self.version2.versionHash })
         #expect(sets.first?.changes.first?.values["body"] == .attribute(.string("one")))
         #expect(sets.first?.changes.first?.values["scratch"] == nil)
@@ -169,27 +184,24 @@ struct ModelVersionSyncTests {
         try a.context.save()
         let parentURI = parent.objectID.uriString.replacingOccurrences(of: "/Note/", with: "/Memo/")
         let childURI = child.objectID.uriString.replacingOccurrences(of: "/Note/", with: "/Memo/")
-        let store = try SQLiteStore(path: a.store.path, model: Self.linkedRenamed, options: .init(earlierModels: [Self.linked]))
+        let store = try SQLiteStore(path: try a.path, model: Self.linkedRenamed, options: .init(earlierModels: [Self.linked]))
         let found = try store.tombstones(referringTo: parentURI)
         #expect(Set(found.keys) == [childURI], "\(found)")
         #expect(found[childURI]?.entity == "Memo" && found[childURI]?.names(parentURI) == true)
     }
 
-    @Test("An entity renamed between versions: URIs follow the rename on every replica, change sets translate both ways of the upgrade, and the replicas converge")
-    func entityRename() throws {
+    @Test("An entity renamed between versions: URIs follow the rename on every replica, change sets translate both ways of the upgrade, and the replicas converge",
+          arguments: Replica.Kind.allCases)
+    func entityRename(kind: Replica.Kind) throws {
         let renamed = Self.linkedRenamed, withLinks = Self.linked
-        let a = try Peer(model: withLinks), b = try Peer(model: withLinks)
+        let a = try Peer(model: withLinks, kind: kind), b = try Peer(model: withLinks, kind: kind)
         let root = try a.context.make("Note", ["text": "root"])
         try a.context.save()
         try b.pull(from: a)
         try b.note("text", "root").setValue("root, edited on b", forKey: "text")
         try b.context.save()
         try a.pull(from: b)
-        func upgrade(_ peer: Peer) throws {
-            peer.store = try SQLiteStore(path: peer.store.path, model: renamed, options: .init(earlierModels: [withLinks]))
-            peer.engine = try ReplayEngine(store: peer.store)
-            peer.context = try PersistentContainer(store: peer.store).newContext()
-        }
+        func upgrade(_ peer: Peer) throws { try peer.upgrade(to: renamed, from: withLinks) }
         try upgrade(b)
         // B (renamed) links a new memo under A's root; A (not yet) adds a child of its own.
         let child = try b.context.make("Memo", ["text": "from b"])

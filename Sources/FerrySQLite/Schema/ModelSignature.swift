@@ -60,7 +60,8 @@ struct ModelSignature: Codable, Sendable, Equatable {
             return EntityDescription(
                 name: name, parent: entity.parent, isAbstract: entity.isAbstract,
                 attributes: entity.attributes.sorted(by: { $0.key < $1.key }).filter { !parent.attributes.contains($0.key) }.map { key, attribute in
-                    AttributeDescription(name: key, type: AttributeType(xcodeName: attribute.type) ?? .string, isOptional: attribute.isOptional)
+                    AttributeDescription(name: key, type: AttributeType(xcodeName: attribute.type) ?? .string, isOptional: attribute.isOptional,
+                                         derivation: attribute.derivation.map(Derivation.init(expression:)))
                 },
                 relationships: entity.relationships.sorted(by: { $0.key < $1.key }).filter { !parent.relationships.contains($0.key) }.map { key, relationship in
                     RelationshipDescription(name: key, destination: relationship.destination, inverse: relationship.inverse, isToMany: relationship.isToMany,

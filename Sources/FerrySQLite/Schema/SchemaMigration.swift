@@ -9,8 +9,10 @@ import FerryStore
 /// removed. Every rule is in docs/STORE.md ("Migration"). A difference no rule covers is refused,
 /// named, before anything is written; the whole migration runs in the open's one transaction.
 struct SchemaMigration {
+    /// What the migration does, inferred by the rules every store shares.
+    private let inferred: LightweightMigration
     /// How the stored shape's entities and properties correspond to the new model's.
-    private let versions: ModelVersionMapping
+    private var versions: ModelVersionMapping { inferred.versions }
     /// New entity name → old entity name, for every entity the old model had and the new one keeps.
     private var entityMatches: [String: String] { versions.entityMatches }
     /// New entity name → (new property name → old property name), for kept persistent properties.
@@ -19,44 +21,12 @@ struct SchemaMigration {
     private var removedEntities: [String] { versions.removedEntities }
     /// (new entity, old property) pairs with no counterpart: their values are dropped.
     private var removedProperties: [(entity: String, property: String)] { versions.removedProperties }
-    /// Attributes whose stored nil becomes the model's default (optional → required, or a new required attribute).
-    private(set) var defaultsToFill: [(entity: String, attribute: String, value: AttributeValue)] = []
-    /// Attributes whose column must change type (the old and the new SQLite column types differ).
-    private(set) var retypedAttributes: [(entity: String, attribute: String, type: AttributeType)] = []
-    /// Derived attributes (computed on every replica) that are new or derive something new: every object's value is computed.
-    private(set) var derivationsToCompute: [(entity: String, attribute: String)] = []
 
     /// Every change, in words, for the report (``MigrationReport/changes``).
-    func changes(to model: ManagedObjectModel) -> [String] {
-        var result: [String] = []
-        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
-            guard let oldName = entityMatches[entity.name] else {
-                result.append("added entity \(entity.name)")
-                continue
-            }
-            if oldName != entity.name { result.append("renamed entity \(oldName) to \(entity.name)") }
-            let matches = propertyMatches[entity.name] ?? [:]
-            for property in entity.properties where property.isPersistent && model.declaringEntityName(ofProperty: property.name, in: entity) == entity.name {
-                if let previous = matches[property.name] {
-                    if previous != property.name { result.append("renamed \(entity.name).\(previous) to \(property.name)") }
-                } else {
-                    result.append("added \(entity.name).\(property.name)")
-                }
-            }
-        }
-        result += removedEntities.map { "removed entity \($0)" } + removedProperties.map { "removed \($0.entity).\($0.property)" }
-        result += retypedAttributes.map { "changed \($0.entity).\($0.attribute) to \($0.type.xcodeName)" }
-        result += defaultsToFill.map { "gave \($0.entity).\($0.attribute) its default where it had no value" }
-        result += derivationsToCompute.map { "derived \($0.entity).\($0.attribute) for every object" }
-        return result
-    }
+    var changes: [String] { inferred.changes }
 
-    /// What the migration would delete, in words: removed entities' objects, removed properties'
-    /// values. Empty when it loses nothing.
-    var losses: [String] {
-        removedEntities.map { "entity '\($0)' was removed (its objects would be deleted)" }
-            + removedProperties.map { "entity '\($0.entity)': '\($0.property)' was removed or made transient (its values would be dropped)" }
-    }
+    /// What the migration would delete, in words. Empty when it loses nothing.
+    var losses: [String] { inferred.losses }
 
     /// Infers the migration from a store made with `old` to `model`.
     /// - Throws: ``StoreError/incompatibleModel(path:differences:)`` naming every difference no rule covers.
@@ -67,117 +37,8 @@ struct SchemaMigration {
         } catch {
             throw StoreError.cannotOpen(path: path, reason: "the model shape stored in the file cannot be read back (\(error)); the file is damaged")
         }
-        let versions = ModelVersionMapping(from: previousModel, to: model)
-        self.versions = versions
-        var problems = versions.conflicts
-        // The new name of an old entity, for comparing destinations and parents.
-        let renamed = { (oldName: String?) -> String? in oldName.map { versions.destinationEntity(ofSource: $0) ?? "(removed \($0))" } }
-
-        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
-            let place = "entity '\(entity.name)'"
-            guard let oldName = entityMatches[entity.name], let previous = old.entities[oldName] else {
-                // A new entity: nothing stored yet; its attributes need no value.
-                continue
-            }
-            if renamed(previous.parent) != entity.parentName {
-                problems.append("\(place) changed parent from \(previous.parent ?? "none") to \(entity.parentName ?? "none"); Core Data infers no migration for a changed hierarchy")
-            }
-            if !previous.isAbstract && entity.isAbstract {
-                problems.append("\(place) became abstract, but the store may hold objects of it")
-            }
-            let matches = propertyMatches[entity.name] ?? [:]
-            for attribute in entity.ownAttributes where attribute.derivation?.isComputedOnEveryReplica == true {
-                let stored = matches[attribute.name].flatMap { previous.attributes[$0] }
-                if stored?.derivation != attribute.derivation?.expression { derivationsToCompute.append((entity.name, attribute.name)) }
-            }
-            for property in entity.properties where property.isPersistent {
-                guard let oldProperty = matches[property.name] else {
-                    // New property.
-                    switch property {
-                    case .attribute(let attribute) where !attribute.isOptional:
-                        if let value = attribute.defaultValue {
-                            defaultsToFill.append((entity.name, attribute.name, value))
-                        } else {
-                            problems.append("\(place): new attribute '\(attribute.name)' is required and has no default value; existing objects would have none (give it a default value, or make it optional)")
-                        }
-                    case .relationship(let relationship):
-                        if !relationship.isOptional {
-                            problems.append("\(place): new relationship '\(relationship.name)' is required; existing objects have none (make it optional)")
-                        }
-                        if let inverse = relationship.inverseName, versions.propertyMatches[relationship.destinationEntityName]?[inverse] != nil {
-                            problems.append("\(place): new relationship '\(relationship.name)' is the inverse of the existing '\(relationship.destinationEntityName).\(inverse)', which changes how that one is stored")
-                        }
-                    default:
-                        break
-                    }
-                    continue
-                }
-                switch property {
-                case .attribute(let attribute):
-                    guard let stored = previous.attributes[oldProperty] else { continue }
-                    let name = "\(place): attribute '\(attribute.name)'" + (oldProperty == attribute.name ? "" : " (was '\(oldProperty)')")
-                    if let oldType = AttributeType(xcodeName: stored.type), oldType != attribute.type {
-                        switch Self.typeChange(from: oldType, to: attribute.type) {
-                        case .none: break
-                        case .newColumn: retypedAttributes.append((entity.name, attribute.name, attribute.type))
-                        case .refused(let why):
-                            problems.append("\(name) changed type from \(stored.type) to \(attribute.type.xcodeName): \(why)")
-                        }
-                    }
-                    if stored.isOptional && !attribute.isOptional {
-                        if let value = attribute.defaultValue {
-                            defaultsToFill.append((entity.name, attribute.name, value))
-                        } else {
-                            problems.append("\(name) became required without a default value; stored objects may have none (give it a default value, as Core Data's lightweight migration needs)")
-                        }
-                    }
-                case .relationship(let relationship):
-                    guard let stored = previous.relationships[oldProperty] else { continue }
-                    let name = "\(place): relationship '\(relationship.name)'" + (oldProperty == relationship.name ? "" : " (was '\(oldProperty)')")
-                    if renamed(stored.destination) != relationship.destinationEntityName {
-                        problems.append("\(name) changed destination from \(stored.destination) to \(relationship.destinationEntityName)")
-                    }
-                    if stored.isToMany != relationship.isToMany || stored.isOrdered != relationship.isOrdered {
-                        problems.append("\(name) changed from \(Self.kind(toMany: stored.isToMany, ordered: stored.isOrdered)) to \(Self.kind(toMany: relationship.isToMany, ordered: relationship.isOrdered)); Ferry does not migrate a change of cardinality or order yet (keep the old relationship, add a new one and copy the objects in code)")
-                    }
-                    let newInverseOld = relationship.inverseName.flatMap { inverse in
-                        model.entity(named: relationship.destinationEntityName)?.relationship(named: inverse).map { $0.renamingIdentifier ?? $0.name }
-                    }
-                    if stored.inverse != newInverseOld && stored.inverse != relationship.inverseName {
-                        problems.append("\(name) changed its inverse from \(stored.inverse ?? "none") to \(relationship.inverseName ?? "none"), which changes how it is stored")
-                    }
-                    if stored.isOptional && !relationship.isOptional {
-                        problems.append("\(name) became required; stored objects may have none")
-                    }
-                }
-            }
-        }
-        guard problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: problems) }
-    }
-
-    private static func kind(toMany: Bool, ordered: Bool) -> String {
-        toMany ? (ordered ? "ordered to-many" : "to-many") : "to-one"
-    }
-
-    /// What a change of attribute type needs.
-    enum TypeChange: Equatable {
-        /// Nothing: stored values read as the new type as they are (integer widening, float ↔ double).
-        case none
-        /// The values move to a column of the new SQLite type (integer → double, float or decimal).
-        case newColumn
-        /// Not inferred; why.
-        case refused(String)
-    }
-
-    /// Ferry's inferred type changes (Core Data documents none; these lose no value).
-    static func typeChange(from old: AttributeType, to new: AttributeType) -> TypeChange {
-        let integers: [AttributeType] = [.integer16, .integer32, .integer64]
-        if let from = integers.firstIndex(of: old), let to = integers.firstIndex(of: new) {
-            return to >= from ? .none : .refused("a narrower integer may not hold the stored values")
-        }
-        if integers.contains(old), [.double, .float, .decimal].contains(new) { return .newColumn }
-        if [.double, .float].contains(old), [.double, .float].contains(new) { return .none }
-        return .refused("only integer widening, integer to Double, Float or Decimal, and Float to Double (or back) migrate without losing values")
+        inferred = LightweightMigration(from: previousModel, to: model)
+        guard inferred.problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: inferred.problems) }
     }
 
     // MARK: - Applying
@@ -309,7 +170,8 @@ struct SchemaMigration {
     /// After the new columns exist: moves retyped attributes' values to columns of their new
     /// type, and gives stored nils of newly required attributes the model's default.
     func finish(_ db: Database, mapping: inout SchemaMapping, model: ManagedObjectModel) throws {
-        for (entityName, attribute, type) in retypedAttributes {
+        for (reference, type) in inferred.retypedAttributes {
+            let (entityName, attribute) = (reference.entity, reference.attribute)
             guard let entity = mapping.entities[entityName], let old = entity.columns[attribute],
                   let description = model.entity(named: entityName) else { continue }
             let column = mapping.uniqueName("Z" + attribute.uppercased(), in: entity.table)
@@ -325,7 +187,8 @@ struct SchemaMigration {
                 try db.execute(sql: "ALTER TABLE \(entity.table) DROP COLUMN \(old)")
             }
         }
-        for (entityName, attribute, value) in defaultsToFill {
+        for (reference, value) in inferred.defaultsToFill {
+            let (entityName, attribute) = (reference.entity, reference.attribute)
             guard let entity = mapping.entities[entityName], let column = entity.columns[attribute],
                   let description = model.entity(named: entityName) else { continue }
             let numbers = mapping.family(of: description)
@@ -333,8 +196,8 @@ struct SchemaMigration {
             try db.execute(sql: "UPDATE \(entity.table) SET \(column) = ? WHERE \(column) IS NULL AND Z_ENT IN (\(placeholders))",
                            arguments: StatementArguments([ValueCodec.databaseValue(value)] + numbers.map(\.databaseValue)))
         }
-        for (entityName, attribute) in derivationsToCompute {
-            try derive(attribute, of: entityName, in: db, mapping: mapping, model: model)
+        for reference in inferred.derivationsToCompute {
+            try derive(reference.attribute, of: reference.entity, in: db, mapping: mapping, model: model)
         }
     }
 

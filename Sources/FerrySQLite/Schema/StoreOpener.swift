@@ -196,7 +196,7 @@ struct StoreOpener {
         try db.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = ? WHERE Z_VERSION = 1", arguments: [try metadataJSON()])
         try db.execute(sql: "UPDATE Z_MODELCACHE SET Z_CONTENT = ?", arguments: [try cacheJSON(mapping)])
         let report = MigrationReport(fromVersionHash: metadata.modelVersionHash, toVersionHash: model.versionHash,
-                                     changes: migration.changes(to: model), seconds: 0)
+                                     changes: migration.changes, seconds: 0)
         return Opened(identifier: identifier, mapping: mapping, migration: report, migrationStarted: started)
     }
 

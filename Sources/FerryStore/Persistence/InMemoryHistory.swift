@@ -434,3 +434,75 @@ struct InMemoryHistory: Sendable {
     }
 
 }
+
+// MARK: - Migration
+
+extension InMemoryHistory {
+    /// The history and merge metadata of a store migrated by `migration` (as `SQLiteStore`'s
+    /// migration renames its `Z_FERRY_*` tables): change sets are kept as they came (they name
+    /// their version); every object ID, URI and property name of a renamed entity or property
+    /// takes the new name; the metadata of removed entities' objects goes.
+    func migrated(by migration: LightweightMigration, modelHash: String) -> InMemoryHistory {
+        let versions = migration.versions
+        var next = InMemoryHistory(store: store, model: versions.destination, modelHash: modelHash)
+        let renameEntity = { (old: String) -> String? in versions.destinationEntity(ofSource: old) }
+        func id(_ old: ObjectID) -> ObjectID? {
+            guard let entity = renameEntity(old.entityName) else { return nil }
+            return entity == old.entityName ? old : ObjectID(entityName: entity, kind: old.kind)
+        }
+        func uri(_ old: String) -> String { ObjectURIComponents.renamingEntity(of: old, renameEntity) }
+        /// A clock key (a property, `relationship member`, or `relationship@ member`) of an object of `entity` (old name).
+        func key(_ old: String, of entity: String) -> String {
+            for separator in ["@ ", " "] {
+                guard let range = old.range(of: separator) else { continue }
+                let property = String(old[..<range.lowerBound])
+                let renamed = versions.destinationProperty(ofSource: property, inSourceEntity: entity) ?? property
+                return renamed + separator + uri(String(old[range.upperBound...]))
+            }
+            return versions.destinationProperty(ofSource: old, inSourceEntity: entity) ?? old
+        }
+        func properties<Value>(_ values: [String: Value], of entity: String) -> [String: Value] {
+            Dictionary(values.map { (key($0.key, of: entity), $0.value) }, uniquingKeysWith: { first, _ in first })
+        }
+        next.lastTimestamp = lastTimestamp
+        next.records = records
+        next.nextRank = nextRank
+        next.vector = vector
+        next.purged = purged
+        next.horizon = horizon
+        next.horizonTime = horizonTime
+        next.purgeMarks = purgeMarks
+        next.held = held
+        for (row, stamps) in clocks {
+            guard let renamed = id(row) else { continue }
+            next.clocks[renamed] = properties(stamps, of: row.entityName)
+        }
+        for (row, relationships) in positions {
+            guard let renamed = id(row) else { continue }
+            next.positions[renamed] = properties(relationships, of: row.entityName).mapValues { members in
+                Dictionary(members.map { (uri($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+            }
+        }
+        for (origin, row) in rowsByOrigin {
+            guard let renamed = id(row) else { continue }
+            next.rowsByOrigin[uri(origin)] = renamed
+            next.originsByRow[renamed] = uri(origin)
+        }
+        for (buried, tombstone) in tombstones {
+            var moved = tombstone
+            moved.entity = renameEntity(tombstone.entity) ?? tombstone.entity
+            next.tombstones[uri(buried)] = moved
+        }
+        for (alias, survivor) in aliases { next.aliases[uri(alias)] = uri(survivor) }
+        for (alias, time) in aliasTimes { next.aliasTimes[uri(alias)] = time }
+        for (survivor, values) in carried {
+            next.carried[uri(survivor)] = Dictionary(values.map { property, value in
+                var moved = value
+                moved.entity = renameEntity(value.entity) ?? value.entity
+                return (versions.destinationProperty(ofSource: property, inSourceEntity: value.entity) ?? property, moved)
+            }, uniquingKeysWith: { first, _ in first })
+        }
+        for (restored, marks) in restores { next.restores[uri(restored)] = marks }
+        return next
+    }
+}

@@ -4,9 +4,6 @@ import FerryModel
 /// What replication needs of the in-memory store: the same ``ReplicaStore`` as
 /// `SQLiteStore`, kept in ``InMemoryHistory``.
 extension InMemoryStore: ReplicaStore {
-    /// An in-memory store lives with one model version (it is never reopened with another).
-    public var earlierModels: [ManagedObjectModel] { [] }
-
     // MARK: History
 
     public func historyState() throws -> HistoryState {

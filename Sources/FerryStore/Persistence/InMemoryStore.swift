@@ -34,13 +34,26 @@ public final class InMemoryStore: PersistentStore {
         var other: ObjectID
     }
 
+    /// The earlier versions of its model it was migrated from (``migrated(to:)``): change sets made with them are read translated.
+    public let earlierModels: [ManagedObjectModel]
+
     /// Creates an empty store for `model`.
     public init(model: ManagedObjectModel, identifier: UUID = UUID()) {
         self.model = model
         self.identifier = identifier
         let hash = model.versionHash
         self.modelVersionHash = hash
+        self.earlierModels = []
         self.state = Mutex(State(history: InMemoryHistory(store: identifier, model: model, modelHash: hash)))
+    }
+
+    /// A store holding `state`, made by a migration.
+    init(model: ManagedObjectModel, identifier: UUID, earlierModels: [ManagedObjectModel], state: State) {
+        self.model = model
+        self.identifier = identifier
+        self.modelVersionHash = model.versionHash
+        self.earlierModels = earlierModels
+        self.state = Mutex(state)
     }
 
     // MARK: - Reading
@@ -84,7 +97,7 @@ public final class InMemoryStore: PersistentStore {
     }
 
     /// The destinations of a relationship of a row, in order for ordered relationships.
-    private func members(of id: ObjectID, relationship name: String, in state: State) -> [ObjectID] {
+    func members(of id: ObjectID, relationship name: String, in state: State) -> [ObjectID] {
         guard let entity = model.entity(named: id.entityName), let relationship = entity.relationship(named: name) else { return [] }
         var members: [ObjectID]
         switch model.storage(of: relationship, in: entity) {

@@ -15,6 +15,17 @@ public struct LightweightMigration: Sendable {
         }
     }
 
+    /// One relationship of one (destination) entity.
+    public struct RelationshipReference: Sendable, Hashable {
+        public var entity: String
+        public var relationship: String
+
+        public init(entity: String, relationship: String) {
+            self.entity = entity
+            self.relationship = relationship
+        }
+    }
+
     /// What a change of attribute type needs.
     public enum TypeChange: Sendable, Equatable {
         /// Nothing: stored values read as the new type as they are (integer widening, float ↔ double).
@@ -34,6 +45,10 @@ public struct LightweightMigration: Sendable {
     /// Derived attributes (computed on every replica) that are new or derive something new:
     /// every object's value is computed. (A new `now()` attribute stays empty until the next save.)
     public private(set) var derivationsToCompute: [AttributeReference] = []
+    /// To-one relationships that became (unordered) to-many, kept in a join table of their own
+    /// side: each object's destination becomes its one member. In a fleet, a to-one write of the
+    /// earlier version replaces the members (docs/SYNC.md, "A to-one that became to-many").
+    public private(set) var toManyConversions: [RelationshipReference] = []
     /// Every difference no rule covers, in words; empty when the migration can run.
     public private(set) var problems: [String]
 
@@ -111,7 +126,18 @@ public struct LightweightMigration: Sendable {
                     if renamed(stored.destinationEntityName) != relationship.destinationEntityName {
                         problems.append("\(name) changed destination from \(stored.destinationEntityName) to \(relationship.destinationEntityName)")
                     }
-                    if stored.isToMany != relationship.isToMany || stored.isOrdered != relationship.isOrdered {
+                    let ownsJoinTable = Self.writesOwnJoinTable(relationship, of: entity, in: model)
+                    let inverseWasToMany = stored.inverseName.flatMap { previous.entity(named: stored.destinationEntityName)?.relationship(named: $0) }.map(\.isToMany) ?? true
+                    if !stored.isToMany && relationship.isToMany && !relationship.isOrdered && ownsJoinTable && inverseWasToMany {
+                        if old.ownRelationships.contains(where: { $0.name == oldProperty }) {
+                            toManyConversions.append(RelationshipReference(entity: entity.name, relationship: relationship.name))
+                        }
+                    } else if !stored.isToMany && relationship.isToMany {
+                        let why = relationship.isOrdered ? "to an ordered to-many"
+                            : !inverseWasToMany ? "from one-to-one (the facts would move to the other side)"
+                            : "into a many-to-many whose join table the other side writes (its name sorts first; rename one side, or add a new relationship)"
+                        problems.append("\(name) changed from to-one to to-many \(why); Ferry migrates a to-one that becomes an unordered to-many only when this side writes the join table (docs/STORE.md)")
+                    } else if stored.isToMany != relationship.isToMany || stored.isOrdered != relationship.isOrdered {
                         problems.append("\(name) changed from \(Self.kind(toMany: stored.isToMany, ordered: stored.isOrdered)) to \(Self.kind(toMany: relationship.isToMany, ordered: relationship.isOrdered)); Ferry does not migrate a change of cardinality or order yet (docs/STORE.md says why; keep the old relationship, add a new one and copy the objects in code)")
                     }
                     let newInverseOld = relationship.inverseName.flatMap { inverse in
@@ -153,6 +179,7 @@ public struct LightweightMigration: Sendable {
         result += retypedAttributes.map { "changed \($0.attribute.entity).\($0.attribute.attribute) to \($0.type.xcodeName)" }
         result += defaultsToFill.map { "gave \($0.attribute.entity).\($0.attribute.attribute) its default where it had no value" }
         result += derivationsToCompute.map { "derived \($0.entity).\($0.attribute) for every object" }
+        result += toManyConversions.map { "made \($0.entity).\($0.relationship) to-many" }
         return result
     }
 
@@ -161,6 +188,18 @@ public struct LightweightMigration: Sendable {
     public var losses: [String] {
         versions.removedEntities.map { "entity '\($0)' was removed (its objects would be deleted)" }
             + versions.removedProperties.map { "entity '\($0.entity)': '\($0.property)' was removed or made transient (its values would be dropped)" }
+    }
+
+    /// Whether a to-many is kept in a join table its own side writes (one-way, or a many-to-many whose
+    /// declaring entity and name sort before its inverse's): the rule of `RelationshipStorage`.
+    private static func writesOwnJoinTable(_ relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel) -> Bool {
+        guard relationship.isToMany else { return false }
+        func declaring(_ name: String, in entity: EntityDescription) -> String {
+            entity.ancestry.first { model.entity(named: $0)?.ownRelationships.contains { $0.name == name } == true } ?? entity.name
+        }
+        guard let inverse = model.inverse(of: relationship), let destination = model.entity(named: relationship.destinationEntityName) else { return true }
+        guard inverse.isToMany else { return false }
+        return (declaring(relationship.name, in: entity), relationship.name) <= (declaring(inverse.name, in: destination), inverse.name)
     }
 
     private static func kind(toMany: Bool, ordered: Bool) -> String {

@@ -297,7 +297,8 @@ public struct ReplayEngine: Sendable {
         var repairedMinimums = false
         for _ in 0..<8 {
             let context = container.newContext()
-            var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused, revived: revived)
+            var merge = MergeExecutor(store: store, context: context, changeSet: changeSet, body: body, refusedDeletes: refused, revived: revived,
+                                      replacedRelationships: translator.replacedRelationships)
             merge.annotation.leftInvalid = leftInvalid
             do {
                 try merge.applyChanges()

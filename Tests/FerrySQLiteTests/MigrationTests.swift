@@ -544,9 +544,19 @@ struct MigrationParityTests {
         let from: ManagedObjectModel
         let to: ManagedObjectModel
         let fill: @Sendable (any PersistentStore) throws -> Void
-        init(_ name: String, _ from: ManagedObjectModel, _ to: ManagedObjectModel, _ fill: @escaping @Sendable (any PersistentStore) throws -> Void) {
-            (self.name, self.from, self.to, self.fill) = (name, from, to, fill)
+        /// What a replica still on the earlier version then writes (every note's text edited, a note added, unless told).
+        let late: @Sendable (ManagedObjectContext) throws -> Void
+        init(_ name: String, _ from: ManagedObjectModel, _ to: ManagedObjectModel, _ fill: @escaping @Sendable (any PersistentStore) throws -> Void,
+             late: @escaping @Sendable (ManagedObjectContext) throws -> Void = MigrationParityTests.editNotes) {
+            (self.name, self.from, self.to, self.fill, self.late) = (name, from, to, fill, late)
         }
+    }
+
+    static func editNotes(_ context: ManagedObjectContext) throws {
+        for object in try context.fetch(FetchRequest(entityName: "Note")) {
+            try object.setValue("edited \(try object.value(forKey: "text") as? String ?? "")", forKey: "text")
+        }
+        _ = try context.make("Note", ["text": "late"])
     }
 
     static let rules: [Rule] = [
@@ -557,6 +567,7 @@ struct MigrationParityTests {
         Rule("widen and convert types", LightweightMigrationTests.version1, LightweightMigrationTests.changedTypes, LightweightMigrationTests.fill),
         Rule("rename, remove and add at once", LightweightMigrationTests.version1, LightweightMigrationTests.renamedAndRemoved, LightweightMigrationTests.fill),
         Rule("add derived attributes", DerivedMigrationTests.version1, DerivedMigrationTests.version2, DerivedMigrationTests.fill),
+        Rule("make a to-one to-many", ToManyMigrationTests.version1, ToManyMigrationTests.version2, ToManyMigrationTests.fill, late: ToManyMigrationTests.moveCards),
     ]
 
     func dump(_ store: any PersistentStore) throws -> [String] {
@@ -579,10 +590,7 @@ struct MigrationParityTests {
         let late = InMemoryStore(model: rule.from)
         _ = try ReplayEngine(store: late).apply(lines: memory.changeSetLines(after: [:], limit: nil))
         let lateContext = try PersistentContainer(store: late).newContext()
-        for object in try lateContext.fetch(FetchRequest(entityName: rule.from.entities.first { $0.name == "Note" }?.name ?? "Note")) {
-            try object.setValue("edited \(try object.value(forKey: "text") as? String ?? "")", forKey: "text")
-        }
-        _ = try lateContext.make("Note", ["text": "late"])
+        try rule.late(lateContext)
         try lateContext.save()
         let lateLines = try late.changeSetLines(after: memory.historyState().vector, limit: nil)
         #expect(!lateLines.isEmpty)
@@ -600,7 +608,7 @@ struct MigrationParityTests {
         #expect(reportMemory.applied == reportSQLite.applied && reportMemory.waiting == 0 && reportMemory.quarantined == 0, "\(rule.name): \(reportMemory)")
         let afterSQLite = try dump(migratedSQLite)
         #expect(try dump(migratedMemory) == afterSQLite, "\(rule.name)")
-        #expect(afterSQLite.contains { $0.contains("edited ") }, "\(rule.name): the translated edits are in")
+        #expect(afterSQLite.contains { $0.contains("edited ") || $0.contains("moved") }, "\(rule.name): the translated edits are in")
     }
 
     @Test("A change no rule covers is refused by both stores, naming it")
@@ -614,5 +622,103 @@ struct MigrationParityTests {
         } throws: { error in
             "\(error)".contains("attribute 'stars' changed type from Integer 16 to String")
         }
+    }
+}
+
+/// A to-one made to-many (Core Data infers it): each object's destination becomes its one member,
+/// on both stores; the forms that cannot converge in a fleet are refused, naming why.
+@Suite("To-one made to-many")
+struct ToManyMigrationTests {
+    static let version1 = try! ManagedObjectModel {
+        Entity("Card") { Attribute("title", .string); Relationship("deck", to: "Deck", inverse: "cards"); Relationship("tag", to: "Tag") }
+        Entity("Deck") { Attribute("name", .string); Relationship("cards", to: "Card", inverse: "deck", toMany: true) }
+        Entity("Tag") { Attribute("name", .string) }
+    }
+    /// Many-to-one → many-to-many (the card's side writes the join table: Card sorts first), and a one-way to-one → to-many.
+    static let version2 = try! ManagedObjectModel {
+        Entity("Card") {
+            Attribute("title", .string)
+            Relationship("decks", to: "Deck", inverse: "cards", toMany: true, renamedFrom: "deck")
+            Relationship("tags", to: "Tag", toMany: true, renamedFrom: "tag")
+        }
+        Entity("Deck") { Attribute("name", .string); Relationship("cards", to: "Card", inverse: "decks", toMany: true) }
+        Entity("Tag") { Attribute("name", .string) }
+    }
+
+    /// Two decks, a tag, three cards: one in deck A with the tag, one in deck B, one in none.
+    static func fill(_ store: any PersistentStore) throws {
+        let context = try PersistentContainer(store: store).newContext()
+        let a = try context.make("Deck", ["name": "A"]), b = try context.make("Deck", ["name": "B"])
+        let tag = try context.make("Tag", ["name": "t"])
+        _ = try context.make("Card", ["title": "one", "deck": a, "tag": tag])
+        _ = try context.make("Card", ["title": "two", "deck": b])
+        _ = try context.make("Card", ["title": "three"])
+        try context.save()
+    }
+
+    /// (On version 1) card one moves to deck B and loses its tag; a card is added to deck A.
+    static func moveCards(_ context: ManagedObjectContext) throws {
+        let decks = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Deck")).map { (try $0.value(forKey: "name") as? String ?? "", $0) })
+        let one = try #require(try context.fetch(FetchRequest(entityName: "Card")).first { try $0.value(forKey: "title") as? String == "one" })
+        try one.setValue(decks["B"], forKey: "deck")
+        try one.setValue(nil, forKey: "tag")
+        _ = try context.make("Card", ["title": "moved in", "deck": decks["A"] as Any])
+    }
+
+    @Test("Each object's destination becomes its one member; the foreign key column goes")
+    func converts() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("cards.sqlite")
+        try Self.fill(try SQLiteStore(path: path, model: Self.version1))
+        let store = try SQLiteStore(path: path, model: Self.version2, options: .init(earlierModels: [Self.version1]))
+        #expect(store.migration?.changes.contains("made Card.decks to-many") == true, "\(store.migration?.changes ?? [])")
+        let context = try PersistentContainer(store: store).newContext()
+        let cards = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Card")).map { (try $0.value(forKey: "title") as? String ?? "", $0) })
+        func names(_ card: String, _ key: String) throws -> [String] {
+            try (try #require(cards[card]).value(forKey: key) as? Set<ManagedObject> ?? []).map { try $0.value(forKey: "name") as? String ?? "" }.sorted()
+        }
+        #expect(try names("one", "decks") == ["A"] && names("one", "tags") == ["t"])
+        #expect(try names("two", "decks") == ["B"] && names("two", "tags") == [])
+        #expect(try names("three", "decks") == [])
+        let deckA = try #require(try context.fetch(FetchRequest(entityName: "Deck")).first { try $0.value(forKey: "name") as? String == "A" })
+        #expect((try deckA.value(forKey: "cards") as? Set<ManagedObject>)?.count == 1, "the inverse reads the join table")
+        let columns = try DatabaseQueue(path: path).read { db in try db.columns(in: "ZCARD").map(\.name) }
+        #expect(!columns.contains("ZDECK") && !columns.contains("ZTAG"), "\(columns)")
+        // A card may now be in two decks.
+        try #require(cards["one"]).mutableSetValue(forKey: "decks").insert(try #require(try context.fetch(FetchRequest(entityName: "Deck")).first { try $0.value(forKey: "name") as? String == "B" }))
+        try context.save()
+        #expect(try names("one", "decks") == ["A", "B"])
+    }
+
+    static let refusedPairs: [(name: String, from: ManagedObjectModel, to: ManagedObjectModel, message: String)] = [
+        ("one-to-one", try! ManagedObjectModel {
+            Entity("Card") { Relationship("deck", to: "Deck", inverse: "card") }
+            Entity("Deck") { Relationship("card", to: "Card", inverse: "deck") }
+        }, try! ManagedObjectModel {
+            Entity("Card") { Relationship("decks", to: "Deck", inverse: "card", toMany: true, renamedFrom: "deck") }
+            Entity("Deck") { Relationship("card", to: "Card", inverse: "decks") }
+        }, "from one-to-one"),
+        ("ordered", try! ManagedObjectModel {
+            Entity("Card") { Relationship("tag", to: "Tag") }
+            Entity("Tag") { Attribute("name", .string) }
+        }, try! ManagedObjectModel {
+            Entity("Card") { Relationship("tags", to: "Tag", toMany: true, ordered: true, renamedFrom: "tag") }
+            Entity("Tag") { Attribute("name", .string) }
+        }, "to an ordered to-many"),
+        ("the other side writes the join table", try! ManagedObjectModel {
+            Entity("Card") { Relationship("fans", to: "Deck", inverse: "favorite", toMany: true) }
+            Entity("Deck") { Relationship("favorite", to: "Card", inverse: "fans") }
+        }, try! ManagedObjectModel {
+            Entity("Card") { Relationship("fans", to: "Deck", inverse: "favorites", toMany: true) }
+            Entity("Deck") { Relationship("favorites", to: "Card", inverse: "fans", toMany: true, renamedFrom: "favorite") }
+        }, "whose join table the other side writes"),
+    ]
+
+    @Test("Forms a fleet could not converge through are refused, naming why", arguments: refusedPairs.indices)
+    func refused(index: Int) throws {
+        let pair = Self.refusedPairs[index]
+        let migration = LightweightMigration(from: pair.from, to: pair.to)
+        #expect(migration.problems.contains { $0.contains(pair.message) }, "\(pair.name): \(migration.problems)")
+        #expect(migration.toManyConversions.isEmpty)
     }
 }

@@ -131,6 +131,7 @@ struct ModelVersionSyncTests {
         try b.pull(from: a)
         try a.note("text", "base").setValue("from a", forKey: "text")
         try a.context.save()
+        Thread.sleep(forTimeInterval: 0.005)  // (clocks count milliseconds: two stores' saves in one would tie, settled by origin)
         try b.note("text", "base").setValue("from b", forKey: "text")  // later: the winner
         try b.context.save()
         try b.upgrade()
@@ -158,6 +159,57 @@ struct ModelVersionSyncTests {
         #expect(sets.count == 2 && sets.allSatisfy { $0.modelHash == Self.version2.versionHash })
         #expect(sets.first?.changes.first?.values["body"] == .attribute(.string("one")))
         #expect(sets.first?.changes.first?.values["scratch"] == nil)
+    }
+
+    static let cards1 = try! ManagedObjectModel {
+        Entity("Card") { Attribute("title", .string); Relationship("deck", to: "Deck", inverse: "cards") }
+        Entity("Deck") { Attribute("name", .string); Relationship("cards", to: "Card", inverse: "deck", toMany: true) }
+    }
+    /// `Card.deck` made to-many (many-to-many; Card's side writes the join table).
+    static let cards2 = try! ManagedObjectModel {
+        Entity("Card") { Attribute("title", .string); Relationship("decks", to: "Deck", inverse: "cards", toMany: true, renamedFrom: "deck") }
+        Entity("Deck") { Attribute("name", .string); Relationship("cards", to: "Card", inverse: "decks", toMany: true) }
+    }
+
+    @Test("A to-one made to-many: a to-one write of the earlier version replaces the members older than it, including one another upgraded replica added concurrently and that arrives later; one added after it stays",
+          arguments: Replica.Kind.allCases)
+    func toOneMadeToMany(kind: Replica.Kind) throws {
+        let a = try Peer(model: Self.cards1, kind: kind), b = try Peer(model: Self.cards1, kind: kind), c = try Peer(model: Self.cards1, kind: kind)
+        for name in ["X", "Y", "Z", "W"] { try a.context.make("Deck", ["name": name]) }
+        let card = try a.context.make("Card", ["title": "card"])
+        try card.setValue(try a.note("name", "X", entity: "Deck"), forKey: "deck")
+        try a.context.save()
+        try b.pull(from: a)
+        try c.pull(from: a)
+        try b.upgrade(to: Self.cards2, from: Self.cards1)
+        try c.upgrade(to: Self.cards2, from: Self.cards1)
+        // B (upgraded) adds deck Z; then A (not yet), knowing nothing of it, moves the card to Y; then C adds W.
+        try b.note("title", "card", entity: "Card").mutableSetValue(forKey: "decks").insert(try b.note("name", "Z", entity: "Deck"))
+        try b.context.save()
+        // (Clocks count milliseconds: two stores' saves in one would tie, settled by origin.)
+        Thread.sleep(forTimeInterval: 0.005)
+        try a.note("title", "card", entity: "Card").setValue(try a.note("name", "Y", entity: "Deck"), forKey: "deck")
+        try a.context.save()
+        Thread.sleep(forTimeInterval: 0.005)
+        try c.pull(from: a)  // C takes A's move first: X goes, Y comes
+        try c.note("title", "card", entity: "Card").mutableSetValue(forKey: "decks").insert(try c.note("name", "W", entity: "Deck"))
+        try c.context.save()
+        // B takes A's move after its own add of Z (older than the move: Z goes too), C's W after.
+        for peer in [b, c] {
+            try peer.pull(from: a)
+            try peer.pull(from: b)
+            try peer.pull(from: c)
+        }
+        #expect(try a.pull(from: b).waiting > 0, "version-2 change sets wait on A")
+        try a.upgrade(to: Self.cards2, from: Self.cards1)
+        for _ in 0..<3 { for to in [a, b, c] { for from in [a, b, c] where from !== to { try to.pull(from: from) } } }
+        for peer in [a, b, c] {
+            #expect(try peer.store.heldChangeSets().isEmpty && peer.store.quarantinedChangeSets().isEmpty)
+            let decks = try (peer.note("title", "card", entity: "Card").value(forKey: "decks") as? Set<ManagedObject> ?? []).map { try $0.value(forKey: "name") as? String ?? "" }
+            #expect(decks.sorted() == ["W", "Y"], "\(decks.sorted())")
+        }
+        #expect(try a.dump() == b.dump())
+        #expect(try b.dump() == c.dump())
     }
 
     static let linked = try! ManagedObjectModel {

@@ -22,6 +22,10 @@ struct SchemaMigration {
     /// (new entity, old property) pairs with no counterpart: their values are dropped.
     private var removedProperties: [(entity: String, property: String)] { versions.removedProperties }
 
+    /// For each to-one made to-many: the table and the column its destinations were kept in
+    /// (taken out of the mapping by ``apply(to:in:)``, copied to the join table and dropped by ``finish(_:mapping:model:)``).
+    private var convertedColumns: [(reference: LightweightMigration.RelationshipReference, table: String, column: String)] = []
+
     /// Every change, in words, for the report (``MigrationReport/changes``).
     var changes: [String] { inferred.changes }
 
@@ -48,8 +52,19 @@ struct SchemaMigration {
     /// dropped. New entities and properties are left to ``SchemaMapping/extend(for:)`` and
     /// ``SchemaDDL``, which the caller runs next; ``finish(_:mapping:model:)`` then moves changed
     /// types to new columns and fills defaults.
-    func apply(to mapping: inout SchemaMapping, in db: Database) throws {
+    mutating func apply(to mapping: inout SchemaMapping, in db: Database) throws {
         var columnsToDrop: [(table: String, column: String)] = []
+        // To-ones made to-many: their column leaves the mapping (the join table takes its place).
+        for reference in inferred.toManyConversions {
+            guard let oldEntity = entityMatches[reference.entity], let entity = mapping.entities[oldEntity],
+                  let oldName = propertyMatches[reference.entity]?[reference.relationship], let column = entity.columns[oldName] else { continue }
+            convertedColumns.append((reference, entity.table, column))
+            for (name, other) in mapping.entities where other.table == entity.table && other.columns[oldName] == column {
+                mapping.entities[name]?.columns[oldName] = nil
+                if let entityColumn = other.entityColumns[oldName] { columnsToDrop.append((entity.table, entityColumn)) }
+                mapping.entities[name]?.entityColumns[oldName] = nil
+            }
+        }
         var tablesToDrop: [String] = []
         let removedTables = removedEntities.compactMap { mapping.entities[$0]?.table }
         // Removed entities: their rows, their join tables, their key counters.
@@ -78,12 +93,13 @@ struct SchemaMigration {
             }
         }
         // Renames: the mapping's keys follow the new names; tables and columns keep theirs.
-        let newEntity = { (old: String) -> String in self.versions.destinationEntity(ofSource: old) ?? old }
+        let versions = self.versions
+        let newEntity = { (old: String) -> String in versions.destinationEntity(ofSource: old) ?? old }
         var renamedEntities: [String: SchemaMapping.EntityMapping] = [:]
         for (name, entity) in mapping.entities {
             let newName = newEntity(name)
             var moved = entity
-            let newProperty = { (old: String) -> String in self.versions.destinationProperty(ofSource: old, inSourceEntity: name) ?? old }
+            let newProperty = { (old: String) -> String in versions.destinationProperty(ofSource: old, inSourceEntity: name) ?? old }
             moved.columns = Dictionary(uniqueKeysWithValues: entity.columns.map { (newProperty($0.key), $0.value) })
             moved.entityColumns = Dictionary(uniqueKeysWithValues: entity.entityColumns.map { (newProperty($0.key), $0.value) })
             moved.orderColumns = Dictionary(uniqueKeysWithValues: entity.orderColumns.map { (newProperty($0.key), $0.value) })
@@ -195,6 +211,18 @@ struct SchemaMigration {
             let placeholders = numbers.map { _ in "?" }.joined(separator: ", ")
             try db.execute(sql: "UPDATE \(entity.table) SET \(column) = ? WHERE \(column) IS NULL AND Z_ENT IN (\(placeholders))",
                            arguments: StatementArguments([ValueCodec.databaseValue(value)] + numbers.map(\.databaseValue)))
+        }
+        // To-ones made to-many: each object's destination becomes its one member, then the old column goes.
+        for (reference, table, column) in convertedColumns {
+            guard let description = model.entity(named: reference.entity), let relationship = description.relationship(named: reference.relationship),
+                  case .joinTable(let key, true) = model.storage(of: relationship, in: description),
+                  let join = mapping.joinTables["\(key.entityName).\(key.relationshipName)"] else { continue }
+            let family = mapping.family(of: description).map(String.init).joined(separator: ", ")
+            try db.execute(sql: "INSERT INTO \(join.table) (\(join.canonicalColumn), \(join.otherColumn)) SELECT Z_PK, \(column) FROM \(table) WHERE \(column) IS NOT NULL AND Z_ENT IN (\(family))")
+            if !mapping.usedColumns(in: table).contains(column) {
+                try db.execute(sql: "DROP INDEX IF EXISTS \(table)_\(column)_INDEX")
+                try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(column)")
+            }
         }
         for reference in inferred.derivationsToCompute {
             try derive(reference.attribute, of: reference.entity, in: db, mapping: mapping, model: model)

@@ -159,7 +159,7 @@ struct StoreOpener {
         // Core Data's lightweight migration, inferred from the stored shape and the new model (its
         // Renaming IDs): refused whole, naming every difference, before anything is written.
         let started = DispatchTime.now().uptimeNanoseconds
-        let migration = try SchemaMigration(from: cache.signature, to: model, path: path)
+        var migration = try SchemaMigration(from: cache.signature, to: model, path: path)
         let losses = migration.losses
         if !losses.isEmpty && !earlierModelHashes.contains(metadata.modelVersionHash) {
             throw StoreError.incompatibleModel(path: path, differences: losses + [

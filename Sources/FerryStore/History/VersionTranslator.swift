@@ -8,14 +8,28 @@ import FerryModel
 package struct VersionTranslator: Sendable {
     /// How each earlier version maps to the model, by version hash.
     private let mappings: [String: ModelVersionMapping]
+    /// To-many relationships that an earlier version had as to-one, as `Entity.relationship`
+    /// (subentities included): a to-one write of that version replaces their members.
+    package let replacedRelationships: Set<String>
 
     /// For `model` and the earlier versions `earlierModels` (the model itself is skipped).
     package init(model: ManagedObjectModel, earlierModels: [ManagedObjectModel]) {
         var mappings: [String: ModelVersionMapping] = [:]
+        var replaced = Set<String>()
         for earlier in earlierModels where earlier.versionHash != model.versionHash {
-            mappings[earlier.versionHash] = ModelVersionMapping(from: earlier, to: model)
+            let mapping = ModelVersionMapping(from: earlier, to: model)
+            mappings[earlier.versionHash] = mapping
+            for entity in model.entities {
+                guard let oldEntity = mapping.entityMatches[entity.name].flatMap(earlier.entity(named:)) else { continue }
+                for relationship in entity.relationships where relationship.isToMany {
+                    guard let oldName = mapping.propertyMatches[entity.name]?[relationship.name],
+                          oldEntity.relationship(named: oldName)?.isToMany == false else { continue }
+                    replaced.insert("\(entity.name).\(relationship.name)")
+                }
+            }
         }
         self.mappings = mappings
+        self.replacedRelationships = replaced
     }
 
     /// What became of a line made with the model version `hash`.

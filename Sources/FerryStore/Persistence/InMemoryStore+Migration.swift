@@ -45,8 +45,12 @@ extension InMemoryStore {
                     attributes[index] = value ?? defaults[reference]
                 case .relationship(let relationship) where !relationship.isToMany:
                     toOne[index] = row.toOne[oldIndex].flatMap(id)
-                case .relationship:
-                    continue
+                case .relationship(let relationship):
+                    // A to-one made to-many: its destination becomes the one member.
+                    guard migration.toManyConversions.contains(where: { entity.ancestry.contains($0.entity) && $0.relationship == relationship.name }),
+                          let target = row.toOne[oldIndex].flatMap(id),
+                          case .joinTable(let key, true) = model.storage(of: relationship, in: entity) else { continue }
+                    next.joins[key, default: []].insert(JoinPair(canonical: newID, other: target))
                 }
             }
             next.rows[newID] = RowSnapshot(objectID: newID, version: row.version, attributes: attributes, toOne: toOne)

@@ -18,15 +18,18 @@ struct MergeExecutor {
     let refusedDeletes: Set<String>
     /// Objects deleted here before that come back for a to-many's minimum count.
     let revived: Set<String>
+    /// To-many relationships an earlier version had as to-one (`Entity.relationship`; ``VersionTranslator/replacedRelationships``).
+    let replacedRelationships: Set<String>
 
     init(store: any ReplicaStore, context: ManagedObjectContext, changeSet: ChangeSet, body: String,
-         refusedDeletes: Set<String> = [], revived: Set<String> = []) {
+         refusedDeletes: Set<String> = [], revived: Set<String> = [], replacedRelationships: Set<String> = []) {
         self.store = store
         self.context = context
         self.changeSet = changeSet
         self.annotation = ReplayAnnotation(changeSet: changeSet, body: body)
         self.refusedDeletes = refusedDeletes
         self.revived = revived
+        self.replacedRelationships = replacedRelationships
     }
 
     /// Whether a validation failure is the change set's own doing, whatever it meets here: a value
@@ -59,7 +62,7 @@ struct MergeExecutor {
         // URIs of merged duplicates stand for their survivors.
         let aliases = try store.aliases(of: Array(MergeFacts.uris(in: changeSet.changes)))
         let changeSet = aliases.isEmpty ? self.changeSet : DuplicateRule.following(aliases, in: self.changeSet, model: store.model)
-        let (facts, localIDs) = try MergeFacts.gather(for: changeSet, also: revived, from: store) { ids in
+        let (facts, localIDs) = try MergeFacts.gather(for: changeSet, also: revived, replaced: replacedRelationships, from: store) { ids in
             // Load the rows in one read, rather than one read each.
             try context.registerExisting(ids)
             return Set(ids.filter { (try? context.existingObject(with: $0)) != nil })

@@ -20,6 +20,14 @@ struct MergeFacts: Equatable {
     var objects: [String: Known] = [:]
     /// Live objects that were restored after a delete, with the change sets that restored them.
     var restores: [String: Set<ChangeSetMark>] = [:]
+    /// One member of a to-many and the last write of its membership fact (nil: a member since the insert).
+    struct MemberFact: Equatable {
+        var member: String
+        var stamp: WriteStamp?
+    }
+    /// For a to-one write of an earlier version to a relationship now to-many (which replaces its
+    /// members): the object's current members and their facts, by object URI and relationship.
+    var members: [String: [String: [MemberFact]]] = [:]
 
     /// Whether `uri` names an object deleted here.
     func isBuried(_ uri: String) -> Bool {
@@ -60,9 +68,16 @@ extension MergeFacts {
         return uris
     }
 
-    /// The properties whose last writes decide `change` against a live object.
-    static func decidingProperties(of change: ObjectChange) -> Set<String> {
+    /// The properties whose last writes decide `change` against a live object. For a relationship
+    /// an earlier version had as to-one (`replaced`), its own name too: the clock of the last
+    /// to-one write, older membership facts than which are void.
+    static func decidingProperties(of change: ObjectChange, replaced: Set<String> = []) -> Set<String> {
         var properties = Set(change.values.keys)
+        if !replaced.isEmpty {
+            for relationship in Set(change.added.keys).union(change.removed.keys) where replaced.contains(change.entity + "." + relationship) {
+                properties.insert(relationship)
+            }
+        }
         // (A delete's memberships are its tombstone's, not writes.)
         for (relationship, members) in change.added where change.kind != .delete {
             for member in members { properties.insert(relationship + " " + member) }
@@ -78,7 +93,7 @@ extension MergeFacts {
     /// registers the rows as it answers, so they are read once). Tombstones are followed:
     /// the objects a tombstone's values point at are looked up too, since a Deny rule may
     /// bring the tombstone's object back with those values.
-    static func gather(for changeSet: ChangeSet, also extra: Set<String> = [], from store: any ReplicaStore,
+    static func gather(for changeSet: ChangeSet, also extra: Set<String> = [], replaced: Set<String> = [], from store: any ReplicaStore,
                        exists: ([ObjectID]) throws -> Set<ObjectID>) throws -> (facts: MergeFacts, localIDs: [String: ObjectID]) {
         var facts = MergeFacts()
         var localIDs: [String: ObjectID] = [:]
@@ -111,7 +126,22 @@ extension MergeFacts {
         // The clocks that decide each change against a live object.
         var wanted: [String: Set<String>] = [:]
         for change in changeSet.changes where localIDs[change.uri] != nil {
-            wanted[change.uri, default: []].formUnion(decidingProperties(of: change))
+            wanted[change.uri, default: []].formUnion(decidingProperties(of: change, replaced: replaced))
+            // A to-one write of an earlier version to a relationship now to-many: the members it replaces.
+            for name in change.values.keys where replaced.contains(change.entity + "." + name) {
+                guard let id = localIDs[change.uri], facts.members[change.uri]?[name] == nil else { continue }
+                var members: [MemberFact] = []
+                for member in try store.relatedObjectIDs(of: id, relationship: name) {
+                    let uri = try store.originURI(of: member)
+                    members.append(MemberFact(member: uri, stamp: try store.lastWrite(of: id, property: RecordedChange.membershipKey(name, uri))))
+                    // (The plan may remove it: the executor must know it.)
+                    if localIDs[uri] == nil, facts.objects[uri] == nil {
+                        localIDs[uri] = member
+                        facts.objects[uri] = .live(stamps: [:])
+                    }
+                }
+                facts.members[change.uri, default: [:]][name] = members.sorted { $0.member < $1.member }
+            }
         }
         for (uri, properties) in wanted {
             guard let id = localIDs[uri] else { continue }

@@ -28,7 +28,10 @@ import FerryStore
 ///   received is a ``MergeProblem`` (the change set is quarantined);
 /// - **minimum counts**: deletes the caller says a to-many's minimum keeps are refused, and
 ///   former members it says come back are brought back from their tombstones (the caller,
-///   `CountRepair.swift`, picks them after a first try leaves the count short).
+///   `CountRepair.swift`, picks them after a first try leaves the count short);
+/// - **a to-one that became to-many**: a to-one write of the earlier version (translated, it
+///   writes a value to the to-many) replaces the members whose facts are older than it, and its
+///   clock (kept under the relationship's name) voids membership facts older than it that arrive later.
 ///
 /// What the delete rules then do to the local graph is not the planner's: the
 /// context runs them, and the store records their effects as a change set of its own.
@@ -175,6 +178,12 @@ struct MergePlanner {
         let clocked = !isNew || resurrected.contains(uri)
         for (name, value) in change.values.sorted(by: { $0.key < $1.key }) {
             guard isNew || wins(uri, name) else { continue }
+            if model.entity(named: change.entity)?.relationship(named: name)?.isToMany == true {
+                try replaceMembers(of: uri, entity: change.entity, relationship: name, with: value, isNew: isNew)
+                if clocked { plan.clocks[uri, default: []].insert(name) }
+                if deleted.contains(uri) { return }
+                continue
+            }
             switch value {
             case .null, .attribute:
                 plan.steps.append(.set(uri: uri, property: name, value: value))
@@ -196,7 +205,8 @@ struct MergePlanner {
             for member in members.sorted() {
                 let key = relationship + " " + member
                 if theirs == nil {
-                    guard isNew || wins(uri, key) else { continue }
+                    // (Older than the last to-one write of an earlier version, if the relationship was to-one then: void.)
+                    guard isNew || (wins(uri, key) && wins(uri, relationship)) else { continue }
                     if clocked { plan.clocks[uri, default: []].insert(key) }
                 }
                 guard !isConcurrentWithUndoneDelete(member) else { continue }
@@ -211,7 +221,7 @@ struct MergePlanner {
             // removal came with the delete (its Nullify rule), and the restore recorded carries them.
             for member in members.sorted() where !refusedDeletes.contains(member) {
                 let key = relationship + " " + member
-                guard isNew || wins(uri, key) else { continue }
+                guard isNew || (wins(uri, key) && wins(uri, relationship)) else { continue }
                 if clocked { plan.clocks[uri, default: []].insert(key) }
                 guard !isBuried(member), exists(member), !isConcurrentWithUndoneDelete(member) else { continue }
                 plan.steps.append(.remove(uri: uri, relationship: relationship, member: member))
@@ -228,6 +238,28 @@ struct MergePlanner {
                 plan.positions[uri, default: [:]][relationship, default: [:]][member] = key
             }
         }
+    }
+
+    /// A to-one write of an earlier version to a relationship that is to-many now: the written
+    /// object (if any, and if its fact is older) becomes a member, and every member whose fact is
+    /// older than the write leaves, as the write removed the previous destination where it was made.
+    /// (Members added after it stay: their facts are later.)
+    private mutating func replaceMembers(of uri: String, entity: String, relationship name: String, with value: ChangeValue, isNew: Bool) throws(MergeProblem) {
+        var kept: String?
+        if case .object(let target) = value {
+            kept = try reference(target, from: uri, entity: entity, relationship: name)
+            if deleted.contains(uri) { return }
+        }
+        for fact in facts.members[uri]?[name] ?? [] where fact.member != kept {
+            guard fact.stamp.map(isLater(than:)) ?? true else { continue }
+            plan.steps.append(.remove(uri: uri, relationship: name, member: fact.member))
+            plan.clocks[uri, default: []].insert(RecordedChange.membershipKey(name, fact.member))
+        }
+        guard let kept else { return }
+        let key = RecordedChange.membershipKey(name, kept)
+        guard isNew || wins(uri, key) else { return }
+        if !isNew || resurrected.contains(uri) { plan.clocks[uri, default: []].insert(key) }
+        plan.steps.append(.add(uri: uri, relationship: name, member: kept))
     }
 
     /// The object a reference points to; nil when it was deleted here, after

@@ -9,7 +9,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     /// No token, or one the tokens file does not list: 401, without detail.
     case unauthorized
     /// The token's role does not allow this route: 403.
-    case forbidden(needs: AccessTokens.Role)
+    case forbidden(String)
     /// The request is malformed (a bad parameter, a body that is not change sets): 400.
     case badRequest(String)
     /// No such thing (a peer name the configuration does not have): 404.
@@ -45,8 +45,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     public var description: String {
         switch self {
         case .unauthorized: "unauthorized"
-        case .forbidden(let needs): "this action needs an \(needs.rawValue) token"
-        case .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
+        case .forbidden(let message), .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
              .unsupportedMediaType(let message), .unavailable(let message), .busy(let message), .internalError(let message):
             Self.excerpt(message)
         }

@@ -2,26 +2,71 @@ import Foundation
 
 /// The bearer tokens a server accepts, each with what it may do.
 ///
-/// The tokens file has one token per line, `peer TOKEN` or `admin TOKEN` (a
-/// line with only a token is a peer token); blank lines and lines starting with
-/// `#` are skipped. Tokens are compared in constant time, against every entry,
-/// and never printed: errors name the file and line, not the token.
+/// The tokens file has one token per line: `ROLE TOKEN`, optionally followed by
+/// `origins=UUID,UUID,…` (a line with only a token is a peer token); blank lines and
+/// lines starting with `#` are skipped. Roles:
+///
+/// | role | may |
+/// |---|---|
+/// | `pull` | read state and status, pull change sets and snapshots (read-only replicas, backups) |
+/// | `push` | read state and status, push change sets |
+/// | `peer` | both: what a replicating peer needs |
+/// | `admin` | everything, and ask the daemon for a sync round (`POST /v1/sync`); its status shows peer URLs and errors |
+///
+/// `origins=` limits a `push` or `peer` token to pushing change sets of those origins
+/// (a store's own, and those it forwards); a push holding one of another origin is
+/// refused whole (403), nothing applied. Tokens are compared in constant time, against
+/// every entry, and never printed: errors name the file and line, not the token.
 public struct AccessTokens: Sendable {
     /// What a token may do.
-    public enum Role: String, Sendable, Comparable {
-        /// Pull, push and read state and status: what a replicating peer needs.
+    public enum Role: String, Sendable, CaseIterable {
+        /// Read state and status, pull change sets and snapshots.
+        case pull
+        /// Read state and status, push change sets.
+        case push
+        /// Pull and push: what a replicating peer needs.
         case peer
-        /// Everything a peer may, and ask the daemon for a sync round (`POST /v1/sync`).
+        /// Everything, and ask the daemon for a sync round (`POST /v1/sync`).
         case admin
 
-        public static func < (lhs: Role, rhs: Role) -> Bool { lhs == .peer && rhs == .admin }
+        /// Whether the role allows `permission`.
+        public func allows(_ permission: Permission) -> Bool {
+            switch (self, permission) {
+            case (.admin, _), (.peer, .pull), (.peer, .push), (.pull, .pull), (.push, .push): true
+            default: false
+            }
+        }
     }
 
-    private let entries: [(token: [UInt8], role: Role)]
+    /// What a route needs of a token (reading state and status needs only a known token).
+    public enum Permission: String, Sendable {
+        case pull
+        case push
+        case admin
+    }
+
+    /// What a presented token was granted.
+    public struct Grant: Sendable, Equatable {
+        public let role: Role
+        /// The origins it may push change sets of; nil for any.
+        public let pushOrigins: Set<UUID>?
+
+        public init(role: Role, pushOrigins: Set<UUID>? = nil) {
+            self.role = role
+            self.pushOrigins = pushOrigins
+        }
+    }
+
+    private let entries: [(token: [UInt8], grant: Grant)]
 
     /// Tokens given directly (tests, embedding).
     public init(_ entries: [(token: String, role: Role)]) {
-        self.entries = entries.map { (Array($0.token.utf8), $0.role) }
+        self.entries = entries.map { (Array($0.token.utf8), Grant(role: $0.role)) }
+    }
+
+    /// Tokens given directly, with what each may do.
+    public init(grants: [(token: String, grant: Grant)]) {
+        self.entries = grants.map { (Array($0.token.utf8), $0.grant) }
     }
 
     /// Reads a tokens file.
@@ -32,39 +77,56 @@ public struct AccessTokens: Sendable {
         } catch {
             throw AccessTokensError(description: "\(file): cannot read the tokens file (\(error.localizedDescription))")
         }
-        var entries: [(String, Role)] = []
-        var firstLine: [String: (line: Int, role: Role)] = [:]
+        var entries: [(String, Grant)] = []
+        var firstLine: [String: (line: Int, grant: Grant)] = [:]
+        let roles = Role.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
-            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let place = "\(file):\(number + 1)"
+            var parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            var origins: Set<UUID>?
+            if let last = parts.last, last.hasPrefix("origins="), parts.count == 3 {
+                parts.removeLast()
+                var parsed = Set<UUID>()
+                for text in last.dropFirst("origins=".count).split(separator: ",", omittingEmptySubsequences: false) {
+                    guard let origin = UUID(uuidString: String(text)) else {
+                        throw AccessTokensError(description: "\(place): origins= takes store identifiers (UUIDs) separated by commas; '\(text.prefix(40))' is not one")
+                    }
+                    parsed.insert(origin)
+                }
+                origins = parsed
+            }
             switch parts.count {
-            case 1: entries.append((parts[0], .peer))
+            case 1: entries.append((parts[0], Grant(role: .peer, pushOrigins: origins)))
             case 2:
                 guard let role = Role(rawValue: parts[0]) else {
-                    throw AccessTokensError(description: "\(file):\(number + 1): the role must be 'peer' or 'admin'")
+                    throw AccessTokensError(description: "\(place): the role must be one of \(roles)")
                 }
-                entries.append((parts[1], role))
+                if origins != nil, !role.allows(.push) || role == .admin {
+                    throw AccessTokensError(description: "\(place): origins= limits what a token may push; give it to a 'push' or 'peer' token, not to '\(role.rawValue)'")
+                }
+                entries.append((parts[1], Grant(role: role, pushOrigins: origins)))
             default:
-                throw AccessTokensError(description: "\(file):\(number + 1): expected 'peer TOKEN', 'admin TOKEN' or a token alone")
+                throw AccessTokensError(description: "\(place): expected 'ROLE TOKEN' (ROLE one of \(roles)), optionally followed by 'origins=UUID,UUID', or a token alone")
             }
-            guard let (token, role) = entries.last else { continue }
+            guard let (token, grant) = entries.last else { continue }
             guard token.unicodeScalars.allSatisfy({ Self.tokenCharacters.contains($0) }) else {
-                throw AccessTokensError(description: "\(file):\(number + 1): not a token line: a token is letters, digits and - . _ ~ + / = only (is this a tokens file? expected 'peer TOKEN' or 'admin TOKEN' per line)")
+                throw AccessTokensError(description: "\(place): not a token line: a token is letters, digits and - . _ ~ + / = only (is this a tokens file? expected 'ROLE TOKEN' per line)")
             }
             if token.utf8.count < 16 {
-                throw AccessTokensError(description: "\(file):\(number + 1): the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 32`)")
+                throw AccessTokensError(description: "\(place): the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 32`)")
             }
             if let earlier = firstLine[token] {
-                guard earlier.role == role else {
-                    throw AccessTokensError(description: "\(file):\(number + 1): the same token is listed as \(earlier.role.rawValue) on line \(earlier.line) and as \(role.rawValue) here; give each role its own token")
+                guard earlier.grant == grant else {
+                    throw AccessTokensError(description: "\(place): the same token is listed on line \(earlier.line) with other rights; give each set of rights its own token")
                 }
             } else {
-                firstLine[token] = (number + 1, role)
+                firstLine[token] = (number + 1, grant)
             }
         }
         guard !entries.isEmpty else { throw AccessTokensError(description: "\(file): no tokens; add a line 'peer TOKEN' for each peer") }
-        self.init(entries)
+        self.init(grants: entries)
     }
 
     /// The characters a token may have: those of hex, base64 and base64url.
@@ -86,20 +148,25 @@ public struct AccessTokens: Sendable {
         return warnings
     }
 
-    /// The role of a presented token, or nil when it matches none. Every entry
-    /// is compared in full, so the time taken does not depend on the token.
-    public func role(of presented: String) -> Role? {
+    /// What a presented token was granted, or nil when it matches none. Every entry is
+    /// compared in full, so the time taken does not depend on the token.
+    public func grant(of presented: String) -> Grant? {
         let bytes = Array(presented.utf8)
-        var found: Role?
+        var found: Grant?
         for entry in entries where Self.constantTimeEqual(entry.token, bytes) {
-            found = max(found ?? entry.role, entry.role)
+            if found == nil { found = entry.grant }
         }
         return found
     }
 
+    /// The role of a presented token, or nil when it matches none.
+    public func role(of presented: String) -> Role? {
+        grant(of: presented)?.role
+    }
+
     /// The first admin token (`ferry sync-now` presents it to the local daemon).
     public var adminToken: String? {
-        entries.first { $0.role == .admin }.map { String(decoding: $0.token, as: UTF8.self) }
+        entries.first { $0.grant.role == .admin }.map { String(decoding: $0.token, as: UTF8.self) }
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {

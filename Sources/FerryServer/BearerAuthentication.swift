@@ -1,7 +1,7 @@
 import Hummingbird
 
 /// Checks `Authorization: Bearer TOKEN` against the tokens file and puts the
-/// token's role in the request context; a missing or unknown token is 401
+/// token's grant in the request context; a missing or unknown token is 401
 /// without detail (``APIError/unauthorized``).
 struct BearerAuthentication: RouterMiddleware {
     typealias Context = FerryRequestContext
@@ -9,11 +9,11 @@ struct BearerAuthentication: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
-              let role = tokens.role(of: String(header.dropFirst("Bearer ".count))) else {
+              let grant = tokens.grant(of: String(header.dropFirst("Bearer ".count))) else {
             throw APIError.unauthorized
         }
         var context = context
-        context.role = role
+        context.grant = grant
         return try await next(request, context)
     }
 }

@@ -86,10 +86,22 @@ public struct FerryAPI: Sendable {
         router.group("v1")
             .add(middleware: BearerAuthentication(tokens: tokens))
             .get("state") { _, _ in try await state() }
-            .get("changesets") { request, _ in try await pull.answer(request) }
-            .post("changesets") { request, context in try await push.answer(request, logger: context.logger) }
-            .post("changesets/pull") { request, _ in try await pull.answerPost(request) }
-            .get("snapshot") { _, _ in try await snapshot.answer() }
+            .get("changesets") { request, context in
+                try context.require(.pull)
+                return try await pull.answer(request)
+            }
+            .post("changesets") { request, context in
+                try context.require(.push)
+                return try await push.answer(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
+            }
+            .post("changesets/pull") { request, context in
+                try context.require(.pull)
+                return try await pull.answerPost(request)
+            }
+            .get("snapshot") { _, context in
+                try context.require(.pull)
+                return try await snapshot.answer()
+            }
             .get("status") { _, context in try await status(role: context.role) }
             .post("sync") { request, context in
                 try context.require(.admin)

@@ -5,15 +5,24 @@ import Hummingbird
 public struct FerryRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// What the caller's token may do; nil on routes that need no token.
-    public var role: AccessTokens.Role?
+    public var grant: AccessTokens.Grant?
+    /// The caller's token's role; nil on routes that need no token.
+    public var role: AccessTokens.Role? { grant?.role }
 
     public init(source: Source) {
         coreContext = .init(source: source)
-        role = nil
+        grant = nil
     }
 
-    /// Throws ``APIError/forbidden(needs:)`` unless the caller's token has at least `needed`.
-    func require(_ needed: AccessTokens.Role) throws(APIError) {
-        guard let role, role >= needed else { throw .forbidden(needs: needed) }
+    /// Throws ``APIError/forbidden(_:)`` unless the caller's token allows `permission`.
+    func require(_ permission: AccessTokens.Permission) throws(APIError) {
+        guard let role, role.allows(permission) else {
+            let what = switch permission {
+            case .pull: "pull change sets or snapshots"
+            case .push: "push change sets"
+            case .admin: "do this (it needs an admin token)"
+            }
+            throw .forbidden("this token may not \(what): the tokens file gives it the role '\(role?.rawValue ?? "none")'")
+        }
     }
 }

@@ -17,8 +17,9 @@ struct PushRoute: Sendable {
     /// `maxBodyBytes` they bound what pushes can make the daemon hold.
     let bodySlots: BodySlots
 
-    /// The answer to one push request.
-    func answer(_ request: Request, logger: Logger) async throws -> Response {
+    /// The answer to one push request. `allowedOrigins`, when given, are the origins the
+    /// caller's token may push change sets of (`origins=` in the tokens file).
+    func answer(_ request: Request, allowedOrigins: Set<UUID>? = nil, logger: Logger) async throws -> Response {
         guard bodySlots.take() else {
             throw APIError.busy("this daemon holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
@@ -51,6 +52,7 @@ struct PushRoute: Sendable {
         guard !lines.isEmpty else {
             throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
         }
+        if let allowedOrigins { try Self.check(lines, pushableBy: allowedOrigins) }
         let endpoint = try await gate.endpointOrUnavailable()
         do {
             let report = try await endpoint.apply(lines: lines)
@@ -71,6 +73,21 @@ struct PushRoute: Sendable {
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "push")]).increment()
             logger.error("could not apply pushed change sets: \(error)")
             throw APIError.unavailable("this store cannot take change sets now (\(error)); nothing more was applied; send them again later")
+        }
+    }
+}
+
+extension PushRoute {
+    /// Refuses the whole push (403, nothing applied) when a line is a change set of an origin the
+    /// token may not push for; a line whose origin cannot be read is left to the replay's checks.
+    static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
+        for (index, line) in lines.enumerated() {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+                  let text = object["origin"] as? String, let origin = UUID(uuidString: text) else { continue }
+            guard origins.contains(origin) else {
+                let allowed = origins.map(\.uuidString).sorted().joined(separator: ", ")
+                throw .forbidden("line \(index + 1) is a change set of origin \(origin.uuidString); this token may push change sets of \(allowed) only (origins= in the tokens file); nothing was applied")
+            }
         }
     }
 }

@@ -15,6 +15,9 @@ public final class DaemonPeer: @unchecked Sendable {
     public let peerToken: String
     /// The token `sync-now` and `status` present.
     public let adminToken: String
+    /// A token that may only pull (read-only replicas), and one that may only push.
+    public let pullToken: String
+    public let pushToken: String
     /// The port it listens on (fixed after the first start, so peers can name it).
     public private(set) var port: Int
     private var process: Process?
@@ -32,10 +35,12 @@ public final class DaemonPeer: @unchecked Sendable {
         self.store = (storeFolder ?? directory.path) + "/store.sqlite"
         self.peerToken = "peer-\(name)-" + UUID().uuidString
         self.adminToken = "admin-\(name)-" + UUID().uuidString
+        self.pullToken = "pull-\(name)-" + UUID().uuidString
+        self.pushToken = "push-\(name)-" + UUID().uuidString
         self.pullInterval = pullInterval
         self.maxBackoff = maxBackoff
         self.port = try Self.freePort()
-        try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        try "peer \(peerToken)\nadmin \(adminToken)\npull \(pullToken)\npush \(pushToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.file("tokens"))  // as docs/ advise
         try writeConfiguration()
     }

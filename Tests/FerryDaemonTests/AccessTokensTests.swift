@@ -23,7 +23,37 @@ struct AccessTokensTests {
         #expect(tokens.role(of: "0123456789abcdef01234") == nil)
         #expect(tokens.role(of: "") == nil)
         #expect(tokens.adminToken == "ADMIN-0123456789abcdef")
-        #expect(AccessTokens.Role.admin >= .peer && !(AccessTokens.Role.peer >= .admin))
+        #expect(AccessTokens.Role.admin.allows(.pull) && AccessTokens.Role.admin.allows(.push) && AccessTokens.Role.admin.allows(.admin))
+        #expect(AccessTokens.Role.peer.allows(.pull) && AccessTokens.Role.peer.allows(.push) && !AccessTokens.Role.peer.allows(.admin))
+    }
+
+    @Test("Pull-only and push-only tokens, and a push token limited to some origins")
+    func limitedTokens() throws {
+        let directory = TemporaryDirectory()
+        let a = UUID(), b = UUID()
+        try """
+            pull PULL-0123456789abcdef
+            push PUSH-0123456789abcdef origins=\(a.uuidString),\(b.uuidString)
+            peer PEER-0123456789abcdef origins=\(a.uuidString)
+            """.write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        let tokens = try AccessTokens(file: directory.file("tokens"))
+        let pull = try #require(tokens.grant(of: "PULL-0123456789abcdef"))
+        #expect(pull.role == .pull && pull.pushOrigins == nil && pull.role.allows(.pull) && !pull.role.allows(.push))
+        let push = try #require(tokens.grant(of: "PUSH-0123456789abcdef"))
+        #expect(push.role == .push && push.pushOrigins == [a, b] && push.role.allows(.push) && !push.role.allows(.pull))
+        #expect(tokens.grant(of: "PEER-0123456789abcdef")?.pushOrigins == [a])
+        #expect(tokens.adminToken == nil)
+        // origins= on a token that cannot push, or with a bad identifier, is refused with the line.
+        for (index, text) in ["pull PULL-0123456789abcdef origins=\(a.uuidString)", "push PUSH-0123456789abcdef origins=not-a-uuid",
+                              "reader PULL-0123456789abcdef"].enumerated() {
+            let file = directory.file("bad-\(index)")
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            #expect {
+                try AccessTokens(file: file)
+            } throws: { error in
+                "\(error)".contains(":1:") && !"\(error)".contains("0123456789abcdef")
+            }
+        }
     }
 
     @Test("A file that is not a tokens file, and a token listed under two roles, are refused with the line; nothing of a token is printed")
@@ -31,7 +61,7 @@ struct AccessTokensTests {
         let directory = TemporaryDirectory()
         let cases = [
             ("root:$6$Zq0yHs3x$abcdefghijklmnopqrstuv:19000:0:99999:7:::\n", "line", "is this a tokens file"),
-            ("peer 0123456789abcdef0123\nadmin 0123456789abcdef0123\n", "line 1", "as admin"),
+            ("peer 0123456789abcdef0123\nadmin 0123456789abcdef0123\n", "line 1", "with other rights"),
         ]
         for (index, (text, place, problem)) in cases.enumerated() {
             let file = directory.file("tokens-\(index)")
@@ -83,11 +113,11 @@ struct AccessTokensTests {
                 return error.description
             }
         }
-        #expect(try message("root SECRET-0123456789abcdef\n").contains("tokens:1: the role must be 'peer' or 'admin'"))
+        #expect(try message("root SECRET-0123456789abcdef\n").contains("tokens:1: the role must be one of 'pull', 'push', 'peer', 'admin'"))
         #expect(try !message("root SECRET-0123456789abcdef\n").contains("SECRET"))
         #expect(try message("peer short\n").contains("shorter than 16 characters"))
         #expect(try message("# nothing\n\n").contains("no tokens"))
-        #expect(try message("peer a b c\n").contains("expected 'peer TOKEN'"))
+        #expect(try message("peer a b c\n").contains("expected 'ROLE TOKEN'"))
         do {
             _ = try AccessTokens(file: directory.file("missing"))
             Issue.record("a missing file was accepted")

@@ -111,6 +111,11 @@ struct OpenAPIDocumentTests {
         try await check("POST", "/v1/sync", "/v1/sync", token: nil, expect: 401)
         try await check("GET", "/v1/snapshot", "/v1/snapshot", token: peer, expect: 200)
         try await check("GET", "/v1/snapshot", "/v1/snapshot", token: nil, expect: 401)
+        // A token beyond its role: a push-only token pulling, a pull-only one pushing.
+        try await check("GET", "/v1/snapshot", "/v1/snapshot", token: server.pushToken, expect: 403)
+        try await check("GET", "/v1/changesets", "/v1/changesets?limit=10", token: server.pushToken, expect: 403)
+        try await check("POST", "/v1/changesets/pull", "/v1/changesets/pull", token: server.pushToken, body: Data("{}".utf8), expect: 403)
+        try await check("POST", "/v1/changesets", "/v1/changesets", token: server.pullToken, body: Data((ownChangeSet + "\n").utf8), expect: 403)
         let snapshot = try #require(exercised[Operation(method: "GET", path: "/v1/snapshot", status: 200)]?.first)
         #expect(snapshot.starts(with: Data("SQLite format 3\u{0}".utf8)), "a SQLite file")
         try await check("GET", "/metrics", "/metrics", token: peer, expect: 200)

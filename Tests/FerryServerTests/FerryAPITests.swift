@@ -16,6 +16,12 @@ import FerryTestSupport
 struct FerryAPITests {
     static let peerToken = "peer-token-0123456789abcdef"
     static let adminToken = "admin-token-0123456789abcdef"
+    static let pullToken = "pull-token-0123456789abcdef"
+    static let pushToken = "push-token-0123456789abcdef"
+    /// A peer token that may push change sets of one origin only: the pushing store's.
+    static let ownOriginToken = "own-origin-token-0123456789abcdef"
+    /// A peer token that may push change sets of another store only.
+    static let strangerToken = "stranger-token-0123456789abcdef"
 
     /// A store with an API over it, and a second store that writes change sets to push.
     struct Fixture {
@@ -29,9 +35,14 @@ struct FerryAPITests {
             let model = try SampleModels.load("OrgChart")
             store = try SQLiteStore(path: directory.file("served.sqlite"), model: model)
             other = try SQLiteStore(path: directory.file("other.sqlite"), model: model)
-            api = FerryAPI(endpoint: try ReplicationEndpoint(store: store),
-                               tokens: AccessTokens([(FerryAPITests.peerToken, .peer), (FerryAPITests.adminToken, .admin)]),
-                               maxBodyBytes: 1 << 20, control: control)
+            let grants: [(token: String, grant: AccessTokens.Grant)] = [
+                (FerryAPITests.peerToken, .init(role: .peer)), (FerryAPITests.adminToken, .init(role: .admin)),
+                (FerryAPITests.pullToken, .init(role: .pull)), (FerryAPITests.pushToken, .init(role: .push)),
+                (FerryAPITests.ownOriginToken, .init(role: .peer, pushOrigins: [other.identifier])),
+                (FerryAPITests.strangerToken, .init(role: .push, pushOrigins: [UUID()])),
+            ]
+            api = FerryAPI(endpoint: try ReplicationEndpoint(store: store), tokens: AccessTokens(grants: grants),
+                           maxBodyBytes: 1 << 20, control: control)
             app = Application(router: api.router())
         }
 
@@ -149,6 +160,46 @@ struct FerryAPITests {
         }
         // The push gave its slot back: one is free beside the three the test still holds.
         #expect(api.bodySlots.take() && !api.bodySlots.take())
+    }
+
+    @Test("A pull-only token may pull and read state but not push; a push-only token may push but not pull; nothing is applied by a refused push")
+    func pullAndPushTokens() async throws {
+        let fixture = try Fixture()
+        let line = try fixture.changeSet("Ann")
+        try await fixture.app.test(.router) { client in
+            let refused = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.pullToken),
+                                                   body: ByteBuffer(string: line + "\n"))
+            #expect(refused.status == .forbidden && String(buffer: refused.body).contains("may not push change sets"), "\(String(buffer: refused.body))")
+            #expect(try fixture.store.historyState().vector.isEmpty, "the refused push applied nothing")
+            for (method, path) in [(HTTPRequest.Method.get, "/v1/state"), (.get, "/v1/changesets?after=%7B%7D"), (.get, "/v1/snapshot")] {
+                #expect(try await client.execute(uri: path, method: method, headers: Self.bearer(Self.pullToken)).status == .ok, "\(path)")
+            }
+            for (method, path) in [(HTTPRequest.Method.get, "/v1/changesets?after=%7B%7D"), (.get, "/v1/snapshot"), (.post, "/v1/changesets/pull")] {
+                let answer = try await client.execute(uri: path, method: method, headers: Self.bearer(Self.pushToken), body: ByteBuffer(string: "{}"))
+                #expect(answer.status == .forbidden && String(buffer: answer.body).contains("may not pull"), "\(path): \(answer.status)")
+            }
+            #expect(try await client.execute(uri: "/v1/sync", method: .post, headers: Self.bearer(Self.pushToken)).status == .forbidden)
+            let pushed = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.pushToken),
+                                                  body: ByteBuffer(string: line + "\n"))
+            #expect(try pushed.status == .ok && WireJSON.decode(ApplyReport.self, from: Data(buffer: pushed.body)).applied == 1)
+        }
+    }
+
+    @Test("A token limited to some origins may push their change sets only: a push holding another origin's is refused whole, and the genuine one applies afterwards")
+    func originLimitedTokens() async throws {
+        let fixture = try Fixture()
+        let first = try fixture.changeSet("Ann"), second = try fixture.changeSet("Bob")
+        try await fixture.app.test(.router) { client in
+            let refused = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.strangerToken),
+                                                   body: ByteBuffer(string: first + "\n" + second + "\n"))
+            let message = String(buffer: refused.body)
+            #expect(refused.status == .forbidden && message.contains("line 1 is a change set of origin \(fixture.other.identifier.uuidString)"), "\(message)")
+            #expect(try fixture.store.historyState().vector.isEmpty, "nothing applied")
+            let pushed = try await client.execute(uri: "/v1/changesets", method: .post, headers: Self.bearer(Self.ownOriginToken),
+                                                  body: ByteBuffer(string: first + "\n" + second + "\n"))
+            #expect(try pushed.status == .ok && WireJSON.decode(ApplyReport.self, from: Data(buffer: pushed.body)).applied == 2)
+            #expect(try fixture.store.historyState().vector[fixture.other.identifier] == 2)
+        }
     }
 
     @Test("A pushed change set is applied once, then served back to a puller that lacks it")

@@ -35,6 +35,8 @@ let package = Package(
         // channel puts a handler before its HTTP/1-to-HTTP-types conversion (HTTP1Server.swift).
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // Ed25519 signing keys of stores (issue 23). Already in the graph through swift-certificates.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -61,6 +63,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The HTTP API of docs/PROTOCOL.md and docs/openapi.yaml (Hummingbird 2).

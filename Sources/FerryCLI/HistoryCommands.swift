@@ -8,7 +8,7 @@ struct StateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "state",
         abstract: "Print the store's UUID, model hash and version vector as one JSON line.",
-        discussion: #"Output: {"model":HASH,"store":UUID,"vector":{UUID:SEQ,…}}. The vector says, per origin store, the last change set taken in."#
+        discussion: #"Output: {"model":HASH,"public_key":BASE64,"store":UUID,"vector":{UUID:SEQ,…}}. The vector says, per origin store, the last change set taken in; public_key is the store's signing key's public half (left out when its key file is not there)."#
     )
 
     @Option(name: .long, help: "The store file (SQLite).")
@@ -25,9 +25,12 @@ struct StateCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try config.map { try loadConfiguration($0).store.path } ?? store ?? ""
+        let configured = try config.map { try loadConfiguration($0).store }
+        let path = configured?.path ?? store ?? ""
         do {
-            let state = try SQLiteStore.historyState(atPath: path)
+            var state = try SQLiteStore.historyState(atPath: path)
+            // The public half of the store's signing key, when its file is there (and kept private).
+            state.publicKey = (try? StoreSigningKey(contentsOf: configured?.signingKey ?? StoreSigningKey.defaultPath(forStore: path)))?.publicKey
             print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
             throw CLIError(error)

@@ -14,6 +14,15 @@ public struct Configuration: Sendable, Equatable {
         public var path: String
         /// The model: a `.xcdatamodeld` folder, a `.xcdatamodel` folder or its `contents` file.
         public var model: String
+        /// The store's Ed25519 signing key file (`store.signing_key`; default: the store's path
+        /// and `.key`), made at start when missing, refused when others may read it.
+        public var signingKey: String
+
+        public init(path: String, model: String, signingKey: String? = nil) {
+            self.path = path
+            self.model = model
+            self.signingKey = signingKey ?? path + ".key"
+        }
     }
 
     /// The HTTP server peers and `ferry sync-now` talk to.
@@ -110,7 +119,7 @@ public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
 extension Configuration {
     /// Every scalar key, by path; the environment can override these.
     static let scalarKeys = [
-        "store.path", "store.model",
+        "store.path", "store.model", "store.signing_key",
         "server.host", "server.port", "server.tokens_file", "server.max_body_bytes", "server.max_concurrent_bodies", "server.max_connections",
         "server.tls.certificate", "server.tls.key",
         "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff", "sync.max_origins",
@@ -285,7 +294,8 @@ extension Configuration {
                        + "a delete must be remembered as long as the change set that made it is kept")
         }
         return Configuration(
-            store: Store(path: resolve(try string("store.path")), model: resolve(try string("store.model"))),
+            store: Store(path: resolve(try string("store.path")), model: resolve(try string("store.model")),
+                         signingKey: scalar("store.signing_key").map(resolve)),
             server: Server(host: try string("server.host", default: "127.0.0.1"),
                            port: try integer("server.port", default: 7400, range: 0...65535),
                            tokensFile: resolve(try string("server.tokens_file")),

@@ -112,7 +112,11 @@ public enum Daemon {
                 "changes": .string(migration.changes.joined(separator: "; ")), "ms": .string(String(format: "%.1f", migration.seconds * 1000)),
             ])
         }
-        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins)
+        let (key, created) = try StoreSigningKey.loadOrCreate(at: configuration.store.signingKey)
+        if created {
+            logger.notice("made the store's signing key (it had none)", metadata: ["file": .string(configuration.store.signingKey), "public_key": .string(key.publicKey)])
+        }
+        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins, publicKey: key.publicKey)
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,

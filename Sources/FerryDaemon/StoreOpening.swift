@@ -144,7 +144,8 @@ actor StoreOpening: SyncControl {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         do {
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
-            return try ReplicationEndpoint(store: store)
+            let key = try? StoreSigningKey(contentsOf: settings.configuration.store.signingKey)
+            return try ReplicationEndpoint(store: store, publicKey: key?.publicKey)
         } catch {
             logger.debug("no read-only view of the store either: \(error)")
             return nil

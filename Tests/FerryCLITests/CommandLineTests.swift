@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import FerryModel
 import FerryStore
+import FerrySync
 import FerryTestSupport
 
 @Suite("The ferry command line")
@@ -48,7 +49,7 @@ struct CommandLineTests {
         #expect(result.standardOutput.isEmpty)
     }
 
-    @Test("init creates a store and prints its UUID; it refuses an existing path")
+    @Test("init creates a store and its signing key (owner-only) and prints its UUID; state shows the public key; it refuses an existing path or key")
     func initStore() throws {
         let directory = TemporaryDirectory()
         let store = directory.file("s.sqlite")
@@ -56,9 +57,21 @@ struct CommandLineTests {
         #expect(result.status == 0)
         let uuid = result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(UUID(uuidString: uuid) != nil)
+        let keyFile = store + ".key"
+        #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
+        let publicKey = try StoreSigningKey(contentsOf: keyFile).publicKey
+        #expect(result.standardError.contains("signing key: \(keyFile) (public key \(publicKey))"))
+        let state = try FerryProcess.run(["state", "--store", store])
+        #expect(state.status == 0 && state.standardOutput.contains(#""public_key":"\#(publicKey)""#), "\(state.standardOutput)")
         let again = try FerryProcess.run(["init", "--store", store, "--model", orgChart])
         #expect(again.status == 1)
         #expect(again.standardError.contains("already exists"))
+        // A key left where a new store's would go is not overwritten: the init is refused, no store made.
+        let elsewhere = directory.file("t.sqlite")
+        try FileManager.default.copyItem(atPath: keyFile, toPath: elsewhere + ".key")
+        let refused = try FerryProcess.run(["init", "--store", elsewhere, "--model", orgChart])
+        #expect(refused.status == 1 && refused.standardError.contains("t.sqlite.key already exists"))
+        #expect(!FileManager.default.fileExists(atPath: elsewhere))
     }
 
     @Test("origins lists the vector's origins; remove forgets one, and refuses the store's own")

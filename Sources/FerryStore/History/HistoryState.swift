@@ -2,7 +2,8 @@ import Foundation
 
 /// Where a store stands: its UUID, its model, and what it has taken in. The
 /// answer of `GET /v1/state` and what `ferry state` prints:
-/// `{"model":…,"store":…,"vector":{…}}`.
+/// `{"model":…,"public_key":…,"store":…,"vector":{…}}` (`public_key` when the store's
+/// signing key is known to whoever answers).
 public struct HistoryState: Sendable, Hashable, Codable {
     /// The store's UUID.
     public var store: UUID
@@ -10,16 +11,19 @@ public struct HistoryState: Sendable, Hashable, Codable {
     public var modelHash: String
     /// For each origin, the highest sequence number taken in.
     public var vector: VersionVector
+    /// The store's Ed25519 public key (base64), what its change sets are to be signed with; nil when not known here.
+    public var publicKey: String?
 
     /// A state.
-    public init(store: UUID, modelHash: String, vector: VersionVector) {
+    public init(store: UUID, modelHash: String, vector: VersionVector, publicKey: String? = nil) {
         self.store = store
         self.modelHash = modelHash
         self.vector = vector
+        self.publicKey = publicKey
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, modelHash = "model", vector
+        case store, modelHash = "model", vector, publicKey = "public_key"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -27,6 +31,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         store = try container.decode(UUID.self, forKey: .store)
         modelHash = try container.decode(String.self, forKey: .modelHash)
         vector = try container.decode(WireVector.self, forKey: .vector).vector
+        publicKey = try container.decodeIfPresent(String.self, forKey: .publicKey)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -34,13 +39,16 @@ public struct HistoryState: Sendable, Hashable, Codable {
         try container.encode(store.uuidString, forKey: .store)
         try container.encode(modelHash, forKey: .modelHash)
         try container.encode(WireVector(vector), forKey: .vector)
+        try container.encodeIfPresent(publicKey, forKey: .publicKey)
     }
 
     /// The state as JSON text: the same text as ``WireJSON/encode(_:)`` gives (`WireMessageTests`),
     /// written without `JSONEncoder`, whose set-up costs more than the message on a path every
     /// push takes.
     public var json: String {
-        JSONValue.sortedObject(["store": .string(store.uuidString), "model": .string(modelHash),
-                                "vector": ChangeSetCodec.vectorValue(vector)]).text
+        var fields: [String: JSONValue] = ["store": .string(store.uuidString), "model": .string(modelHash),
+                                           "vector": ChangeSetCodec.vectorValue(vector)]
+        if let publicKey { fields["public_key"] = .string(publicKey) }
+        return JSONValue.sortedObject(fields).text
     }
 }

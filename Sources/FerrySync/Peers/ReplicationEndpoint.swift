@@ -16,10 +16,13 @@ public actor ReplicationEndpoint {
     /// The version hash of the store's model (readable without waiting for the actor).
     public nonisolated let modelVersionHash: String
     private let engine: ReplayEngine
+    /// The store's public signing key (``StoreSigningKey/publicKey``), shown in its state; nil when not loaded.
+    public nonisolated let publicKey: String?
 
     /// An endpoint for `store`.
-    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000) throws {
+    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000, publicKey: String? = nil) throws {
         self.store = store
+        self.publicKey = publicKey
         self.storeIdentifier = store.identifier
         self.modelVersionHash = store.modelVersionHash
         var engine = try ReplayEngine(store: store)
@@ -33,9 +36,11 @@ public actor ReplicationEndpoint {
         store.commits()
     }
 
-    /// The store's UUID, model hash and version vector.
+    /// The store's UUID, model hash, version vector and public key.
     public func state() throws -> HistoryState {
-        try store.historyState()
+        var state = try store.historyState()
+        state.publicKey = publicKey
+        return state
     }
 
     /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is.

@@ -1,0 +1,93 @@
+import Foundation
+import Crypto
+
+/// A store's Ed25519 signing key (issue 23): what its change sets will be signed with, and
+/// whose public half peers pin or trust on first use. Kept in a file of its own, readable
+/// by its owner only (mode 0600), as one line `ed25519 BASE64` (the 32-byte private key).
+public struct StoreSigningKey: Sendable {
+    private let privateKey: Curve25519.Signing.PrivateKey
+
+    /// The public key, base64 (44 characters): what `ferry state` and `GET /v1/state` show.
+    public var publicKey: String { privateKey.publicKey.rawRepresentation.base64EncodedString() }
+
+    /// A new random key (not yet written anywhere).
+    public init() {
+        privateKey = Curve25519.Signing.PrivateKey()
+    }
+
+    /// Where a store's key is kept unless the configuration says otherwise: beside the store file.
+    public static func defaultPath(forStore store: String) -> String { store + ".key" }
+
+    /// Reads the key at `path`.
+    /// - Throws: ``SigningKeyError`` when the file is missing, unreadable, not a key file, or
+    ///   readable or writable by others than its owner (it is then not used).
+    public init(contentsOf path: String) throws(SigningKeyError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SigningKeyError("\(path): no signing key there (\(String(cString: strerror(errno)))); `ferry init` makes one for a new store, and `ferry run` for a store made before stores had keys")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw SigningKeyError("\(path): the signing key can be read or written by users other than its owner (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path), and if others may have read it, make a new key and rotate to it")
+        }
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw SigningKeyError("\(path): cannot read the signing key (\(error.localizedDescription))")
+        }
+        let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+        guard parts.count == 2, parts[0] == "ed25519", let raw = Data(base64Encoded: String(parts[1])),
+              let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw) else {
+            throw SigningKeyError("\(path): not a Ferry signing key (expected one line 'ed25519 BASE64')")
+        }
+        privateKey = key
+    }
+
+    /// Writes the key to a new file at `path`, readable and writable by its owner only.
+    /// - Throws: ``SigningKeyError`` when the file exists (a key is never overwritten) or cannot be written.
+    public func write(to path: String) throws(SigningKeyError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            let reason = errno == EEXIST ? "a file is there already; a signing key is never overwritten" : String(cString: strerror(errno))
+            throw SigningKeyError("\(path): cannot write the signing key (\(reason))")
+        }
+        defer { close(descriptor) }
+        let line = Array("ed25519 \(privateKey.rawRepresentation.base64EncodedString())\n".utf8)
+        let written = line.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
+        guard written == line.count, fsync(descriptor) == 0 else {
+            unlink(path)
+            throw SigningKeyError("\(path): cannot write the signing key (\(String(cString: strerror(errno))))")
+        }
+    }
+
+    /// The key at `path`, made and written there first if there is none (a store made before
+    /// stores had keys gets one the first time its daemon starts). `created` says which.
+    public static func loadOrCreate(at path: String) throws(SigningKeyError) -> (key: StoreSigningKey, created: Bool) {
+        if FileManager.default.fileExists(atPath: path) { return (try StoreSigningKey(contentsOf: path), false) }
+        let key = StoreSigningKey()
+        try key.write(to: path)
+        return (key, true)
+    }
+
+    /// The signature of `message`, base64.
+    public func signature(of message: some DataProtocol) throws(SigningKeyError) -> String {
+        do {
+            return try privateKey.signature(for: message).base64EncodedString()
+        } catch {
+            throw SigningKeyError("cannot sign: \(error)")
+        }
+    }
+
+    /// Whether `signature` (base64) is `publicKey`'s (base64) over `message`.
+    public static func isValid(signature: String, of message: some DataProtocol, publicKey: String) -> Bool {
+        guard let raw = Data(base64Encoded: publicKey), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw),
+              let bytes = Data(base64Encoded: signature) else { return false }
+        return key.isValidSignature(bytes, for: message)
+    }
+}
+
+/// A signing key that cannot be used: what happened and what to do (never the key itself).
+public struct SigningKeyError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,39 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import FerrySync
+import FerryTestSupport
+
+/// A daemon and its store's signing key (issue 23, point 1).
+@Suite("A daemon's signing key")
+struct SigningKeyDaemonTests {
+    @Test("A store without a signing key gets one at start (owner-only, logged by its public half); GET /v1/state and ferry state show it; a key others may read stops the start")
+    func madeAtStart() async throws {
+        let peer = try DaemonPeer(name: "keyed", model: SampleModels.path("OrgChart"))
+        let keyFile = peer.store + ".key"
+        #expect(!FileManager.default.fileExists(atPath: keyFile))
+        try peer.start()
+        let publicKey = try StoreSigningKey(contentsOf: keyFile).publicKey
+        #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
+        #expect(peer.log().contains("made the store's signing key") && peer.log().contains(publicKey))
+        let secret = try String(contentsOfFile: keyFile, encoding: .utf8).split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+        #expect(!secret.isEmpty && !peer.log().contains(secret), "the private key is never logged")
+        var request = URLRequest(url: try #require(URL(string: peer.url + "/v1/state")))
+        request.setValue("Bearer \(peer.pullToken)", forHTTPHeaderField: "Authorization")
+        let (data, _) = try await URLSession.shared.data(for: request)
+        let state = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(state["public_key"] as? String == publicKey)
+        let printed = try FerryProcess.run(["state", "--store", peer.store])
+        #expect(printed.standardOutput.contains(#""public_key":"\#(publicKey)""#))
+        #expect(peer.stop() == 0)
+        // The same key the next time; and a key others may read is refused, naming the fix.
+        try peer.start()
+        #expect(try StoreSigningKey(contentsOf: keyFile).publicKey == publicKey)
+        #expect(peer.stop() == 0)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile)
+        #expect(throws: (any Error).self) { try peer.start() }
+        #expect(peer.log().contains("chmod 600") && !peer.log().contains(secret))
+    }
+}

@@ -49,8 +49,11 @@ enum ModelSummary {
             ("parent", entity.parentName.map(JSONValue.string) ?? .null),
             ("abstract", .bool(entity.isAbstract)),
             ("attributes", .array(entity.ownAttributes.map { attribute in
-                .object([("name", .string(attribute.name)), ("type", .string(attribute.type.xcodeName)),
-                         ("optional", .bool(attribute.isOptional))])
+                var fields: [(String, JSONValue)] = [("name", .string(attribute.name)), ("type", .string(attribute.type.xcodeName)),
+                                                     ("optional", .bool(attribute.isOptional))]
+                // A derived attribute says what it derives (docs/STORE.md, "Derived attributes").
+                if let derivation = attribute.derivation { fields.append(("derivedFrom", .string(derivation.expression))) }
+                return .object(fields)
             })),
             ("relationships", .array(entity.ownRelationships.map { relationship in
                 .object([("name", .string(relationship.name)), ("destination", .string(relationship.destinationEntityName)),

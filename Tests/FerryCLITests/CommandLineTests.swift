@@ -20,6 +20,19 @@ struct CommandLineTests {
         #expect(result.standardOutput == expected + "\n")
     }
 
+    @Test("model check --json says what a derived attribute derives")
+    func modelCheckDerived() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("Derived.xcdatamodel")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try #"<model><entity name="Tag"><attribute name="name" optional="YES" attributeType="String"/><attribute name="key" optional="YES" attributeType="String" derived="YES" derivationExpression="canonical:(name)"/></entity></model>"#
+            .write(toFile: path + "/contents", atomically: true, encoding: .utf8)
+        let result = try FerryProcess.run(["model", "check", "--json", path])
+        #expect(result.status == 0)
+        #expect(result.standardOutput.contains(#"{"name":"key","type":"String","optional":true,"derivedFrom":"canonical:(name)"}"#), "\(result.standardOutput)")
+        #expect(result.standardOutput.contains(#"{"name":"name","type":"String","optional":true}"#))
+    }
+
     @Test("model check reads every shared fixture and reports inheritance")
     func modelCheckFixtures() throws {
         let path = "\(SampleModels.sharedFixturesDirectory)/ashalkhakov__FreeCoreData__EmployeeDirectory.xcdatamodel.contents"

@@ -138,6 +138,23 @@ struct DerivedAttributeTests {
         #expect(try a.store.changeSetLines().contains { $0.contains("\"modified\"") })
     }
 
+    @Test("A change set carrying a value every replica derives is refused as malformed, naming it; nothing is applied")
+    func derivedValueRefused() throws {
+        let a = try Replica(model: Self.model, kind: .sqlite), b = try Replica(model: Self.model, kind: .sqlite)
+        _ = try a.context.make("Folder", ["title": "Inbox"])
+        try a.context.save()
+        let line = try #require(try a.store.changeSetLines().first)
+        let forged = line.replacingOccurrences(of: #""title":"Inbox""#, with: #""itemCount":99,"title":"Inbox""#)
+        #expect(forged != line)
+        #expect {
+            try b.engine.apply(lines: [forged])
+        } throws: { error in
+            "\(error)".contains("has no recorded property 'itemCount'")
+        }
+        #expect(try b.store.historyState().vector.isEmpty)
+        #expect(try b.pull(from: a).applied == 1, "the genuine one still applies")
+    }
+
     @Test("Replaying without the fast path gives the same values as with it")
     func fastPathOff() throws {
         let a = try Replica(model: Self.model, kind: .sqlite)

@@ -164,7 +164,7 @@ public enum ChangeSetCodec {
             if let known = lookups.properties[key] { return known }
             let kind: PropertyKind
             switch lookups.entity.property(named: key) {
-            case .attribute(let attribute)? where !attribute.isTransient:
+            case .attribute(let attribute)? where attribute.isReplicated:  // (not a derived value every replica computes)
                 kind = .attribute(attribute.type)
             case .relationship(let relationship)? where model.isRecorded(relationship, in: lookups.entity)
                 && model.entity(named: relationship.destinationEntityName) != nil:

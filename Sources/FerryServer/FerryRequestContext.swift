@@ -1,4 +1,5 @@
 import Hummingbird
+import Metrics
 
 /// The request context of Ferry's routes: Hummingbird's core context, and the
 /// role of the caller's bearer token once ``BearerAuthentication`` has checked it.
@@ -22,6 +23,8 @@ public struct FerryRequestContext: RequestContext {
             case .push: "push change sets"
             case .admin: "do this (it needs an admin token)"
             }
+            Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "role")]).increment()
+            logger.warning("refused a request beyond its token's role", metadata: ["needs": .string(permission.rawValue), "role": .string(role?.rawValue ?? "none")])
             throw .forbidden("this token may not \(what): the tokens file gives it the role '\(role?.rawValue ?? "none")'")
         }
     }

@@ -52,7 +52,16 @@ struct PushRoute: Sendable {
         guard !lines.isEmpty else {
             throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
         }
-        if let allowedOrigins { try Self.check(lines, pushableBy: allowedOrigins) }
+        if let allowedOrigins {
+            do {
+                try Self.check(lines, pushableBy: allowedOrigins)
+            } catch {
+                // Counted and logged without the body (or the token): the message names the line and origin only.
+                Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
+                logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
+                throw error
+            }
+        }
         let endpoint = try await gate.endpointOrUnavailable()
         do {
             let report = try await endpoint.apply(lines: lines)

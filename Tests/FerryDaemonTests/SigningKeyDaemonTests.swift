@@ -27,6 +27,16 @@ struct SigningKeyDaemonTests {
         #expect(state["public_key"] as? String == publicKey)
         let printed = try FerryProcess.run(["state", "--store", peer.store])
         #expect(printed.standardOutput.contains(#""public_key":"\#(publicKey)""#))
+        // A token used beyond its role is refused, counted in /metrics and logged without the token.
+        var pull = URLRequest(url: try #require(URL(string: peer.url + "/v1/changesets")))
+        pull.setValue("Bearer \(peer.pushToken)", forHTTPHeaderField: "Authorization")
+        let (_, refused) = try await URLSession.shared.data(for: pull)
+        #expect((refused as? HTTPURLResponse)?.statusCode == 403)
+        var metrics = URLRequest(url: try #require(URL(string: peer.url + "/metrics")))
+        metrics.setValue("Bearer \(peer.adminToken)", forHTTPHeaderField: "Authorization")
+        let (text, _) = try await URLSession.shared.data(for: metrics)
+        #expect(String(decoding: text, as: UTF8.self).contains(#"ferry_requests_forbidden_total{reason="role"} 1"#))
+        #expect(peer.log().contains("refused a request beyond its token's role") && !peer.log().contains(peer.pushToken))
         #expect(peer.stop() == 0)
         // The same key the next time; and a key others may read is refused, naming the fix.
         try peer.start()

@@ -126,7 +126,7 @@ public struct LightweightMigration: Sendable {
                     if renamed(stored.destinationEntityName) != relationship.destinationEntityName {
                         problems.append("\(name) changed destination from \(stored.destinationEntityName) to \(relationship.destinationEntityName)")
                     }
-                    let ownsJoinTable = Self.writesOwnJoinTable(relationship, of: entity, in: model)
+                    let ownsJoinTable = model.writesOwnJoinTable(relationship, of: entity)
                     let inverseWasToMany = stored.inverseName.flatMap { previous.entity(named: stored.destinationEntityName)?.relationship(named: $0) }.map(\.isToMany) ?? true
                     if !stored.isToMany && relationship.isToMany && !relationship.isOrdered && ownsJoinTable && inverseWasToMany {
                         if old.ownRelationships.contains(where: { $0.name == oldProperty }) {
@@ -188,18 +188,6 @@ public struct LightweightMigration: Sendable {
     public var losses: [String] {
         versions.removedEntities.map { "entity '\($0)' was removed (its objects would be deleted)" }
             + versions.removedProperties.map { "entity '\($0.entity)': '\($0.property)' was removed or made transient (its values would be dropped)" }
-    }
-
-    /// Whether a to-many is kept in a join table its own side writes (one-way, or a many-to-many whose
-    /// declaring entity and name sort before its inverse's): the rule of `RelationshipStorage`.
-    private static func writesOwnJoinTable(_ relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel) -> Bool {
-        guard relationship.isToMany else { return false }
-        func declaring(_ name: String, in entity: EntityDescription) -> String {
-            entity.ancestry.first { model.entity(named: $0)?.ownRelationships.contains { $0.name == name } == true } ?? entity.name
-        }
-        guard let inverse = model.inverse(of: relationship), let destination = model.entity(named: relationship.destinationEntityName) else { return true }
-        guard inverse.isToMany else { return false }
-        return (declaring(relationship.name, in: entity), relationship.name) <= (declaring(inverse.name, in: destination), inverse.name)
     }
 
     private static func kind(toMany: Bool, ordered: Bool) -> String {

@@ -92,6 +92,29 @@ public struct ManagedObjectModel: Sendable, Hashable {
         fetchRequestTemplates[name]
     }
 
+    /// The entity (in `entity`'s ancestry) that declares property `name`.
+    package func declaringEntityName(ofProperty name: String, in entity: EntityDescription) -> String {
+        for ancestor in entity.ancestry {
+            guard let candidate = self.entity(named: ancestor) else { continue }
+            if candidate.ownAttributes.contains(where: { $0.name == name })
+                || candidate.ownRelationships.contains(where: { $0.name == name }) {
+                return ancestor
+            }
+        }
+        return entity.name
+    }
+
+    /// Whether a to-many is kept in a join table written from its own side: a one-way to-many,
+    /// or a many-to-many whose (declaring entity, name) sorts before its inverse's (the rule of
+    /// `RelationshipStorage` in FerryStore, which the migration's inference needs too).
+    package func writesOwnJoinTable(_ relationship: RelationshipDescription, of entity: EntityDescription) -> Bool {
+        guard relationship.isToMany else { return false }
+        guard let inverse = inverse(of: relationship), let destination = self.entity(named: relationship.destinationEntityName) else { return true }
+        guard inverse.isToMany else { return false }
+        return (declaringEntityName(ofProperty: relationship.name, in: entity), relationship.name)
+            <= (declaringEntityName(ofProperty: inverse.name, in: destination), inverse.name)
+    }
+
     /// The inverse of a relationship, if one is modelled.
     public func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
         guard let inverseName = relationship.inverseName else { return nil }

@@ -27,18 +27,6 @@ package struct JoinTableKey: Sendable, Hashable, Comparable {
 }
 
 extension ManagedObjectModel {
-    /// The entity (in `entity`'s ancestry) that declares property `name`.
-    package func declaringEntityName(ofProperty name: String, in entity: EntityDescription) -> String {
-        for ancestor in entity.ancestry {
-            guard let candidate = self.entity(named: ancestor) else { continue }
-            if candidate.ownAttributes.contains(where: { $0.name == name })
-                || candidate.ownRelationships.contains(where: { $0.name == name }) {
-                return ancestor
-            }
-        }
-        return entity.name
-    }
-
     /// How `relationship` of `entity` is stored.
     package func storage(of relationship: RelationshipDescription, in entity: EntityDescription) -> RelationshipStorage {
         guard relationship.isToMany else { return .foreignKey }
@@ -46,12 +34,17 @@ extension ManagedObjectModel {
         if let inverse, !inverse.isToMany {
             return .inverseOfForeignKey(inverse: inverse)
         }
-        let own = JoinTableKey(entityName: declaringEntityName(ofProperty: relationship.name, in: entity), relationshipName: relationship.name)
-        guard let inverse, let destination = self.entity(named: relationship.destinationEntityName) else {
-            return .joinTable(own, sourceIsCanonical: true)
+        // (Which side writes the join table is FerryModel's rule, shared with the migration's inference.)
+        if writesOwnJoinTable(relationship, of: entity) {
+            return .joinTable(JoinTableKey(entityName: declaringEntityName(ofProperty: relationship.name, in: entity), relationshipName: relationship.name),
+                              sourceIsCanonical: true)
         }
-        let other = JoinTableKey(entityName: declaringEntityName(ofProperty: inverse.name, in: destination), relationshipName: inverse.name)
-        return other < own ? .joinTable(other, sourceIsCanonical: false) : .joinTable(own, sourceIsCanonical: true)
+        guard let inverse, let destination = self.entity(named: relationship.destinationEntityName) else {
+            return .joinTable(JoinTableKey(entityName: declaringEntityName(ofProperty: relationship.name, in: entity), relationshipName: relationship.name),
+                              sourceIsCanonical: true)
+        }
+        return .joinTable(JoinTableKey(entityName: declaringEntityName(ofProperty: inverse.name, in: destination), relationshipName: inverse.name),
+                          sourceIsCanonical: false)
     }
 }
 

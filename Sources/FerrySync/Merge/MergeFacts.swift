@@ -127,8 +127,10 @@ extension MergeFacts {
         var wanted: [String: Set<String>] = [:]
         for change in changeSet.changes where localIDs[change.uri] != nil {
             wanted[change.uri, default: []].formUnion(decidingProperties(of: change, replaced: replaced))
-            // A to-one write of an earlier version to a relationship now to-many: the members it replaces.
-            for name in change.values.keys where replaced.contains(change.entity + "." + name) {
+            // A to-one write of an earlier version to a relationship now to-many: the members it replaces,
+            // and the fact of the member it names (a later fact of that member must not be overwritten).
+            for (name, value) in change.values where replaced.contains(change.entity + "." + name) {
+                if case .object(let target) = value { wanted[change.uri, default: []].insert(RecordedChange.membershipKey(name, target)) }
                 guard let id = localIDs[change.uri], facts.members[change.uri]?[name] == nil else { continue }
                 var members: [MemberFact] = []
                 for member in try store.relatedObjectIDs(of: id, relationship: name) {

@@ -4,25 +4,14 @@
 /// differences no rule covers. `SQLiteStore` carries it out in SQL, `InMemoryStore` on its rows;
 /// the rules, with an example each, are in docs/STORE.md, "Migration".
 public struct LightweightMigration: Sendable {
-    /// One attribute of one (destination) entity.
-    public struct AttributeReference: Sendable, Hashable {
+    /// One property (attribute or relationship) of one (destination) entity.
+    public struct PropertyReference: Sendable, Hashable {
         public var entity: String
-        public var attribute: String
+        public var property: String
 
-        public init(entity: String, attribute: String) {
+        public init(entity: String, property: String) {
             self.entity = entity
-            self.attribute = attribute
-        }
-    }
-
-    /// One relationship of one (destination) entity.
-    public struct RelationshipReference: Sendable, Hashable {
-        public var entity: String
-        public var relationship: String
-
-        public init(entity: String, relationship: String) {
-            self.entity = entity
-            self.relationship = relationship
+            self.property = property
         }
     }
 
@@ -39,16 +28,16 @@ public struct LightweightMigration: Sendable {
     /// How the two versions' entities and properties match.
     public let versions: ModelVersionMapping
     /// Attributes whose stored nil becomes the model's default (optional → required, or a new required attribute).
-    public private(set) var defaultsToFill: [(attribute: AttributeReference, value: AttributeValue)] = []
+    public private(set) var defaultsToFill: [(attribute: PropertyReference, value: AttributeValue)] = []
     /// Attributes whose values must be converted to a new type.
-    public private(set) var retypedAttributes: [(attribute: AttributeReference, type: AttributeType)] = []
+    public private(set) var retypedAttributes: [(attribute: PropertyReference, type: AttributeType)] = []
     /// Derived attributes (computed on every replica) that are new or derive something new:
     /// every object's value is computed. (A new `now()` attribute stays empty until the next save.)
-    public private(set) var derivationsToCompute: [AttributeReference] = []
+    public private(set) var derivationsToCompute: [PropertyReference] = []
     /// To-one relationships that became (unordered) to-many, kept in a join table of their own
     /// side: each object's destination becomes its one member. In a fleet, a to-one write of the
     /// earlier version replaces the members (docs/SYNC.md, "A to-one that became to-many").
-    public private(set) var toManyConversions: [RelationshipReference] = []
+    public private(set) var toManyConversions: [PropertyReference] = []
     /// Every difference no rule covers, in words; empty when the migration can run.
     public private(set) var problems: [String]
 
@@ -76,7 +65,7 @@ public struct LightweightMigration: Sendable {
             for attribute in entity.ownAttributes where attribute.derivation?.isComputedOnEveryReplica == true {
                 let stored = matches[attribute.name].flatMap { old.attribute(named: $0) }
                 if stored?.derivation?.expression != attribute.derivation?.expression {
-                    derivationsToCompute.append(AttributeReference(entity: entity.name, attribute: attribute.name))
+                    derivationsToCompute.append(PropertyReference(entity: entity.name, property: attribute.name))
                 }
             }
             for property in entity.properties where property.isPersistent {
@@ -85,7 +74,7 @@ public struct LightweightMigration: Sendable {
                     switch property {
                     case .attribute(let attribute) where !attribute.isOptional:
                         if let value = attribute.defaultValue {
-                            defaultsToFill.append((AttributeReference(entity: entity.name, attribute: attribute.name), value))
+                            defaultsToFill.append((PropertyReference(entity: entity.name, property: attribute.name), value))
                         } else {
                             problems.append("\(place): new attribute '\(attribute.name)' is required and has no default value; existing objects would have none (give it a default value, or make it optional)")
                         }
@@ -108,14 +97,14 @@ public struct LightweightMigration: Sendable {
                     if stored.type != attribute.type {
                         switch Self.typeChange(from: stored.type, to: attribute.type) {
                         case .none: break
-                        case .conversion: retypedAttributes.append((AttributeReference(entity: entity.name, attribute: attribute.name), attribute.type))
+                        case .conversion: retypedAttributes.append((PropertyReference(entity: entity.name, property: attribute.name), attribute.type))
                         case .refused(let why):
                             problems.append("\(name) changed type from \(stored.type.xcodeName) to \(attribute.type.xcodeName): \(why)")
                         }
                     }
                     if stored.isOptional && !attribute.isOptional {
                         if let value = attribute.defaultValue {
-                            defaultsToFill.append((AttributeReference(entity: entity.name, attribute: attribute.name), value))
+                            defaultsToFill.append((PropertyReference(entity: entity.name, property: attribute.name), value))
                         } else {
                             problems.append("\(name) became required without a default value; stored objects may have none (give it a default value, as Core Data's lightweight migration needs)")
                         }
@@ -130,7 +119,7 @@ public struct LightweightMigration: Sendable {
                     let inverseWasToMany = stored.inverseName.flatMap { previous.entity(named: stored.destinationEntityName)?.relationship(named: $0) }.map(\.isToMany) ?? true
                     if !stored.isToMany && relationship.isToMany && !relationship.isOrdered && ownsJoinTable && inverseWasToMany {
                         if old.ownRelationships.contains(where: { $0.name == oldProperty }) {
-                            toManyConversions.append(RelationshipReference(entity: entity.name, relationship: relationship.name))
+                            toManyConversions.append(PropertyReference(entity: entity.name, property: relationship.name))
                         }
                     } else if !stored.isToMany && relationship.isToMany {
                         let why = relationship.isOrdered ? "to an ordered to-many"
@@ -176,10 +165,10 @@ public struct LightweightMigration: Sendable {
             }
         }
         result += versions.removedEntities.map { "removed entity \($0)" } + versions.removedProperties.map { "removed \($0.entity).\($0.property)" }
-        result += retypedAttributes.map { "changed \($0.attribute.entity).\($0.attribute.attribute) to \($0.type.xcodeName)" }
-        result += defaultsToFill.map { "gave \($0.attribute.entity).\($0.attribute.attribute) its default where it had no value" }
-        result += derivationsToCompute.map { "derived \($0.entity).\($0.attribute) for every object" }
-        result += toManyConversions.map { "made \($0.entity).\($0.relationship) to-many" }
+        result += retypedAttributes.map { "changed \($0.attribute.entity).\($0.attribute.property) to \($0.type.xcodeName)" }
+        result += defaultsToFill.map { "gave \($0.attribute.entity).\($0.attribute.property) its default where it had no value" }
+        result += derivationsToCompute.map { "derived \($0.entity).\($0.property) for every object" }
+        result += toManyConversions.map { "made \($0.entity).\($0.property) to-many" }
         return result
     }
 

@@ -71,12 +71,18 @@ public struct ManagedObjectModel: Sendable, Hashable {
     /// as Xcode's editor requires; they become SQL table and column names.
     static func checkIdentifier(_ name: String, _ place: String) throws(ModelError) {
         guard !name.isEmpty else { return }
+        guard isIdentifier(name) else {
+            throw ModelError(.inconsistentModel, "\(place): the name must start with a letter or _ and hold only ASCII letters, digits and _")
+        }
+    }
+
+    /// Whether `name` is an identifier: a letter or `_`, then letters, digits or `_`, all ASCII.
+    static func isIdentifier(_ name: String) -> Bool {
         let scalars = Array(name.unicodeScalars)
         func isLetter(_ c: Unicode.Scalar) -> Bool { c.isASCII && (c.properties.isAlphabetic || c == "_") }
         func isDigit(_ c: Unicode.Scalar) -> Bool { c.isASCII && ("0"..."9").contains(c) }
-        guard isLetter(scalars[0]), scalars.dropFirst().allSatisfy({ isLetter($0) || isDigit($0) }) else {
-            throw ModelError(.inconsistentModel, "\(place): the name must start with a letter or _ and hold only ASCII letters, digits and _")
-        }
+        guard let first = scalars.first, isLetter(first) else { return false }
+        return scalars.dropFirst().allSatisfy { isLetter($0) || isDigit($0) }
     }
 
     /// The entity with this name, or nil.

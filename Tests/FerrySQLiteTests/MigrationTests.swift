@@ -412,30 +412,35 @@ struct LightweightMigrationTests {
 struct DerivedMigrationTests {
     static let version1 = LightweightMigrationTests.version1
 
-    static let version2 = try! ManagedObjectModel {
-        Entity("Note") {
-            Attribute("text", .string, optional: false)
-            Attribute("stars", .integer16)
-            Attribute("weight", .integer32)
-            Attribute("score", .double)
-            Attribute("loud", .string, derivedFrom: "uppercase:(text)")
-            Attribute("same", .integer32, derivedFrom: "weight")
-            Attribute("folderName", .string, derivedFrom: "canonical:(folder.name)")
-            Attribute("touched", .date, derivedFrom: "now()")
-            Relationship("folder", to: "Folder", inverse: "notes")
-            Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
-        }
-        Entity("Tag") {
-            Attribute("name", .string)
-            Attribute("noteCount", .integer16, derivedFrom: "notes.@count")
-            Relationship("notes", to: "Note", inverse: "tags", toMany: true)
-        }
-        Entity("Folder") {
-            Attribute("name", .string)
-            Attribute("noteCount", .integer64, derivedFrom: "notes.@count")
-            Attribute("totalScore", .double, derivedFrom: "notes.@sum.score")
-            Attribute("totalStars", .decimal, derivedFrom: "notes.@sum.stars")
-            Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify)
+    static let version2 = try! version(loud: "uppercase:(text)")
+
+    /// Version 1 with derived attributes of every form; `loud` is what `Note.loud` derives.
+    static func version(loud: String) throws -> ManagedObjectModel {
+        try ManagedObjectModel {
+            Entity("Note") {
+                Attribute("text", .string, optional: false)
+                Attribute("stars", .integer16)
+                Attribute("weight", .integer32)
+                Attribute("score", .double)
+                Attribute("loud", .string, derivedFrom: loud)
+                Attribute("same", .integer32, derivedFrom: "weight")
+                Attribute("folderName", .string, derivedFrom: "canonical:(folder.name)")
+                Attribute("touched", .date, derivedFrom: "now()")
+                Relationship("folder", to: "Folder", inverse: "notes")
+                Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
+            }
+            Entity("Tag") {
+                Attribute("name", .string)
+                Attribute("noteCount", .integer16, derivedFrom: "notes.@count")
+                Relationship("notes", to: "Note", inverse: "tags", toMany: true)
+            }
+            Entity("Folder") {
+                Attribute("name", .string)
+                Attribute("noteCount", .integer64, derivedFrom: "notes.@count")
+                Attribute("totalScore", .double, derivedFrom: "notes.@sum.score")
+                Attribute("totalStars", .decimal, derivedFrom: "notes.@sum.stars")
+                Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify)
+            }
         }
     }
 
@@ -500,32 +505,7 @@ struct DerivedMigrationTests {
         let directory = TemporaryDirectory()
         let path = try store(directory)
         _ = try SQLiteStore(path: path, model: Self.version2, options: .init(earlierModels: [Self.version1]))
-        let version3 = try ManagedObjectModel {
-            Entity("Note") {
-                Attribute("text", .string, optional: false)
-                Attribute("stars", .integer16)
-                Attribute("weight", .integer32)
-                Attribute("score", .double)
-                Attribute("loud", .string, derivedFrom: "lowercase:(text)")
-                Attribute("same", .integer32, derivedFrom: "weight")
-                Attribute("folderName", .string, derivedFrom: "canonical:(folder.name)")
-                Attribute("touched", .date, derivedFrom: "now()")
-                Relationship("folder", to: "Folder", inverse: "notes")
-                Relationship("tags", to: "Tag", inverse: "notes", toMany: true)
-            }
-            Entity("Tag") {
-                Attribute("name", .string)
-                Attribute("noteCount", .integer16, derivedFrom: "notes.@count")
-                Relationship("notes", to: "Note", inverse: "tags", toMany: true)
-            }
-            Entity("Folder") {
-                Attribute("name", .string)
-                Attribute("noteCount", .integer64, derivedFrom: "notes.@count")
-                Attribute("totalScore", .double, derivedFrom: "notes.@sum.score")
-                Attribute("totalStars", .decimal, derivedFrom: "notes.@sum.stars")
-                Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .nullify)
-            }
-        }
+        let version3 = try Self.version(loud: "lowercase:(text)")
         let migrated = try SQLiteStore(path: path, model: version3, options: .init(earlierModels: [Self.version2]))
         #expect(migrated.migration?.changes == ["derived Note.loud for every object"])
         let context = try PersistentContainer(store: migrated).newContext()

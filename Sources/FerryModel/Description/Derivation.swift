@@ -157,8 +157,5 @@ public struct Derivation: Sendable, Hashable {
         }
     }
 
-    private static func isName(_ text: String) -> Bool {
-        guard let first = text.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic || first == "_" else { return false }
-        return text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || $0 == "_" || ("0"..."9").contains($0)) }
-    }
+    private static func isName(_ text: String) -> Bool { ManagedObjectModel.isIdentifier(text) }
 }

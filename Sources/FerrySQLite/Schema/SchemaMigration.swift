@@ -24,7 +24,7 @@ struct SchemaMigration {
 
     /// For each to-one made to-many: the table and the column its destinations were kept in
     /// (taken out of the mapping by ``apply(to:in:)``, copied to the join table and dropped by ``finish(_:mapping:model:)``).
-    private var convertedColumns: [(reference: LightweightMigration.RelationshipReference, table: String, column: String)] = []
+    private var convertedColumns: [(reference: LightweightMigration.PropertyReference, table: String, column: String)] = []
 
     /// Every change, in words, for the report (``MigrationReport/changes``).
     var changes: [String] { inferred.changes }
@@ -57,7 +57,7 @@ struct SchemaMigration {
         // To-ones made to-many: their column leaves the mapping (the join table takes its place).
         for reference in inferred.toManyConversions {
             guard let oldEntity = entityMatches[reference.entity], let entity = mapping.entities[oldEntity],
-                  let oldName = propertyMatches[reference.entity]?[reference.relationship], let column = entity.columns[oldName] else { continue }
+                  let oldName = propertyMatches[reference.entity]?[reference.property], let column = entity.columns[oldName] else { continue }
             convertedColumns.append((reference, entity.table, column))
             for (name, other) in mapping.entities where other.table == entity.table && other.columns[oldName] == column {
                 mapping.entities[name]?.columns[oldName] = nil
@@ -187,7 +187,7 @@ struct SchemaMigration {
     /// type, and gives stored nils of newly required attributes the model's default.
     func finish(_ db: Database, mapping: inout SchemaMapping, model: ManagedObjectModel) throws {
         for (reference, type) in inferred.retypedAttributes {
-            let (entityName, attribute) = (reference.entity, reference.attribute)
+            let (entityName, attribute) = (reference.entity, reference.property)
             guard let entity = mapping.entities[entityName], let old = entity.columns[attribute],
                   let description = model.entity(named: entityName) else { continue }
             let column = mapping.uniqueName("Z" + attribute.uppercased(), in: entity.table)
@@ -204,7 +204,7 @@ struct SchemaMigration {
             }
         }
         for (reference, value) in inferred.defaultsToFill {
-            let (entityName, attribute) = (reference.entity, reference.attribute)
+            let (entityName, attribute) = (reference.entity, reference.property)
             guard let entity = mapping.entities[entityName], let column = entity.columns[attribute],
                   let description = model.entity(named: entityName) else { continue }
             let numbers = mapping.family(of: description)
@@ -214,7 +214,7 @@ struct SchemaMigration {
         }
         // To-ones made to-many: each object's destination becomes its one member, then the old column goes.
         for (reference, table, column) in convertedColumns {
-            guard let description = model.entity(named: reference.entity), let relationship = description.relationship(named: reference.relationship),
+            guard let description = model.entity(named: reference.entity), let relationship = description.relationship(named: reference.property),
                   case .joinTable(let key, true) = model.storage(of: relationship, in: description),
                   let join = mapping.joinTables["\(key.entityName).\(key.relationshipName)"] else { continue }
             let family = mapping.family(of: description).map(String.init).joined(separator: ", ")
@@ -225,7 +225,7 @@ struct SchemaMigration {
             }
         }
         for reference in inferred.derivationsToCompute {
-            try derive(reference.attribute, of: reference.entity, in: db, mapping: mapping, model: model)
+            try derive(reference.property, of: reference.entity, in: db, mapping: mapping, model: model)
         }
     }
 

@@ -33,7 +33,7 @@ extension InMemoryStore {
             var attributes = [AttributeValue?](repeating: nil, count: entity.properties.count)
             var toOne = [ObjectID?](repeating: nil, count: entity.properties.count)
             for (index, property) in entity.properties.enumerated() {
-                let reference = LightweightMigration.AttributeReference(entity: entity.name, attribute: property.name)
+                let reference = LightweightMigration.PropertyReference(entity: entity.name, property: property.name)
                 guard let oldName = matches[property.name], let oldIndex = previous.propertyIndex(named: oldName) else {
                     attributes[index] = defaults[reference]
                     continue
@@ -47,7 +47,7 @@ extension InMemoryStore {
                     toOne[index] = row.toOne[oldIndex].flatMap(id)
                 case .relationship(let relationship):
                     // A to-one made to-many: its destination becomes the one member.
-                    guard migration.toManyConversions.contains(where: { entity.ancestry.contains($0.entity) && $0.relationship == relationship.name }),
+                    guard migration.toManyConversions.contains(where: { entity.ancestry.contains($0.entity) && $0.property == relationship.name }),
                           let target = row.toOne[oldIndex].flatMap(id),
                           case .joinTable(let key, true) = model.storage(of: relationship, in: entity) else { continue }
                     next.joins[key, default: []].insert(JoinPair(canonical: newID, other: target))
@@ -84,12 +84,12 @@ extension InMemoryStore {
     }
 
     /// Computes derived attributes for every stored object of their entities, as a save computes them.
-    private func deriveStoredValues(_ references: [LightweightMigration.AttributeReference]) {
+    private func deriveStoredValues(_ references: [LightweightMigration.PropertyReference]) {
         guard !references.isEmpty else { return }
         state.withLock { state in
             for reference in references {
-                guard let entity = model.entity(named: reference.entity), let index = entity.propertyIndex(named: reference.attribute),
-                      let attribute = entity.attribute(named: reference.attribute), let form = attribute.derivation?.form else { continue }
+                guard let entity = model.entity(named: reference.entity), let index = entity.propertyIndex(named: reference.property),
+                      let attribute = entity.attribute(named: reference.property), let form = attribute.derivation?.form else { continue }
                 for (id, row) in state.rows where model.entity(named: id.entityName)?.isKind(of: entity.name) == true {
                     var updated = row
                     updated.attributes[index] = derive(form, type: attribute.type, of: row, in: state)

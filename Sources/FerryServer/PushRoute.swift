@@ -89,10 +89,11 @@ struct PushRoute: Sendable {
 extension PushRoute {
     /// Refuses the whole push (403, nothing applied) when a line is a change set of an origin the
     /// token may not push for; a line whose origin cannot be read is left to the replay's checks.
+    /// The origin is read with the parser the replay's decoder reads it with (`JSONValue`), so that
+    /// a line cannot show this check one origin and the replay another (duplicate keys, UUID spellings).
     static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
         for (index, line) in lines.enumerated() {
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-                  let text = object["origin"] as? String, let origin = UUID(uuidString: text) else { continue }
+            guard let text = (try? JSONValue.parse(line))?["origin"]?.stringValue, let origin = ObjectURIComponents.uuid(text) else { continue }
             guard origins.contains(origin) else {
                 let allowed = origins.map(\.uuidString).sorted().joined(separator: ", ")
                 throw .forbidden("line \(index + 1) is a change set of origin \(origin.uuidString); this token may push change sets of \(allowed) only (origins= in the tokens file); nothing was applied")

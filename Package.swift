@@ -40,7 +40,14 @@ let package = Package(
     ],
     targets: [
         .target(name: "FerryModel"),
-        .target(name: "FerryStore", dependencies: ["FerryModel"]),
+        .target(
+            name: "FerryStore",
+            dependencies: [
+                "FerryModel",
+                // Ed25519: every change set a store records is signed with its key (issue 23).
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .target(
             name: "FerrySQLite",
             dependencies: [
@@ -63,7 +70,6 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The HTTP API of docs/PROTOCOL.md and docs/openapi.yaml (Hummingbird 2).

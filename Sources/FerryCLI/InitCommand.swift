@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FerryStore
 import FerrySQLite
 import FerrySync
 

@@ -88,7 +88,7 @@ enum Bootstrap {
                         switch try ChangeSetCodec.decode(line, model: model, versionHash: new.modelVersionHash) {
                         case .changeSet(let changeSet):
                             try new.recordReceived(changeSet, body: line, as: ReceivedRecord(quarantineReason: reason))
-                        case .otherModel(let origin, let sequence, _):
+                        case .otherModel(let origin, let sequence, _, _):
                             // Made with another model version: kept as it came, held with the reason.
                             try new.hold(HeldChangeSet(origin: origin, sequence: sequence, reason: reason, body: line))
                         }

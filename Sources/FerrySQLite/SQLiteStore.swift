@@ -50,6 +50,8 @@ public final class SQLiteStore: PersistentStore {
     /// Checkpoints the write-ahead log off the saving thread (writable stores only).
     let checkpointer: BackgroundCheckpointer?
     let layout: StoreLayout
+    /// How the change sets this store records are signed.
+    public let signing: ChangeSetSigning
     /// Wakes ``commits()``'s subscribers; made on the first subscription.
     private let watcher = Mutex<CommitWatcher?>(nil)
 
@@ -81,11 +83,18 @@ public final class SQLiteStore: PersistentStore {
         /// are), for a progress line on a terminal: a migration that rewrites a large store runs
         /// for a while inside the open.
         public var migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)?
+        /// The key the store signs its change sets with (docs/SYNC.md, "Signed change sets"); nil
+        /// (the default) reads the key file beside the store (``StoreSigningKey/defaultPath(forStore:)``)
+        /// when there is one. A store that has a key and cannot use it refuses saves (it records
+        /// no change set its peers would refuse); one that never had a key records unsigned ones.
+        public var signingKey: StoreSigningKey?
 
         /// Creates options.
         public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil,
                     readOnly: Bool = false, earlierModels: [ManagedObjectModel] = [],
-                    migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)? = nil) {
+                    migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)? = nil,
+                    signingKey: StoreSigningKey? = nil) {
+            self.signingKey = signingKey
             self.createIfMissing = createIfMissing
             self.busyTimeout = busyTimeout
             self.newStoreIdentifier = newStoreIdentifier
@@ -138,6 +147,8 @@ public final class SQLiteStore: PersistentStore {
         let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier,
                                  earlierModelHashes: Set(options.earlierModels.map(\.versionHash)), progress: options.migrationProgress)
         let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
+        signing = options.readOnly ? .unsigned
+            : try Self.signing(given: options.signingKey, path: path, identifier: opened.identifier, pool: pool)
         // Installed once nothing can throw any more, so `deinit` (which removes it) always runs.
         if options.readOnly {
             checkpointer = nil
@@ -170,7 +181,7 @@ public final class SQLiteStore: PersistentStore {
         switch try? ChangeSetCodec.decode(text, model: model, versionHash: modelVersionHash) {
         case .changeSet(let changeSet)?:
             return changeSet
-        case .otherModel(_, _, let hash)?:
+        case .otherModel(_, _, let hash, _)?:
             guard case .translated(let changeSet) = versionTranslator.translate(text, madeWith: hash) else { return nil }
             return changeSet
         case nil:
@@ -278,7 +289,8 @@ public final class SQLiteStore: PersistentStore {
     public func save(_ request: SaveRequest) throws -> SaveResult {
         // A replaying save is recorded even when it writes no row (a duplicate merged away at once).
         guard !request.isEmpty || request.replay != nil else { return .empty }
-        let writer = SaveWriter(layout: layout, store: identifier)
+        if case .unavailable(let reason) = signing { throw StoreError.unavailable(path: path, reason: reason) }
+        let writer = SaveWriter(layout: layout, store: identifier, signing: signing)
         do {
             // (Compressed before taking the writer, which the application's saves wait for.)
             let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }

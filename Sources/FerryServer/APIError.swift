@@ -17,6 +17,9 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     /// The change sets asked for were purged from this store's history, or the change sets sent
     /// do not know everything made before its tombstone horizon: 410.
     case gone(String)
+    /// A pushed change set does not prove it comes from its origin (no signature, a wrong one, an
+    /// origin not trusted, a revoked key): 422; nothing was applied.
+    case untrusted(String)
     /// The body is larger than the server takes: 413.
     case contentTooLarge(String)
     /// The body's encoding is not one the server reads: 415.
@@ -37,6 +40,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
         case .gone: .gone
         case .contentTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
+        case .untrusted: .unprocessableContent
         case .unavailable, .busy: .serviceUnavailable
         case .internalError: .internalServerError
         }
@@ -46,7 +50,7 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
         switch self {
         case .unauthorized: "unauthorized"
         case .forbidden(let message), .badRequest(let message), .notFound(let message), .gone(let message), .contentTooLarge(let message),
-             .unsupportedMediaType(let message), .unavailable(let message), .busy(let message), .internalError(let message):
+             .unsupportedMediaType(let message), .untrusted(let message), .unavailable(let message), .busy(let message), .internalError(let message):
             Self.excerpt(message)
         }
     }

@@ -64,12 +64,13 @@ struct PushRoute: Sendable {
         }
         let endpoint = try await gate.endpointOrUnavailable()
         do {
-            let report = try await endpoint.apply(lines: lines)
+            let report = try await endpoint.receive(lines: lines)
             ReceivedMetrics.record(report, via: "push")
             return FerryAPI.json(report.json)
         } catch let error as ReplayError {
             switch error {
             case .malformed: throw APIError.badRequest(error.description)
+            case .untrusted: throw APIError.untrusted(error.description)
             case .busy: throw APIError.unavailable(error.description)
             case .notReplicaStore: throw APIError.internalError(error.description)
             }

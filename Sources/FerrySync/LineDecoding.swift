@@ -24,11 +24,12 @@ package enum LineDecoding {
     /// model's (a store has it at hand; otherwise it is worked out here, once).
     /// - Throws: ``ReplayError/malformed(line:_:)`` for the first bad line (numbered from 1).
     package static func decode(_ lines: [String], model: ManagedObjectModel, versionHash: String? = nil,
+                       verifier: ChangeSetVerifier = .acceptingAll,
                        parallelThreshold: Int = parallelThreshold) throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
         let versionHash = versionHash ?? model.versionHash
         let bytes = lines.reduce(0) { $0 + $1.utf8.count }
         guard lines.count > 1, bytes >= parallelThreshold else {
-            return try decode(lines, range: lines.indices, model: model, versionHash: versionHash).get()
+            return try decode(lines, range: lines.indices, model: model, versionHash: versionHash, verifier: verifier).get()
         }
         // Two halves of about equal bytes.
         var half = 0
@@ -41,18 +42,18 @@ package enum LineDecoding {
         let secondHalf = Mutex<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>?>(nil)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {
-            let outcome = decode(lines, range: split..<lines.count, model: model, versionHash: versionHash)
+            let outcome = decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
             secondHalf.withLock { $0 = outcome }
             finished.signal()
         }
         thread.name = "ferry-decode"
         thread.start()
-        let firstHalf = decode(lines, range: 0..<split, model: model, versionHash: versionHash)
+        let firstHalf = decode(lines, range: 0..<split, model: model, versionHash: versionHash, verifier: verifier)
         finished.wait()  // joins the thread: it signals once, after storing its outcome
         // The first half's error comes first: it is the earlier line.
         var result = try firstHalf.get()
         // (Always set once the thread has signalled; decoding again here is only a guard against losing lines.)
-        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model, versionHash: versionHash)
+        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
         result += try second.get()
         return result
     }
@@ -65,14 +66,14 @@ package enum LineDecoding {
     /// awaiting task holds no thread of the shared pool meanwhile (a pull decodes its next
     /// batch so while the store applies this one on the other). Small batches, and the
     /// empty answers of an idle peer, are decoded at once.
-    package static func decodeOffPool(_ lines: [String], model: ManagedObjectModel,
-                                      versionHash: String) async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
+    package static func decodeOffPool(_ lines: [String], model: ManagedObjectModel, versionHash: String,
+                                      verifier: ChangeSetVerifier = .acceptingAll) async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
         guard lines.reduce(0, { $0 + $1.utf8.count }) >= offPoolThreshold else {
-            return try decode(lines, model: model, versionHash: versionHash)
+            return try decode(lines, model: model, versionHash: versionHash, verifier: verifier)
         }
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>, Never>) in
             let thread = Thread {
-                continuation.resume(returning: Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash) })
+                continuation.resume(returning: Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash, verifier: verifier) })
             }
             thread.name = "ferry-check"
             thread.start()
@@ -92,19 +93,34 @@ package enum LineDecoding {
         }
     }
 
-    private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel, versionHash: String)
-        -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
+    private static func decode(_ lines: [String], range: Range<Int>, model: ManagedObjectModel, versionHash: String,
+                               verifier: ChangeSetVerifier) -> Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError> {
         var result: [(decoded: ChangeSetCodec.Decoded, line: String)] = []
         result.reserveCapacity(range.count)
+        let verifies = !verifier.checksNothing
         for index in range where !lines[index].allSatisfy(\.isWhitespace) {
+            let decoded: ChangeSetCodec.Decoded
             do {
-                let decoded = try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash)
+                decoded = try ChangeSetCodec.decode(lines[index], model: model, versionHash: versionHash)
                 if case .changeSet(let changeSet) = decoded { try checkInsertsNameTheirOrigin(changeSet) }
-                result.append((decoded, lines[index]))
             } catch {
                 return .failure(.malformed(line: index + 1, error))
             }
+            if verifies, let refusal = verify(lines[index], decoded, with: verifier) {
+                return .failure(.untrusted(line: index + 1, refusal))
+            }
+            result.append((decoded, lines[index]))
         }
         return .success(result)
+    }
+
+    /// Whether `verifier` refuses `line` (decoded as `decoded`), and why.
+    static func verify(_ line: String, _ decoded: ChangeSetCodec.Decoded, with verifier: ChangeSetVerifier) -> TrustRefusal? {
+        switch decoded {
+        case .changeSet(let changeSet):
+            verifier.check(line, origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp)
+        case .otherModel(let origin, let sequence, _, let timestamp):
+            verifier.check(line, origin: origin, sequence: sequence, timestamp: timestamp)
+        }
     }
 }

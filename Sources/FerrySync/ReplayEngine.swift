@@ -28,20 +28,27 @@ public struct ReplayEngine: Sendable {
     /// (``DirectInsertReplay``); tests turn it off to compare the two paths.
     package var usesDirectInserts = true
 
-    /// An engine for `store`.
-    public init(store: any ReplicaStore) throws {
+    /// Which origins' change sets are taken, checked before anything is applied (docs/SYNC.md,
+    /// "Signed change sets").
+    public let trust: OriginTrust
+
+    /// An engine for `store`, checking change sets with `trust`; without one, with the keys the
+    /// store holds (``OriginTrust/Policy/storeKeysOnly``: origins it holds no key of are taken as they are).
+    public init(store: any ReplicaStore, trust: OriginTrust? = nil) throws {
         self.store = store
         self.container = try PersistentContainer(store: store)
         self.translator = VersionTranslator(model: store.model, earlierModels: store.earlierModels)
+        self.trust = try trust ?? OriginTrust(store: store)
     }
 
     /// An engine that merges through `container` (so the validators registered
     /// on it apply on replay too), whose store must be a ``ReplicaStore``.
-    public init(container: PersistentContainer) throws(ReplayError) {
+    public init(container: PersistentContainer, trust: OriginTrust? = nil) throws {
         guard let store = container.store as? any ReplicaStore else { throw ReplayError.notReplicaStore }
         self.store = store
         self.container = container
         self.translator = VersionTranslator(model: store.model, earlierModels: store.earlierModels)
+        self.trust = try trust ?? OriginTrust(store: store)
     }
 
     /// Applies change sets given as JSON lines (empty lines are skipped). Every
@@ -68,7 +75,7 @@ public struct ReplayEngine: Sendable {
     /// model, so it may run on any thread, ahead of the apply.
     /// - Throws: ``ReplayError/malformed(line:_:)`` for the first bad line.
     func check(lines: [String]) throws(ReplayError) -> CheckedBatch {
-        CheckedBatch(entries: try LineDecoding.decode(lines, model: store.model, versionHash: store.modelVersionHash))
+        CheckedBatch(entries: try LineDecoding.decode(lines, model: store.model, versionHash: store.modelVersionHash, verifier: trust.verifier))
     }
 
     /// Applies a checked batch (as ``apply(lines:)`` does once it has checked every line).
@@ -78,7 +85,7 @@ public struct ReplayEngine: Sendable {
         for (outcome, line) in batch.entries {
             switch outcome {
             case .changeSet(let changeSet): decoded.append((changeSet, line))
-            case .otherModel(let origin, let sequence, let hash):
+            case .otherModel(let origin, let sequence, let hash, _):
                 // Made with an earlier version this store knows: read in this one, recorded as it came.
                 switch translator.translate(line, madeWith: hash) {
                 case .translated(let changeSet): decoded.append((changeSet, line))
@@ -91,8 +98,17 @@ public struct ReplayEngine: Sendable {
     }
 
     /// Applies decoded change sets (their canonical text is recorded).
+    /// - Throws: ``ReplayError/untrusted(line:_:)`` (line = position in `changeSets`, from 1) before
+    ///   anything is applied, for a change set its origin did not sign.
     public func apply(_ changeSets: [ChangeSet]) throws -> ApplyReport {
-        try apply(changeSets.map { ($0, ChangeSetCodec.encode($0)) }, otherModel: [])
+        let verifier = trust.verifier
+        let lines = changeSets.map { ($0, ChangeSetCodec.encode($0)) }
+        for (index, (changeSet, line)) in lines.enumerated() {
+            if let refusal = verifier.check(line, origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp) {
+                throw ReplayError.untrusted(line: index + 1, refusal)
+            }
+        }
+        return try apply(lines, otherModel: [])
     }
 
     /// The first change set of `horizon` (origin, sequence) that `changeSet` does not know of: neither
@@ -146,7 +162,7 @@ public struct ReplayEngine: Sendable {
             switch try? ChangeSetCodec.decode(held.body, model: store.model, versionHash: versionHash) {
             case .changeSet(let current)?:
                 changeSet = current
-            case .otherModel(_, _, let hash)?:
+            case .otherModel(_, _, let hash, _)?:
                 // Held before this store knew its version (it was upgraded since): read it in this one now.
                 guard case .translated(let translated) = translator.translate(held.body, madeWith: hash) else { continue }
                 changeSet = translated

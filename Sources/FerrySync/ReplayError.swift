@@ -5,6 +5,8 @@ import FerryStore
 public enum ReplayError: Error, Sendable, CustomStringConvertible {
     /// A line is not a valid change set for this model.
     case malformed(line: Int, ChangeSetError)
+    /// A line's change set does not prove it comes from its origin (docs/SYNC.md, "Signed change sets").
+    case untrusted(line: Int, TrustRefusal)
     /// Other writers kept changing the same objects; nothing of this change set was applied.
     case busy(origin: UUID, sequence: Int64)
     /// Replay needs a store that keeps history and merge metadata (a ``ReplicaStore``).
@@ -13,6 +15,7 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let line, let error): "line \(line): \(error.description); nothing was applied"
+        case .untrusted(let line, let refusal): "line \(line): \(refusal.description); nothing was applied"
         case .notReplicaStore:
             "change sets can only be applied to a store that keeps history and merge metadata (a ReplicaStore, such as SQLiteStore)"
         case .busy(let origin, let sequence):

@@ -1,4 +1,5 @@
 import Foundation
+import FerryStore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

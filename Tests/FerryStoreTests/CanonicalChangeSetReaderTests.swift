@@ -41,7 +41,7 @@ struct CanonicalChangeSetReaderTests {
         do {
             switch try ChangeSetCodec.decodeTree(text, model: model, versionHash: nil) {
             case .changeSet(let changeSet): return "changeSet \(ChangeSetCodec.encode(changeSet)) \(changeSet.hashValue)"
-            case .otherModel(let origin, let sequence, let hash): return "otherModel \(origin) \(sequence) \(hash)"
+            case .otherModel(let origin, let sequence, let hash, _): return "otherModel \(origin) \(sequence) \(hash)"
             }
         } catch {
             return "error \(error)"

@@ -197,7 +197,7 @@ struct WireFormatTests {
     @Test("A change set of another model version is recognised, not refused")
     func otherModel() throws {
         let line = #"{"changes":[{"entity":"Gadget","op":"insert","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Gadget/p1"}],"format":1,"hlc":5,"model":"another","origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":3}"#
-        guard case .otherModel(let origin, let sequence, let hash) = try ChangeSetCodec.decode(line, model: Self.model) else {
+        guard case .otherModel(let origin, let sequence, let hash, _) = try ChangeSetCodec.decode(line, model: Self.model) else {
             Issue.record("decoded as this model's")
             return
         }

@@ -17,6 +17,8 @@ struct ChangeRecorder {
     static let bytesPerInsert = 256
     let layout: StoreLayout
     let store: UUID
+    /// How the change sets are signed.
+    let signing: ChangeSetSigning
 
     /// The last values of rows about to be deleted, read before the delete.
     func snapshots(of deletes: [SaveRequest.Delete], in db: Database) throws -> [ObjectID: RowSnapshot] {
@@ -239,8 +241,15 @@ struct ChangeRecorder {
         }
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
         let sequence = try log.lastSequence(of: store) + 1
-        let body = writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
-                                      modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store })
+        let signer: StoreSigningKey?
+        switch signing {
+        case .unsigned: signer = nil
+        case .key(let key): signer = key
+        case .unavailable(let reason): throw SigningKeyError(reason)
+        }
+        let body = try writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
+                                          modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store },
+                                          signer: signer)
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, compressedPrefix: compressedPrefix,
                        status: HistorySchema.applied)
         try log.noteRestores(of: entries.filter { $0.change.kind == .restore }.map(\.change.uri), by: store, sequence: sequence)

@@ -29,6 +29,9 @@ import FerryStore
 /// - `Z_FERRY_HORIZON`: per origin, the last change set made before the tombstone horizon: what
 ///   every change set taken in must know of (docs/SYNC.md, "Bounded history").
 /// - `Z_FERRY_PURGE_MARK`: per origin, the last change set purged and its clock (for the horizon).
+/// - `Z_FERRY_KEY`: the public keys the store holds (``OriginKey``): its own, and other origins'
+///   pinned, trusted on first use or endorsed by a rotation, each with the first sequence number
+///   it signs and, once revoked, the time from which its signatures are refused.
 /// - `Z_FERRY_VECTOR`: per origin, the last sequence number taken in and the
 ///   last one purged (change sets up to it are no longer in the history).
 enum HistorySchema {
@@ -78,6 +81,10 @@ enum HistorySchema {
         "CREATE TABLE IF NOT EXISTS Z_FERRY_PURGE_MARK (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL, Z_HLC INTEGER NOT NULL)",
         "CREATE TABLE IF NOT EXISTS Z_FERRY_VECTOR (Z_ORIGIN TEXT PRIMARY KEY, Z_SEQ INTEGER NOT NULL, Z_PURGED INTEGER NOT NULL DEFAULT 0)",
         "INSERT OR IGNORE INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) SELECT Z_ORIGIN, MAX(Z_SEQ) FROM Z_FERRY_CHANGESET GROUP BY Z_ORIGIN",
+        """
+        CREATE TABLE IF NOT EXISTS Z_FERRY_KEY (Z_ORIGIN TEXT NOT NULL, Z_KEY TEXT NOT NULL, Z_FROM INTEGER NOT NULL,
+            Z_ENDORSEMENT TEXT, Z_SOURCE TEXT NOT NULL, Z_REVOKED INTEGER, PRIMARY KEY (Z_ORIGIN, Z_KEY)) WITHOUT ROWID
+        """,
     ]
 
     /// Status values of `Z_FERRY_CHANGESET.Z_STATUS`.

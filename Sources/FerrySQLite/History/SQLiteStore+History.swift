@@ -169,7 +169,7 @@ extension SQLiteStore: ReplicaStore {
     /// Records a replayed change set without data changes: applied with no
     /// effect, or quarantined with its reason.
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
-        let recorder = ChangeRecorder(layout: layout, store: identifier)
+        let recorder = ChangeRecorder(layout: layout, store: identifier, signing: signing)
         let compressedBody = try StoredBody.compressed(body)  // (before taking the writer)
         try write { db in
             try recorder.recordReceived(changeSet, body: body, compressedBody: compressedBody, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,

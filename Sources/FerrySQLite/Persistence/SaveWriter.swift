@@ -10,6 +10,7 @@ import FerryStore
 struct SaveWriter {
     let layout: StoreLayout
     let store: UUID
+    let signing: ChangeSetSigning
 
     /// Writes `request` in the caller's transaction; `compressedBody` is the replayed change set's
     /// body, compressed before the transaction began (nil: short enough to stay text, or no replay).
@@ -65,7 +66,7 @@ struct SaveWriter {
             }
         }
 
-        let recorder = ChangeRecorder(layout: layout, store: store)
+        let recorder = ChangeRecorder(layout: layout, store: store, signing: signing)
         let memberships = try recorder.memberships(of: request.deletes, in: db)
         for change in request.toManyChanges {
             try writeToManyChange(change, resolve: resolve, in: db)

@@ -67,11 +67,17 @@ private struct CanonicalReader {
               take(",\"hlc\":"), let clock = integer(), clock >= 0,
               take(",\"model\":"), let modelHash = string(), !modelHash.isEmpty,
               take(",\"origin\":"), let originText = string(), let origin = ObjectURIComponents.uuid(originText),
-              take(",\"seq\":"), let sequence = integer(), sequence >= 1,
-              take("}"), position == count,
+              take(",\"seq\":"), let sequence = integer(), sequence >= 1 else { return nil }
+        var signature: String?
+        if take(",\"sig\":") {
+            guard let text = string() else { return nil }
+            signature = text
+        }
+        guard take("}"), position == count,
               modelHash == (versionHash ?? lookups.model.versionHash) else { return nil }
         return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
-                                    contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
+                                    contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes,
+                                    signature: signature))
     }
 
     // MARK: - Parts

@@ -31,10 +31,15 @@ public struct ChangeSet: Sendable, Hashable {
     public var dependencies: [UUID: Int64]
     /// The changes, in the order they were made.
     public var changes: [ObjectChange]
+    /// The origin's Ed25519 signature (base64) over the line's bytes before it
+    /// (``ChangeSetSignature``); nil for a change set recorded before its origin had a key.
+    /// Changing any other field makes it wrong.
+    public var signature: String?
 
     /// Creates a change set.
     public init(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, author: String? = nil, contextName: String? = nil,
-                modelHash: String, dependencies: [UUID: Int64] = [:], changes: [ObjectChange]) {
+                modelHash: String, dependencies: [UUID: Int64] = [:], changes: [ObjectChange], signature: String? = nil) {
+        self.signature = signature
         self.origin = origin
         self.sequence = sequence
         self.timestamp = timestamp

@@ -13,7 +13,7 @@ public enum ChangeSetCodec {
         /// A change set made with this model, fully checked.
         case changeSet(ChangeSet)
         /// A well-formed change set made with another model version: to be held, not applied.
-        case otherModel(origin: UUID, sequence: Int64, modelHash: String)
+        case otherModel(origin: UUID, sequence: Int64, modelHash: String, timestamp: HybridTimestamp)
     }
 
     // MARK: - Writing
@@ -26,7 +26,7 @@ public enum ChangeSetCodec {
         for change in changeSet.changes { writer.append(change) }
         return writer.finish(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
                              contextName: changeSet.contextName, modelHash: changeSet.modelHash,
-                             dependencies: changeSet.dependencies)
+                             dependencies: changeSet.dependencies, signature: changeSet.signature)
     }
 
     /// A version vector as JSON: `{"UUID": seq, …}`.
@@ -90,8 +90,9 @@ public enum ChangeSetCodec {
         guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
         guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
         guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else { throw ChangeSetError.malformed("'model' (the model version hash) is missing") }
-        guard modelHash == (versionHash ?? model.versionHash) else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash) }
+        guard modelHash == (versionHash ?? model.versionHash) else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash, timestamp: HybridTimestamp(rawValue: clock)) }
         let author = try optionalString(json["author"], "author")
+        let signature = try optionalString(json["sig"], "sig")
         let contextName = try optionalString(json["context"], "context")
         var dependencies: [UUID: Int64] = [:]
         if let deps = json["deps"] {
@@ -117,7 +118,8 @@ public enum ChangeSetCodec {
             changes.append(change)
         }
         return .changeSet(ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), author: author,
-                                    contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes))
+                                    contextName: contextName, modelHash: modelHash, dependencies: dependencies, changes: changes,
+                                    signature: signature))
     }
 
     /// The model's answers a change set needs again and again (its changes name the same

@@ -176,18 +176,43 @@ package struct ChangeSetWriter {
         line.append(UInt8(ascii: "}"))
     }
 
-    /// The whole change set's line.
+    /// The whole change set's line, with `signature` (base64, made over the line's bytes before
+    /// it: see ``ChangeSetSignature``) when it has one.
     package consuming func finish(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
-                                  modelHash: String, dependencies: [UUID: Int64]) -> String {
-        String(decoding: finishBytes(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
-                                     modelHash: modelHash, dependencies: dependencies), as: UTF8.self)
+                                  modelHash: String, dependencies: [UUID: Int64], signature: String? = nil) -> String {
+        writeEnvelope(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
+                      modelHash: modelHash, dependencies: dependencies)
+        if let signature {
+            line.append(contentsOf: ChangeSetSignature.marker)
+            raw(signature)
+            raw("\"")
+        }
+        raw("}")
+        return String(decoding: line, as: UTF8.self)
     }
 
-    /// ``finish(origin:sequence:timestamp:contextName:modelHash:dependencies:)`` as its UTF-8
-    /// bytes, for storing without making (and validating) a `String` of a large change set first.
-    /// The envelope's keys after `changes` are appended to the buffer the changes are in.
+    /// The whole change set's line as its UTF-8 bytes, signed with `signer` when given, for storing
+    /// without making (and validating) a `String` of a large change set first. The envelope's keys
+    /// after `changes` are appended to the buffer the changes are in.
+    /// - Throws: ``SigningKeyError`` when the signature cannot be made.
     package consuming func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
-                                       modelHash: String, dependencies: [UUID: Int64]) -> [UInt8] {
+                                       modelHash: String, dependencies: [UUID: Int64],
+                                       signer: StoreSigningKey? = nil) throws(SigningKeyError) -> [UInt8] {
+        writeEnvelope(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
+                      modelHash: modelHash, dependencies: dependencies)
+        if let signer {
+            let signature = try line.withUnsafeBufferPointer { bytes throws(SigningKeyError) in try signer.rawSignature(of: bytes) }
+            line.append(contentsOf: ChangeSetSignature.marker)
+            line.append(contentsOf: signature.base64EncodedData())
+            raw("\"")
+        }
+        raw("}")
+        return line
+    }
+
+    /// The envelope after the changes, up to the sequence number (the line without its closing brace).
+    private mutating func writeEnvelope(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
+                                        modelHash: String, dependencies: [UUID: Int64]) {
         raw("]")
         if let contextName {
             raw(",\"context\":")
@@ -199,8 +224,7 @@ package struct ChangeSetWriter {
         }
         raw(",\"format\":\(needsFormat2 ? 2 : 1),\"hlc\":\(timestamp.rawValue),\"model\":")
         quoted(modelHash)
-        raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)}")
-        return line
+        raw(",\"origin\":\"\(origin.uuidString)\",\"seq\":\(sequence)")
     }
 
     // MARK: - Pieces

@@ -13,17 +13,21 @@ public struct HistoryState: Sendable, Hashable, Codable {
     public var vector: VersionVector
     /// The store's Ed25519 public key (base64), what its change sets are to be signed with; nil when not known here.
     public var publicKey: String?
+    /// The keys the store holds for every origin, its own included, with their endorsements: what
+    /// lets a peer follow a rotation it did not see happen. Empty when not known here.
+    public var keys: [PublishedKey]
 
     /// A state.
-    public init(store: UUID, modelHash: String, vector: VersionVector, publicKey: String? = nil) {
+    public init(store: UUID, modelHash: String, vector: VersionVector, publicKey: String? = nil, keys: [PublishedKey] = []) {
         self.store = store
         self.modelHash = modelHash
         self.vector = vector
         self.publicKey = publicKey
+        self.keys = keys
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, modelHash = "model", vector, publicKey = "public_key"
+        case store, modelHash = "model", vector, publicKey = "public_key", keys
     }
 
     public init(from decoder: any Decoder) throws {
@@ -32,6 +36,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         modelHash = try container.decode(String.self, forKey: .modelHash)
         vector = try container.decode(WireVector.self, forKey: .vector).vector
         publicKey = try container.decodeIfPresent(String.self, forKey: .publicKey)
+        keys = try container.decodeIfPresent([PublishedKey].self, forKey: .keys) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -40,6 +45,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         try container.encode(modelHash, forKey: .modelHash)
         try container.encode(WireVector(vector), forKey: .vector)
         try container.encodeIfPresent(publicKey, forKey: .publicKey)
+        if !keys.isEmpty { try container.encode(keys, forKey: .keys) }
     }
 
     /// The state as JSON text: the same text as ``WireJSON/encode(_:)`` gives (`WireMessageTests`),
@@ -49,6 +55,13 @@ public struct HistoryState: Sendable, Hashable, Codable {
         var fields: [String: JSONValue] = ["store": .string(store.uuidString), "model": .string(modelHash),
                                            "vector": ChangeSetCodec.vectorValue(vector)]
         if let publicKey { fields["public_key"] = .string(publicKey) }
+        if !keys.isEmpty {
+            fields["keys"] = .array(keys.map { key in
+                var entry: [String: JSONValue] = ["origin": .string(key.origin.uuidString), "key": .string(key.key), "from": .integer(key.from)]
+                if let endorsement = key.endorsement { entry["endorsement"] = .string(endorsement) }
+                return .sortedObject(entry)
+            })
+        }
         return JSONValue.sortedObject(fields).text
     }
 }

@@ -58,6 +58,11 @@ struct InMemoryHistory: Sendable {
     private(set) var rowsByOrigin: [String: ObjectID] = [:]
     private(set) var originsByRow: [ObjectID: String] = [:]
 
+    /// The key the store signs its change sets with; nil: unsigned.
+    var signer: StoreSigningKey?
+    /// The keys the store holds (its own and other origins').
+    var keys: [OriginKey] = []
+
     init(store: UUID, model: ManagedObjectModel, modelHash: String) {
         self.store = store
         self.model = model
@@ -332,6 +337,18 @@ struct InMemoryHistory: Sendable {
         appendLocal([], author: "ferry-replay", contextName: nil, repairDeletes: received.repairDeletes)
     }
 
+    /// The change set's line, signed when the store has a key. (Signing with a valid Ed25519 key
+    /// does not fail; were it to, the line stays unsigned, and peers refuse it visibly.)
+    private func signedLine(_ changeSet: ChangeSet) -> String {
+        guard let signer else { return ChangeSetCodec.encode(changeSet) }
+        var writer = ChangeSetWriter(author: changeSet.author)
+        for change in changeSet.changes { writer.append(change) }
+        guard let bytes = try? writer.finishBytes(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                                                  contextName: changeSet.contextName, modelHash: changeSet.modelHash,
+                                                  dependencies: changeSet.dependencies, signer: signer) else { return ChangeSetCodec.encode(changeSet) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Appends `changes` (and deletes of objects that never reached the store) as a new
     /// change set of this store, stamping its clocks and tombstones (nothing when empty).
     private mutating func appendLocal(_ changes: [RecordedChange], author: String?, contextName: String?,
@@ -343,7 +360,7 @@ struct InMemoryHistory: Sendable {
         let changeSet = ChangeSet(origin: store, sequence: sequence, timestamp: timestamp, author: author, contextName: contextName,
                                   modelHash: modelHash, dependencies: vector.filter { $0.key != store },
                                   changes: changes.map(\.change) + repairDeletes.map { ObjectChange(kind: .delete, uri: $0.uri, entity: $0.entity) })
-        record(origin: store, sequence: sequence, timestamp: timestamp, body: ChangeSetCodec.encode(changeSet), quarantineReason: nil, retry: false)
+        record(origin: store, sequence: sequence, timestamp: timestamp, body: signedLine(changeSet), quarantineReason: nil, retry: false)
         noteRestores(of: changeSet.restoredURIs, by: ChangeSetMark(origin: store, sequence: sequence))
         for deleted in repairDeletes {
             bury(deleted.uri, entity: deleted.entity, values: [:], stamp: stamp, row: nil)

@@ -10,6 +10,19 @@ extension InMemoryStore: ReplicaStore {
         HistoryState(store: identifier, modelHash: modelVersionHash, vector: state.withLock { $0.history.vector })
     }
 
+    public func originKeys() throws -> [OriginKey] {
+        state.withLock { state in
+            state.history.keys.sorted { ($0.origin.uuidString, $0.firstSequence) < ($1.origin.uuidString, $1.firstSequence) }
+        }
+    }
+
+    public func recordOriginKey(_ key: OriginKey) throws {
+        state.withLock { state in
+            state.history.keys.removeAll { $0.origin == key.origin && $0.publicKey == key.publicKey }
+            state.history.keys.append(key)
+        }
+    }
+
     public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
         try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: 0, limit: limit).lines }
     }

@@ -37,14 +37,19 @@ public final class InMemoryStore: PersistentStore {
     /// The earlier versions of its model it was migrated from (``migrated(to:)``): change sets made with them are read translated.
     public let earlierModels: [ManagedObjectModel]
 
-    /// Creates an empty store for `model`.
-    public init(model: ManagedObjectModel, identifier: UUID = UUID()) {
+    /// Creates an empty store for `model`, signing the change sets it records with `signingKey` when given.
+    public init(model: ManagedObjectModel, identifier: UUID = UUID(), signingKey: StoreSigningKey? = nil) {
         self.model = model
         self.identifier = identifier
         let hash = model.versionHash
         self.modelVersionHash = hash
         self.earlierModels = []
-        self.state = Mutex(State(history: InMemoryHistory(store: identifier, model: model, modelHash: hash)))
+        var history = InMemoryHistory(store: identifier, model: model, modelHash: hash)
+        if let signingKey {
+            history.signer = signingKey
+            history.keys = [OriginKey(origin: identifier, publicKey: signingKey.publicKey, firstSequence: 1, source: .own)]
+        }
+        self.state = Mutex(State(history: history))
     }
 
     /// A store holding `state`, made by a migration.

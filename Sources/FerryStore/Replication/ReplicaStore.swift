@@ -21,6 +21,11 @@ public protocol ReplicaStore: PersistentStore {
 
     /// The store's UUID, model hash and version vector.
     func historyState() throws -> HistoryState
+    /// The public keys the store holds, its own and other origins' (docs/SYNC.md, "Signed change
+    /// sets"), by origin and first sequence number.
+    func originKeys() throws -> [OriginKey]
+    /// Records `key`, replacing the one of the same origin and public key.
+    func recordOriginKey(_ key: OriginKey) throws
     /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
     func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
     /// One page of those lines, after position `cursor` (0 to start).

@@ -145,9 +145,23 @@ public struct PeerSync: Sendable {
         let lines = try await client.pull(after: vector, limit: batchSize)
         do {
             return (lines, try await endpoint.check(lines: lines))
+        } catch ReplayError.untrusted(_, let refusal) where refusal.mayBeLearned && endpoint.trust.shouldAskPeers() {
+            // A key not known yet (the peer's own, first seen; or a rotation): ask the peer, then check once more.
+            try endpoint.learnKeys(from: try await client.state(), peer: name)
+            do {
+                return (lines, try await endpoint.check(lines: lines))
+            } catch {
+                throw refused(error)
+            }
         } catch {
-            throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+            throw refused(error)
         }
+    }
+
+    /// The round's error for a batch refused here (an untrusted change set is told to the endpoint's observer).
+    private func refused(_ error: ReplayError) -> PeerError {
+        if case .untrusted(_, let refusal) = error { endpoint.noteRefusal(refusal, via: "pull") }
+        return PeerError.badAnswer("the change sets it sent were refused here: \(error)")
     }
 
     private func push(into result: inout PeerSyncResult, startingFrom known: VersionVector?,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import FerryStore
 import NIOPosix
 
@@ -19,15 +20,38 @@ public actor ReplicationEndpoint {
     /// The store's public signing key (``StoreSigningKey/publicKey``), shown in its state; nil when not loaded.
     public nonisolated let publicKey: String?
 
-    /// An endpoint for `store`.
-    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000, publicKey: String? = nil) throws {
+    /// Which origins' change sets the store takes (docs/SYNC.md, "Signed change sets").
+    public nonisolated let trust: OriginTrust
+    /// Hears every refusal of an untrusted change set, and every key learned or refused.
+    private nonisolated let observer: TrustObserver
+    /// Asks the configured peers for their keys (set by the daemon once its peers are set up).
+    private nonisolated let keySource = Mutex<(@Sendable () async -> Void)?>(nil)
+
+    /// An endpoint for `store`, taking change sets as `trust` allows (without one: checked against
+    /// the keys the store holds, other origins taken; ``OriginTrust/Policy/storeKeysOnly``).
+    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000, publicKey: String? = nil, trust: OriginTrust? = nil,
+                observer: TrustObserver = TrustObserver()) throws {
         self.store = store
         self.publicKey = publicKey
         self.storeIdentifier = store.identifier
         self.modelVersionHash = store.modelVersionHash
-        var engine = try ReplayEngine(store: store)
+        let trust = try trust ?? OriginTrust(store: store)
+        self.trust = trust
+        self.observer = observer
+        var engine = try ReplayEngine(store: store, trust: trust)
         engine.maximumOrigins = maximumOrigins
         self.engine = engine
+    }
+
+    /// Sets how the configured peers are asked for their keys when a change set of an origin (or a
+    /// key) not known yet arrives (``receive(lines:)``, and a pull's check).
+    public nonisolated func askPeersForKeys(with source: @escaping @Sendable () async -> Void) {
+        keySource.withLock { $0 = source }
+    }
+
+    /// Takes what a configured peer's state teaches about keys (``OriginTrust/learn(from:peer:)``), telling the observer.
+    public nonisolated func learnKeys(from state: HistoryState, peer: String) throws {
+        for event in try trust.learn(from: state, peer: peer) { observer.keyEvent(event) }
     }
 
     /// A signal after each commit to the store (this process's or another's on the same file;
@@ -36,10 +60,12 @@ public actor ReplicationEndpoint {
         store.commits()
     }
 
-    /// The store's UUID, model hash, version vector and public key.
+    /// The store's UUID, model hash, version vector, public key, and the keys it holds for every origin.
     public func state() throws -> HistoryState {
         var state = try store.historyState()
-        state.publicKey = publicKey
+        let keys = try store.originKeys()
+        state.publicKey = publicKey ?? keys.last(where: { $0.origin == storeIdentifier })?.publicKey
+        state.keys = keys.map(PublishedKey.init)
         return state
     }
 
@@ -53,16 +79,43 @@ public actor ReplicationEndpoint {
         try store.changeSetPage(after: vector, cursor: cursor, limit: limit)
     }
 
-    /// Applies change sets given as JSON lines; a malformed line rejects all of them.
+    /// Applies change sets given as JSON lines; a malformed or untrusted line rejects all of them.
     public func apply(lines: [String]) throws -> ApplyReport {
         try engine.apply(lines: lines)
     }
 
-    /// Checks and decodes change-set lines against the store's model, as
+    /// ``apply(lines:)`` for change sets a peer pushed: a change set of an origin (or signed with a
+    /// key) not known yet first has the configured peers asked for their keys (at most every few
+    /// seconds), then the batch is tried once more; a refusal is told to the observer.
+    public func receive(lines: [String]) async throws -> ApplyReport {
+        do {
+            return try engine.apply(lines: lines)
+        } catch ReplayError.untrusted(let line, let refusal) {
+            guard refusal.mayBeLearned, let source = keySource.withLock({ $0 }), trust.shouldAskPeers() else {
+                observer.refused(refusal, "push")
+                throw ReplayError.untrusted(line: line, refusal)
+            }
+            await source()
+            do {
+                return try engine.apply(lines: lines)
+            } catch ReplayError.untrusted(let line, let refusal) {
+                observer.refused(refusal, "push")
+                throw ReplayError.untrusted(line: line, refusal)
+            }
+        }
+    }
+
+    /// Checks and decodes change-set lines against the store's model and trust, as
     /// ``apply(lines:)`` does first, but off the actor and on a thread of its
     /// own: a pull checks its next batch so while this one is applied.
     nonisolated func check(lines: [String]) async throws(ReplayError) -> ReplayEngine.CheckedBatch {
-        ReplayEngine.CheckedBatch(entries: try await LineDecoding.decodeOffPool(lines, model: store.model, versionHash: store.modelVersionHash))
+        ReplayEngine.CheckedBatch(entries: try await LineDecoding.decodeOffPool(lines, model: store.model, versionHash: store.modelVersionHash,
+                                                                                verifier: trust.verifier))
+    }
+
+    /// Tells the observer of a refusal met on a pull.
+    nonisolated func noteRefusal(_ refusal: TrustRefusal, via: String) {
+        observer.refused(refusal, via)
     }
 
     /// Applies a batch ``check(lines:)`` has checked.
@@ -91,5 +144,20 @@ public actor ReplicationEndpoint {
     /// How much history the store keeps.
     public func historySize() throws -> HistorySize {
         try store.historySize()
+    }
+}
+
+/// Who hears about trust: every change set refused as untrusted (with how it came: `push`, `pull`),
+/// and every key learned or refused (the daemon counts them in `/metrics` and logs them, never a body).
+public struct TrustObserver: Sendable {
+    /// A refused change set and how it came.
+    public var refused: @Sendable (TrustRefusal, String) -> Void
+    /// A key learned, or a conflicting key presented.
+    public var keyEvent: @Sendable (OriginTrust.Event) -> Void
+
+    public init(refused: @escaping @Sendable (TrustRefusal, String) -> Void = { _, _ in },
+                keyEvent: @escaping @Sendable (OriginTrust.Event) -> Void = { _ in }) {
+        self.refused = refused
+        self.keyEvent = keyEvent
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import FerryStore
 import Testing
 import FerrySync
 import FerryTestSupport

@@ -78,6 +78,15 @@ public struct StoreSigningKey: Sendable {
         }
     }
 
+    /// The raw 64-byte signature of `message`.
+    func rawSignature(of message: UnsafeBufferPointer<UInt8>) throws(SigningKeyError) -> Data {
+        do {
+            return try privateKey.signature(for: UnsafeRawBufferPointer(message))
+        } catch {
+            throw SigningKeyError("cannot sign: \(error)")
+        }
+    }
+
     /// Whether `signature` (base64) is `publicKey`'s (base64) over `message`.
     public static func isValid(signature: String, of message: some DataProtocol, publicKey: String) -> Bool {
         guard let raw = Data(base64Encoded: publicKey), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw),
@@ -89,5 +98,34 @@ public struct StoreSigningKey: Sendable {
 /// A signing key that cannot be used: what happened and what to do (never the key itself).
 public struct SigningKeyError: Error, CustomStringConvertible, Sendable {
     public let description: String
-    init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
+}
+
+/// A store's public key, parsed once, for checking many signatures.
+public struct VerifyingKey: Sendable, Hashable {
+    private let key: Curve25519.Signing.PublicKey
+    /// The key, base64 (as ``StoreSigningKey/publicKey`` gives it).
+    public let base64: String
+
+    /// The key given as base64 of its 32 bytes; nil when it is not one.
+    public init?(base64: String) {
+        guard let raw = Data(base64Encoded: base64), raw.count == 32,
+              let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw) else { return nil }
+        self.key = key
+        self.base64 = base64
+    }
+
+    /// Whether `signature` (raw bytes) is this key's over `message`.
+    public func isValid(signature: Data, of message: UnsafeRawBufferPointer) -> Bool {
+        key.isValidSignature(signature, for: message)
+    }
+
+    /// Whether `signature` (base64) is this key's over `message`.
+    public func isValid(signature: String, of message: some DataProtocol) -> Bool {
+        guard let bytes = Data(base64Encoded: signature) else { return false }
+        return key.isValidSignature(bytes, for: message)
+    }
+
+    public static func == (lhs: VerifyingKey, rhs: VerifyingKey) -> Bool { lhs.base64 == rhs.base64 }
+    public func hash(into hasher: inout Hasher) { hasher.combine(base64) }
 }

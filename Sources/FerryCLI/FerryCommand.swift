@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryStore
 
 /// The `ferry` command line: operator and test tools for Ferry stores.
 public struct FerryCommand: AsyncParsableCommand {
@@ -11,7 +12,7 @@ public struct FerryCommand: AsyncParsableCommand {
             or a save refused by validation or a Deny rule), 64 for a usage error.
             """,
         subcommands: [ModelCommand.self, InitCommand.self, SnapshotCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self, OriginsCommand.self,
-                      StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self,
+                      StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self, KeyCommand.self, TrustCommand.self,
                       RunCommand.self, SyncNowCommand.self, StatusCommand.self]
     )
 
@@ -46,6 +47,13 @@ struct StoreOptions: ParsableArguments {
     var store: String {
         if let config, let configuration = try? loadConfiguration(config) { return configuration.store.path }
         return storeOption ?? ""
+    }
+
+    /// The store's signing key file: the configuration's `store.signing_key` when `--config` is
+    /// given, else beside the store.
+    var signingKeyPath: String {
+        if let config, let configuration = try? loadConfiguration(config) { return configuration.store.signingKey }
+        return StoreSigningKey.defaultPath(forStore: store)
     }
 
     /// The model path (from the configuration when `--config` is given).

@@ -29,8 +29,10 @@ struct StateCommand: ParsableCommand {
         let path = configured?.path ?? store ?? ""
         do {
             var state = try SQLiteStore.historyState(atPath: path)
-            // The public half of the store's signing key, when its file is there (and kept private).
-            state.publicKey = (try? StoreSigningKey(contentsOf: configured?.signingKey ?? StoreSigningKey.defaultPath(forStore: path)))?.publicKey
+            // A store not opened since it got its key file has not registered it yet: the key file's public half.
+            if state.publicKey == nil {
+                state.publicKey = (try? StoreSigningKey(contentsOf: configured?.signingKey ?? StoreSigningKey.defaultPath(forStore: path)))?.publicKey
+            }
             print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
             throw CLIError(error)

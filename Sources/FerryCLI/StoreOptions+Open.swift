@@ -1,3 +1,4 @@
+import Foundation
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -17,12 +18,16 @@ extension StoreOptions {
     /// store made with an earlier version of the bundle migrates to the current one.
     func openSQLiteStore() throws -> SQLiteStore {
         let versions = try loadModelVersions(model)
+        // The store's key, where the configuration (or the default) puts it; the store reports a key it cannot use at its first save.
+        let keyPath = signingKeyPath
+        let key = FileManager.default.fileExists(atPath: keyPath) ? try? StoreSigningKey(contentsOf: keyPath) : nil
         let progress = TerminalProgress(label: "ferry: migrating the store to the model's current version")
         defer { progress.finish() }
         do {
             return try SQLiteStore(path: store, model: versions.current,
                                    options: .init(createIfMissing: false, earlierModels: versions.earlier,
-                                                  migrationProgress: { step, number, total in progress.show("step \(number) of \(total), \(step)") }))
+                                                  migrationProgress: { step, number, total in progress.show("step \(number) of \(total), \(step)") },
+                                                  signingKey: key))
         } catch {
             throw CLIError(error)
         }

@@ -1,5 +1,7 @@
 import Foundation
 import Yams
+import FerryStore
+import FerrySync
 
 /// The daemon's configuration, read from a YAML file (see `config/ferry.yaml`).
 ///
@@ -106,6 +108,9 @@ public struct Configuration: Sendable, Equatable {
     public var peers: [Peer]
     public var sync: Sync
     public var history = History()
+    /// Which origins' change sets are taken (`trust`; docs/SYNC.md, "Signed change sets"): by
+    /// default, every origin must sign, and configured peers' keys are trusted on first use.
+    public var trust = OriginTrust.Policy()
     /// The file the configuration was read from.
     public var file: String
 }
@@ -124,15 +129,19 @@ extension Configuration {
         "server.tls.certificate", "server.tls.key",
         "server.tls.ca_file", "sync.pull_interval", "sync.batch_size", "sync.request_timeout", "sync.max_backoff", "sync.max_origins",
         "sync.bootstrap", "history.purge_interval", "history.retention", "history.tombstone_horizon",
+        "trust.unknown_origins", "trust.first_use",
     ]
     static let sectionKeys: [String: Set<String>] = [
-        "": ["store", "server", "peers", "sync", "history"],
-        "store": ["path", "model"],
+        "": ["store", "server", "peers", "sync", "history", "trust"],
+        "store": ["path", "model", "signing_key"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins", "bootstrap"],
         "peer": ["name", "url", "token_file", "ca_file"],
         "history": ["purge_interval", "retention", "tombstone_horizon"],
+        "trust": ["unknown_origins", "first_use", "keys", "revoked"],
+        "trust.keys": ["origin", "key", "from"],
+        "trust.revoked": ["origin", "key", "after"],
     ]
 
     /// Reads and checks the configuration at `path`, applying `environment` overrides.
@@ -186,10 +195,27 @@ extension Configuration {
             var caFile: String?
             enum CodingKeys: String, CodingKey { case name, url, tokenFile = "token_file", caFile = "ca_file" }
         }
+        /// The trust section: scalars, and the `keys` and `revoked` lists.
+        struct TrustSection: Decodable {
+            var values: [String: String] = [:]
+            var keys: [[String: String]] = []
+            var revoked: [[String: String]] = []
+            init(from decoder: Decoder) throws {
+                let container = try decoder.container(keyedBy: ServerSection.Key.self)
+                for key in container.allKeys {
+                    switch key.stringValue {
+                    case "keys": keys = try container.decode([[String: String]].self, forKey: key)
+                    case "revoked": revoked = try container.decode([[String: String]].self, forKey: key)
+                    default: values[key.stringValue] = try container.decode(String.self, forKey: key)
+                    }
+                }
+            }
+        }
         var store: Section?
         var server: ServerSection?
         var sync: Section?
         var history: Section?
+        var trust: TrustSection?
         var peers: [PeerEntry]?
     }
 
@@ -219,6 +245,7 @@ extension Configuration {
             case ("server", 2): return document.server?.values[parts[1]]
             case ("server", 3): return document.server?.tls?[parts[2]]
             case ("history", 2): return document.history?.values[parts[1]]
+            case ("trust", 2): return document.trust?.values[parts[1]]
             default: return document.sync?.values[parts[1]]
             }
         }
@@ -293,6 +320,7 @@ extension Configuration {
             throw fail("history.tombstone_horizon (\(history.tombstoneHorizon) s) must be at least history.retention (\(history.retention) s): "
                        + "a delete must be remembered as long as the change set that made it is kept")
         }
+        let trust = try trustPolicy(document.trust, scalar: scalar, fail: fail)
         return Configuration(
             store: Store(path: resolve(try string("store.path")), model: resolve(try string("store.model")),
                          signingKey: scalar("store.signing_key").map(resolve)),
@@ -311,8 +339,55 @@ extension Configuration {
                        maxOrigins: try integer("sync.max_origins", default: 10_000, range: 2...10_000_000),
                        bootstrap: try boolean("sync.bootstrap", default: true)),
             history: history,
+            trust: trust,
             file: file
         )
+    }
+
+    /// The `trust` section as a policy: each key and revocation checked (a store UUID, a 32-byte
+    /// Ed25519 public key in base64, a first sequence number ≥ 1, an ISO 8601 time).
+    private static func trustPolicy(_ section: Document.TrustSection?, scalar: (String) -> String?,
+                                    fail: (String) -> ConfigurationError) throws(ConfigurationError) -> OriginTrust.Policy {
+        var policy = OriginTrust.Policy()
+        if let text = scalar("trust.unknown_origins") {
+            guard let value = OriginTrust.Policy.UnknownOrigins(rawValue: text.trimmingCharacters(in: .whitespaces)) else {
+                throw fail("trust.unknown_origins must be refuse or accept; found '\(text)'")
+            }
+            policy.unknownOrigins = value
+        }
+        if let text = scalar("trust.first_use") {
+            switch text.trimmingCharacters(in: .whitespaces) {
+            case "peers": policy.trustsPeersOnFirstUse = true
+            case "off": policy.trustsPeersOnFirstUse = false
+            default: throw fail("trust.first_use must be peers or off; found '\(text)'")
+            }
+        }
+        func origin(_ entry: [String: String], _ place: String) throws(ConfigurationError) -> UUID {
+            guard let text = entry["origin"] else { throw fail("missing key \(place).origin (the store's UUID, from its `ferry state`)") }
+            guard let origin = UUID(uuidString: text) else { throw fail("\(place).origin must be a store UUID; found '\(text)'") }
+            return origin
+        }
+        func key(_ entry: [String: String], _ place: String) throws(ConfigurationError) -> String {
+            guard let text = entry["key"] else { throw fail("missing key \(place).key (the store's public key, from its `ferry state`)") }
+            guard VerifyingKey(base64: text) != nil else { throw fail("\(place).key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it); found '\(text)'") }
+            return text
+        }
+        for (index, entry) in (section?.keys ?? []).enumerated() {
+            let place = "trust.keys[\(index)]"
+            var first: Int64 = 1
+            if let text = entry["from"] {
+                guard let number = Int64(text), number >= 1 else { throw fail("\(place).from must be a sequence number ≥ 1; found '\(text)'") }
+                first = number
+            }
+            policy.pinned.append(OriginKey(origin: try origin(entry, place), publicKey: try key(entry, place), firstSequence: first, source: .pinned))
+        }
+        for (index, entry) in (section?.revoked ?? []).enumerated() {
+            let place = "trust.revoked[\(index)]"
+            guard let text = entry["after"] else { throw fail("missing key \(place).after (an ISO 8601 time such as 2026-11-24T12:00:00Z)") }
+            guard let date = try? Date(text, strategy: .iso8601) else { throw fail("\(place).after must be an ISO 8601 time such as 2026-11-24T12:00:00Z; found '\(text)'") }
+            policy.revocations.append(OriginTrust.Revocation(origin: try origin(entry, place), publicKey: try key(entry, place), after: HybridTimestamp.wall(date)))
+        }
+        return policy
     }
 
     /// Refuses keys the daemon does not know (a typo would otherwise be ignored silently).
@@ -326,6 +401,18 @@ extension Configuration {
                 for (index, entry) in list.enumerated() {
                     guard let mapping = entry.mapping else { throw fail("peers[\(index)] must be a mapping with name, url and token_file") }
                     try checkKeys(mapping, allowed: sectionKeys["peer"] ?? [], place: "peers[\(index)].", fail: fail)
+                }
+            } else if name == "trust", let mapping = value.mapping {
+                try checkKeys(mapping, allowed: sectionKeys["trust"] ?? [], place: "trust.", fail: fail)
+                for (child, childValue) in mapping where childValue.scalar == nil {
+                    let childName = child.string ?? "?"
+                    guard let allowed = sectionKeys["trust.\(childName)"], let list = childValue.sequence else {
+                        throw fail("trust.\(childName) must be a single value")
+                    }
+                    for (index, entry) in list.enumerated() {
+                        guard let entryMapping = entry.mapping else { throw fail("trust.\(childName)[\(index)] must be a mapping with \(allowed.sorted().joined(separator: ", "))") }
+                        try checkKeys(entryMapping, allowed: allowed, place: "trust.\(childName)[\(index)].", fail: fail)
+                    }
                 }
             } else {
                 guard let mapping = value.mapping else { throw fail("'\(name)' must be a mapping of keys") }

@@ -103,25 +103,49 @@ public enum Daemon {
         } catch {
             throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
         }
+        let (key, created) = try StoreSigningKey.loadOrCreate(at: configuration.store.signingKey)
+        if created {
+            logger.notice("made the store's signing key (it had none)", metadata: ["file": .string(configuration.store.signingKey), "public_key": .string(key.publicKey)])
+        }
         let store = try SQLiteStore(path: configuration.store.path, model: settings.model, options: .init(
             earlierModels: settings.earlierModels,
-            migrationProgress: { step, number, total in logger.info("migrating the store: step \(number) of \(total), \(step)") }))
+            migrationProgress: { step, number, total in logger.info("migrating the store: step \(number) of \(total), \(step)") },
+            signingKey: key))
         if let migration = store.migration {
             logger.notice("store migrated to the model's current version", metadata: [
                 "from": .string(migration.fromVersionHash), "to": .string(migration.toVersionHash),
                 "changes": .string(migration.changes.joined(separator: "; ")), "ms": .string(String(format: "%.1f", migration.seconds * 1000)),
             ])
         }
-        let (key, created) = try StoreSigningKey.loadOrCreate(at: configuration.store.signingKey)
-        if created {
-            logger.notice("made the store's signing key (it had none)", metadata: ["file": .string(configuration.store.signingKey), "public_key": .string(key.publicKey)])
-        }
-        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins, publicKey: key.publicKey)
+        let trust = try OriginTrust(store: store, policy: configuration.trust)
+        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins, publicKey: key.publicKey,
+                                               trust: trust, observer: trustObserver(logger))
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,
                                           onGone: goneHandler(settings.bootstrap))
+        endpoint.askPeersForKeys { await coordinator.learnKeysFromPeers() }
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens)
+    }
+
+    /// Counts and logs refused change sets (never their bodies) and the keys learned or refused.
+    private static func trustObserver(_ logger: Logger) -> TrustObserver {
+        TrustObserver(refused: { refusal, via in
+            Counter(label: "ferry_changesets_refused_total", dimensions: [("reason", refusal.reason.rawValue), ("via", via)]).increment()
+            logger.warning("refused a change set that does not prove its origin; nothing of its batch was applied", metadata: [
+                "origin": .string(refusal.origin.uuidString), "seq": .string(String(refusal.sequence)),
+                "reason": .string(refusal.reason.rawValue), "via": .string(via), "why": .string(refusal.detail),
+            ])
+        }, keyEvent: { event in
+            switch event {
+            case .learned(let key, let peer):
+                logger.notice("trusting a key", metadata: ["origin": .string(key.origin.uuidString), "public_key": .string(key.publicKey),
+                                                           "from": .string(String(key.firstSequence)), "how": .string(key.source.rawValue), "peer": .string(peer)])
+            case .conflict:
+                Counter(label: "ferry_key_conflicts_total").increment()
+                logger.error("\(event.description)")
+            }
+        })
     }
 
     /// What a peer's 410 does: hand it to `request`, off the sync round (nothing when there is none).

@@ -70,6 +70,29 @@ public actor SyncCoordinator {
     /// The configured peers' names.
     public var peerNames: [String] { peers.map(\.name) }
 
+    /// Asks every configured peer for its state, at once, and takes the keys it teaches (its own on
+    /// first use, endorsed rotations; ``OriginTrust/learn(from:peer:)``). Waits at most a few
+    /// seconds: a push that met an unknown key waits for this before it is tried again.
+    public func learnKeysFromPeers() async {
+        let endpoint = self.endpoint
+        let logger = self.logger
+        let askers = peers.map { peer in
+            Task {
+                do {
+                    try endpoint.learnKeys(from: try await peer.sync.client.state(), peer: peer.name)
+                } catch {
+                    logger.debug("could not ask peer \(peer.name) for its keys: \(error)")
+                }
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for asker in askers { await asker.value } }
+            group.addTask { try? await Task.sleep(for: .seconds(5)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
     /// One round with `peer` (all peers when nil), after any round already running.
     /// - Returns: one result per peer; empty when `peer` names none.
     public func round(peer: String? = nil, pull: Bool = true, push: Bool = true,

@@ -113,6 +113,8 @@ struct SyncLoop: Service {
         while !Task.isCancelled {
             heartbeat.beat()
             if clock.now() >= nextPull {
+                // Keys changed by `ferry trust` on the store's file are taken on the pull schedule.
+                do { try coordinator.endpoint.trust.reload() } catch { logger.warning("could not read the store's keys again: \(error)") }
                 _ = await coordinator.round(progress: beat)
                 nextPull = clock.now().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
             } else {

@@ -244,7 +244,15 @@ struct ChangeRecorder {
         let signer: StoreSigningKey?
         switch signing {
         case .unsigned: signer = nil
-        case .key(let key): signer = key
+        case .key(let key):
+            // A rotation (`ferry key rotate`) from another process while this one held the old key:
+            // nothing more is signed with it (its change sets would be refused by every peer).
+            let newest = try String.fetchOne(log.db.cachedStatement(sql: "SELECT Z_KEY FROM Z_FERRY_KEY WHERE Z_ORIGIN = ? ORDER BY Z_FROM DESC LIMIT 1"),
+                                              arguments: [store.uuidString])
+            guard newest == nil || newest == key.publicKey else {
+                throw SigningKeyError("this store's key was rotated to \(newest ?? "") while this process held the old one; open the store again (restart the daemon) to sign with the new key")
+            }
+            signer = key
         case .unavailable(let reason): throw SigningKeyError(reason)
         }
         let body = try writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,

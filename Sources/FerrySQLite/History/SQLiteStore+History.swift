@@ -305,7 +305,7 @@ extension SQLiteStore {
     }
 
     /// The state of the store file at `path` without its model: UUID, the model
-    /// hash it was last opened with, and its version vector. Opens read-only.
+    /// hash it was last opened with, its version vector, and the keys it holds. Opens read-only.
     /// - Throws: ``StoreError`` when the file is missing or not a Ferry store.
     public static func historyState(atPath path: String) throws(StoreError) -> HistoryState {
         guard FileManager.default.fileExists(atPath: path) else {
@@ -323,7 +323,13 @@ extension SQLiteStore {
                 if try db.tableExists("Z_FERRY_CHANGESET") {
                     vector = try HistoryLog(db: db, store: store).vector()
                 }
-                return HistoryState(store: store, modelHash: metadata.modelVersionHash, vector: vector)
+                var state = HistoryState(store: store, modelHash: metadata.modelVersionHash, vector: vector)
+                if try db.tableExists("Z_FERRY_KEY") {
+                    let keys = try originKeys(in: db)
+                    state.keys = keys.map(PublishedKey.init)
+                    state.publicKey = keys.last(where: { $0.origin == store })?.publicKey
+                }
+                return state
             }
         } catch let error as StoreError {
             throw error

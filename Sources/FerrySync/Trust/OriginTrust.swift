@@ -11,7 +11,7 @@ import FerryStore
 /// first, so a restart trusts what was trusted before it.
 public final class OriginTrust: Sendable {
     /// What a store's configuration says about trust.
-    public struct Policy: Sendable {
+    public struct Policy: Sendable, Equatable {
         /// What happens to change sets of origins whose key is not known.
         public enum UnknownOrigins: String, Sendable, CaseIterable {
             /// Refused (4xx on a push, a failed round on a pull), never applied.

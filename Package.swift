@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .library(name: "FerryModel", targets: ["FerryModel"]),
         .library(name: "FerryStore", targets: ["FerryStore"]),
+        .library(name: "FerrySigning", targets: ["FerrySigning"]),
         .library(name: "FerrySQLite", targets: ["FerrySQLite"]),
         .library(name: "FerrySync", targets: ["FerrySync"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
@@ -40,18 +41,18 @@ let package = Package(
     ],
     targets: [
         .target(name: "FerryModel"),
+        .target(name: "FerryStore", dependencies: ["FerryModel"]),
+        // A store's Ed25519 key (swift-crypto): what signs its change sets and checks its peers'
+        // (issue 23). Apart from FerryStore, which only names a signer, so that FerryModel and
+        // FerryStore keep no package dependency (scripts/fuzz compiles them alone).
         .target(
-            name: "FerryStore",
-            dependencies: [
-                "FerryModel",
-                // Ed25519: every change set a store records is signed with its key (issue 23).
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            name: "FerrySigning",
+            dependencies: ["FerryStore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(
             name: "FerrySQLite",
             dependencies: [
-                "FerryStore",
+                "FerryStore", "FerrySigning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -63,7 +64,7 @@ let package = Package(
         .target(
             name: "FerrySync",
             dependencies: [
-                "FerryModel", "FerryStore",
+                "FerryModel", "FerryStore", "FerrySigning",
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -123,7 +124,7 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -142,32 +143,32 @@ let package = Package(
             ]
         ),
         .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),
-        .testTarget(name: "FerryStoreTests", dependencies: ["FerryModel", "FerryStore", "FerryTestSupport"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryModel", "FerryStore", "FerrySigning", "FerryTestSupport"]),
         .testTarget(
             name: "FerrySQLiteTests",
             // (FerrySync: the migration parity tests apply earlier-version change sets to migrated stores.)
             dependencies: ["FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerryTestSupport",
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",
                                                            .product(name: "GRDB", package: "GRDB.swift")],
                     exclude: ["Fixtures"]),
         .testTarget(
             name: "FerryDaemonTests",
-            dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerryTestSupport",
+            dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerrySigning", "FerryTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
                            .product(name: "NIOCore", package: "swift-nio")]
         ),
         // The HTTP API in process, through Hummingbird's router test client.
         .testTarget(
             name: "FerryServerTests",
-            dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerryModel", "FerryTestSupport",
+            dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerrySigning", "FerryModel", "FerryTestSupport",
                            .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "CompressNIO", package: "compress-nio")]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(
             name: "FerryReliabilityTests",
-            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
+            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerrySigning", "FerryTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["Fixtures"]
         ),

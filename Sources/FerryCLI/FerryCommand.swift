@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryStore
+import FerrySigning
 
 /// The `ferry` command line: operator and test tools for Ferry stores.
 public struct FerryCommand: AsyncParsableCommand {

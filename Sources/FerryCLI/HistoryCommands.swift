@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FerryStore
+import FerrySigning
 import FerrySQLite
 import FerrySync
 

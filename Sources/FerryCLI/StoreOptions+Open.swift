@@ -1,6 +1,7 @@
 import Foundation
 import FerryModel
 import FerryStore
+import FerrySigning
 import FerrySQLite
 
 extension StoreOptions {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FerryStore
+import FerrySigning
 import FerrySQLite
 
 /// `ferry key`: the store's own signing key.

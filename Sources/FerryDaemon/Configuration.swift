@@ -1,6 +1,7 @@
 import Foundation
 import Yams
 import FerryStore
+import FerrySigning
 import FerrySync
 
 /// The daemon's configuration, read from a YAML file (see `config/ferry.yaml`).

@@ -11,6 +11,7 @@ import Synchronization
 import UnixSignals
 import FerryModel
 import FerryStore
+import FerrySigning
 import FerrySQLite
 import FerrySync
 import FerryServer

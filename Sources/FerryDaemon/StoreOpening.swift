@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import FerryStore
+import FerrySigning
 import FerrySQLite
 import FerrySync
 import FerryServer

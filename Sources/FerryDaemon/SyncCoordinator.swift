@@ -25,6 +25,8 @@ public actor SyncCoordinator {
         var model: String?
         /// The peer's store and vector as the last successful round saw them (a push-only round starts from them).
         var known: (store: UUID, vector: VersionVector)?
+        /// Whether the peer's state was read for its keys since the daemon started (trust on first use).
+        var keysRead = false
     }
 
     /// What each peer had taken in at its last successful round of this run (kept through
@@ -134,6 +136,17 @@ public actor SyncCoordinator {
                 // Rounds run one at a time (see `round`), so a session is never already syncing here.
                 logger.error("sync with \(name) not started: \(error)")
                 continue
+            }
+            // The peer's keys, once per daemon life, before its change sets are checked: its own key
+            // on first use, and rotations (later rotations are learned when a check needs them).
+            if !peers[index].keysRead, endpoint.trust.policy.trustsPeersOnFirstUse,
+               let state = try? await peers[index].sync.client.state() {
+                do {
+                    try endpoint.learnKeys(from: state, peer: name)
+                    peers[index].keysRead = true
+                } catch {
+                    logger.warning("could not record the keys of peer \(name): \(error)")
+                }
             }
             // A push-only round (after a local commit) starts from the peer's vector as last seen;
             // a full round asks the peer, so a peer that went back is corrected on the interval.

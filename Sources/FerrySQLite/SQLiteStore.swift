@@ -4,6 +4,7 @@ import GRDB
 import GRDBSQLite
 import FerryModel
 import FerryStore
+import FerrySigning
 
 /// A persistent store in one SQLite file, laid out in the spirit of Core
 /// Data's (`Z_PK`, `Z_ENT`, `Z_OPT`, one table per root entity, join tables,

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import FerryStore
 
 /// A peer for replication tests: its own folder with a store, a tokens file
 /// and a configuration, and a real `ferry run` process on 127.0.0.1 that can
@@ -22,6 +23,12 @@ public final class DaemonPeer: @unchecked Sendable {
     public private(set) var port: Int
     private var process: Process?
     private var peers: [(name: String, url: String, token: String, caFile: String?)] = []
+    /// Keys pinned in the configuration's `trust.keys` (``pin(_:)``).
+    private var pinned: [(origin: String, key: String)] = []
+    /// Scalar keys of the configuration's `trust` section (`unknown_origins`, `first_use`); written at the next configuration change.
+    public var trustSettings: [String: String] = [:] {
+        didSet { try? writeConfiguration() }
+    }
     private let pullInterval: Double
     private let maxBackoff: Double
 
@@ -112,6 +119,30 @@ public final class DaemonPeer: @unchecked Sendable {
         try writeConfiguration()
     }
 
+    /// The store's UUID and public key, as `ferry state` shows them (the store must exist: after
+    /// ``start(environment:)`` or `ferry init`).
+    public func identity() throws -> (store: String, key: String) {
+        let text = try FerryProcess.run(["state", "--store", store]).standardOutput
+        let json = try JSONValue.parse(text)
+        guard let store = json["store"]?.stringValue, let key = json["public_key"]?.stringValue else {
+            throw DaemonPeerError(description: "\(name): `ferry state` shows no store UUID and public key: \(text)")
+        }
+        return (store, key)
+    }
+
+    /// Pins `other`'s key in this peer's configuration (`trust.keys`): how a store trusts one it
+    /// does not talk to (the next start takes it).
+    public func pin(_ other: DaemonPeer) throws {
+        let identity = try other.identity()
+        try pin(origin: identity.store, key: identity.key)
+    }
+
+    /// Pins `key` for `origin` in this peer's configuration (`trust.keys`).
+    public func pin(origin: String, key: String) throws {
+        pinned.append((origin, key))
+        try writeConfiguration()
+    }
+
     private func writeConfiguration() throws {
         var text = """
             store:
@@ -134,6 +165,14 @@ public final class DaemonPeer: @unchecked Sendable {
                 try peer.token.write(toFile: directory.file("to-\(peer.name).token"), atomically: true, encoding: .utf8)
                 text += "  - name: \(peer.name)\n    url: \(peer.url)\n    token_file: to-\(peer.name).token\n"
                 if let caFile = peer.caFile { text += "    ca_file: \(caFile)\n" }
+            }
+        }
+        if !trustSettings.isEmpty || !pinned.isEmpty {
+            text += "trust:\n"
+            for (key, value) in trustSettings.sorted(by: { $0.key < $1.key }) { text += "  \(key): \(value)\n" }
+            if !pinned.isEmpty {
+                text += "  keys:\n"
+                for entry in pinned { text += "    - origin: \(entry.origin)\n      key: \(entry.key)\n" }
             }
         }
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)

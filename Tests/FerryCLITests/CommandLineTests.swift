@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import FerryModel
 import FerryStore
+import FerrySigning
 import FerrySync
 import FerryTestSupport
 

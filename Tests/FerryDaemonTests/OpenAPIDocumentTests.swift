@@ -7,6 +7,7 @@ import Yams
 import FerryModel
 import FerrySQLite
 import FerryStore
+import FerrySigning
 import FerryTestSupport
 
 /// docs/openapi.yaml against a real `ferry run`: every documented route and
@@ -70,6 +71,13 @@ struct OpenAPIDocumentTests {
         let server = try DaemonPeer(name: "server", model: ReplicationTests.model, pullInterval: 3600)
         try server.connect(to: up)
         try server.connect(to: down)
+        // `up` has no peers of its own, so it pins the server's key to take its pushes; the server pins
+        // a key of a store it never talks to (`stranger`, below).
+        #expect(try server.ferry(["init"]).status == 0)
+        try up.pin(server)
+        let stranger = UUID()
+        let strangerKey = StoreSigningKey()
+        try server.pin(origin: stranger.uuidString, key: strangerKey.publicKey)
         try up.start()
         try server.start()
         try server.put("[\(ReplicationTests.person("ann", 1, "Ann"))]")
@@ -128,11 +136,13 @@ struct OpenAPIDocumentTests {
         // 410 on a push: the store forgot deletes made before its horizon (here: everything so far), and the
         // change set sent knows none of them (its origin never saw the server's change set 1).
         #expect(try store.purgeHistory(PurgePolicy(acknowledged: [], tombstonesMadeBefore: .wall(Date().addingTimeInterval(60)))).tombstones == 0)
-        let stranger = UUID()
-        let unaware = ChangeSetCodec.encode(ChangeSet(origin: stranger, sequence: 1, timestamp: .wall(Date()), modelHash: store.modelVersionHash, changes: [
+        let unaware = try SignedLines.signed(ChangeSetCodec.encode(ChangeSet(origin: stranger, sequence: 1, timestamp: .wall(Date()), modelHash: store.modelVersionHash, changes: [
             ObjectChange(kind: .insert, uri: "x-coredata://\(stranger.uuidString)/Person/p1", entity: "Person", values: ["id": .attribute(.integer(9))]),
-        ]))
+        ])), with: strangerKey)
         try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data((unaware + "\n").utf8), expect: 410)
+        // 422: the same change set signed with another key than the one pinned for its origin.
+        let forged = try SignedLines.signed(unaware, with: StoreSigningKey())
+        try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data((forged + "\n").utf8), expect: 422)
         let refusal = String(decoding: exercised[Operation(method: "POST", path: "/v1/changesets", status: 410)]?.first ?? Data(), as: UTF8.self)
         #expect(refusal.contains("tombstone horizon"), "\(refusal)")
 

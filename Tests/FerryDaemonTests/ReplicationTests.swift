@@ -55,6 +55,10 @@ struct ReplicationTests {
         try b.connect(to: a)
         try b.connect(to: c)
         try c.connect(to: b)
+        // A and C never talk: each pins the other's key (B trusts both on first use, as they trust B).
+        #expect(try a.ferry(["init"]).status == 0 && c.ferry(["init"]).status == 0)
+        try a.pin(c)
+        try c.pin(a)
         for peer in [a, b, c] { try peer.start() }
         try a.put("[\(Self.person("ann", 1, "Ann"))]")
         try c.put("[\(Self.person("cid", 3, "Cid"))]")

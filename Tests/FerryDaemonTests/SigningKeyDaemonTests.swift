@@ -1,5 +1,6 @@
 import Foundation
 import FerryStore
+import FerrySigning
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

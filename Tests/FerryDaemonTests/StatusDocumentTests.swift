@@ -20,6 +20,7 @@ struct StatusDocumentTests {
         try a.put("[\(ReplicationTests.person("bob", 2, "Bob"))]")
         let lines = try a.history()
         #expect(lines.count == 2)
+        try b.pin(a)  // (a is not b's peer: its key is pinned, as for any store b takes change sets of)
         let parts = try Daemon.open(try Configuration.load(path: b.configuration), logger: Logger(label: "test"))
 
         // A's second change set without its first: held, waiting for it.

@@ -10,9 +10,16 @@ struct HostilePeerTests {
     static let model = SampleModels.path("OrgChart")
 
     /// Two daemons connected both ways, started, with one save each already exchanged.
-    func pair() throws -> (DaemonPeer, DaemonPeer) {
+    /// `acceptingUnknownOrigins`: both take change sets of origins they hold no key of
+    /// (`trust.unknown_origins: accept`, a fleet moving to signatures), so that a forged change set
+    /// reaches the checks after trust; by default it is refused before them (SignedChangeSetTests).
+    func pair(acceptingUnknownOrigins: Bool = false) throws -> (DaemonPeer, DaemonPeer) {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5)
         let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5)
+        if acceptingUnknownOrigins {
+            a.trustSettings = ["unknown_origins": "accept"]
+            b.trustSettings = ["unknown_origins": "accept"]
+        }
         try a.connect(to: b)
         try b.connect(to: a)
         try a.start()
@@ -39,7 +46,7 @@ struct HostilePeerTests {
 
     @Test("A change set at the largest clock waits on the receiver; saves and replication go on at the wall clock")
     func clockAtTheMaximum() throws {
-        let (a, b) = try pair()
+        let (a, b) = try pair(acceptingUnknownOrigins: true)
         let origin = UUID().uuidString
         let forged = #"{"changes":[],"format":1,"hlc":9223372036854775807,"model":"\#(try modelHash(of: b))","origin":"\#(origin)","seq":1}"#
         let answer = try push(forged, to: b)
@@ -54,7 +61,7 @@ struct HostilePeerTests {
 
     @Test("Two thousand fresh origins do not stop pulls: the vector travels in a POST body, and saves keep flowing both ways")
     func originFlood() throws {
-        let (a, b) = try pair()
+        let (a, b) = try pair(acceptingUnknownOrigins: true)
         let hash = try modelHash(of: b)
         let now = Int64(Date().timeIntervalSince1970 * 1000) << 16
         let flood = (0..<2_000).map { _ in #"{"changes":[],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"# }
@@ -71,7 +78,7 @@ struct HostilePeerTests {
         #expect(stopA == 0 && stopB == 0)
     }
 
-    @Test("Inserts under the receiver's namespace are refused, change sets under its own origin are held; its objects keep their names")
+    @Test("Inserts under the receiver's namespace are refused, unsigned change sets under its own origin too; its objects keep their names")
     func namespaceTakeover() throws {
         let (a, b) = try pair()
         try b.put(#"[{"op":"insert","entity":"Person","ref":"x","values":{"name":"Bea"}}]"#)
@@ -83,10 +90,11 @@ struct HostilePeerTests {
         let takeover = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p1","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"#
         let refused = try push(takeover, to: b)
         #expect(refused.status == 400 && refused.body.contains("an insert must name an object of its change set's origin"), "\(refused)")
-        // A change set under b's own origin, past what b wrote: held, not applied.
+        // A change set under b's own origin, past what b wrote: refused, as b signs all it records (422, unsigned).
         let planted = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p99","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(me)","seq":99}"#
         let held = try push(planted, to: b)
-        #expect(held.status == 200 && held.body.contains(#""waiting":1"#), "\(held)")
+        #expect(held.status == 422 && held.body.contains("(unsigned)"), "\(held)")
+        #expect(try b.ferry(["conflicts", "list"]).standardOutput.isEmpty, "the refused change set was kept as held")
         #expect(try b.dump() == before && !b.dump().contains("Mallory"))
         try expectReplicates("after the takeover", from: a, to: b, "namespace")
         #expect(try !a.dump().contains("Mallory"))

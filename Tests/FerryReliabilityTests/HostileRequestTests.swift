@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import FerryStore
+import FerrySigning
 import FerryTestSupport
 
 /// Hostile pushes (issue 6, point 5), on a real daemon and below HTTP where
@@ -28,12 +30,13 @@ struct HostileRequestTests {
 
     @Test("Cut-off bodies, unknown entities and properties, another model version, and replays apply nothing they should not")
     func hostilePushes() throws {
-        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
-        try b.start()
-        try b.put(#"[{"op":"insert","entity":"Person","ref":"a","values":{"id":1,"name":"Ann"}}]"#)
-        // Real change sets from another store of the same model.
+        // Real change sets from another store of the same model, whose key B pins (trust.keys).
         let source = try DaemonPeer(name: "source", model: Self.model)
         _ = try source.ferry(["init"])
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
+        try b.pin(source)
+        try b.start()
+        try b.put(#"[{"op":"insert","entity":"Person","ref":"a","values":{"id":1,"name":"Ann"}}]"#)
         for index in 0..<3 { try source.put(#"[{"op":"insert","entity":"Person","ref":"p","values":{"id":\#(10 + index),"name":"P\#(index)"}}]"#) }
         let lines = try source.history()
         try #require(lines.count == 3)
@@ -60,8 +63,14 @@ struct HostileRequestTests {
         }
         #expect(try Snapshot(b) == before, "a refused push applied something")
 
-        // 3. Another model version: kept aside (waiting), not applied, not lost.
-        let otherModel = lines[0].replacing(#/"model":"[0-9a-f]+"/#, with: #""model":"0000000000000000000000000000000000000000000000000000000000000000""#)
+        // 3. Another model version (signed by its origin, as a store of that version would): kept aside
+        //    (waiting), not applied, not lost. The same edit without signing it again is refused (422).
+        let sourceKey = try StoreSigningKey(contentsOf: StoreSigningKey.defaultPath(forStore: source.store))
+        let edit = { (line: String) in line.replacing(#/"model":"[0-9a-f]+"/#, with: #""model":"0000000000000000000000000000000000000000000000000000000000000000""#) }
+        let altered = edit(lines[0])
+        let refusedEdit = try push(altered, to: b)
+        #expect(refusedEdit.status == 422 && refusedEdit.body.contains("bad_signature"), "\(refusedEdit)")
+        let otherModel = try SignedLines.edited(lines[0], resignedWith: sourceKey, edit)
         let held = try push(otherModel, to: b)
         #expect(held.status == 200 && held.body.contains(#""waiting":1"#) && held.body.contains(#""applied":0"#), "\(held)")
         #expect(try b.dump() == before.dump)

@@ -93,6 +93,9 @@ struct NetworkFaultTests {
         let toA = try FaultProxy(upstreamPort: a.port, plan: .init(truncateHeaders: 1), seed: 1)
         defer { toA.stop() }
         try b.connect(to: a, via: toA.url)
+        // A lists no peer: it pins B's key to take B's pushes.
+        #expect(try b.ferry(["init"]).status == 0)
+        try a.pin(b)
         try a.start()
         try b.start()
         var writer = PeopleWriter()

@@ -32,10 +32,16 @@ struct NewPeerTests {
         let before = try Set([a.dump(), c.dump()].flatMap { $0.split(separator: "\n").map(String.init) })
         #expect(before.count == 300 + 300)
 
-        // C joins through B (B's configuration gains C; a restart picks it up).
+        // C joins through B (B's configuration gains C; a restart picks it up). A and C never talk:
+        // each pins the other's key (trust.keys), the documented way to add a store to a fleet;
+        // B trusts C on first use, as C trusts B.
         try c.connect(to: b)
         try b.connect(to: c)
+        try c.pin(a)
+        try a.pin(c)
         b.stop()
+        a.stop()
+        try a.start()
         try b.start()
         try c.start()
         // And everyone keeps writing.

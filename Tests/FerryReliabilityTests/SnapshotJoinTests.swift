@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryStore
 import FerryTestSupport
 
 /// A new peer starts from a snapshot (issue 21, point 3): `ferry snapshot`, `GET /v1/snapshot`,
@@ -36,10 +37,17 @@ struct SnapshotJoinTests {
         #expect(try d.ferry(["init", "--from-snapshot", file]).status == 0)
         #expect(try d.dump() == a.dump())
 
-        // C joins through B and everyone writes on: they converge, nothing replayed twice.
+        // C joins through B and everyone writes on: they converge, nothing replayed twice. C trusts
+        // A's and B's keys as A did (they came with the snapshot), besides its own; B trusts C on first use; A, which
+        // never talks to C, pins C's key (trust.keys).
+        #expect(try Set(c.ferry(["trust", "list"]).standardOutput
+            .split(separator: "\n").compactMap { try? JSONValue.parse(String($0))["origin"]?.stringValue }) == [a.storeIdentifier(), b.storeIdentifier(), c.storeIdentifier()])
         try c.connect(to: b)
         try b.connect(to: c)
+        try a.pin(c)
         _ = b.stop()
+        _ = a.stop()
+        try a.start()
         try b.start()
         try c.start()
         try c.put(#"[{"op":"update","object":"\#(try #require(refs["a5"]))","values":{"name":"a5 from C"}}]"#)

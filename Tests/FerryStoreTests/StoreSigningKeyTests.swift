@@ -1,5 +1,6 @@
 import Foundation
 import FerryStore
+import FerrySigning
 import Testing
 import FerrySync
 import FerryTestSupport

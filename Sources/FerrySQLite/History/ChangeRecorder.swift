@@ -241,7 +241,7 @@ struct ChangeRecorder {
         }
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
         let sequence = try log.lastSequence(of: store) + 1
-        let signer: StoreSigningKey?
+        let signer: (any ChangeSetSigner)?
         switch signing {
         case .unsigned: signer = nil
         case .key(let key):

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import FerryStore
+import FerrySigning
 
 /// The store's keys (`Z_FERRY_KEY`) and how it signs what it records (docs/SYNC.md, "Signed change sets").
 extension SQLiteStore {

@@ -197,7 +197,7 @@ package struct ChangeSetWriter {
     /// - Throws: ``SigningKeyError`` when the signature cannot be made.
     package consuming func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
                                        modelHash: String, dependencies: [UUID: Int64],
-                                       signer: StoreSigningKey? = nil) throws(SigningKeyError) -> [UInt8] {
+                                       signer: (any ChangeSetSigner)? = nil) throws(SigningKeyError) -> [UInt8] {
         writeEnvelope(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
                       modelHash: modelHash, dependencies: dependencies)
         if let signer {

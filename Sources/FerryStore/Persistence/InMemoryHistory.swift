@@ -59,7 +59,7 @@ struct InMemoryHistory: Sendable {
     private(set) var originsByRow: [ObjectID: String] = [:]
 
     /// The key the store signs its change sets with; nil: unsigned.
-    var signer: StoreSigningKey?
+    var signer: (any ChangeSetSigner)?
     /// The keys the store holds (its own and other origins').
     var keys: [OriginKey] = []
 

@@ -38,7 +38,7 @@ public final class InMemoryStore: PersistentStore {
     public let earlierModels: [ManagedObjectModel]
 
     /// Creates an empty store for `model`, signing the change sets it records with `signingKey` when given.
-    public init(model: ManagedObjectModel, identifier: UUID = UUID(), signingKey: StoreSigningKey? = nil) {
+    public init(model: ManagedObjectModel, identifier: UUID = UUID(), signingKey: (any ChangeSetSigner)? = nil) {
         self.model = model
         self.identifier = identifier
         let hash = model.versionHash

@@ -52,7 +52,7 @@ public enum ChangeSetSigning: Sendable {
     /// recorded unsigned.
     case unsigned
     /// It signs with this key.
-    case key(StoreSigningKey)
+    case key(any ChangeSetSigner)
     /// It has a key registered but this process cannot use it: saves are refused with this reason
     /// rather than recording change sets no peer would accept.
     case unavailable(String)

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import FerryStore
+import FerrySigning
 import NIOPosix
 
 /// One store's side of replication: what peers read from it and what they

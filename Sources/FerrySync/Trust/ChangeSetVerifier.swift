@@ -1,5 +1,6 @@
 import Foundation
 import FerryStore
+import FerrySigning
 
 /// Checks that a change set's line was signed by its origin, with the keys a store trusts at one
 /// moment (a value: ``OriginTrust`` hands out a copy, so lines are checked on any thread).

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import FerryStore
+import FerrySigning
 
 /// Which origins a store trusts, and with which keys (docs/SYNC.md, "Signed change sets"): the
 /// keys its store holds (its own, pinned with `ferry trust add`, trusted on first use, endorsed by

@@ -1,10 +1,11 @@
 import Foundation
 import Crypto
+import FerryStore
 
 /// A store's Ed25519 signing key (issue 23): what its change sets will be signed with, and
 /// whose public half peers pin or trust on first use. Kept in a file of its own, readable
 /// by its owner only (mode 0600), as one line `ed25519 BASE64` (the 32-byte private key).
-public struct StoreSigningKey: Sendable {
+public struct StoreSigningKey: ChangeSetSigner {
     private let privateKey: Curve25519.Signing.PrivateKey
 
     /// The public key, base64 (44 characters): what `ferry state` and `GET /v1/state` show.
@@ -79,7 +80,7 @@ public struct StoreSigningKey: Sendable {
     }
 
     /// The raw 64-byte signature of `message`.
-    func rawSignature(of message: UnsafeBufferPointer<UInt8>) throws(SigningKeyError) -> Data {
+    public func rawSignature(of message: UnsafeBufferPointer<UInt8>) throws(SigningKeyError) -> Data {
         do {
             return try privateKey.signature(for: UnsafeRawBufferPointer(message))
         } catch {
@@ -95,11 +96,6 @@ public struct StoreSigningKey: Sendable {
     }
 }
 
-/// A signing key that cannot be used: what happened and what to do (never the key itself).
-public struct SigningKeyError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    package init(_ description: String) { self.description = description }
-}
 
 /// A store's public key, parsed once, for checking many signatures.
 public struct VerifyingKey: Sendable, Hashable {

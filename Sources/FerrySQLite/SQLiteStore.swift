@@ -290,7 +290,7 @@ public final class SQLiteStore: PersistentStore {
     public func save(_ request: SaveRequest) throws -> SaveResult {
         // A replaying save is recorded even when it writes no row (a duplicate merged away at once).
         guard !request.isEmpty || request.replay != nil else { return .empty }
-        if case .unavailable(let reason) = signing { throw StoreError.unavailable(path: path, reason: reason) }
+        if case .unavailable(let reason) = signing { throw StoreError.cannotSign(path: path, reason: reason) }
         let writer = SaveWriter(layout: layout, store: identifier, signing: signing)
         do {
             // (Compressed before taking the writer, which the application's saves wait for.)

@@ -270,6 +270,8 @@ struct ConvergenceTests {
         }
         // Local saves that duplicate a unique key upsert (an error would only lose the operation).
         for replica in replicas { replica.context.mergePolicy = .mergeByPropertyObjectTrump }
+        // Signed, and every signature checked: repairs and merges recorded on the way are signed by their store.
+        try Replica.trustEachOther(replicas)
         for _ in 0..<24 {
             if Int.random(in: 0..<3, using: &random) == 0 {
                 let from = replicas.randomElement(using: &random)

@@ -70,7 +70,7 @@ struct FixtureMigrationTests {
         #expect(!before.isEmpty, "\(name): the random saves made no objects")
         let path = try #require(replica.store as? SQLiteStore).path
 
-        let migrated = try SQLiteStore(path: path, model: next, options: .init(earlierModels: [model]))
+        let migrated = try SQLiteStore(path: path, model: next, options: .init(earlierModels: [model], signingKey: replica.signingKey))
         var after: [String] = []
         try StoreDump(store: migrated).write { after.append($0) }
         let parsed = try after.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary) }
@@ -81,7 +81,7 @@ struct FixtureMigrationTests {
         let report = try engine.apply(lines: late.store.changeSetLines(after: migrated.historyState().vector, limit: nil))
         #expect(report.waiting == 0 && report.quarantined == 0, "\(name): \(report)")
         let latePath = try #require(late.store as? SQLiteStore).path
-        let lateMigrated = try SQLiteStore(path: latePath, model: next, options: .init(earlierModels: [model]))
+        let lateMigrated = try SQLiteStore(path: latePath, model: next, options: .init(earlierModels: [model], signingKey: late.signingKey))
         _ = try ReplayEngine(store: lateMigrated).apply(lines: migrated.changeSetLines(after: lateMigrated.historyState().vector, limit: nil))
         var one: [String] = [], two: [String] = []
         try StoreDump(store: migrated).write { one.append($0) }

@@ -81,6 +81,8 @@ struct ModelDrivenConvergenceTests {
                         directInserts: index != 2, kind: index == 1 ? .memory : .sqlite)
         }
         for replica in replicas { replica.context.mergePolicy = .mergeByPropertyObjectTrump }
+        // Signed, and every signature checked: repairs and merges recorded on the way are signed by their store.
+        try Replica.trustEachOther(replicas)
         var generator = SaveGenerator(model: model)
         for _ in 0..<20 {
             if Int.random(in: 0..<3, using: &random) == 0 {

@@ -3,6 +3,7 @@ import Testing
 import FerryModel
 import FerryStore
 import FerrySync
+import FerrySigning
 import FerryTestSupport
 
 /// An object URI names the store where the object was inserted (issue 19, finding 3):
@@ -49,12 +50,16 @@ struct NamespaceTests {
         #expect(try replica.store.localObjectID(forOriginURI: own) == nil)
     }
 
-    @Test("A change set under the receiver's own origin is held, never applied", arguments: Replica.Kind.allCases)
+    @Test("A change set under the receiver's own origin is held, never applied (refused when unsigned)", arguments: Replica.Kind.allCases)
     func ownOrigin(kind: Replica.Kind) throws {
         let replica = try Replica(model: Self.model, kind: kind)
         let me = replica.store.identifier
-        let line = ChangeSetCodec.encode(changeSet(me, 1, [ObjectChange(kind: .insert, uri: "x-coredata://\(me.uuidString)/Person/p1", entity: "Person",
-                                                                         values: ["name": .attribute(.string("planted"))])]))
+        let unsigned = ChangeSetCodec.encode(changeSet(me, 1, [ObjectChange(kind: .insert, uri: "x-coredata://\(me.uuidString)/Person/p1", entity: "Person",
+                                                                             values: ["name": .attribute(.string("planted"))])]))
+        // Unsigned: the store signs all it records, so this is no change set of its own.
+        #expect(throws: ReplayError.self) { try replica.engine.apply(lines: [unsigned]) }
+        // Signed with its own key (a store restored from a backup of itself, say): held.
+        let line = try SignedLines.signed(unsigned, with: try #require(replica.signingKey))
         let report = try replica.engine.apply(lines: [line])
         #expect(report.applied == 0 && report.waiting == 1)
         #expect(try replica.store.heldChangeSets().first?.reason.contains("own origin") == true)

@@ -5,6 +5,7 @@ import FerryModel
 import FerryStore
 import FerrySQLite
 import FerrySync
+import FerrySigning
 import FerryTestSupport
 
 /// A replica for tests: a store (SQLite on a temporary file, or in memory), its engine and a context.
@@ -18,17 +19,23 @@ final class Replica {
     let directory = TemporaryDirectory()
     let store: any ReplicaStore
     var engine: ReplayEngine
+    let container: PersistentContainer
     let context: ManagedObjectContext
+    /// The key the replica signs with (nil: unsigned); a test that opens its file again passes it.
+    let signingKey: StoreSigningKey?
 
     /// `directInserts: false` merges every change set through a context (no fast path).
     /// `validators` run on local saves and on merges alike.
+    /// Every replica signs what it records, with a key of its own (`signed: false`: none, as a store made before keys).
     init(model: ManagedObjectModel, identifier: UUID? = nil, directInserts: Bool = true, kind: Kind = .sqlite,
-         validators: [EntityValidator] = []) throws {
+         validators: [EntityValidator] = [], signed: Bool = true) throws {
+        let key = signed ? StoreSigningKey() : nil
+        signingKey = key
         store = switch kind {
-        case .sqlite: try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier))
-        case .memory: InMemoryStore(model: model, identifier: identifier ?? UUID())
+        case .sqlite: try SQLiteStore(path: directory.file("replica.sqlite"), model: model, options: .init(newStoreIdentifier: identifier, signingKey: key))
+        case .memory: InMemoryStore(model: model, identifier: identifier ?? UUID(), signingKey: key)
         }
-        let container = try PersistentContainer(store: store, validators: validators)
+        container = try PersistentContainer(store: store, validators: validators)
         var engine = try ReplayEngine(container: container)
         engine.usesDirectInserts = directInserts
         self.engine = engine
@@ -40,10 +47,27 @@ final class Replica {
         let path = directory.file("replica.sqlite")
         try #require(source.store as? SQLiteStore).writeSnapshot(to: path)
         try SQLiteStore.installSnapshot(at: path, model: model)
+        signingKey = nil
         store = try SQLiteStore(path: path, model: model)
-        let container = try PersistentContainer(store: store)
+        container = try PersistentContainer(store: store)
         engine = try ReplayEngine(container: container)
         context = container.newContext()
+    }
+
+    /// Makes each of `replicas` hold every other one's key (pinned) and take only change sets of
+    /// origins it holds a key of, each signature checked (``OriginTrust/Policy/UnknownOrigins/refuse``).
+    static func trustEachOther(_ replicas: [Replica]) throws {
+        let keys = try replicas.flatMap { replica in try replica.store.originKeys().filter { $0.origin == replica.store.identifier } }
+        for replica in replicas {
+            for var key in keys where key.origin != replica.store.identifier {
+                key.source = .pinned
+                try replica.store.recordOriginKey(key)
+            }
+            let usesDirectInserts = replica.engine.usesDirectInserts
+            replica.engine = try ReplayEngine(container: replica.container,
+                                              trust: OriginTrust(store: replica.store, policy: .init(unknownOrigins: .refuse, trustsPeersOnFirstUse: false)))
+            replica.engine.usesDirectInserts = usesDirectInserts
+        }
     }
 
     /// Takes in everything `other` has that this replica lacks.

@@ -73,6 +73,7 @@ struct SnapshotTests {
     func consistentUnderWrites() throws {
         let a = try Replica(model: Self.model)
         let path = try #require(a.store as? SQLiteStore).path
+        let key = a.signingKey
         // Another connection on the same file, as another process would write it, on a thread of its own
         // (not Swift's shared pool, which the rest of the suite needs).
         let finished = DispatchSemaphore(value: 0)
@@ -80,7 +81,7 @@ struct SnapshotTests {
         let writer = Thread {
             defer { finished.signal() }
             do {
-                let store = try SQLiteStore(path: path, model: Self.model)
+                let store = try SQLiteStore(path: path, model: Self.model, options: .init(signingKey: key))
                 let context = try PersistentContainer(store: store).newContext()
                 for id in 1...300 {
                     try context.make("Person", ["id": Int64(id), "name": "P\(id)"])
@@ -96,7 +97,11 @@ struct SnapshotTests {
         var intermediate = 0
         while intermediate < 4 {
             let saved = try a.store.historyState().vector.values.reduce(0, +)
-            if saved == 0 { usleep(2_000); continue }
+            if saved == 0 {
+                if failure.withLock({ $0 }) != nil { break }  // the writer failed: reported below, not waited for
+                usleep(2_000)
+                continue
+            }
             let c = try Replica(model: Self.model, snapshotOf: a)
             let vector = try c.store.historyState().vector
             // A replica given exactly the change sets the snapshot's vector names.

@@ -137,6 +137,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case storeFailure(StoreFailure)
     /// The store file was created by a newer Ferry.
     case unsupportedFormatVersion(path: String, found: Int, supported: Int)
+    /// The store signs its change sets and this process cannot (no key, or a key rotated out):
+    /// nothing is saved (docs/SYNC.md, "Signed change sets").
+    case cannotSign(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -149,6 +152,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
                 + differences.map { "  - \($0)" }.joined(separator: "\n")
         case .storeFailure(let reason):
             "store failure: \(reason)"
+        case .cannotSign(let path, let reason):
+            "nothing was saved in store \(path): \(reason)"
         case .unsupportedFormatVersion(let path, let found, let supported):
             "store \(path) has format version \(found); this Ferry reads up to version \(supported). Upgrade Ferry."
         }

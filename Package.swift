@@ -138,7 +138,7 @@ let package = Package(
         .executableTarget(
             name: "FerryBenchmarks",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryTestSupport",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),

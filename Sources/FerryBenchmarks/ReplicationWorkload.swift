@@ -3,6 +3,7 @@ import FerryModel
 import FerryStore
 import FerrySQLite
 import FerryTestSupport
+import FerrySigning
 
 /// Workloads W3, W4 and W6 of DESIGN.md, with real `ferry` processes on 127.0.0.1
 /// (the release `ferry` binary next to this one: `swift build -c release --product ferry`).
@@ -15,25 +16,41 @@ enum ReplicationWorkload {
     /// as W1 and W2 do: this machine's fsync times vary a lot from run to run.
     static func replicate(_ settings: Settings, model: ManagedObjectModel) throws {
         let runs = min(max(settings.runs, 1), 3)
-        let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
         print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), then `ferry sync-now` on B over loopback HTTP; best of \(runs)")
         try announceFerryExecutable()
-        let saving = try ferryInsert(settings, model: model, path: a.store)
-        print(String(format: "  A saved them in %.2f s", saving))
-        try a.start()
-        defer { a.stop() }
+        // A store made before keys (its change sets unsigned: B takes them without a check) and one that
+        // signs every change set (B checks every signature), measured alternately in the same run.
+        let unsignedA = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        let signedA = try DaemonPeer(name: "a-signed", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        let key = StoreSigningKey()
+        try key.write(to: StoreSigningKey.defaultPath(forStore: signedA.store))
+        let saving = try ferryInsert(settings, model: model, path: unsignedA.store)
+        let savingSigned = try ferryInsert(settings, model: model, path: signedA.store, signingKey: key)
+        print(String(format: "  A saved them in %.2f s (signed: %.2f s)", saving, savingSigned))
+        try unsignedA.start()
+        try signedA.start()
+        defer {
+            unsignedA.stop()
+            signedA.stop()
+        }
         var bestSync = Double.infinity
+        var bestSigned = Double.infinity
         var peakMegabytes = 0.0
         for run in 1...runs {
-            let (elapsed, peak) = try syncNow(from: a, into: "b\(run)", settings: settings)
-            bestSync = min(bestSync, elapsed)
-            peakMegabytes = max(peakMegabytes, peak)
-            print(String(format: "  run %d: sync-now on a fresh B %.3f s (process start, HTTP pulls, replay), peak %.1f MB", run, elapsed, peak))
+            for signed in run % 2 == 1 ? [false, true] : [true, false] {
+                let (elapsed, peak) = try syncNow(from: signed ? signedA : unsignedA, into: "b\(run)\(signed ? "s" : "")", settings: settings)
+                if signed { bestSigned = min(bestSigned, elapsed) } else { bestSync = min(bestSync, elapsed) }
+                peakMegabytes = max(peakMegabytes, peak)
+                print(String(format: "  run %d: sync-now on a fresh B %.3f s (process start, HTTP pulls, replay%@), peak %.1f MB",
+                             run, elapsed, signed ? ", every signature checked" : "", peak))
+            }
         }
         // The baseline, best of three at least.
-        let raw = try (1...max(runs, 3)).map { try rawInsert(settings, model: model, path: a.directory.file("raw\($0).sqlite")) }.min() ?? .infinity
-        print(String(format: "  raw sqlite3 %.3f s (best of %d), sync-now on B %.3f s (best of %d)", raw, max(runs, 3), bestSync, runs))
+        let raw = try (1...max(runs, 3)).map { try rawInsert(settings, model: model, path: unsignedA.directory.file("raw\($0).sqlite")) }.min() ?? .infinity
+        print(String(format: "  raw sqlite3 %.3f s (best of %d), sync-now on B %.3f s, signed %.3f s (best of %d)", raw, max(runs, 3), bestSync, bestSigned, runs))
         printRates(count: settings.count, rawSeconds: raw, ferrySeconds: bestSync, ferryLabel: "Ferry A → B (sync-now):", target: 0.33)
+        printRates(count: settings.count, rawSeconds: raw, ferrySeconds: bestSigned, ferryLabel: "the same, signed and checked:", target: 0.33)
+        print(String(format: "checking signatures costs %.1f%% of W3's sync-now (target <= 5%%)", (bestSigned / bestSync - 1) * 100))
         print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)", peakMegabytes, settings.count))
     }
 

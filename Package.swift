@@ -91,7 +91,7 @@ let package = Package(
         .target(
             name: "FerryDaemon",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "FerryCLI",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -15,7 +15,7 @@ enum ReplicationWorkload {
     /// times (at most 3; a fresh B each time) and the best of each is compared,
     /// as W1 and W2 do: this machine's fsync times vary a lot from run to run.
     static func replicate(_ settings: Settings, model: ManagedObjectModel) throws {
-        let runs = min(max(settings.runs, 1), 3)
+        let runs = min(max(settings.runs, 1), 5)
         print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), then `ferry sync-now` on B over loopback HTTP; best of \(runs)")
         try announceFerryExecutable()
         // A store made before keys (its change sets unsigned: B takes them without a check) and one that

@@ -74,6 +74,20 @@ struct SignedChangeSetTests {
         #expect(!key.isValid(signature: signature, of: Data(signed.replacingOccurrences(of: "Ann", with: "Anne").utf8)))
     }
 
+    @Test("A large save (its signature begun beside the rows' writes, on the inserts' text) is signed exactly as in one step")
+    func largeSaveSignedInAdvance() throws {
+        let a = try Replica(model: Self.model)
+        for id in 0..<500 { try a.context.make("Person", ["id": Int64(id), "name": "P\(id)"]) }
+        try a.context.save()
+        let line = try #require(try a.store.changeSetLines(after: [:], limit: nil).first)
+        #expect(line.utf8.count > 20_000)
+        // Ed25519 signatures are deterministic: the same key over the same bytes gives the same line.
+        #expect(try SignedLines.signed(line, with: try #require(a.signingKey)) == line)
+        let b = try Replica(model: Self.model)
+        try Replica.trustEachOther([a, b])
+        #expect(try b.pull(from: a).applied == 1)
+    }
+
     @Test("A change set naming A's origin and next sequence number, signed with another key, is refused; A's genuine one applies afterwards", arguments: Replica.Kind.allCases)
     func forgedOrigin(kind: Replica.Kind) throws {
         let (a, b) = try pair(kind)

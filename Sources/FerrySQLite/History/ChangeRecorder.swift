@@ -71,7 +71,8 @@ struct ChangeRecorder {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
                 let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, insertsInto: &none)
-                try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, contextName: request.contextName, log: log)
+                try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, signatureBegun: written.signature,
+                                contextName: request.contextName, log: log)
                 return
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
@@ -225,6 +226,7 @@ struct ChangeRecorder {
     /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
     /// `compressedPrefix`, when given, has compressed the writer's text so far (see ``CompressedPrefix``).
     private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, compressedPrefix: CompressedPrefix? = nil,
+                             signatureBegun: (any PartialSignature)? = nil,
                              repairDeletes: [DeletedObject] = [], contextName: String?, log: HistoryLog) throws {
         guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
         let timestamp = try log.tick()
@@ -257,7 +259,7 @@ struct ChangeRecorder {
         }
         let body = try writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
                                           modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store },
-                                          signer: signer)
+                                          signer: signer, begun: signatureBegun)
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, compressedPrefix: compressedPrefix,
                        status: HistorySchema.applied)
         try log.noteRestores(of: entries.filter { $0.change.kind == .restore }.map(\.change.uri), by: store, sequence: sequence)

@@ -17,7 +17,7 @@ final class InsertTextInAdvance: Sendable {
     /// Saves with fewer inserts write their text in place (a thread costs more than it saves).
     static let minimumInserts = 64
 
-    private let result = Mutex<(writer: ChangeSetWriter, compressed: CompressedPrefix?)?>(nil)
+    private let result = Mutex<(writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts writing the inserts of `request` (with their allocated `insertedIDs`; `permanent`
@@ -25,7 +25,7 @@ final class InsertTextInAdvance: Sendable {
     /// (see the type's notes; `allLocal` says whether every object has its own URI, and is
     /// asked only when everything else qualifies).
     static func start(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
-                      layout: StoreLayout, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
+                      layout: StoreLayout, signer: (any ChangeSetSigner)?, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
         guard request.replay == nil, request.toManyChanges.isEmpty,
               insertedIDs.count >= minimumInserts, insertedIDs.count == request.inserts.count, try allLocal() else { return nil }
         let advance = InsertTextInAdvance()
@@ -33,7 +33,9 @@ final class InsertTextInAdvance: Sendable {
             let text = write(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout)
             // The text so far is the beginning of the body: compress it here too (a failure leaves it to the transaction).
             let compressed = text.flatMap { writer in writer.withBytesSoFar { try? CompressedPrefix($0) } }
-            advance.result.withLock { $0 = text.map { ($0, compressed) } }
+            // And begin its signature (the digest of the inserts), so the transaction hashes only the tail.
+            let signature = signer.flatMap { signer in text.map { writer in writer.withBytesSoFar { signer.beginSignature(over: $0) } } }
+            advance.result.withLock { $0 = text.map { ($0, compressed, signature) } }
             advance.done.signal()
         }
         thread.name = "ferry-record"
@@ -44,7 +46,7 @@ final class InsertTextInAdvance: Sendable {
     /// The inserts' text and, when long enough, its compressed form (the beginning of the
     /// stored body), waiting for the thread; nil when an insert could not be written without the
     /// store (the recorder then writes them itself). Call once.
-    func take() -> (writer: ChangeSetWriter, compressed: CompressedPrefix?)? {
+    func take() -> (writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)? {
         done.wait()
         return result.withLock { text in
             defer { text = nil }

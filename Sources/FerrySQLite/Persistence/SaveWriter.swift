@@ -25,7 +25,8 @@ struct SaveWriter {
             return id.isTemporaryID ? permanent[id] : id
         }
         // A large local save's change-set text is written on another thread while the rows are.
-        let insertText = try InsertTextInAdvance.start(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout) {
+        let signer: (any ChangeSetSigner)? = if case .key(let key) = signing { key } else { nil }
+        let insertText = try InsertTextInAdvance.start(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout, signer: signer) {
             try IdentityMap(db: db).isEmpty()
         }
 

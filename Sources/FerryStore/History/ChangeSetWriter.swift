@@ -195,13 +195,18 @@ package struct ChangeSetWriter {
     /// without making (and validating) a `String` of a large change set first. The envelope's keys
     /// after `changes` are appended to the buffer the changes are in.
     /// - Throws: ``SigningKeyError`` when the signature cannot be made.
+    /// `begun`, when given, is a signature by `signer` begun on the bytes written before (see
+    /// ``ChangeSetSigner/beginSignature(over:)``).
     package consuming func finishBytes(origin: UUID, sequence: Int64, timestamp: HybridTimestamp, contextName: String?,
                                        modelHash: String, dependencies: [UUID: Int64],
-                                       signer: (any ChangeSetSigner)? = nil) throws(SigningKeyError) -> [UInt8] {
+                                       signer: (any ChangeSetSigner)? = nil, begun: (any PartialSignature)? = nil) throws(SigningKeyError) -> [UInt8] {
         writeEnvelope(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
                       modelHash: modelHash, dependencies: dependencies)
         if let signer {
-            let signature = try line.withUnsafeBufferPointer { bytes throws(SigningKeyError) in try signer.rawSignature(of: bytes) }
+            let signature = try line.withUnsafeBufferPointer { bytes throws(SigningKeyError) in
+                if let begun, begun.prefixLength <= bytes.count { return try begun.finish(bytes) }
+                return try signer.rawSignature(of: bytes)
+            }
             line.append(contentsOf: ChangeSetSignature.marker)
             line.append(contentsOf: signature.base64EncodedData())
             raw("\"")

@@ -4,7 +4,8 @@ import Foundation
 ///
 /// A signed line is the canonical unsigned line with `,"sig":"BASE64"` before its closing brace
 /// (`sig` sorts after `seq`, the envelope's last key, so the line stays canonical). The signature
-/// covers every byte before `,"sig"`: the unsigned line without its closing brace — origin,
+/// (Ed25519 over the SHA-256 digest of the bytes it covers) covers every byte before `,"sig"`:
+/// the unsigned line without its closing brace — origin,
 /// sequence, clock, model, dependencies, author, context and every change. A line is forwarded
 /// exactly as it was received, so the signature travels with it through any number of stores.
 public enum ChangeSetSignature {

@@ -1,5 +1,8 @@
 import Foundation
 import Testing
+import FerryStore
+import FerrySigning
+import FerrySync
 @testable import FerryDaemon
 import FerryTestSupport
 
@@ -127,6 +130,43 @@ struct ConfigurationTests {
             #expect(message.hasPrefix("/srv/ferry/ferry.yaml: "), "\(text)")
             #expect(message.contains(expected), "\(text) → \(message)")
         }
+    }
+
+    @Test("The trust section: pinned keys, revocations, unknown origins and first use, each checked; the store's signing_key is a key of its own")
+    func trust() throws {
+        let key = StoreSigningKey().publicKey
+        let origin = UUID().uuidString
+        let base = "store:\n  path: s.sqlite\n  model: m.xcdatamodeld\n  signing_key: keys/s.key\nserver:\n  tokens_file: tokens\n"
+        let configuration = try parse(base + """
+            trust:
+              unknown_origins: accept
+              first_use: off
+              keys:
+                - origin: \(origin)
+                  key: \(key)
+                  from: 40
+              revoked:
+                - origin: \(origin)
+                  key: \(key)
+                  after: 2026-11-24T12:00:00Z
+            """)
+        #expect(configuration.store.signingKey == "/srv/ferry/keys/s.key")
+        #expect(configuration.trust.unknownOrigins == .accept && !configuration.trust.trustsPeersOnFirstUse)
+        #expect(configuration.trust.pinned == [OriginKey(origin: try #require(UUID(uuidString: origin)), publicKey: key, firstSequence: 40, source: .pinned)])
+        #expect(configuration.trust.revocations.map(\.after) == [HybridTimestamp.wall(try Date("2026-11-24T12:00:00Z", strategy: .iso8601))])
+        // Defaults: refuse unknown origins, trust configured peers on first use, nothing pinned.
+        let defaults = try parse(base)
+        #expect(defaults.trust == OriginTrust.Policy())
+        #expect(defaults.trust.unknownOrigins == .refuse && defaults.trust.trustsPeersOnFirstUse)
+        // Each mistake named.
+        #expect(error(base + "trust:\n  unknown_origins: maybe\n").contains("trust.unknown_origins must be refuse or accept"))
+        #expect(error(base + "trust:\n  first_use: always\n").contains("trust.first_use must be peers or off"))
+        #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n      key: nope\n").contains("trust.keys[0].key must be an Ed25519 public key"))
+        #expect(error(base + "trust:\n  keys:\n    - origin: nope\n      key: \(key)\n").contains("trust.keys[0].origin must be a store UUID"))
+        #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n").contains("missing key trust.keys[0].key"))
+        #expect(error(base + "trust:\n  revoked:\n    - origin: \(origin)\n      key: \(key)\n      after: yesterday\n").contains("trust.revoked[0].after must be an ISO 8601 time"))
+        #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n      key: \(key)\n      colour: red\n").contains("unknown key trust.keys[0].colour"))
+        #expect(error(base + "trust:\n  pinned: yes\n").contains("unknown key trust.pinned"))
     }
 
     @Test("The example configuration in config/ is valid")

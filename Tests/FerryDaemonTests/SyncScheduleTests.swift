@@ -36,10 +36,12 @@ struct SyncScheduleTests {
         defer { running.cancel() }
 
         /// The peer's status once it has failed `failures` times and the loop sleeps on the clock again
-        /// (waiting in real time, bounded generously: beside the whole suite, synchronous tests can keep
-        /// Swift's shared threads from the loop for many seconds; one full run took over 20 s).
+        /// (waiting in real time, bounded generously: beside the whole suite, synchronous tests keep
+        /// Swift's two shared threads from the loop for as long as they run — the randomised convergence
+        /// tests, some 160 s of one full run; twice the loop had done its round but not yet gone back to
+        /// sleep when a 120 s bound ran out). Alone it takes well under a second.
         func peer(afterFailures failures: Int) async throws -> StatusDocument.Peer {
-            let deadline = Date().addingTimeInterval(120)
+            let deadline = Date().addingTimeInterval(600)
             while Date() < deadline {
                 if let peer = await coordinator.status().peers.first, peer.consecutiveFailures == failures, clock.sleeperCount > 0 { return peer }
                 try await Task.sleep(for: .milliseconds(5))

@@ -72,6 +72,12 @@ struct TrustCommand: ParsableCommand {
         subcommands: [List.self, Add.self, Revoke.self]
     )
 
+    /// `--origin`'s store UUID.
+    static func storeIdentifier(_ text: String) throws -> UUID {
+        guard let origin = UUID(uuidString: text) else { throw CLIError("--origin must be a store UUID; found '\(text)'") }
+        return origin
+    }
+
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "Print the keys the store holds, one JSON line each.")
 
@@ -84,7 +90,7 @@ struct TrustCommand: ParsableCommand {
                                                    "from": .integer(key.firstSequence), "source": .string(key.source.rawValue)]
                 if key.origin == store.identifier { fields["own"] = .bool(true) }
                 if let revoked = key.revokedAfter {
-                    fields["revoked_after"] = .string(Date(timeIntervalSince1970: TimeInterval(revoked.milliseconds) / 1000).formatted(.iso8601))
+                    fields["revoked_after"] = .string(revoked.date.formatted(.iso8601))
                 }
                 print(JSONValue.sortedObject(fields).text)
             }
@@ -102,7 +108,7 @@ struct TrustCommand: ParsableCommand {
         @Option(help: "The first of its sequence numbers the key signs (earlier ones were recorded before it had a key).") var from: Int64 = 1
 
         func run() throws {
-            guard let originID = UUID(uuidString: origin) else { throw CLIError("--origin must be a store UUID; found '\(origin)'") }
+            let originID = try TrustCommand.storeIdentifier(origin)
             guard VerifyingKey(base64: key) != nil else { throw CLIError("--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)") }
             guard from >= 1 else { throw CLIError("--from must be a sequence number ≥ 1") }
             let store = try options.openSQLiteStore()
@@ -126,7 +132,7 @@ struct TrustCommand: ParsableCommand {
         @Option(help: "From when its signatures are refused: an ISO 8601 time, or now.") var after: String = "now"
 
         func run() throws {
-            guard let originID = UUID(uuidString: origin) else { throw CLIError("--origin must be a store UUID; found '\(origin)'") }
+            let originID = try TrustCommand.storeIdentifier(origin)
             let date: Date
             if after == "now" {
                 date = Date()

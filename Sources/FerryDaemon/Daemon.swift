@@ -119,7 +119,7 @@ public enum Daemon {
             ])
         }
         let trust = try OriginTrust(store: store, policy: configuration.trust)
-        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins, publicKey: key.publicKey,
+        let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins,
                                                trust: trust, observer: trustObserver(logger))
         let coordinator = SyncCoordinator(endpoint: endpoint, peers: settings.peers, batchSize: configuration.sync.batchSize,
                                           requestTimeout: configuration.sync.requestTimeout,

@@ -3,7 +3,6 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import FerryStore
-import FerrySigning
 import FerrySQLite
 import FerrySync
 import FerryServer
@@ -145,8 +144,7 @@ actor StoreOpening: SyncControl {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         do {
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
-            let key = try? StoreSigningKey(contentsOf: settings.configuration.store.signingKey)
-            return try ReplicationEndpoint(store: store, publicKey: key?.publicKey)
+            return try ReplicationEndpoint(store: store)
         } catch {
             logger.debug("no read-only view of the store either: \(error)")
             return nil

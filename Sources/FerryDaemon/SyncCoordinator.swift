@@ -79,19 +79,31 @@ public actor SyncCoordinator {
         let endpoint = self.endpoint
         let logger = self.logger
         let askers = peers.map { peer in
-            Task {
-                do {
-                    try endpoint.learnKeys(from: try await peer.sync.client.state(), peer: peer.name)
-                } catch {
-                    logger.debug("could not ask peer \(peer.name) for its keys: \(error)")
-                }
-            }
+            Task { _ = await Self.readKeys(of: peer.sync, into: endpoint, logger: logger) }
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { for asker in askers { await asker.value } }
             group.addTask { try? await Task.sleep(for: .seconds(5)) }
             await group.next()
             group.cancelAll()
+        }
+    }
+
+    /// Reads `peer`'s state and takes the keys it teaches; whether both worked.
+    private static func readKeys(of peer: PeerSync, into endpoint: ReplicationEndpoint, logger: Logger) async -> Bool {
+        let state: HistoryState
+        do {
+            state = try await peer.client.state()
+        } catch {
+            logger.debug("could not ask peer \(peer.name) for its keys: \(error)")
+            return false
+        }
+        do {
+            try endpoint.learnKeys(from: state, peer: peer.name)
+            return true
+        } catch {
+            logger.warning("could not record the keys of peer \(peer.name): \(error)")
+            return false
         }
     }
 
@@ -140,13 +152,8 @@ public actor SyncCoordinator {
             // The peer's keys, once per daemon life, before its change sets are checked: its own key
             // on first use, and rotations (later rotations are learned when a check needs them).
             if !peers[index].keysRead, endpoint.trust.policy.trustsPeersOnFirstUse,
-               let state = try? await peers[index].sync.client.state() {
-                do {
-                    try endpoint.learnKeys(from: state, peer: name)
-                    peers[index].keysRead = true
-                } catch {
-                    logger.warning("could not record the keys of peer \(name): \(error)")
-                }
+               await Self.readKeys(of: peers[index].sync, into: endpoint, logger: logger) {
+                peers[index].keysRead = true
             }
             // A push-only round (after a local commit) starts from the peer's vector as last seen;
             // a full round asks the peer, so a peer that went back is corrected on the interval.

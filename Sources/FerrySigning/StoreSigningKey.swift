@@ -7,13 +7,18 @@ import FerryStore
 /// by its owner only (mode 0600), as one line `ed25519 BASE64` (the 32-byte private key).
 public struct StoreSigningKey: ChangeSetSigner {
     private let privateKey: Curve25519.Signing.PrivateKey
-
     /// The public key, base64 (44 characters): what `ferry state` and `GET /v1/state` show.
-    public var publicKey: String { privateKey.publicKey.rawRepresentation.base64EncodedString() }
+    /// (Compared with the store's newest key at every save.)
+    public let publicKey: String
 
     /// A new random key (not yet written anywhere).
     public init() {
-        privateKey = Curve25519.Signing.PrivateKey()
+        self.init(Curve25519.Signing.PrivateKey())
+    }
+
+    private init(_ privateKey: Curve25519.Signing.PrivateKey) {
+        self.privateKey = privateKey
+        self.publicKey = privateKey.publicKey.rawRepresentation.base64EncodedString()
     }
 
     /// Where a store's key is kept unless the configuration says otherwise: beside the store file.
@@ -41,7 +46,7 @@ public struct StoreSigningKey: ChangeSetSigner {
               let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw) else {
             throw SigningKeyError("\(path): not a Ferry signing key (expected one line 'ed25519 BASE64')")
         }
-        privateKey = key
+        self.init(key)
     }
 
     /// Writes the key to a new file at `path`, readable and writable by its owner only.
@@ -72,20 +77,12 @@ public struct StoreSigningKey: ChangeSetSigner {
 
     /// The signature of `message`, base64.
     public func signature(of message: some DataProtocol) throws(SigningKeyError) -> String {
-        do {
-            return try privateKey.signature(for: Self.digest(message)).base64EncodedString()
-        } catch {
-            throw SigningKeyError("cannot sign: \(error)")
-        }
+        try Self.sign(Self.digest(message), with: privateKey).base64EncodedString()
     }
 
     /// The raw 64-byte signature of `message`.
     public func rawSignature(of message: UnsafeBufferPointer<UInt8>) throws(SigningKeyError) -> Data {
-        do {
-            return try privateKey.signature(for: Self.digest(UnsafeRawBufferPointer(message)))
-        } catch {
-            throw SigningKeyError("cannot sign: \(error)")
-        }
+        try Self.sign(Self.digest(UnsafeRawBufferPointer(message)), with: privateKey)
     }
 
     public func beginSignature(over prefix: UnsafeBufferPointer<UInt8>) -> any PartialSignature {
@@ -94,9 +91,7 @@ public struct StoreSigningKey: ChangeSetSigner {
 
     /// Whether `signature` (base64) is `publicKey`'s (base64) over `message`.
     public static func isValid(signature: String, of message: some DataProtocol, publicKey: String) -> Bool {
-        guard let raw = Data(base64Encoded: publicKey), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw),
-              let bytes = Data(base64Encoded: signature) else { return false }
-        return key.isValidSignature(bytes, for: digest(message))
+        VerifyingKey(base64: publicKey)?.isValid(signature: signature, of: message) ?? false
     }
 
     /// What Ferry's Ed25519 signatures sign: the SHA-256 digest of the message (32 bytes), not the
@@ -107,8 +102,13 @@ public struct StoreSigningKey: ChangeSetSigner {
         Data(SHA256.hash(data: message))
     }
 
-    static func digest(_ message: UnsafeRawBufferPointer) -> Data {
-        Data(SHA256.hash(data: message))
+    /// The signature of `digest` (what every signing path ends in).
+    static func sign(_ digest: Data, with key: Curve25519.Signing.PrivateKey) throws(SigningKeyError) -> Data {
+        do {
+            return try key.signature(for: digest)
+        } catch {
+            throw SigningKeyError("cannot sign: \(error)")
+        }
     }
 }
 
@@ -158,10 +158,6 @@ final class DigestInProgress: PartialSignature, @unchecked Sendable {
 
     func finish(_ message: UnsafeBufferPointer<UInt8>) throws(SigningKeyError) -> Data {
         hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: message[prefixLength...])))
-        do {
-            return try key.signature(for: Data(hasher.finalize()))
-        } catch {
-            throw SigningKeyError("cannot sign: \(error)")
-        }
+        return try StoreSigningKey.sign(Data(hasher.finalize()), with: key)
     }
 }

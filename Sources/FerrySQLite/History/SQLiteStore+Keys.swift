@@ -59,7 +59,7 @@ extension SQLiteStore {
                     }
                     throw StoreError.cannotOpen(path: path, reason: "the signing key given (public \(key.publicKey)) is not this store's (it signs with \(newest.publicKey)): put the store's key file back, or move the store to a new key with `ferry key rotate`")
                 }
-                let last = try Int64.fetchOne(db, sql: "SELECT Z_SEQ FROM Z_FERRY_VECTOR WHERE Z_ORIGIN = ?", arguments: [identifier.uuidString]) ?? 0
+                let last = try HistoryLog(db: db, store: identifier).lastSequence(of: identifier)
                 try record(OriginKey(origin: identifier, publicKey: key.publicKey, firstSequence: last + 1, source: .own), in: db)
                 return .key(key)
             }

@@ -22,11 +22,24 @@ public enum ChangeSetCodec {
     /// whitespace, empty parts left out. Written straight to bytes (saves record
     /// a change set each, so this is on the hot path).
     public static func encode(_ changeSet: ChangeSet) -> String {
+        writer(writing: changeSet).finish(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                                          contextName: changeSet.contextName, modelHash: changeSet.modelHash,
+                                          dependencies: changeSet.dependencies, signature: changeSet.signature)
+    }
+
+    /// ``encode(_:)`` signed with `signer` (in place of any signature `changeSet` carries).
+    package static func encode(_ changeSet: ChangeSet, signedWith signer: any ChangeSetSigner) throws(SigningKeyError) -> String {
+        String(decoding: try writer(writing: changeSet).finishBytes(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
+                                                                    contextName: changeSet.contextName, modelHash: changeSet.modelHash,
+                                                                    dependencies: changeSet.dependencies, signer: signer),
+               as: UTF8.self)
+    }
+
+    /// A writer holding `changeSet`'s changes.
+    private static func writer(writing changeSet: ChangeSet) -> ChangeSetWriter {
         var writer = ChangeSetWriter(author: changeSet.author)
         for change in changeSet.changes { writer.append(change) }
-        return writer.finish(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
-                             contextName: changeSet.contextName, modelHash: changeSet.modelHash,
-                             dependencies: changeSet.dependencies, signature: changeSet.signature)
+        return writer
     }
 
     /// A version vector as JSON: `{"UUID": seq, …}`.

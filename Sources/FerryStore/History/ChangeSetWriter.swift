@@ -182,12 +182,7 @@ package struct ChangeSetWriter {
                                   modelHash: String, dependencies: [UUID: Int64], signature: String? = nil) -> String {
         writeEnvelope(origin: origin, sequence: sequence, timestamp: timestamp, contextName: contextName,
                       modelHash: modelHash, dependencies: dependencies)
-        if let signature {
-            line.append(contentsOf: ChangeSetSignature.marker)
-            raw(signature)
-            raw("\"")
-        }
-        raw("}")
+        close(signature: signature.map { Array($0.utf8) })
         return String(decoding: line, as: UTF8.self)
     }
 
@@ -207,12 +202,21 @@ package struct ChangeSetWriter {
                 if let begun, begun.prefixLength <= bytes.count { return try begun.finish(bytes) }
                 return try signer.rawSignature(of: bytes)
             }
-            line.append(contentsOf: ChangeSetSignature.marker)
-            line.append(contentsOf: signature.base64EncodedData())
-            raw("\"")
+            close(signature: Array(signature.base64EncodedData()))
+        } else {
+            close(signature: nil)
         }
-        raw("}")
         return line
+    }
+
+    /// Ends the line: the signature member (its base64 bytes) when there is one, and the closing brace.
+    private mutating func close(signature: [UInt8]?) {
+        if let signature {
+            line.append(contentsOf: ChangeSetSignature.marker)
+            line.append(contentsOf: signature)
+            line.append(UInt8(ascii: "\""))
+        }
+        line.append(UInt8(ascii: "}"))
     }
 
     /// The envelope after the changes, up to the sequence number (the line without its closing brace).

@@ -13,7 +13,7 @@ public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
     case pastHorizon(origin: UUID, needed: Int64, horizon: HybridTimestamp)
 
     private static func date(_ timestamp: HybridTimestamp) -> String {
-        Date(timeIntervalSince1970: TimeInterval(timestamp.milliseconds) / 1000).formatted(.iso8601)
+        timestamp.date.formatted(.iso8601)
     }
 
     public var description: String {

@@ -58,7 +58,10 @@ public struct HybridTimestamp: Sendable, Hashable, Comparable, CustomStringConve
 
     public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// The wall-clock time of the timestamp (its milliseconds).
+    public var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
     public var description: String {
-        "\(ISO8601.format(Date(timeIntervalSince1970: Double(milliseconds) / 1000)))+\(counter)"
+        "\(ISO8601.format(date))+\(counter)"
     }
 }

@@ -340,13 +340,8 @@ struct InMemoryHistory: Sendable {
     /// The change set's line, signed when the store has a key. (Signing with a valid Ed25519 key
     /// does not fail; were it to, the line stays unsigned, and peers refuse it visibly.)
     private func signedLine(_ changeSet: ChangeSet) -> String {
-        guard let signer else { return ChangeSetCodec.encode(changeSet) }
-        var writer = ChangeSetWriter(author: changeSet.author)
-        for change in changeSet.changes { writer.append(change) }
-        guard let bytes = try? writer.finishBytes(origin: changeSet.origin, sequence: changeSet.sequence, timestamp: changeSet.timestamp,
-                                                  contextName: changeSet.contextName, modelHash: changeSet.modelHash,
-                                                  dependencies: changeSet.dependencies, signer: signer) else { return ChangeSetCodec.encode(changeSet) }
-        return String(decoding: bytes, as: UTF8.self)
+        guard let signer, let line = try? ChangeSetCodec.encode(changeSet, signedWith: signer) else { return ChangeSetCodec.encode(changeSet) }
+        return line
     }
 
     /// Appends `changes` (and deletes of objects that never reached the store) as a new

@@ -1,7 +1,6 @@
 import Foundation
 import Synchronization
 import FerryStore
-import FerrySigning
 import NIOPosix
 
 /// One store's side of replication: what peers read from it and what they
@@ -18,8 +17,6 @@ public actor ReplicationEndpoint {
     /// The version hash of the store's model (readable without waiting for the actor).
     public nonisolated let modelVersionHash: String
     private let engine: ReplayEngine
-    /// The store's public signing key (``StoreSigningKey/publicKey``), shown in its state; nil when not loaded.
-    public nonisolated let publicKey: String?
 
     /// Which origins' change sets the store takes (docs/SYNC.md, "Signed change sets").
     public nonisolated let trust: OriginTrust
@@ -30,10 +27,9 @@ public actor ReplicationEndpoint {
 
     /// An endpoint for `store`, taking change sets as `trust` allows (without one: checked against
     /// the keys the store holds, other origins taken; ``OriginTrust/Policy/storeKeysOnly``).
-    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000, publicKey: String? = nil, trust: OriginTrust? = nil,
+    public init(store: any ReplicaStore, maximumOrigins: Int = 10_000, trust: OriginTrust? = nil,
                 observer: TrustObserver = TrustObserver()) throws {
         self.store = store
-        self.publicKey = publicKey
         self.storeIdentifier = store.identifier
         self.modelVersionHash = store.modelVersionHash
         let trust = try trust ?? OriginTrust(store: store)
@@ -61,11 +57,12 @@ public actor ReplicationEndpoint {
         store.commits()
     }
 
-    /// The store's UUID, model hash, version vector, public key, and the keys it holds for every origin.
+    /// The store's UUID, model hash, version vector, public key (its newest own key), and the keys
+    /// it holds for every origin.
     public func state() throws -> HistoryState {
         var state = try store.historyState()
         let keys = try store.originKeys()
-        state.publicKey = publicKey ?? keys.last(where: { $0.origin == storeIdentifier })?.publicKey
+        state.publicKey = keys.last(where: { $0.origin == storeIdentifier })?.publicKey
         state.keys = keys.map(PublishedKey.init)
         return state
     }

@@ -59,13 +59,9 @@ public struct ChangeSetVerifier: Sendable {
             }
             if let revoked = signer.revokedAfter, timestamp >= revoked {
                 return TrustRefusal(.revokedKey, origin: origin, sequence: sequence, detail:
-                    "it is signed with key \(signer.key.base64), revoked from \(Self.date(revoked)) on, and made at \(Self.date(timestamp))")
+                    "it is signed with key \(signer.key.base64), revoked from \(revoked.date.formatted(.iso8601)) on, and made at \(timestamp.date.formatted(.iso8601))")
             }
             return nil
         }
-    }
-
-    static func date(_ timestamp: HybridTimestamp) -> String {
-        Date(timeIntervalSince1970: TimeInterval(timestamp.milliseconds) / 1000).formatted(.iso8601)
     }
 }

@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "FerrySync", targets: ["FerrySync"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryDaemon", targets: ["FerryDaemon"]),
+        .library(name: "FerryRelay", targets: ["FerryRelay"]),
         .executable(name: "ferry", targets: ["ferry"]),
     ],
     dependencies: [
@@ -38,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // Ed25519 signing keys of stores (issue 23). Already in the graph through swift-certificates.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // The relay's change sets live in PostgreSQL (issue 24): its client, pool and LISTEN/NOTIFY.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .target(name: "FerryModel"),
@@ -107,12 +110,30 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // `ferry relay`: the replication API over change sets kept in PostgreSQL, for fleets (docs/FLEET.md).
+        // It never opens a store: it checks signatures (FerrySync's verifier) and stores lines as they are.
+        .target(
+            name: "FerryRelay",
+            dependencies: [
+                "FerryStore", "FerrySigning", "FerrySync", "FerryServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         // Command implementations live in a library so the tests can reach their
         // helpers; the `ferry` executable is only `@main`.
         .target(
             name: "FerryCLI",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon", "FerryRelay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

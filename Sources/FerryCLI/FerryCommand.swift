@@ -14,7 +14,7 @@ public struct FerryCommand: AsyncParsableCommand {
             """,
         subcommands: [ModelCommand.self, InitCommand.self, SnapshotCommand.self, PutCommand.self, DumpCommand.self, QueryCommand.self, OriginsCommand.self,
                       StateCommand.self, HistoryCommand.self, ApplyCommand.self, ConflictsCommand.self, KeyCommand.self, TrustCommand.self,
-                      RunCommand.self, SyncNowCommand.self, StatusCommand.self]
+                      RunCommand.self, SyncNowCommand.self, StatusCommand.self, RelayCommand.self]
     )
 
     /// Creates the command (argument parsing fills it in).

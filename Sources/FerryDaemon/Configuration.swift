@@ -63,8 +63,11 @@ public struct Configuration: Sendable, Equatable {
     public struct Peer: Sendable, Equatable {
         /// A short name for logs, `ferry status` and `sync-now --peer`.
         public var name: String
-        /// The peer's base URL, e.g. `http://10.0.0.2:7400`.
-        public var url: URL
+        /// The peer's base URL, e.g. `http://10.0.0.2:7400`: the first of ``urls``.
+        public var url: URL { urls[0] }
+        /// Every URL the peer is reached at (`url`, or the `urls` list: relays sharing one database,
+        /// docs/FLEET.md), tried in order: a URL that cannot be reached hands over to the next.
+        public var urls: [URL]
         /// The file holding the token this store presents to the peer.
         public var tokenFile: String
         /// A PEM file of the CA(s) the peer's HTTPS certificate must chain up to, in place of
@@ -138,7 +141,7 @@ extension Configuration {
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins", "bootstrap"],
-        "peer": ["name", "url", "token_file", "ca_file"],
+        "peer": ["name", "url", "urls", "token_file", "ca_file"],
         "history": ["purge_interval", "retention", "tombstone_horizon"],
         "trust": ["unknown_origins", "first_use", "keys", "revoked"],
         "trust.keys": ["origin", "key", "from"],
@@ -192,9 +195,10 @@ extension Configuration {
         struct PeerEntry: Decodable {
             var name: String?
             var url: String?
+            var urls: [String]?
             var tokenFile: String?
             var caFile: String?
-            enum CodingKeys: String, CodingKey { case name, url, tokenFile = "token_file", caFile = "ca_file" }
+            enum CodingKeys: String, CodingKey { case name, url, urls, tokenFile = "token_file", caFile = "ca_file" }
         }
         /// The trust section: scalars, and the `keys` and `revoked` lists.
         struct TrustSection: Decodable {
@@ -285,21 +289,35 @@ extension Configuration {
         for (index, entry) in (document.peers ?? []).enumerated() {
             let place = "peers[\(index)]"
             guard let name = entry.name, !name.isEmpty else { throw fail("missing key \(place).name") }
-            guard let urlText = entry.url else { throw fail("missing key \(place).url") }
-            guard let url = URL(string: urlText), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw fail("\(place).url must be an http:// or https:// URL with a host; found '\(urlText)'")
+            let urlTexts: [String]
+            switch (entry.url, entry.urls) {
+            case (let one?, nil): urlTexts = [one]
+            case (nil, let several?):
+                guard !several.isEmpty else { throw fail("\(place).urls is empty; list the peer's URLs (relays sharing one database), or give one url") }
+                urlTexts = several
+            case (nil, nil): throw fail("missing key \(place).url (or urls, a list of relays sharing one database)")
+            case (_?, _?): throw fail("\(place) has both url and urls; give one url, or list every URL under urls")
+            }
+            var urls: [URL] = []
+            for (number, urlText) in urlTexts.enumerated() {
+                let key = entry.urls == nil ? "\(place).url" : "\(place).urls[\(number)]"
+                guard let url = URL(string: urlText), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                    throw fail("\(key) must be an http:// or https:// URL with a host; found '\(urlText)'")
+                }
+                guard !urls.contains(url) else { throw fail("\(key) lists '\(urlText)' twice") }
+                urls.append(url)
             }
             guard let tokenFile = entry.tokenFile, !tokenFile.isEmpty else { throw fail("missing key \(place).token_file") }
             var caFile: String?
             if let file = entry.caFile {
                 guard !file.isEmpty else { throw fail("\(place).ca_file is empty; name the peer's CA certificate file, or remove the key to use the system trust store") }
-                guard url.scheme == "https" else {
-                    throw fail("\(place).ca_file is only for https:// peers; \(place).url is '\(urlText)'")
+                if let plain = urls.first(where: { $0.scheme != "https" }) {
+                    throw fail("\(place).ca_file is only for https:// peers; \(place) is reached at '\(plain.absoluteString)'")
                 }
                 caFile = resolve(file)
             }
             guard !peers.contains(where: { $0.name == name }) else { throw fail("two peers are named '\(name)'; names must differ") }
-            peers.append(Peer(name: name, url: url, tokenFile: resolve(tokenFile), caFile: caFile))
+            peers.append(Peer(name: name, urls: urls, tokenFile: resolve(tokenFile), caFile: caFile))
         }
 
         var tls: TLS?

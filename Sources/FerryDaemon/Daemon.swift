@@ -41,7 +41,7 @@ public enum Daemon {
         /// The other versions of its bundle: a store made with one of them migrates to `model`.
         let earlierModels: [ManagedObjectModel]
         let tokens: AccessTokens
-        let peers: [(name: String, url: URL, token: String, trust: PeerTrust)]
+        let peers: [(name: String, urls: [URL], token: String, trust: PeerTrust)]
         /// Where a peer's 410 goes when the daemon bootstraps by itself (`sync.bootstrap`).
         var bootstrap: BootstrapRequest?
     }
@@ -70,7 +70,7 @@ public enum Daemon {
         } catch {
             throw DaemonError(description: "server.tokens_file: \(error)")
         }
-        var peers: [(name: String, url: URL, token: String, trust: PeerTrust)] = []
+        var peers: [(name: String, urls: [URL], token: String, trust: PeerTrust)] = []
         for peer in configuration.peers {
             let token: String
             do {
@@ -88,7 +88,7 @@ public enum Daemon {
                     throw DaemonError(description: "peer \(peer.name): ca_file: \(error)")
                 }
             }
-            peers.append((peer.name, peer.url, token, trust))
+            peers.append((peer.name, peer.urls, token, trust))
         }
         return Settings(configuration: configuration, model: versions.current, earlierModels: versions.earlier, tokens: tokens, peers: peers)
     }

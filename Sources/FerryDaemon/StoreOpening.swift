@@ -93,7 +93,9 @@ actor StoreOpening: SyncControl {
         let problem = StatusDocument.StoreProblem(message: unavailability?.description ?? "the store is not open yet",
                                                   since: since, readOnlyView: readOnlyView != nil)
         return StatusDocument(storeError: problem, peers: settings.peers.map { peer in
-            StatusDocument.Peer(name: peer.name, url: peer.url.absoluteString, state: "waiting for the store")
+            var status = StatusDocument.Peer(name: peer.name, url: peer.urls[0].absoluteString, state: "waiting for the store")
+            if peer.urls.count > 1 { status.urls = peer.urls.map(\.absoluteString) }
+            return status
         })
     }
 

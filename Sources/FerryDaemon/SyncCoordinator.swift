@@ -15,8 +15,9 @@ public actor SyncCoordinator {
 
     struct PeerRecord {
         let name: String
-        let url: URL
         let sync: PeerSync
+        /// Whether the peer is a relay, as its state last said (nil until asked): relays are long-polled.
+        var isRelay: Bool?
         /// Idle, syncing or backing off; last attempt, success and error.
         var session: PeerSession
         var toPull: Int64?
@@ -44,6 +45,8 @@ public actor SyncCoordinator {
     private let logger: Logger
     /// The time rounds and backoffs are reckoned in; the sync loop's schedule reads it too.
     nonisolated let clock: any SyncClock
+    /// How long a request to a peer may go without data (a long poll of a relay waits less).
+    nonisolated let requestTimeout: TimeInterval
     private var random = SystemRandomNumberGenerator()
 
     /// A coordinator for `peers` (name, URL, token, how its certificate is checked) over
@@ -51,6 +54,17 @@ public actor SyncCoordinator {
     /// `ManualClock`). Requests go over HTTP, or through `transport` when one is given (tests
     /// pass an `InMemoryTransport`).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
+                            requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
+                            clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
+                            onGone: GoneHandler? = nil) {
+        self.init(endpoint: endpoint, peers: peers.map { (name: $0.name, urls: [$0.url], token: $0.token, trust: $0.trust) },
+                  batchSize: batchSize, requestTimeout: requestTimeout, retries: retries, logger: logger, clock: clock,
+                  transport: transport, onGone: onGone)
+    }
+
+    /// A coordinator for `peers`, each reached at any of its `urls` (relays sharing one database:
+    /// requests fail over from one to the next; ``PeerClient``); otherwise as the initializer above.
+    public init(endpoint: ReplicationEndpoint, peers: [(name: String, urls: [URL], token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
                 clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
                 onGone: GoneHandler? = nil) {
@@ -58,11 +72,12 @@ public actor SyncCoordinator {
         self.onGone = onGone
         self.logger = logger
         self.clock = clock
+        self.requestTimeout = requestTimeout
         self.peers = peers.map { peer in
-            PeerRecord(name: peer.name, url: peer.url,
+            PeerRecord(name: peer.name,
                        sync: PeerSync(name: peer.name, endpoint: endpoint,
-                                      client: transport.map { PeerClient(baseURL: peer.url, token: peer.token, transport: $0) }
-                                          ?? PeerClient(baseURL: peer.url, token: peer.token, timeout: requestTimeout, trust: peer.trust),
+                                      client: transport.map { PeerClient(baseURLs: peer.urls, token: peer.token, transport: $0) }
+                                          ?? PeerClient(baseURLs: peer.urls, token: peer.token, timeout: requestTimeout, trust: peer.trust),
                                       batchSize: batchSize),
                        session: PeerSession(retries: retries))
         }
@@ -89,22 +104,27 @@ public actor SyncCoordinator {
         }
     }
 
-    /// Reads `peer`'s state and takes the keys it teaches; whether both worked.
-    private static func readKeys(of peer: PeerSync, into endpoint: ReplicationEndpoint, logger: Logger) async -> Bool {
+    /// Reads `peer`'s state and takes the keys it teaches; the state when both worked.
+    private static func readKeys(of peer: PeerSync, into endpoint: ReplicationEndpoint, logger: Logger) async -> HistoryState? {
         let state: HistoryState
         do {
             state = try await peer.client.state()
         } catch {
             logger.debug("could not ask peer \(peer.name) for its keys: \(error)")
-            return false
+            return nil
         }
         do {
             try endpoint.learnKeys(from: state, peer: peer.name)
-            return true
+            return state
         } catch {
             logger.warning("could not record the keys of peer \(peer.name): \(error)")
-            return false
+            return nil
         }
+    }
+
+    /// The peers known to be relays, with their clients: what the sync loop long-polls.
+    func relays() -> [(name: String, client: PeerClient)] {
+        peers.filter { $0.isRelay == true }.map { ($0.name, $0.sync.client) }
     }
 
     /// One round with `peer` (all peers when nil), after any round already running.
@@ -152,13 +172,15 @@ public actor SyncCoordinator {
             // The peer's keys, once per daemon life, before its change sets are checked: its own key
             // on first use, and rotations (later rotations are learned when a check needs them).
             if !peers[index].keysRead, endpoint.trust.policy.trustsPeersOnFirstUse,
-               await Self.readKeys(of: peers[index].sync, into: endpoint, logger: logger) {
+               let state = await Self.readKeys(of: peers[index].sync, into: endpoint, logger: logger) {
                 peers[index].keysRead = true
+                peers[index].isRelay = state.isRelay
             }
             // A push-only round (after a local commit) starts from the peer's vector as last seen;
             // a full round asks the peer, so a peer that went back is corrected on the interval.
             let known = pull ? nil : peers[index].known
             let result = await peers[index].sync.run(pull: pull, push: push, known: known, progress: progress)
+            if let isRelay = result.peerIsRelay { peers[index].isRelay = isRelay }
             if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
                 peers[index].known = (store, vector)
             } else if result.error != nil {
@@ -185,7 +207,7 @@ public actor SyncCoordinator {
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
                 if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
             } else {
-                if let model = result.peerModel {
+                if let model = result.peerModel, !model.isEmpty {
                     if let previous = peers[index].model, previous != model {
                         Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", previous)]).record(0)
                     }
@@ -275,7 +297,10 @@ public actor SyncCoordinator {
     public func status() async -> StatusDocument {
         let time = clock.now()
         var document = StatusDocument(store: endpoint.storeIdentifier, model: endpoint.modelVersionHash, peers: peers.map { peer in
-            var status = StatusDocument.Peer(name: peer.name, url: peer.url.absoluteString, state: peer.session.phase(at: time).name)
+            let client = peer.sync.client
+            var status = StatusDocument.Peer(name: peer.name, url: client.baseURL.absoluteString, state: peer.session.phase(at: time).name)
+            if client.baseURLs.count > 1 { status.urls = client.baseURLs.map(\.absoluteString) }
+            status.relay = peer.isRelay
             status.lastAttempt = peer.session.lastAttempt
             status.lastSuccess = peer.session.lastSuccess
             status.lastError = peer.session.lastError?.description

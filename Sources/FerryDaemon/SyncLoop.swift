@@ -96,6 +96,7 @@ struct SyncLoop: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await pullOnSchedule(coordinator, heartbeat) }
             group.addTask { try await pushOnCommits(commits, coordinator, heartbeat) }
+            group.addTask { try await followRelays(coordinator, endpoint) }
             if history.purgeInterval > 0 {
                 group.addTask { try await purgeOnSchedule(coordinator) }
             }
@@ -135,6 +136,54 @@ struct SyncLoop: Service {
             await coordinator.purge(retention: history.retention, horizon: history.tombstoneHorizon)
         }
     }
+
+    /// Long-polls every peer that is a relay (known once a round has read its state): a pull round
+    /// with it as soon as it holds change sets this store lacks, so that a save anywhere in a fleet
+    /// reaches this store without waiting for the pull interval (docs/FLEET.md).
+    private func followRelays(_ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint) async throws {
+        var following: Set<String> = []
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            while !Task.isCancelled {
+                for relay in await coordinator.relays() where following.insert(relay.name).inserted {
+                    logger.info("following relay \(relay.name): new change sets there are pulled as they arrive")
+                    group.addTask { try await follow(relay.name, relay.client, coordinator, endpoint) }
+                }
+                // (Real time, not the coordinator's clock: tests that step a manual clock count its sleepers.)
+                try await Task.sleep(for: .seconds(Self.longestNap))
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// One relay's long poll: waits at the relay for change sets this store's vector lacks, then
+    /// pulls them in a round. A round that took nothing in (change sets held here: another model
+    /// version, a missing predecessor) waits for the pull interval before asking again, and a failed
+    /// poll for a second, so that neither spins; the pull schedule and the backoffs stay as they are.
+    private func follow(_ name: String, _ client: PeerClient, _ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint) async throws {
+        // Below the request timeout, so that a quiet relay's answer is never taken for a dead one.
+        let wait = max(0.5, min(Self.relayWait, coordinator.requestTimeout / 2))
+        while !Task.isCancelled {
+            var pause: TimeInterval = 0
+            do {
+                let vector = try await endpoint.state().vector
+                let lines = try await client.waitForChangeSets(after: vector, limit: 1, wait: wait, store: endpoint.storeIdentifier)
+                if !lines.isEmpty {
+                    let results = await coordinator.round(peer: name, push: false)
+                    if results.allSatisfy({ $0.error == nil && $0.pulled.applied + $0.pulled.quarantined == 0 }) { pause = pullInterval }
+                    if results.contains(where: { $0.error != nil }) { pause = 1 }
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.debug("long poll of relay \(name) failed: \(error)")
+                pause = 1
+            }
+            if pause > 0 { try await Task.sleep(for: .seconds(pause)) }
+        }
+    }
+
+    /// How long a long poll waits at a relay for new change sets (less when the request timeout is short).
+    static let relayWait: TimeInterval = 20
 
     /// After each commit to the store, a push round with every peer not in backoff (a down
     /// peer is retried on its own schedule). The round reads what each peer lacks itself, so

@@ -3,11 +3,15 @@ import Hummingbird
 /// Checks `Authorization: Bearer TOKEN` against the tokens file and puts the
 /// token's grant in the request context; a missing or unknown token is 401
 /// without detail (``APIError/unauthorized``).
-struct BearerAuthentication: RouterMiddleware {
-    typealias Context = FerryRequestContext
-    let tokens: AccessTokens
+package struct BearerAuthentication: RouterMiddleware {
+    package typealias Context = FerryRequestContext
+    package let tokens: AccessTokens
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package init(tokens: AccessTokens) {
+        self.tokens = tokens
+    }
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
               let grant = tokens.grant(of: String(header.dropFirst("Bearer ".count))) else {
             throw APIError.unauthorized

@@ -150,7 +150,7 @@ public struct FerryAPI: Sendable {
         }
     }
 
-    static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+    package static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 }

@@ -16,7 +16,7 @@ public struct FerryRequestContext: RequestContext {
     }
 
     /// Throws ``APIError/forbidden(_:)`` unless the caller's token allows `permission`.
-    func require(_ permission: AccessTokens.Permission) throws(APIError) {
+    package func require(_ permission: AccessTokens.Permission) throws(APIError) {
         guard let role, role.allows(permission) else {
             let what = switch permission {
             case .pull: "pull change sets or snapshots"

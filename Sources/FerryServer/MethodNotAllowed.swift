@@ -3,11 +3,15 @@ import Hummingbird
 /// Answers 405 Method Not Allowed, with an `Allow` header, when a request names
 /// one of the API's paths with a method that path does not take (the router
 /// alone would say 404, as if the path did not exist).
-struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
+package struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Path → the methods it takes.
     let allowed: [String: [HTTPRequest.Method]]
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package init(allowed: [String: [HTTPRequest.Method]]) {
+        self.allowed = allowed
+    }
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path
         if let methods = allowed[path], !methods.contains(request.method), !(request.method == .head && methods.contains(.get)) {
             let list = methods.map(\.rawValue).joined(separator: ", ")

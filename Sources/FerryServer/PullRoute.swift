@@ -12,10 +12,10 @@ import FerrySync
 /// Peers pull with POST: a vector grows with every origin a fleet has seen, and in a
 /// URL it once outgrew what the HTTP parser takes (about 80 KiB), which stopped every
 /// pull between any two peers.
-struct PullRoute: Sendable {
+package struct PullRoute: Sendable {
     let gate: StoreGate
     /// Largest body of a POST pull (a vector of about 20,000 origins).
-    static let maximumRequestBytes = 1 << 20
+    package static let maximumRequestBytes = 1 << 20
 
     /// What a POST pull asks for: both members may be left out, but neither may be null.
     struct Query: Decodable {
@@ -32,7 +32,7 @@ struct PullRoute: Sendable {
     }
 
     /// Most change sets one pull request may ask for.
-    static let maximumLimit = 10_000
+    package static let maximumLimit = 10_000
     /// Most change sets read from the store per streamed chunk.
     static let pageSize = 16
     /// Change sets in an answer's first chunk; later chunks are sized from the bytes
@@ -44,12 +44,12 @@ struct PullRoute: Sendable {
     /// the caller checks the next answer while it applies this one: only the first
     /// answer of a catch-up is waited for, so the smaller it is the sooner replay starts
     /// (at 4 MiB, a third of W3's catch-up of 100,000 objects went to waiting for it).
-    static let answerBytes = 1 << 20
+    package static let answerBytes = 1 << 20
 
     /// zlib's fastest level for pull answers: change sets (long runs of repeated URIs) still
     /// shrink about 15× (17× at the default level), in half the CPU time (0.11 s instead of
     /// 0.21 s per 22 MB), which on a catch-up is time the serving peer's store work could use.
-    static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
+    package static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
 
     /// The answer to a GET pull (vector and limit in the query).
     func answer(_ request: Request) async throws -> Response {
@@ -150,7 +150,7 @@ struct PullRoute: Sendable {
     }
 
     /// Whether the caller takes gzip (`Accept-Encoding: gzip`, not `gzip;q=0`).
-    static func acceptsGzip(_ request: Request) -> Bool {
+    package static func acceptsGzip(_ request: Request) -> Bool {
         let header = request.headers[.acceptEncoding] ?? ""
         return header.split(separator: ",").contains { part in
             let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }

@@ -24,37 +24,10 @@ struct PushRoute: Sendable {
             throw APIError.busy("this daemon holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
         defer { bodySlots.give() }
-        var request = request
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.collectBody(upTo: maxBodyBytes)
-        } catch {
-            throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
-        }
-        var body = buffer
-        switch request.headers[.contentEncoding]?.lowercased() {
-        case nil, "identity":
-            break
-        case "gzip":
-            do {
-                body = try body.decompress(with: .gzip(), maxSize: maxBodyBytes)
-                // (The library may stop a little past maxSize; the limit is checked here too.)
-                guard body.readableBytes <= maxBodyBytes else { throw CompressNIOError.bufferOverflow }
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                throw APIError.contentTooLarge("the request body unpacks to more than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
-            } catch {
-                throw APIError.badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
-            }
-        case let other?:
-            throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
-        }
-        let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
-        guard !lines.isEmpty else {
-            throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
-        }
+        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes)
         if let allowedOrigins {
             do {
-                try Self.check(lines, pushableBy: allowedOrigins)
+                try PushBodies.check(lines, pushableBy: allowedOrigins)
             } catch {
                 // Counted and logged without the body (or the token): the message names the line and origin only.
                 Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
@@ -87,12 +60,48 @@ struct PushRoute: Sendable {
     }
 }
 
-extension PushRoute {
+/// What a push's body holds, read the same way by a daemon's push route and a relay's.
+package enum PushBodies {
+    /// The change-set lines of a push's body: read within `maxBodyBytes` (413 past it), unpacked when
+    /// it says `Content-Encoding: gzip` (within the same bound; 415 for other encodings), split into
+    /// lines (400 when there are none). Shared with the relay's push route.
+    package static func lines(of request: Request, maxBodyBytes: Int) async throws(APIError) -> [String] {
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: maxBodyBytes)
+        } catch {
+            throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+        }
+        var body = buffer
+        switch request.headers[.contentEncoding]?.lowercased() {
+        case nil, "identity":
+            break
+        case "gzip":
+            do {
+                body = try body.decompress(with: .gzip(), maxSize: maxBodyBytes)
+                // (The library may stop a little past maxSize; the limit is checked here too.)
+                guard body.readableBytes <= maxBodyBytes else { throw CompressNIOError.bufferOverflow }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                throw APIError.contentTooLarge("the request body unpacks to more than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+            } catch {
+                throw APIError.badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
+            }
+        case let other?:
+            throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
+        }
+        let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+        guard !lines.isEmpty else {
+            throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
+        }
+        return lines
+    }
+
     /// Refuses the whole push (403, nothing applied) when a line is a change set of an origin the
     /// token may not push for; a line whose origin cannot be read is left to the replay's checks.
     /// The origin is read with the parser the replay's decoder reads it with (`JSONValue`), so that
     /// a line cannot show this check one origin and the replay another (duplicate keys, UUID spellings).
-    static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
+    package static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
         for (index, line) in lines.enumerated() {
             guard let text = (try? JSONValue.parse(line))?["origin"]?.stringValue, let origin = ObjectURIComponents.uuid(text) else { continue }
             guard origins.contains(origin) else {
@@ -104,16 +113,16 @@ extension PushRoute {
 }
 
 /// A count of what is in use out of a fixed capacity, taken and given back without waiting.
-final class BodySlots: Sendable {
-    let capacity: Int
+package final class BodySlots: Sendable {
+    package let capacity: Int
     private let used = Atomic<Int>(0)
 
-    init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
     /// Takes a slot; false (nothing taken) when all are in use.
-    func take() -> Bool {
+    package func take() -> Bool {
         var current = used.load(ordering: .relaxed)
         while current < capacity {
             let (exchanged, original) = used.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
@@ -124,7 +133,7 @@ final class BodySlots: Sendable {
     }
 
     /// Gives a taken slot back.
-    func give() {
+    package func give() {
         used.subtract(1, ordering: .acquiringAndReleasing)
     }
 }

@@ -22,7 +22,7 @@ public final class DaemonPeer: @unchecked Sendable {
     /// The port it listens on (fixed after the first start, so peers can name it).
     public private(set) var port: Int
     private var process: Process?
-    private var peers: [(name: String, url: String, token: String, caFile: String?)] = []
+    private var peers: [(name: String, urls: [String], token: String, caFile: String?)] = []
     /// Keys pinned in the configuration's `trust.keys` (``pin(_:)``).
     private var pinned: [(origin: String, key: String)] = []
     /// Scalar keys of the configuration's `trust` section (`unknown_origins`, `first_use`); written at the next configuration change.
@@ -115,7 +115,14 @@ public final class DaemonPeer: @unchecked Sendable {
     /// at `url` when given (a ``FaultProxy`` in front of it) or directly; `caFile` is the
     /// peer's `ca_file` (its HTTPS certificate checked against that CA, not the system store).
     public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil, caFile: String? = nil) throws {
-        peers.append((other.name, url ?? other.url, token ?? other.peerToken, caFile))
+        peers.append((other.name, [url ?? other.url], token ?? other.peerToken, caFile))
+        try writeConfiguration()
+    }
+
+    /// Makes this peer sync with a peer named `name` reached at any of `urls` (relays sharing one
+    /// database: `urls` in the configuration), presenting `token`.
+    public func connect(name: String, urls: [String], token: String) throws {
+        peers.append((name, urls, token, nil))
         try writeConfiguration()
     }
 
@@ -163,7 +170,11 @@ public final class DaemonPeer: @unchecked Sendable {
             text += "peers:\n"
             for peer in peers {
                 try peer.token.write(toFile: directory.file("to-\(peer.name).token"), atomically: true, encoding: .utf8)
-                text += "  - name: \(peer.name)\n    url: \(peer.url)\n    token_file: to-\(peer.name).token\n"
+                if peer.urls.count == 1 {
+                    text += "  - name: \(peer.name)\n    url: \(peer.urls[0])\n    token_file: to-\(peer.name).token\n"
+                } else {
+                    text += "  - name: \(peer.name)\n    urls: [\(peer.urls.joined(separator: ", "))]\n    token_file: to-\(peer.name).token\n"
+                }
                 if let caFile = peer.caFile { text += "    ca_file: \(caFile)\n" }
             }
         }
@@ -212,11 +223,22 @@ public final class DaemonPeer: @unchecked Sendable {
     /// (at most ``startTimeout``; a daemon that has not said so by then is killed and the start fails).
     public func start(environment: [String: String] = [:]) throws {
         let output = try launch(environment: environment)
-        // Wait for "ferry: listening on …" (or the process ending), never past the deadline:
-        // poll(2) before each read, so a daemon that neither prints nor ends cannot block the test.
+        let (listening, printed) = Self.awaitListening(output, timeout: Self.startTimeout)
+        if listening { return }
+        if let process, process.isRunning {
+            BoundedWaiting.kill(process)
+            throw DaemonPeerError(description: "\(name) did not say it listens within \(Int(Self.startTimeout)) s (killed): \(printed) \(log())")
+        }
+        throw DaemonPeerError(description: "\(name) did not start (\(processState)): \(printed) \(log())")
+    }
+
+    /// Reads a starting process's standard output until it says "listening on" (true), ends, or
+    /// `timeout` passes (false); returns what it printed. poll(2) before each read, so a process
+    /// that neither prints nor ends cannot block the test.
+    static func awaitListening(_ output: Pipe, timeout: TimeInterval) -> (listening: Bool, printed: String) {
         let descriptor = output.fileHandleForReading.fileDescriptor
         var seen = Data()
-        let deadline = Date().addingTimeInterval(Self.startTimeout)
+        let deadline = Date().addingTimeInterval(timeout)
         var buffer = [UInt8](repeating: 0, count: 4096)
         while Date() < deadline {
             var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -224,16 +246,11 @@ public final class DaemonPeer: @unchecked Sendable {
             if ready < 0, errno == EINTR { continue }
             if ready <= 0 { continue }
             let count = read(descriptor, &buffer, buffer.count)
-            if count <= 0 { break }  // the daemon ended (or closed its output)
+            if count <= 0 { break }  // the process ended (or closed its output)
             seen.append(contentsOf: buffer[0..<count])
-            if String(decoding: seen, as: UTF8.self).contains("listening on") { return }
+            if String(decoding: seen, as: UTF8.self).contains("listening on") { return (true, String(decoding: seen, as: UTF8.self)) }
         }
-        let printed = String(decoding: seen, as: UTF8.self)
-        if let process, process.isRunning {
-            BoundedWaiting.kill(process)
-            throw DaemonPeerError(description: "\(name) did not say it listens within \(Int(Self.startTimeout)) s (killed): \(printed) \(log())")
-        }
-        throw DaemonPeerError(description: "\(name) did not start (\(processState)): \(printed) \(log())")
+        return (false, String(decoding: seen, as: UTF8.self))
     }
 
     /// How long ``stop()`` waits after SIGTERM before it kills the daemon: the daemon's own

@@ -57,8 +57,8 @@ struct ConfigurationTests {
         #expect(configuration.server == .init(host: "0.0.0.0", port: 7401, tokensFile: "/etc/ferry/tokens", maxBodyBytes: 1_048_576,
                                               tls: .init(certificate: "/srv/ferry/tls/cert.pem", key: "/etc/ferry/key.pem", caFile: "/srv/ferry/tls/ca.pem")))
         #expect(configuration.peers == [
-            .init(name: "berlin", url: URL(string: "https://berlin.example.com:7400")!, tokenFile: "/srv/ferry/tokens/berlin"),
-            .init(name: "paris", url: URL(string: "https://paris.internal:7400")!, tokenFile: "/srv/ferry/tokens/paris",
+            .init(name: "berlin", urls: [URL(string: "https://berlin.example.com:7400")!], tokenFile: "/srv/ferry/tokens/berlin"),
+            .init(name: "paris", urls: [URL(string: "https://paris.internal:7400")!], tokenFile: "/srv/ferry/tokens/paris",
                   caFile: "/srv/ferry/tls/internal-ca.pem"),
         ])
         #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20, maxBackoff: 15))
@@ -117,7 +117,7 @@ struct ConfigurationTests {
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key server.tls.pin"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n", "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0].url is 'http://x'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0] is reached at 'http://x'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n", "peers[0].ca_file is empty"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {retention: 600, tombstone_horizon: 60}\n",
              "history.tombstone_horizon (60.0 s) must be at least history.retention (600.0 s)"),

@@ -16,9 +16,14 @@ public struct HistoryState: Sendable, Hashable, Codable {
     /// The keys the store holds for every origin, its own included, with their endorsements: what
     /// lets a peer follow a rotation it did not see happen. Empty when not known here.
     public var keys: [PublishedKey]
+    /// Whether this is the state of a relay (`ferry relay`): change sets of every store of a fleet,
+    /// kept in PostgreSQL, no model and no objects of its own (`store` names the relay's database,
+    /// `modelHash` is empty). Peers long-poll a relay for new change sets instead of waiting for pushes.
+    public var isRelay: Bool
 
     /// A state.
-    public init(store: UUID, modelHash: String, vector: VersionVector, publicKey: String? = nil, keys: [PublishedKey] = []) {
+    public init(store: UUID, modelHash: String, vector: VersionVector, publicKey: String? = nil, keys: [PublishedKey] = [], isRelay: Bool = false) {
+        self.isRelay = isRelay
         self.store = store
         self.modelHash = modelHash
         self.vector = vector
@@ -27,7 +32,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, modelHash = "model", vector, publicKey = "public_key", keys
+        case store, modelHash = "model", vector, publicKey = "public_key", keys, isRelay = "relay"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -37,6 +42,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         vector = try container.decode(WireVector.self, forKey: .vector).vector
         publicKey = try container.decodeIfPresent(String.self, forKey: .publicKey)
         keys = try container.decodeIfPresent([PublishedKey].self, forKey: .keys) ?? []
+        isRelay = try container.decodeIfPresent(Bool.self, forKey: .isRelay) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -46,6 +52,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         try container.encode(WireVector(vector), forKey: .vector)
         try container.encodeIfPresent(publicKey, forKey: .publicKey)
         if !keys.isEmpty { try container.encode(keys, forKey: .keys) }
+        if isRelay { try container.encode(true, forKey: .isRelay) }
     }
 
     /// The state as JSON text: the same text as ``WireJSON/encode(_:)`` gives (`WireMessageTests`),
@@ -55,6 +62,7 @@ public struct HistoryState: Sendable, Hashable, Codable {
         var fields: [String: JSONValue] = ["store": .string(store.uuidString), "model": .string(modelHash),
                                            "vector": ChangeSetCodec.vectorValue(vector)]
         if let publicKey { fields["public_key"] = .string(publicKey) }
+        if isRelay { fields["relay"] = .bool(true) }
         if !keys.isEmpty {
             fields["keys"] = .array(keys.map { key in
                 var entry: [String: JSONValue] = ["origin": .string(key.origin.uuidString), "key": .string(key.key), "from": .integer(key.from)]

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import FerryStore
 import CompressNIO
 import NIOCore
@@ -43,26 +44,48 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
 
 /// Talks to one peer's HTTP API (docs/PROTOCOL.md) through AsyncHTTPClient;
 /// an HTTPS peer's certificate is checked as its ``PeerTrust`` says.
+///
+/// A peer may be reached at several URLs that serve the same history: relays sharing one
+/// database (docs/FLEET.md). Requests go to the URL in use; when it cannot be reached or
+/// answers 502, 503 or 504, the request goes to the next URL in the list, which is in use from
+/// then on. Every request is safe to send twice: pulls and state only read, and a push of a
+/// change set already taken in counts as a duplicate.
 public struct PeerClient: Sendable {
-    /// The peer's base URL.
-    public let baseURL: URL
+    /// Every URL the peer is reached at, in the order they are tried.
+    public let baseURLs: [URL]
     private let token: String
     private let transport: any PeerTransport
+    /// Which of ``baseURLs`` is in use (shared by copies of this client).
+    private let inUse: URLInUse
+
+    /// The URL in use: the first that answered the last request (the first listed until one fails).
+    public var baseURL: URL { baseURLs[inUse.index] }
 
     /// A client for the peer at `baseURL`, presenting `token`; a request may go `timeout`
     /// seconds without data (and take four times that in all). `trust` says how the peer's
     /// HTTPS certificate is checked.
     public init(baseURL: URL, token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
-        self.baseURL = baseURL
-        self.token = token
-        transport = HTTPTransport(trust: trust, timeout: timeout)
+        self.init(baseURLs: [baseURL], token: token, transport: HTTPTransport(trust: trust, timeout: timeout))
+    }
+
+    /// A client for a peer reached at any of `baseURLs` (at least one), failing over from one to
+    /// the next; otherwise as ``init(baseURL:token:timeout:trust:)``.
+    public init(baseURLs: [URL], token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
+        self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout))
     }
 
     /// A client for the peer at `baseURL` that sends its requests through `transport`.
     public init(baseURL: URL, token: String, transport: any PeerTransport) {
-        self.baseURL = baseURL
+        self.init(baseURLs: [baseURL], token: token, transport: transport)
+    }
+
+    /// A client for a peer reached at any of `baseURLs` that sends its requests through `transport`.
+    public init(baseURLs: [URL], token: String, transport: any PeerTransport) {
+        precondition(!baseURLs.isEmpty, "a peer needs at least one URL")
+        self.baseURLs = baseURLs
         self.token = token
         self.transport = transport
+        self.inUse = URLInUse()
     }
 
     /// `GET /v1/state`: the peer's store UUID, model hash and version vector.
@@ -72,8 +95,22 @@ public struct PeerClient: Sendable {
 
     /// `POST /v1/changesets/pull`: at most `limit` change sets the peer has and `vector` does not
     /// cover. The vector goes in the body: it grows with every origin, and a URL does not.
-    public func pull(after vector: VersionVector, limit: Int) async throws(PeerError) -> [String] {
-        let body = Data(#"{"after":\#(ChangeSetCodec.encode(vector)),"limit":\#(limit)}"#.utf8)
+    /// `store`, this side's UUID, lets a relay tell who has what (its retention waits for the stores
+    /// that pull from it); a daemon ignores it.
+    public func pull(after vector: VersionVector, limit: Int, store: UUID? = nil) async throws(PeerError) -> [String] {
+        let caller = store.map { #","store":"\#($0.uuidString)""# } ?? ""
+        let body = Data(#"{"after":\#(ChangeSetCodec.encode(vector)),"limit":\#(limit)\#(caller)}"#.utf8)
+        let data = try await send("POST", "v1/changesets/pull", body: body, contentType: "application/json")
+        return JSONLines.split(data)
+    }
+
+    /// `POST /v1/changesets/pull` with `wait` to a relay (a long poll): answers as soon as the relay
+    /// holds change sets `vector` does not cover, or empty after `wait` seconds. Only relays wait
+    /// (``HistoryState/isRelay``); a store answers at once. `wait` must stay below the client's timeout.
+    public func waitForChangeSets(after vector: VersionVector, limit: Int, wait: TimeInterval, store: UUID? = nil) async throws(PeerError) -> [String] {
+        let milliseconds = Int((wait * 1000).rounded())
+        let caller = store.map { #","store":"\#($0.uuidString)""# } ?? ""
+        let body = Data(#"{"after":\#(ChangeSetCodec.encode(vector)),"limit":\#(limit),"wait_ms":\#(milliseconds)\#(caller)}"#.utf8)
         let data = try await send("POST", "v1/changesets/pull", body: body, contentType: "application/json")
         return JSONLines.split(data)
     }
@@ -121,7 +158,9 @@ public struct PeerClient: Sendable {
     /// `GET /v1/snapshot`: writes a snapshot of the peer's store to the new file `path`
     /// (docs/SYNC.md, "Snapshots"); install it with `SQLiteStore.installSnapshot`.
     public func downloadSnapshot(to path: String) async throws(PeerError) {
-        _ = try Self.checked(try await transport.download(try request("GET", "v1/snapshot"), to: path))
+        _ = try Self.checked(try await failingOver { url throws(PeerError) in
+            try await transport.download(try request(url, "GET", "v1/snapshot"), to: path)
+        })
     }
 
     /// Why a token file cannot be used.
@@ -144,14 +183,44 @@ public struct PeerClient: Sendable {
 
     private func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
                       contentType: String? = nil, contentEncoding: String? = nil, alsoAccepting: Set<Int> = []) async throws(PeerError) -> Data {
-        let request = try request(method, path, query: query, body: body, contentType: contentType, contentEncoding: contentEncoding)
-        return try Self.checked(try await transport.send(request), alsoAccepting: alsoAccepting)
+        let answer = try await failingOver { url throws(PeerError) in
+            try await transport.send(try request(url, method, path, query: query, body: body, contentType: contentType, contentEncoding: contentEncoding))
+        }
+        return try Self.checked(answer, alsoAccepting: alsoAccepting)
     }
 
-    /// A request to the peer, with this client's token.
-    private func request(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+    /// `attempt` at the URL in use, then, while it cannot be reached or answers that it cannot serve
+    /// now (502, 503, 504), at each other URL in turn; the URL that answered is in use from then on.
+    /// With one URL, the one attempt's answer or error.
+    private func failingOver(_ attempt: (URL) async throws(PeerError) -> PeerResponse) async throws(PeerError) -> PeerResponse {
+        let first = inUse.index
+        var lastError: PeerError?
+        var lastAnswer: PeerResponse?
+        for step in 0..<baseURLs.count {
+            let index = (first + step) % baseURLs.count
+            do {
+                let answer = try await attempt(baseURLs[index])
+                if [502, 503, 504].contains(answer.status), step < baseURLs.count - 1 {
+                    lastAnswer = answer
+                    continue
+                }
+                if step > 0 { inUse.use(index, from: first) }
+                return answer
+            } catch {
+                switch error {
+                case .notListening, .unreachable: lastError = error
+                default: throw error
+                }
+            }
+        }
+        if let lastAnswer { return lastAnswer }
+        throw lastError ?? PeerError.unreachable("no URL to try")
+    }
+
+    /// A request to the peer at `url`, with this client's token.
+    private func request(_ url: URL, _ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
                          contentType: String? = nil, contentEncoding: String? = nil) throws(PeerError) -> PeerRequest {
-        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        var components = URLComponents(url: url.appendingPathComponent(path), resolvingAgainstBaseURL: false)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url else { throw PeerError.badAnswer("cannot build a URL from \(baseURL) and \(path)") }
         var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(token)")]
@@ -185,5 +254,17 @@ public struct PeerClient: Sendable {
         } catch {
             throw PeerError.badAnswer("\(place): \(error)")
         }
+    }
+}
+
+/// Which of a peer's URLs is in use, shared by every copy of its ``PeerClient``.
+final class URLInUse: Sendable {
+    private let current = Atomic<Int>(0)
+
+    var index: Int { current.load(ordering: .relaxed) }
+
+    /// Moves to `index`, unless another request moved away from `previous` meanwhile.
+    func use(_ index: Int, from previous: Int) {
+        _ = current.compareExchange(expected: previous, desired: index, ordering: .relaxed)
     }
 }

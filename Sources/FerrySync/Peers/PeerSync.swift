@@ -17,6 +17,8 @@ public struct PeerSyncResult: Sendable, Equatable {
     public var peerStore: UUID?
     /// The version hash of the peer's model, once a round has asked the peer for its state.
     public var peerModel: String?
+    /// Whether the peer said it is a relay, once a round has asked the peer for its state.
+    public var peerIsRelay: Bool?
     /// When the round ended.
     public var finished = Date()
 
@@ -142,7 +144,7 @@ public struct PeerSync: Sendable {
     /// The peer's next batch after `vector`, checked against this store's model
     /// (a bad line refuses the whole batch before anything is applied).
     private func fetch(after vector: VersionVector) async throws -> (lines: [String], checked: ReplayEngine.CheckedBatch) {
-        let lines = try await client.pull(after: vector, limit: batchSize)
+        let lines = try await client.pull(after: vector, limit: batchSize, store: endpoint.storeIdentifier)
         do {
             return (lines, try await endpoint.check(lines: lines))
         } catch ReplayError.untrusted(_, let refusal) where refusal.mayBeLearned && endpoint.trust.shouldAskPeers() {
@@ -178,6 +180,7 @@ public struct PeerSync: Sendable {
                 remote = state.vector
                 result.peerStore = state.store
                 result.peerModel = state.modelHash
+                result.peerIsRelay = state.isRelay
             }
             result.peerVector = remote
             // A store has every change set of its own: none goes back to it, however old the vector.

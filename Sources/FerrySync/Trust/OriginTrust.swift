@@ -127,7 +127,9 @@ public final class OriginTrust: Sendable {
             let offered = published.sorted { $0.from < $1.from }
             var chain = (known[origin] ?? []).sorted { $0.firstSequence < $1.firstSequence }
             if chain.isEmpty {
-                guard origin == state.store, policy.trustsPeersOnFirstUse, let first = offered.first,
+                // A peer introduces its own key only; a relay (the fleet's directory of keys, pinned there by
+                // its operator: docs/FLEET.md) introduces the key of every origin it carries.
+                guard origin == state.store || state.isRelay, policy.trustsPeersOnFirstUse, let first = offered.first,
                       VerifyingKey(base64: first.key) != nil, first.from >= 1 else { continue }
                 let key = OriginKey(origin: origin, publicKey: first.key, firstSequence: first.from, endorsement: first.endorsement, source: .firstUse)
                 try store.recordOriginKey(key)
@@ -157,7 +159,7 @@ public final class OriginTrust: Sendable {
 
     /// The verifier for `keys` (the store's) and the policy's pinned keys and revocations. A pinned
     /// key takes the place of a stored one with the same first sequence number.
-    static func verifier(keys: [OriginKey], policy: Policy) -> ChangeSetVerifier {
+    public static func verifier(keys: [OriginKey], policy: Policy) -> ChangeSetVerifier {
         var chains: [UUID: [ChangeSetVerifier.Entry]] = [:]
         let pinnedPlaces = Set(policy.pinned.map { "\($0.origin.uuidString) \($0.firstSequence)" })
         let stored = keys.filter { !pinnedPlaces.contains("\($0.origin.uuidString) \($0.firstSequence)") || $0.source == .pinned }

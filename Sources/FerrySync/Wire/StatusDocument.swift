@@ -12,8 +12,14 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     public struct Peer: Codable, Sendable, Equatable {
         /// The peer's name in the configuration.
         public var name: String
-        /// The peer's URL.
+        /// The peer's URL: of several (relays sharing one database), the one in use.
         public var url: String
+        /// Every URL of a peer listed with several (`urls` in the configuration), in the order
+        /// they are tried; nil for a peer with one.
+        public var urls: [String]?
+        /// Whether the peer is a relay (`ferry relay`), as its state last said: this store then
+        /// long-polls it for new change sets. Nil until known.
+        public var relay: Bool?
         /// `idle`, `syncing`, `backing_off`, or `waiting for the store`.
         public var state: String
         public var lastAttempt: Date?
@@ -37,7 +43,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case name, url, state
+            case name, url, urls, relay, state
             case lastAttempt = "last_attempt", lastSuccess = "last_success", lastError = "last_error"
             case consecutiveFailures = "consecutive_failures", retryAt = "retry_at", toPull = "to_pull", toPush = "to_push", model
         }
@@ -46,6 +52,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             name = try container.decode(String.self, forKey: .name)
             url = try container.decode(String.self, forKey: .url)
+            urls = try container.decodeIfPresent([String].self, forKey: .urls)
+            relay = try container.decodeIfPresent(Bool.self, forKey: .relay)
             state = try container.decode(String.self, forKey: .state)
             lastAttempt = try container.decodeIfPresent(Date.self, forKey: .lastAttempt)
             lastSuccess = try container.decodeIfPresent(Date.self, forKey: .lastSuccess)
@@ -61,6 +69,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(name, forKey: .name)
             try container.encode(url, forKey: .url)
+            try container.encodeIfPresent(urls, forKey: .urls)
+            try container.encodeIfPresent(relay, forKey: .relay)
             try container.encode(state, forKey: .state)
             // Only a peer of an open store has these; each is then there, null when unknown.
             if let consecutiveFailures {
@@ -234,6 +244,7 @@ public struct StatusDocument: Codable, Sendable, Equatable {
         shown.peers = peers.map { peer in
             var redacted = peer
             redacted.url = Self.adminOnly
+            if redacted.urls != nil { redacted.urls = [Self.adminOnly] }
             if redacted.lastError != nil { redacted.lastError = Self.adminOnly }
             return redacted
         }

@@ -1,0 +1,272 @@
+import Foundation
+import Synchronization
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import CompressNIO
+import Prometheus
+import FerryStore
+import FerrySync
+import FerryServer
+
+/// The replication API of a relay (docs/PROTOCOL.md, docs/FLEET.md): what a daemon's API serves
+/// to its peers, from change sets in PostgreSQL instead of a store.
+///
+/// - `GET /healthz`: `{"status":"ok"}`, or 503 while the database cannot be reached;
+/// - `GET /v1/state`: the database's UUID, no model (`""`), the vector, the keys pinned here, `"relay":true`;
+/// - `POST /v1/changesets/pull` (`{"after","limit","wait_ms","store"}`) and `GET /v1/changesets`: what the
+///   caller lacks, in causal order; with `wait_ms`, held until something arrives (a long poll);
+/// - `POST /v1/changesets`: change sets in; each checked (envelope and signature) before any is stored;
+/// - `GET /v1/status`: what the relay holds; `GET /metrics`.
+/// `GET /v1/snapshot` answers 404: a relay holds no store to take a snapshot of.
+struct RelayAPI: Sendable {
+    let database: RelayDatabase
+    let fleet: UUID
+    let tokens: AccessTokens
+    let trust: OriginTrust.Policy
+    let verifier: ChangeSetVerifier
+    let signal: ChangeSignal
+    let maxBodyBytes: Int
+    let bodySlots: BodySlots
+    let metrics: PrometheusCollectorRegistry?
+    let purges: PurgeRecord
+
+    /// The longest a long poll may ask to wait (a client asking more waits this long).
+    static let longestWait: Duration = .seconds(60)
+
+    func router() -> Router<FerryRequestContext> {
+        let router = Router(context: FerryRequestContext.self)
+        router.add(middleware: MetricsMiddleware())
+        var allowed: [String: [HTTPRequest.Method]] = [
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
+            "/v1/snapshot": [.get], "/v1/status": [.get],
+        ]
+        if metrics != nil { allowed["/metrics"] = [.get] }
+        router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
+        router.get("healthz") { _, _ in try await health() }
+        if let metrics {
+            router.group("metrics").add(middleware: BearerAuthentication(tokens: tokens)).get { _, _ in
+                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+            }
+        }
+        router.group("v1")
+            .add(middleware: BearerAuthentication(tokens: tokens))
+            .get("state") { _, _ in try await state() }
+            .get("changesets") { request, context in
+                try context.require(.pull)
+                return try await pullFromQuery(request)
+            }
+            .post("changesets/pull") { request, context in
+                try context.require(.pull)
+                return try await pullFromBody(request)
+            }
+            .post("changesets") { request, context in
+                try context.require(.push)
+                return try await push(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
+            }
+            .get("snapshot") { _, context -> Response in
+                try context.require(.pull)
+                throw APIError.notFound("a relay holds change sets, not a store, so it has no snapshot; start a new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), or let it pull the whole history from the relay")
+            }
+            .get("status") { _, context in try await status(admin: context.role == .admin) }
+        return router
+    }
+
+    // MARK: - Handlers
+
+    private func health() async throws -> Response {
+        do {
+            try await database.ping()
+            return FerryAPI.json(#"{"status":"ok"}"#)
+        } catch {
+            let body = JSONValue.sortedObject(["status": .string("database unavailable"),
+                                               "reason": .string("the relay cannot reach its PostgreSQL database; its log says why")])
+            return FerryAPI.json(body.text, status: .serviceUnavailable)
+        }
+    }
+
+    private func state() async throws -> Response {
+        let vector = try await databaseWork("read the version vector") { try await database.vector() }
+        let state = HistoryState(store: fleet, modelHash: "", vector: vector, keys: trust.pinned.map(PublishedKey.init), isRelay: true)
+        return FerryAPI.json(state.json)
+    }
+
+    /// A POST pull's body: `after` and `limit` as a daemon takes them; `wait_ms`, how long to hold the
+    /// answer while there is nothing new; `store`, the caller's UUID (what retention waits for).
+    struct PullQuery: Decodable {
+        var after: VersionVector = [:]
+        var limit = 500
+        var waitMilliseconds = 0
+        var store: UUID?
+
+        private enum CodingKeys: String, CodingKey { case after, limit, waitMilliseconds = "wait_ms", store }
+
+        init() {}
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if container.contains(.after) { after = try container.decode(WireVector.self, forKey: .after).vector }
+            if container.contains(.limit) { limit = try container.decode(Int.self, forKey: .limit) }
+            if container.contains(.waitMilliseconds) { waitMilliseconds = try container.decode(Int.self, forKey: .waitMilliseconds) }
+            if container.contains(.store) {
+                let text = try container.decode(String.self, forKey: .store)
+                guard let uuid = ObjectURIComponents.uuid(text) else {
+                    throw DecodingError.dataCorruptedError(forKey: .store, in: container, debugDescription: "'store' must be a store UUID")
+                }
+                store = uuid
+            }
+        }
+    }
+
+    private func pullFromBody(_ request: Request) async throws -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: PullRoute.maximumRequestBytes)
+        } catch {
+            throw APIError.contentTooLarge("a pull request's body takes at most \(PullRoute.maximumRequestBytes) bytes")
+        }
+        let query: PullQuery
+        do {
+            query = try WireJSON.decode(PullQuery.self, from: Data(buffer: body))
+        } catch {
+            throw APIError.badRequest("a pull's body must be {\"after\": {\"<store UUID>\": 12, …}, \"limit\": 500, \"wait_ms\": 0}: \(error)")
+        }
+        return try await pull(query, request: request)
+    }
+
+    private func pullFromQuery(_ request: Request) async throws -> Response {
+        var query = PullQuery()
+        do {
+            let after = (request.uri.queryParameters.get("after") ?? "{}").replacingOccurrences(of: "+", with: " ")
+            query.after = try ChangeSetCodec.decodeVector(after)
+        } catch {
+            throw APIError.badRequest("'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error)")
+        }
+        let limitText = request.uri.queryParameters.get("limit") ?? "500"
+        guard let limit = Int(limitText) else {
+            throw APIError.badRequest("'limit' must be a whole number from 1 to \(PullRoute.maximumLimit); found '\(limitText)'")
+        }
+        query.limit = limit
+        return try await pull(query, request: request)
+    }
+
+    private func pull(_ query: PullQuery, request: Request) async throws -> Response {
+        guard (1...PullRoute.maximumLimit).contains(query.limit) else {
+            throw APIError.badRequest("'limit' must be a whole number from 1 to \(PullRoute.maximumLimit); found \(query.limit)")
+        }
+        guard query.waitMilliseconds >= 0 else { throw APIError.badRequest("'wait_ms' must be 0 or more milliseconds; found \(query.waitMilliseconds)") }
+        let purged = try await databaseWork("read what retention dropped") { try await database.purged() }
+        if let (origin, through) = purged.first(where: { query.after[$0.key, default: 0] < $0.value }) {
+            throw APIError.gone("the change sets of \(origin.uuidString) up to \(through) were purged from this relay (retention), and the vector asks for some of them; start this store again from a daemon's snapshot (sync.bootstrap does it by itself from a daemon peer)")
+        }
+        if let store = query.store {
+            try await databaseWork("note the caller's vector") { try await database.recordPull(by: store, vector: query.after) }
+        }
+        let wait = min(Duration.milliseconds(query.waitMilliseconds), Self.longestWait)
+        let deadline = ContinuousClock.now + wait
+        var answer: [RelayDatabase.StoredChangeSet] = []
+        while true {
+            let seen = signal.generation
+            let candidates = try await databaseWork("read change sets") { try await database.changeSets(after: query.after, limit: query.limit) }
+            answer = RelayPull.causalOrder(candidates, after: query.after, maxBytes: PullRoute.answerBytes)
+            let left = deadline - ContinuousClock.now
+            if !answer.isEmpty || left <= .zero || Task.isCancelled { break }
+            Gauge(label: "ferry_relay_long_polls").record(signal.waiting + 1)
+            await signal.wait(beyond: seen, timeout: left)
+        }
+        var buffer = ByteBuffer()
+        for changeSet in answer {
+            var line = changeSet.line
+            buffer.writeBuffer(&line)
+            buffer.writeInteger(UInt8(ascii: "\n"))
+        }
+        Counter(label: "ferry_relay_changesets_served_total").increment(by: answer.count)
+        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
+        if PullRoute.acceptsGzip(request), buffer.readableBytes >= 1024 {
+            buffer = try buffer.compress(with: .gzip(configuration: PullRoute.answerCompression))
+            headers[.contentEncoding] = "gzip"
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: buffer))
+    }
+
+    private func push(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
+        guard bodySlots.take() else {
+            throw APIError.busy("this relay holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
+        }
+        defer { bodySlots.give() }
+        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes)
+        if let allowedOrigins {
+            do {
+                try PushBodies.check(lines, pushableBy: allowedOrigins)
+            } catch {
+                Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
+                logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
+                throw error
+            }
+        }
+        let entries: [(envelope: ChangeSetEnvelope, line: String)]
+        do {
+            entries = try await RelayIngest.check(lines, verifier: verifier)
+        } catch {
+            switch error {
+            case .malformed:
+                throw APIError.badRequest(error.message)
+            case .untrusted(_, let refusal):
+                Counter(label: "ferry_changesets_refused_total", dimensions: [("reason", refusal.reason.rawValue), ("via", "relay")]).increment()
+                logger.warning("refused an untrusted change set", metadata: [
+                    "origin": .string(refusal.origin.uuidString), "seq": .stringConvertible(refusal.sequence), "reason": .string(refusal.reason.rawValue),
+                ])
+                throw APIError.untrusted(error.message)
+            }
+        }
+        let result = try await databaseWork("store the change sets") { try await database.store(entries) }
+        if result.stored > 0 { signal.bump() }
+        Counter(label: "ferry_relay_changesets_stored_total").increment(by: result.stored)
+        Counter(label: "ferry_relay_objects_stored_total").increment(by: result.objects)
+        Counter(label: "ferry_relay_changesets_duplicate_total").increment(by: result.duplicate)
+        var report = ApplyReport()
+        report.applied = result.stored
+        report.duplicate = result.duplicate
+        report.waiting = result.waiting
+        report.vector = try await databaseWork("read the version vector") { try await database.vector() }
+        return FerryAPI.json(report.json)
+    }
+
+    private func status(admin: Bool) async throws -> Response {
+        let size = try await databaseWork("measure the database") { try await database.size() }
+        let vector = try await databaseWork("read the version vector") { try await database.vector() }
+        let purged = try await databaseWork("read what retention dropped") { try await database.purged() }
+        var fields: [String: JSONValue] = [
+            "relay": .bool(true), "store": .string(fleet.uuidString), "vector": ChangeSetCodec.vectorValue(vector),
+            "change_sets": .integer(size.changeSets), "bytes": .integer(size.bytes), "origins": .integer(size.origins),
+            "purged_through": ChangeSetCodec.vectorValue(purged), "long_polls": .integer(Int64(signal.waiting)),
+        ]
+        if let last = purges.last {
+            fields["last_purge"] = .sortedObject(["at": .string(ISO8601DateFormatter().string(from: last.at)), "change_sets": .integer(Int64(last.count))])
+        }
+        if admin { fields["database"] = .string(database.place) }
+        return FerryAPI.json(JSONValue.sortedObject(fields).text)
+    }
+
+    /// `work` against the database; a failure is 503 saying what could not be done (a peer tries again,
+    /// or another relay of the fleet).
+    private func databaseWork<Result: Sendable>(_ what: String, _ work: () async throws -> Result) async throws(APIError) -> Result {
+        do {
+            return try await work()
+        } catch {
+            Counter(label: "ferry_relay_database_errors_total").increment()
+            throw APIError.unavailable("this relay could not \(what) in its database (\(String(describing: error).prefix(300))); try again or another relay")
+        }
+    }
+}
+
+/// The relay's last purge, for `/v1/status`.
+final class PurgeRecord: Sendable {
+    private let record = Mutex<(at: Date, count: Int)?>(nil)
+
+    var last: (at: Date, count: Int)? { record.withLock { $0 } }
+
+    func note(_ count: Int, at date: Date = Date()) { record.withLock { $0 = (date, count) } }
+}

@@ -1,0 +1,308 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import FerryStore
+
+/// The relay's change sets in PostgreSQL: what every relay of a fleet shares.
+///
+/// Tables (created at start when missing, under an advisory lock so that relays starting together
+/// do not race):
+/// - `ferry_relay`: one row, the database's UUID (what `/v1/state` calls the relay's `store`, the
+///   same for every relay on it, so a peer failing over sees one peer);
+/// - `ferry_changesets`: every change set taken in, keyed by origin and sequence number (so two
+///   relays taking the same change set at once store it once), its line byte for byte, its clock,
+///   its dependencies, and `position`, the order it arrived in;
+/// - `ferry_origins`: per origin, `contiguous` (every change set from the first to it is here: the
+///   relay's version vector), and `purged` (the last one dropped by retention);
+/// - `ferry_peers`: per store that pulls, the vector it last pulled with and when (retention waits for them).
+///
+/// A push commits with `NOTIFY ferry_changesets`, which wakes the long polls of every relay on the database.
+struct RelayDatabase: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    /// `host:port/name`, for the status an admin sees and for errors (never the password).
+    let place: String
+
+    /// The channel a push notifies on commit.
+    static let channel = "ferry_changesets"
+    /// The schema this relay writes; a database with a newer one is refused.
+    static let schemaVersion = 1
+
+    /// One stored change set, as a pull serves it.
+    struct StoredChangeSet: Sendable {
+        var origin: UUID
+        var sequence: Int64
+        var dependencies: VersionVector
+        var line: ByteBuffer
+    }
+
+    /// Creates the tables when missing; returns the database's UUID.
+    /// - Throws: ``RelayError`` when the database holds a newer schema or cannot be set up.
+    func prepare() async throws -> UUID {
+        try await client.withTransaction(logger: logger) { connection in
+            // (Any constant: relays starting together take turns here.)
+            try await connection.query("SELECT pg_advisory_xact_lock(7400240001)", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_relay (
+                    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                    fleet uuid NOT NULL,
+                    schema_version integer NOT NULL,
+                    created timestamptz NOT NULL DEFAULT now())
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_origins (
+                    origin uuid PRIMARY KEY,
+                    contiguous bigint NOT NULL DEFAULT 0,
+                    purged bigint NOT NULL DEFAULT 0)
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_changesets (
+                    origin uuid NOT NULL,
+                    seq bigint NOT NULL,
+                    position bigserial NOT NULL,
+                    hlc bigint NOT NULL,
+                    deps text NOT NULL,
+                    changes integer NOT NULL,
+                    line bytea NOT NULL,
+                    received timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (origin, seq))
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_peers (
+                    store uuid PRIMARY KEY,
+                    vector text NOT NULL,
+                    seen timestamptz NOT NULL)
+                """, logger: logger)
+            let fresh = UUID()
+            try await connection.query("""
+                INSERT INTO ferry_relay (fleet, schema_version) VALUES (\(fresh), \(Self.schemaVersion)) ON CONFLICT DO NOTHING
+                """, logger: logger)
+            let rows = try await connection.query("SELECT fleet, schema_version FROM ferry_relay", logger: logger)
+            for try await (fleet, version) in rows.decode((UUID, Int).self) {
+                guard version <= Self.schemaVersion else {
+                    throw RelayError("the database holds relay tables of schema \(version); this Ferry writes schema \(Self.schemaVersion): upgrade Ferry on this relay")
+                }
+                return fleet
+            }
+            throw RelayError("the database's ferry_relay table has no row")
+        }
+    }
+
+    // MARK: - Taking change sets in
+
+    /// What storing a batch did.
+    struct StoreResult: Sendable {
+        /// Change sets new here.
+        var stored = 0
+        /// Change sets already here (sent twice, or by two peers).
+        var duplicate = 0
+        /// The object changes of the new ones.
+        var objects = 0
+        /// Of the new ones, those stored past a gap in their origin's sequence (served once it fills).
+        var waiting = 0
+    }
+
+    /// Stores `entries` (each change set once, whoever sent it first) in one transaction, advances
+    /// each origin's contiguous sequence number, and notifies the long polls of every relay.
+    func store(_ entries: [(envelope: ChangeSetEnvelope, line: String)]) async throws -> StoreResult {
+        guard !entries.isEmpty else { return StoreResult() }
+        var origins: [UUID] = []
+        var sequences: [Int64] = []
+        var clocks: [Int64] = []
+        var dependencies: [String] = []
+        var changeCounts: [Int32] = []
+        var lines: [ByteBuffer] = []
+        for (envelope, line) in entries {
+            origins.append(envelope.origin)
+            sequences.append(envelope.sequence)
+            clocks.append(envelope.timestamp.rawValue)
+            dependencies.append(envelope.dependencies.isEmpty ? "" : ChangeSetCodec.encode(envelope.dependencies))
+            changeCounts.append(Int32(clamping: envelope.changeCount))
+            lines.append(ByteBuffer(string: line))
+        }
+        // Origins in one order in every transaction, so that two pushes lock them without deadlock.
+        let touched = Array(Set(origins)).sorted { $0.uuidString < $1.uuidString }
+        return try await retryingConflicts {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("""
+                    INSERT INTO ferry_origins (origin) SELECT o FROM unnest(\(touched)::uuid[]) AS t(o) ORDER BY o::text ON CONFLICT DO NOTHING
+                    """, logger: logger)
+                let locked = try await connection.query("""
+                    SELECT origin, contiguous FROM ferry_origins WHERE origin = ANY(\(touched)::uuid[]) ORDER BY origin::text FOR UPDATE
+                    """, logger: logger)
+                for try await _ in locked.decode((UUID, Int64).self) {}
+                let inserted = try await connection.query("""
+                    INSERT INTO ferry_changesets (origin, seq, hlc, deps, changes, line)
+                    SELECT * FROM unnest(\(origins)::uuid[], \(sequences)::int8[], \(clocks)::int8[], \(dependencies)::text[], \(changeCounts)::int4[], \(lines)::bytea[])
+                    ON CONFLICT DO NOTHING RETURNING changes
+                    """, logger: logger)
+                var result = StoreResult()
+                for try await changes in inserted.decode(Int32.self) {
+                    result.stored += 1
+                    result.objects += Int(changes)
+                }
+                result.duplicate = entries.count - result.stored
+                guard result.stored > 0 else { return result }
+                // Each origin's contiguous number moves to the end of the run that starts right after it.
+                let advanced = try await connection.query("""
+                    UPDATE ferry_origins o SET contiguous = coalesce((
+                        SELECT min(c.seq) FROM ferry_changesets c
+                        WHERE c.origin = o.origin AND c.seq > o.contiguous
+                          AND NOT EXISTS (SELECT 1 FROM ferry_changesets d WHERE d.origin = c.origin AND d.seq = c.seq + 1)), o.contiguous)
+                    WHERE o.origin = ANY(\(touched)::uuid[])
+                      AND EXISTS (SELECT 1 FROM ferry_changesets e WHERE e.origin = o.origin AND e.seq = o.contiguous + 1)
+                    """, logger: logger)
+                for try await _ in advanced {}
+                let gaps = try await connection.query("""
+                    SELECT count(*) FROM unnest(\(origins)::uuid[], \(sequences)::int8[]) AS n(origin, seq)
+                    JOIN ferry_origins o ON o.origin = n.origin WHERE n.seq > o.contiguous
+                    """, logger: logger)
+                for try await count in gaps.decode(Int64.self) { result.waiting = Int(count) }
+                try await connection.query("SELECT pg_notify(\(Self.channel), '')", logger: logger)
+                return result
+            }
+        }
+    }
+
+    /// Runs `work` again when PostgreSQL broke a deadlock or a serialization conflict by failing it.
+    private func retryingConflicts<Result: Sendable>(_ work: () async throws -> Result) async throws -> Result {
+        var attempt = 0
+        while true {
+            do {
+                return try await work()
+            } catch let error as PSQLError where attempt < 5 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(5 * attempt))
+            }
+        }
+    }
+
+    // MARK: - Serving change sets
+
+    /// Throws when the database cannot be reached.
+    func ping() async throws {
+        try await client.query("SELECT 1", logger: logger)
+    }
+
+    /// The relay's version vector: per origin, the last of the change sets held from its first on.
+    func vector() async throws -> VersionVector {
+        var vector: VersionVector = [:]
+        let rows = try await client.query("SELECT origin, contiguous FROM ferry_origins WHERE contiguous > 0", logger: logger)
+        for try await (origin, contiguous) in rows.decode((UUID, Int64).self) { vector[origin] = contiguous }
+        return vector
+    }
+
+    /// Per origin, the last change set dropped by retention (origins with none left out).
+    func purged() async throws -> VersionVector {
+        var vector: VersionVector = [:]
+        let rows = try await client.query("SELECT origin, purged FROM ferry_origins WHERE purged > 0", logger: logger)
+        for try await (origin, purged) in rows.decode((UUID, Int64).self) { vector[origin] = purged }
+        return vector
+    }
+
+    /// At most `limit` change sets `vector` does not cover, each origin's in sequence and none past its
+    /// contiguous number, in the order they arrived (which, per origin and for dependencies pushed in
+    /// one batch, is causal; ``RelayPull`` checks the rest).
+    func changeSets(after vector: VersionVector, limit: Int) async throws -> [StoredChangeSet] {
+        let known = Array(vector)
+        let origins = known.map(\.key)
+        let sequences = known.map(\.value)
+        let rows = try await client.query("""
+            SELECT c.origin, c.seq, c.deps, c.line FROM ferry_origins o
+            LEFT JOIN unnest(\(origins)::uuid[], \(sequences)::int8[]) AS v(origin, seq) ON v.origin = o.origin
+            CROSS JOIN LATERAL (
+                SELECT x.origin, x.seq, x.position, x.deps, x.line FROM ferry_changesets x
+                WHERE x.origin = o.origin AND x.seq > coalesce(v.seq, 0) AND x.seq <= o.contiguous
+                ORDER BY x.seq LIMIT \(limit)) c
+            WHERE o.contiguous > coalesce(v.seq, 0)
+            ORDER BY c.position LIMIT \(limit)
+            """, logger: logger)
+        var result: [StoredChangeSet] = []
+        for try await (origin, sequence, deps, line) in rows.decode((UUID, Int64, String, ByteBuffer).self) {
+            let dependencies = deps.isEmpty ? [:] : ((try? ChangeSetCodec.decodeVector(deps)) ?? [:])
+            result.append(StoredChangeSet(origin: origin, sequence: sequence, dependencies: dependencies, line: line))
+        }
+        return result
+    }
+
+    // MARK: - Retention
+
+    /// Notes that `store` pulled with `vector` (what it has: retention waits for it).
+    func recordPull(by store: UUID, vector: VersionVector) async throws {
+        let text = ChangeSetCodec.encode(vector)
+        try await client.query("""
+            INSERT INTO ferry_peers (store, vector, seen) VALUES (\(store), \(text), now())
+            ON CONFLICT (store) DO UPDATE SET vector = excluded.vector, seen = excluded.seen
+            """, logger: logger)
+    }
+
+    /// The stores that pulled within `expiry` seconds, with the vectors they pulled with.
+    func activePeers(expiry: TimeInterval) async throws -> [(store: UUID, vector: VersionVector)] {
+        let rows = try await client.query("""
+            SELECT store, vector FROM ferry_peers WHERE seen > now() - make_interval(secs => \(expiry))
+            """, logger: logger)
+        var peers: [(store: UUID, vector: VersionVector)] = []
+        for try await (store, text) in rows.decode((UUID, String).self) {
+            peers.append((store, (try? ChangeSetCodec.decodeVector(text)) ?? [:]))
+        }
+        return peers
+    }
+
+    /// Drops, per origin, the change sets up to `through[origin]` that arrived more than `keep`
+    /// seconds ago, and notes the last one dropped; returns how many went.
+    func purge(through: VersionVector, keep: TimeInterval) async throws -> Int {
+        guard !through.isEmpty else { return 0 }
+        let pairs = Array(through)
+        let origins = pairs.map(\.key)
+        let sequences = pairs.map(\.value)
+        return try await retryingConflicts {
+            try await client.withTransaction(logger: logger) { connection in
+                // Per origin, a prefix only: up to the bound, and short of the first change set that came in
+                // within `keep` (one that filled a gap late keeps everything after it).
+                let deleted = try await connection.query("""
+                    WITH bounds AS (
+                        SELECT t.origin, least(t.seq, coalesce((
+                            SELECT min(r.seq) - 1 FROM ferry_changesets r
+                            WHERE r.origin = t.origin AND r.received >= now() - make_interval(secs => \(keep))), t.seq)) AS seq
+                        FROM unnest(\(origins)::uuid[], \(sequences)::int8[]) AS t(origin, seq))
+                    DELETE FROM ferry_changesets c USING bounds b
+                    WHERE c.origin = b.origin AND c.seq <= b.seq
+                    RETURNING c.origin, c.seq
+                    """, logger: logger)
+                var last: [UUID: Int64] = [:]
+                var count = 0
+                for try await (origin, sequence) in deleted.decode((UUID, Int64).self) {
+                    count += 1
+                    last[origin] = max(last[origin] ?? 0, sequence)
+                }
+                // A prefix goes per origin: the last purged is the end of what is gone from the first on.
+                let purgedOrigins = Array(last.keys)
+                let purgedThrough = purgedOrigins.map { last[$0] ?? 0 }
+                try await connection.query("""
+                    UPDATE ferry_origins o SET purged = greatest(o.purged, t.seq)
+                    FROM unnest(\(purgedOrigins)::uuid[], \(purgedThrough)::int8[]) AS t(origin, seq) WHERE o.origin = t.origin
+                    """, logger: logger)
+                return count
+            }
+        }
+    }
+
+    /// How much the database holds: change sets and their bytes on disk (tables and indexes).
+    func size() async throws -> (changeSets: Int64, bytes: Int64, origins: Int64) {
+        let rows = try await client.query("""
+            SELECT (SELECT coalesce(sum(contiguous - purged), 0)::int8 FROM ferry_origins),
+                   pg_total_relation_size('ferry_changesets')::int8,
+                   (SELECT count(*) FROM ferry_origins)::int8
+            """, logger: logger)
+        for try await (changeSets, bytes, origins) in rows.decode((Int64, Int64, Int64).self) { return (changeSets, bytes, origins) }
+        return (0, 0, 0)
+    }
+}
+
+/// The relay cannot go on: what happened and what to do.
+public struct RelayError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}

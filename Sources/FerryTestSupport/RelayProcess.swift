@@ -1,0 +1,116 @@
+import Foundation
+
+/// A relay for fleet tests: a real `ferry relay` process on 127.0.0.1 over a database of a
+/// ``PostgresCluster``, with its own folder (configuration, tokens, log); started, stopped
+/// (SIGTERM), killed (SIGKILL) and started again on the same port.
+public final class RelayProcess: @unchecked Sendable {
+    /// A name for failure messages.
+    public let name: String
+    /// The folder with the configuration, tokens and log.
+    public let directory: TemporaryDirectory
+    /// The token peers present (role `peer`: pull and push).
+    public let peerToken: String
+    /// An admin token (status with the database's address).
+    public let adminToken: String
+    /// The port (fixed after the first start).
+    public private(set) var port: Int
+    private var process: Process?
+
+    /// The base URL.
+    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The configuration file.
+    public var configuration: String { directory.file("relay.yaml") }
+
+    /// A relay over database `database` of `cluster`, trusting the keys of `pinned` (origin and
+    /// public key, as `ferry state` prints them); `unknownOrigins` is `trust.unknown_origins`.
+    /// `retention` is written as the `retention` section (e.g. `["keep": "0", "interval": "1"]`).
+    public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
+                unknownOrigins: String = "refuse", retention: [String: String] = [:]) throws {
+        self.name = name
+        directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
+        peerToken = "peer-\(name)-" + UUID().uuidString
+        adminToken = "admin-\(name)-" + UUID().uuidString
+        port = try DaemonPeer.freePort()
+        try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.file("tokens"))
+        var text = """
+            database:
+              host: 127.0.0.1
+              port: \(cluster.port)
+              user: ferry
+              name: \(database)
+              tls: disable
+            server:
+              host: 127.0.0.1
+              port: \(port)
+              tokens_file: tokens
+            trust:
+              unknown_origins: \(unknownOrigins)
+
+            """
+        if !pinned.isEmpty {
+            text += "  keys:\n"
+            for entry in pinned { text += "    - origin: \(entry.origin)\n      key: \(entry.key)\n" }
+        }
+        if !retention.isEmpty {
+            text += "retention:\n"
+            for (key, value) in retention.sorted(by: { $0.key < $1.key }) { text += "  \(key): \(value)\n" }
+        }
+        try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+    }
+
+    /// Uses another relay's tokens file (relays of one fleet take the same tokens).
+    public func shareTokens(with other: RelayProcess) throws {
+        try FileManager.default.removeItem(atPath: directory.file("tokens"))
+        try FileManager.default.copyItem(atPath: other.directory.file("tokens"), toPath: directory.file("tokens"))
+    }
+
+    /// Whether the relay process is running.
+    public var isRunning: Bool { process?.isRunning ?? false }
+
+    /// Starts `ferry relay` and waits until it listens (at most a minute).
+    public func start() throws {
+        let process = Process()
+        process.executableURL = try FerryProcess.executable()
+        process.arguments = ["relay", "--config", configuration]
+        let output = Pipe()
+        process.standardOutput = output
+        if !FileManager.default.fileExists(atPath: directory.file("relay.log")) {
+            _ = FileManager.default.createFile(atPath: directory.file("relay.log"), contents: nil)
+        }
+        let log = FileHandle(forWritingAtPath: directory.file("relay.log"))
+        log?.seekToEndOfFile()
+        process.standardError = log ?? FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let (listening, printed) = DaemonPeer.awaitListening(output, timeout: DaemonPeer.startTimeout)
+        guard listening else {
+            if process.isRunning { BoundedWaiting.kill(process) }
+            throw DaemonPeerError(description: "relay \(name) did not start: \(printed) \(self.log().suffix(3000))")
+        }
+    }
+
+    /// Stops the relay with SIGTERM and waits (killing it after a minute); returns its exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
+        process.terminate()
+        if !BoundedWaiting.waitForExit(process, timeout: DaemonPeer.stopTimeout) { BoundedWaiting.kill(process) }
+        return process.terminationStatus
+    }
+
+    /// Kills the relay with SIGKILL (a crashed machine) and waits.
+    public func kill() {
+        guard let process else { return }
+        BoundedWaiting.kill(process)
+    }
+
+    /// What the relay logged so far.
+    public func log() -> String {
+        (try? String(contentsOfFile: directory.file("relay.log"), encoding: .utf8)) ?? ""
+    }
+
+    deinit {
+        if let process, process.isRunning { BoundedWaiting.kill(process) }
+    }
+}

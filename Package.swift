@@ -186,6 +186,11 @@ let package = Package(
             dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerrySigning", "FerryModel", "FerryTestSupport",
                            .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "CompressNIO", package: "compress-nio")]
         ),
+        // Issue 24: relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
+        .testTarget(
+            name: "FerryRelayTests",
+            dependencies: ["FerryRelay", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
+        ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(
             name: "FerryReliabilityTests",

@@ -44,9 +44,11 @@ public final class PostgresCluster: Sendable {
             port = try DaemonPeer.freePort()
             var options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(dataFolder) -c max_connections=300 -c shared_buffers=128MB"
             if !durable { options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off" }
-            let result = try Self.run(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"], as: asUser)
-            if result.status == 0 { break }
-            lastError = result.standardError + ((try? String(contentsOfFile: dataFolder + "/server.log", encoding: .utf8)) ?? "")
+            let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
+                                              as: asUser, output: holder.file("pg_ctl.log"))
+            if status == 0 { break }
+            lastError = ((try? String(contentsOfFile: holder.file("pg_ctl.log"), encoding: .utf8)) ?? "")
+                + ((try? String(contentsOfFile: dataFolder + "/server.log", encoding: .utf8)) ?? "")
             port = 0
         }
         guard port != 0 else { throw Failure(description: "pg_ctl start failed: \(lastError.suffix(2000))") }
@@ -73,6 +75,36 @@ public final class PostgresCluster: Sendable {
 
     deinit {
         stop()
+    }
+
+    /// Runs `pg_ctl start` with its output in the file `output` and waits for it (not for its output
+    /// to end: the server it starts lives on). Spawned and reaped here with posix_spawn and waitpid:
+    /// Foundation's `Process` was seen never to notice this `runuser` end (left a zombie), and the
+    /// test then waited for it until its timeout.
+    private static func startServer(_ program: String, _ arguments: [String], as user: String?, output: String) throws -> Int32 {
+        let argv = (user.map { ["/sbin/runuser", "-u", $0, "--", program] } ?? [program]) + arguments
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else { throw Failure(description: "could not start \(argv[0]): error \(spawned)") }
+        let deadline = Date().addingTimeInterval(90)
+        var status: Int32 = 0
+        while Date() < deadline {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            if result < 0 { return errno == ECHILD ? 0 : -1 }
+            usleep(20_000)
+        }
+        Glibc.kill(pid, SIGKILL)
+        _ = waitpid(pid, &status, 0)
+        throw Failure(description: "pg_ctl start did not end within 90 s")
     }
 
     private static func run(_ program: String, _ arguments: [String], as user: String?) throws -> FerryProcess.Result {

@@ -24,12 +24,14 @@ public final class RelayProcess: @unchecked Sendable {
     /// A relay over database `database` of `cluster`, trusting the keys of `pinned` (origin and
     /// public key, as `ferry state` prints them); `unknownOrigins` is `trust.unknown_origins`.
     /// `retention` is written as the `retention` section (e.g. `["keep": "0", "interval": "1"]`).
+    /// `sharingTokensWith`: another relay of the fleet whose tokens this one takes (peers present one
+    /// token to every relay they list).
     public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
-                unknownOrigins: String = "refuse", retention: [String: String] = [:]) throws {
+                unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil) throws {
         self.name = name
         directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
-        peerToken = "peer-\(name)-" + UUID().uuidString
-        adminToken = "admin-\(name)-" + UUID().uuidString
+        peerToken = other?.peerToken ?? "peer-\(name)-" + UUID().uuidString
+        adminToken = other?.adminToken ?? "admin-\(name)-" + UUID().uuidString
         port = try DaemonPeer.freePort()
         try "peer \(peerToken)\nadmin \(adminToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.file("tokens"))
@@ -57,12 +59,6 @@ public final class RelayProcess: @unchecked Sendable {
             for (key, value) in retention.sorted(by: { $0.key < $1.key }) { text += "  \(key): \(value)\n" }
         }
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
-    }
-
-    /// Uses another relay's tokens file (relays of one fleet take the same tokens).
-    public func shareTokens(with other: RelayProcess) throws {
-        try FileManager.default.removeItem(atPath: directory.file("tokens"))
-        try FileManager.default.copyItem(atPath: other.directory.file("tokens"), toPath: directory.file("tokens"))
     }
 
     /// Whether the relay process is running.

@@ -32,3 +32,131 @@ struct RelayTests {
         #expect((state["keys"] as? [Any])?.count == 2)
     }
 }
+
+/// What a relay refuses, and what it keeps of what it takes: each push checked whole before anything
+/// is stored, each change set stored once, served in an order that applies as is.
+@Suite("Relay checks and order", .serialized)
+struct RelayCheckTests {
+    /// A relay over a fresh cluster trusting `peers`, started.
+    func startedRelay(_ cluster: PostgresCluster, trusting peers: [DaemonPeer]) throws -> RelayProcess {
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers))
+        try relay.start()
+        return relay
+    }
+
+    @Test("malformed, unsigned, forged and unknown-origin pushes are refused whole (400, 422) and nothing is stored")
+    func refusals() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "stranger"])
+        let (a, stranger) = (peers[0], peers[1])
+        let relay = try startedRelay(cluster, trusting: [a])
+        try RelayFixtures.save("one", on: a)
+        try RelayFixtures.save("two", on: a)
+        try RelayFixtures.save("elsewhere", on: stranger)
+        let genuine = try a.history()
+        #expect(genuine.count == 2)
+
+        let malformed = try RelayFixtures.push(genuine[0] + "\n{\"format\":1}", to: relay)
+        #expect(malformed.status == 400 && malformed.body.contains("line 2"), "\(malformed)")
+        let unsigned = try RelayFixtures.push(genuine[0] + "\n" + SignedLines.unsigned(genuine[1]), to: relay)
+        #expect(unsigned.status == 422 && unsigned.body.contains("line 2") && unsigned.body.contains("unsigned"), "\(unsigned)")
+        let forged = try SignedLines.edited(genuine[1], resignedWith: nil) { $0.replacingOccurrences(of: "two", with: "owt") }
+        // (Edited but keeping the old signature: the bytes signed are no longer the bytes sent.)
+        let tampered = String(forged.dropLast()) + "," + genuine[1].split(separator: ",").last!
+        let badSignature = try RelayFixtures.push(genuine[0] + "\n" + tampered, to: relay)
+        #expect(badSignature.status == 422 && badSignature.body.contains("bad_signature"), "\(badSignature)")
+        let unknown = try RelayFixtures.push(try stranger.history()[0], to: relay)
+        #expect(unknown.status == 422 && unknown.body.contains("unknown_origin"), "\(unknown)")
+        #expect(try RelayFixtures.storedRows(in: cluster) == 0, "a refused push stored something")
+
+        let accepted = try RelayFixtures.push(genuine.joined(separator: "\n"), to: relay)
+        #expect(accepted.status == 200 && accepted.body.contains(#""applied":2"#), "\(accepted)")
+        let again = try RelayFixtures.push(genuine.joined(separator: "\n"), to: relay)
+        #expect(again.status == 200 && again.body.contains(#""duplicate":2"#) && again.body.contains(#""applied":0"#), "\(again)")
+        #expect(try RelayFixtures.storedRows(in: cluster) == 2)
+        // Served back byte for byte: the signatures still verify at the next store.
+        #expect(try RelayFixtures.pull(from: relay).lines == genuine)
+    }
+
+    @Test("pulls come in causal order: a change set pushed before what it depends on, or past a gap, waits for it")
+    func causalOrder() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b"])
+        let (a, b) = (peers[0], peers[1])
+        let relay = try startedRelay(cluster, trusting: peers)
+        try RelayFixtures.save("a1", on: a)
+        try RelayFixtures.save("a2", on: a)
+        let fromA = try a.history()
+        // b takes a's first save in, then saves: its change set depends on a's first.
+        let applied = try b.ferry(["apply", "-"], input: fromA[0])
+        #expect(applied.status == 0, "\(applied.standardError)")
+        try RelayFixtures.save("b1", on: b)
+        let ownOfB = try #require(try b.history().last)
+        #expect(ownOfB.contains(#""deps":{""#))
+
+        // b's change set first, and a's second without its first: neither can be applied yet, so neither is served.
+        #expect(try RelayFixtures.push(ownOfB, to: relay).status == 200)
+        #expect(try RelayFixtures.push(fromA[1], to: relay).body.contains(#""waiting":1"#))
+        #expect(try RelayFixtures.pull(from: relay).lines.isEmpty)
+        // The vector says what the relay holds from each origin's first on: b's, not a's second (past a gap).
+        let vectorBefore = try #require(try RelayFixtures.state(of: relay)["vector"] as? [String: Int])
+        #expect(vectorBefore == [try b.identity().store: 1], "\(vectorBefore)")
+
+        // a's first arrives: all three are served, each after what it needs.
+        #expect(try RelayFixtures.push(fromA[0], to: relay).status == 200)
+        let served = try RelayFixtures.pull(from: relay).lines
+        #expect(served.count == 3)
+        let positions = served.map { line in [fromA[0], fromA[1], ownOfB].firstIndex(of: line) ?? -1 }
+        #expect(positions.first == 0 && Set(positions) == [0, 1, 2], "not causal: \(positions)")
+        // A caller holding a's first gets the other two.
+        let idA = try a.identity().store
+        let after = try RelayFixtures.pull(#"{"after":{"\#(idA)":1}}"#, from: relay).lines
+        #expect(Set(after) == [fromA[1], ownOfB])
+    }
+
+    @Test("two relays on one database: the same change sets pushed to both at once are stored once, and a long poll at one wakes for a push at the other")
+    func twoRelaysShareOneDatabase() async throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a"])
+        let keys = try RelayFixtures.keys(of: peers)
+        let first = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: keys)
+        let second = try RelayProcess(name: "r2", cluster: cluster, database: "ferry", pinned: keys, sharingTokensWith: first)
+        try first.start()
+        try second.start()
+        for index in 0..<20 { try RelayFixtures.save("p\(index)", on: peers[0]) }
+        let lines = try peers[0].history()
+        let body = lines.joined(separator: "\n")
+        // Both at once, several times over.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for relay in [first, second, first, second] {
+                group.addTask { _ = try RelayFixtures.push(body, to: relay) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try RelayFixtures.storedRows(in: cluster) == 20)
+        let stateOfFirst = try RelayFixtures.state(of: first)
+        let stateOfSecond = try RelayFixtures.state(of: second)
+        #expect(stateOfFirst["store"] as? String == stateOfSecond["store"] as? String, "two relays on one database must look like one peer")
+        #expect((stateOfFirst["vector"] as? [String: Int])?.values.first == 20)
+
+        // A long poll at the second relay, for what comes after the twenty, answered by a push at the first.
+        try RelayFixtures.save("late", on: peers[0])
+        let late = try #require(try peers[0].history().last)
+        let origin = try peers[0].identity().store
+        let started = Date()
+        async let polled = Task.detached {
+            try RelayFixtures.pull(#"{"after":{"\#(origin)":20},"wait_ms":20000}"#, from: second)
+        }.value
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try RelayFixtures.push(late, to: first).status == 200)
+        let answer = try await polled
+        let waited = Date().timeIntervalSince(started)
+        #expect(answer.lines == [late])
+        #expect(waited < 5, "the long poll at the second relay took \(waited) s to hear of a push at the first")
+        #expect(waited >= 0.4, "the long poll answered before the push (\(waited) s)")
+        // With nothing new, a long poll ends empty when its wait is over.
+        let quiet = Date()
+        #expect(try RelayFixtures.pull(#"{"after":{"\#(origin)":21},"wait_ms":700}"#, from: second).lines.isEmpty)
+        #expect(Date().timeIntervalSince(quiet) >= 0.6)
+    }
+}

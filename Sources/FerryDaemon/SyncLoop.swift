@@ -156,9 +156,10 @@ struct SyncLoop: Service {
     }
 
     /// One relay's long poll: waits at the relay for change sets this store's vector lacks, then
-    /// pulls them in a round. A round that took nothing in (change sets held here: another model
-    /// version, a missing predecessor) waits for the pull interval before asking again, and a failed
-    /// poll for a second, so that neither spins; the pull schedule and the backoffs stay as they are.
+    /// pulls them in a round. When the change set offered is still not taken in after the round (held
+    /// here: another model version, a missing predecessor), the next poll waits for the pull interval,
+    /// and after a failed poll or round for a second, so that neither spins; the pull schedule and the
+    /// backoffs stay as they are.
     private func follow(_ name: String, _ client: PeerClient, _ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint) async throws {
         // Below the request timeout, so that a quiet relay's answer is never taken for a dead one.
         let wait = max(0.5, min(Self.relayWait, coordinator.requestTimeout / 2))
@@ -167,10 +168,15 @@ struct SyncLoop: Service {
             do {
                 let vector = try await endpoint.state().vector
                 let lines = try await client.waitForChangeSets(after: vector, limit: 1, wait: wait, store: endpoint.storeIdentifier)
-                if !lines.isEmpty {
+                if let first = lines.first {
                     let results = await coordinator.round(peer: name, push: false)
-                    if results.allSatisfy({ $0.error == nil && $0.pulled.applied + $0.pulled.quarantined == 0 }) { pause = pullInterval }
-                    if results.contains(where: { $0.error != nil }) { pause = 1 }
+                    if results.contains(where: { $0.error != nil }) {
+                        pause = 1
+                    } else if let offered = try? ChangeSetEnvelope(line: first),
+                              try await endpoint.state().vector[offered.origin, default: 0] < offered.sequence {
+                        // Still not taken in (held here: another model version, a missing predecessor).
+                        pause = pullInterval
+                    }
                 }
             } catch is CancellationError {
                 return

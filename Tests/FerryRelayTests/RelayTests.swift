@@ -160,3 +160,80 @@ struct RelayCheckTests {
         #expect(Date().timeIntervalSince(quiet) >= 0.6)
     }
 }
+
+/// Peers that list several relays, a relay lost and back, and what retention drops.
+@Suite("Relay failover and retention", .serialized)
+struct RelayFailoverTests {
+    @Test("a peer listing two relays fails over when the one in use dies, ferry status shows which is in use, and saves keep flowing")
+    func failover() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b"])
+        let keys = try RelayFixtures.keys(of: peers)
+        let first = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: keys)
+        let second = try RelayProcess(name: "r2", cluster: cluster, database: "ferry", pinned: keys, sharingTokensWith: first)
+        try first.start()
+        try second.start()
+        for peer in peers {
+            try peer.connect(name: "relays", urls: [first.url, second.url], token: first.peerToken)
+            try peer.start()
+        }
+        let (a, b) = (peers[0], peers[1])
+        try RelayFixtures.save("before", on: a)
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("before") }, "\(b.logExcerpt())")
+        let before = try status(of: b)
+        #expect(before.url == first.url && before.urls == [first.url, second.url] && before.relay == true, "\(before)")
+
+        first.kill()
+        try RelayFixtures.save("after", on: a)
+        try RelayFixtures.save("from b", on: b)
+        let converged = try DaemonPeer.waitUntil(timeout: 60) {
+            let (left, right) = (try a.dump(), try b.dump())
+            return left == right && left.contains("after") && left.contains("from b")
+        }
+        #expect(converged, "no failover: \(a.logExcerpt()) \(b.logExcerpt())")
+        #expect(try status(of: b).url == second.url)
+        #expect(try status(of: a).url == second.url)
+
+        // The first comes back: nothing was lost or doubled, and it serves what came meanwhile.
+        try first.start()
+        #expect(try RelayFixtures.storedRows(in: cluster) == 3)
+        #expect(try RelayFixtures.pull(from: first).lines.count == 3)
+    }
+
+    /// `ferry status` of `peer`'s daemon: its one peer's URL in use, URLs and whether it is a relay.
+    func status(of peer: DaemonPeer) throws -> (url: String?, urls: [String]?, relay: Bool?) {
+        let result = try FerryProcess.run(["status", "--config", peer.configuration])
+        let json = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any]
+        let entry = (json?["peers"] as? [[String: Any]])?.first
+        return (entry?["url"] as? String, entry?["urls"] as? [String], entry?["relay"] as? Bool)
+    }
+
+    @Test("retention drops what every store that pulls has, made long enough ago; a store asking for dropped change sets gets 410")
+    func retention() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b", "latecomer"])
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers),
+                                     retention: ["keep": "0", "interval": "0.5"])
+        try relay.start()
+        let (a, b) = (peers[0], peers[1])
+        for peer in [a, b] {
+            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+            try peer.start()
+        }
+        try RelayFixtures.save("one", on: a)
+        try RelayFixtures.save("two", on: a)
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("two") })
+        // Both have both, and both pull (long polls) with vectors that say so: the relay drops them.
+        let dropped = try DaemonPeer.waitUntil(timeout: 30) { try RelayFixtures.storedRows(in: cluster) == 0 }
+        let kept = try RelayFixtures.storedRows(in: cluster)
+        #expect(dropped, "retention kept \(kept) change sets")
+        let origin = try a.identity().store
+        let gone = try FerryProcess.curl("POST", relay.url + "/v1/changesets/pull", token: relay.peerToken, body: "{}")
+        #expect(gone.status == 410 && gone.body.contains(origin) && gone.body.contains("snapshot"), "\(gone)")
+        // Saves after the purge still flow.
+        try RelayFixtures.save("three", on: a)
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("three") })
+        let relayStatus = try FerryProcess.curl("GET", relay.url + "/v1/status", token: relay.adminToken)
+        #expect(relayStatus.body.contains(#""purged_through":{"\#(origin)":2}"#), "\(relayStatus.body)")
+    }
+}

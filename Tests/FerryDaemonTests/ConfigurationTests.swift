@@ -64,6 +64,14 @@ struct ConfigurationTests {
         #expect(configuration.sync == .init(pullInterval: 12.5, batchSize: 250, requestTimeout: 20, maxBackoff: 15))
     }
 
+    @Test("A peer may list several URLs (relays sharing one database), tried in order")
+    func severalURLs() throws {
+        let configuration = try parse(
+            "store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: relays, urls: ['http://r1:7500', 'https://r2:7500'], token_file: t}\n")
+        #expect(configuration.peers.map(\.urls) == [[URL(string: "http://r1:7500")!, URL(string: "https://r2:7500")!]])
+        #expect(configuration.peers.first?.url == URL(string: "http://r1:7500")!)
+    }
+
     @Test("Defaults for everything but the store and the tokens file")
     func defaults() throws {
         let configuration = try parse("store: {path: s.sqlite, model: m.xcdatamodeld}\nserver: {tokens_file: tokens}\n")
@@ -124,6 +132,11 @@ struct ConfigurationTests {
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: -1}\n", "history.purge_interval must be a number of seconds"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {keep: forever}\n", "unknown key history.keep"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {bootstrap: maybe}\n", "sync.bootstrap must be true or false; found 'maybe'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: [], token_file: t}\n", "peers[0].urls is empty"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, url: 'http://x', urls: ['http://y'], token_file: t}\n", "peers[0] has both url and urls"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'ftp://y'], token_file: t}\n", "peers[0].urls[1] must be an http:// or https:// URL"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'http://x'], token_file: t}\n", "peers[0].urls[1] lists 'http://x' twice"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, token_file: t}\n", "missing key peers[0].url (or urls"),
         ]
         for (text, expected) in cases {
             let message = error(text)

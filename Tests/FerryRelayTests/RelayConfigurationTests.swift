@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+import FerryRelay
+import FerryStore
+import FerrySync
+
+/// `ferry relay --config`: every key read, and each bad or missing one named.
+@Suite("Relay configuration")
+struct RelayConfigurationTests {
+    static let key = "gJ66q3WSbKW7Jn9ez+uvaa23kiLsFsVzF5nOR+MJnio="
+    static let origin = "1BDB1D3D-DE08-4862-8690-64105074E331"
+
+    func parse(_ text: String) throws(RelayConfigurationError) -> RelayConfiguration {
+        try RelayConfiguration.parse(text, folder: "/etc/ferry", path: "/etc/ferry/relay.yaml")
+    }
+
+    func error(_ text: String) -> String {
+        do {
+            _ = try parse(text)
+            return "no error"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("Every key is read; relative paths resolve against the file's folder; defaults for the rest")
+    func everyKey() throws {
+        let full = try parse("""
+            database: {host: db.internal, port: 6543, user: relay, password_file: pg-password, name: fleet, tls: require, connections: 4}
+            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_concurrent_bodies: 2}
+            trust:
+              unknown_origins: accept
+              keys:
+                - {origin: \(Self.origin), key: '\(Self.key)', from: 3}
+              revoked:
+                - {origin: \(Self.origin), key: '\(Self.key)', after: '2026-11-24T12:00:00Z'}
+            retention: {keep: 60, peer_expiry: 120, interval: 5}
+            """)
+        #expect(full.database.host == "db.internal" && full.database.port == 6543 && full.database.user == "relay")
+        #expect(full.database.passwordFile == "/etc/ferry/pg-password" && full.database.name == "fleet")
+        #expect(full.database.tls == .require && full.database.connections == 4)
+        #expect(full.server.host == "127.0.0.1" && full.server.port == 7501 && full.server.tokensFile == "/etc/ferry/tokens")
+        #expect(full.server.maxBodyBytes == 4096 && full.server.maxConcurrentBodies == 2)
+        #expect(full.trust.unknownOrigins == .accept && !full.trust.trustsPeersOnFirstUse)
+        #expect(full.trust.pinned.map(\.firstSequence) == [3] && full.trust.pinned.first?.origin == UUID(uuidString: Self.origin))
+        #expect(full.trust.revocations.count == 1)
+        #expect(full.retention.keep == 60 && full.retention.peerExpiry == 120 && full.retention.interval == 5)
+
+        let least = try parse("database: {}\nserver: {tokens_file: /etc/ferry/tokens}\n")
+        #expect(least.database.host == "127.0.0.1" && least.database.port == 5432 && least.database.name == "ferry" && least.database.tls == .prefer)
+        #expect(least.server.port == 7500 && least.trust.unknownOrigins == .refuse && least.trust.pinned.isEmpty)
+        #expect(least.retention.keep == 7 * 24 * 3600)
+    }
+
+    @Test("Each bad or missing key gets an error naming the file and the key")
+    func badKeys() {
+        let cases: [(String, String)] = [
+            ("", "the file is empty"),
+            ("server: {tokens_file: t}\n", "missing section 'database'"),
+            ("database: {}\n", "missing section 'server'"),
+            ("database: {}\nserver: {}\n", "missing key server.tokens_file"),
+            ("database: {colour: red}\nserver: {tokens_file: t}\n", "unknown key 'database.colour'"),
+            ("databse: {}\n", "unknown key 'databse'"),
+            ("database: {port: 0}\nserver: {tokens_file: t}\n", "database.port must be a whole number from 1 to 65535"),
+            ("database: {tls: maybe}\nserver: {tokens_file: t}\n", "database.tls must be disable, prefer or require"),
+            ("database: {}\nserver: {tokens_file: t, port: 70000}\n", "server.port must be a whole number from 0 to 65535"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {unknown_origins: sometimes}\n", "trust.unknown_origins must be refuse or accept"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: [{origin: nope, key: k}]}\n", "trust.keys[0].origin must be a store UUID"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: [{origin: \(Self.origin), key: short}]}\n", "trust.keys[0].key must be an Ed25519 public key"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {revoked: [{origin: \(Self.origin), key: k, after: yesterday}]}\n", "trust.revoked[0].after must be an ISO 8601 time"),
+            ("database: {}\nserver: {tokens_file: t}\nretention: {keep: -1}\n", "retention.keep must be a number of seconds ≥ 0"),
+            ("database: [a]\nserver: {tokens_file: t}\n", "'database' must be a mapping"),
+            ("database: {host: [\n", "not valid YAML"),
+        ]
+        for (text, expected) in cases {
+            let message = error(text)
+            #expect(message.hasPrefix("/etc/ferry/relay.yaml: "), "\(text)")
+            #expect(message.contains(expected), "\(text) → \(message)")
+        }
+    }
+}

@@ -73,6 +73,9 @@ public struct Configuration: Sendable, Equatable {
         /// A PEM file of the CA(s) the peer's HTTPS certificate must chain up to, in place of
         /// the system trust store (for peers with certificates from a private CA); nil for the system store.
         public var caFile: String? = nil
+        /// For a relay: seconds between uploads of this store's snapshot to it (what new stores joining
+        /// through the relay start from; docs/FLEET.md); nil: never.
+        public var snapshotUploadInterval: TimeInterval? = nil
     }
 
     /// How often and how much to sync.
@@ -141,7 +144,7 @@ extension Configuration {
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "max_connections", "tls"],
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins", "bootstrap"],
-        "peer": ["name", "url", "urls", "token_file", "ca_file"],
+        "peer": ["name", "url", "urls", "token_file", "ca_file", "snapshot_upload_interval"],
         "history": ["purge_interval", "retention", "tombstone_horizon"],
         "trust": ["unknown_origins", "first_use", "keys", "revoked"],
         "trust.keys": ["origin", "key", "from"],
@@ -198,7 +201,10 @@ extension Configuration {
             var urls: [String]?
             var tokenFile: String?
             var caFile: String?
-            enum CodingKeys: String, CodingKey { case name, url, urls, tokenFile = "token_file", caFile = "ca_file" }
+            var snapshotUploadInterval: String?
+            enum CodingKeys: String, CodingKey {
+                case name, url, urls, tokenFile = "token_file", caFile = "ca_file", snapshotUploadInterval = "snapshot_upload_interval"
+            }
         }
         /// The trust section: scalars, and the `keys` and `revoked` lists.
         struct TrustSection: Decodable {
@@ -317,7 +323,14 @@ extension Configuration {
                 caFile = resolve(file)
             }
             guard !peers.contains(where: { $0.name == name }) else { throw fail("two peers are named '\(name)'; names must differ") }
-            peers.append(Peer(name: name, urls: urls, tokenFile: resolve(tokenFile), caFile: caFile))
+            var snapshotUploadInterval: TimeInterval?
+            if let text = entry.snapshotUploadInterval {
+                guard let seconds = TimeInterval(text), seconds > 0, seconds.isFinite else {
+                    throw fail("\(place).snapshot_upload_interval must be a number of seconds > 0; found '\(text)'")
+                }
+                snapshotUploadInterval = seconds
+            }
+            peers.append(Peer(name: name, urls: urls, tokenFile: resolve(tokenFile), caFile: caFile, snapshotUploadInterval: snapshotUploadInterval))
         }
 
         var tls: TLS?

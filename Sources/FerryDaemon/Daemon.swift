@@ -322,8 +322,9 @@ public enum Daemon {
             },
             logger: logger
         )
-        let sync = SyncLoop(parts: .afterOpening(opening), pullInterval: configuration.sync.pullInterval, history: configuration.history,
+        var sync = SyncLoop(parts: .afterOpening(opening), pullInterval: configuration.sync.pullInterval, history: configuration.history,
                             notifier: notifier, logger: logger)
+        for peer in configuration.peers { sync.snapshotUploads[peer.name] = peer.snapshotUploadInterval }
         var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: app), .init(service: sync)],
                                                            gracefulShutdownSignals: stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = ShutdownBounds.graceful

@@ -122,6 +122,11 @@ public actor SyncCoordinator {
         }
     }
 
+    /// The client of the peer named `name`.
+    func client(of name: String) -> PeerClient? {
+        peers.first { $0.name == name }?.sync.client
+    }
+
     /// The peers known to be relays, with their clients: what the sync loop long-polls.
     func relays() -> [(name: String, client: PeerClient)] {
         peers.filter { $0.isRelay == true }.map { ($0.name, $0.sync.client) }

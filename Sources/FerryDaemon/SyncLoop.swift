@@ -29,6 +29,8 @@ struct SyncLoop: Service {
     let history: Configuration.History
     let notifier: SystemdNotifier
     let logger: Logger
+    /// Per peer (a relay), seconds between uploads of this store's snapshot to it.
+    var snapshotUploads: [String: TimeInterval] = [:]
     /// The longest the pull schedule sleeps between looks at its clock (it also beats the heartbeat).
     static let longestNap: TimeInterval = 1
 
@@ -99,6 +101,9 @@ struct SyncLoop: Service {
             group.addTask { try await followRelays(coordinator, endpoint) }
             if history.purgeInterval > 0 {
                 group.addTask { try await purgeOnSchedule(coordinator) }
+            }
+            for (peer, interval) in snapshotUploads {
+                group.addTask { try await uploadSnapshots(to: peer, every: interval, coordinator, endpoint) }
             }
             try await group.next()
             group.cancelAll()
@@ -185,6 +190,27 @@ struct SyncLoop: Service {
                 pause = 1
             }
             if pause > 0 { try await Task.sleep(for: .seconds(pause)) }
+        }
+    }
+
+    /// Uploads a snapshot of the store to `peer` (a relay) every `interval` seconds, the first one
+    /// interval after the start: what stores joining through the relay start from (docs/FLEET.md).
+    /// A failed upload is logged and tried again at the next interval.
+    private func uploadSnapshots(to peer: String, every interval: TimeInterval, _ coordinator: SyncCoordinator,
+                                 _ endpoint: ReplicationEndpoint) async throws {
+        while !Task.isCancelled {
+            try await Task.sleep(for: .seconds(interval))
+            guard let client = await coordinator.client(of: peer) else { return }
+            do {
+                let snapshot = try await endpoint.writeSnapshot()
+                defer { try? snapshot.handle.close() }
+                try await client.uploadSnapshot(snapshot, of: endpoint.storeIdentifier)
+                logger.info("uploaded a snapshot of the store (\(snapshot.size) bytes) to \(peer)")
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("could not upload a snapshot of the store to \(peer): \(error); trying again in \(Int(interval)) s")
+            }
         }
     }
 

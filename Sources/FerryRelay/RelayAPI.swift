@@ -40,7 +40,7 @@ struct RelayAPI: Sendable {
         router.add(middleware: MetricsMiddleware())
         var allowed: [String: [HTTPRequest.Method]] = [
             "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
-            "/v1/snapshot": [.get], "/v1/status": [.get],
+            "/v1/snapshot": [.get, .put], "/v1/status": [.get],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
         router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
@@ -66,9 +66,13 @@ struct RelayAPI: Sendable {
                 try context.require(.push)
                 return try await push(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
             }
-            .get("snapshot") { _, context -> Response in
+            .get("snapshot") { _, context in
                 try context.require(.pull)
-                throw APIError.notFound("a relay holds change sets, not a store, so it has no snapshot; start a new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), or let it pull the whole history from the relay")
+                return try await snapshot()
+            }
+            .put("snapshot") { request, context in
+                try context.require(.push)
+                return try await takeSnapshot(request, logger: context.logger)
             }
             .get("status") { _, context in try await status(admin: context.role == .admin) }
         return router
@@ -233,6 +237,70 @@ struct RelayAPI: Sendable {
         report.vector = try await databaseWork("read the version vector") { try await database.vector() }
         return FerryAPI.json(report.json)
     }
+
+    /// `GET /v1/snapshot`: the newest snapshot a daemon uploaded, streamed chunk by chunk as the SQLite
+    /// file it is; 404 while none was.
+    private func snapshot() async throws -> Response {
+        guard let newest = try await databaseWork("look for a snapshot", { try await database.newestSnapshot() }) else {
+            throw APIError.notFound("no daemon has uploaded a snapshot to this relay yet (snapshot_upload_interval on a daemon's entry for the relay); start the new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), or let it pull the whole history from the relay")
+        }
+        let source = self.database
+        let body = ResponseBody(contentLength: Int(newest.size)) { writer in
+            var index: Int32 = 0
+            while let chunk = try await source.snapshotChunk(newest.id, index: index) {
+                try await writer.write(chunk)
+                index += 1
+            }
+            try await writer.finish(nil)
+        }
+        var headers: HTTPFields = [.contentType: "application/vnd.sqlite3"]
+        if let name = HTTPFields.Element.Name("Ferry-Snapshot-Of") { headers[name] = newest.source.uuidString }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// The largest snapshot a relay takes (a store of tens of millions of objects fits).
+    static let maximumSnapshotBytes: Int64 = 64 << 30
+
+    /// `PUT /v1/snapshot`: a daemon's snapshot of its store (`Ferry-Snapshot-Of: UUID`), stored in chunks
+    /// as it arrives; once whole, it replaces the one before. A body that is not a SQLite file is refused.
+    private func takeSnapshot(_ request: Request, logger: Logger) async throws -> Response {
+        guard let name = HTTPFields.Element.Name("Ferry-Snapshot-Of"), let text = request.headers[name], let source = ObjectURIComponents.uuid(text) else {
+            throw APIError.badRequest("a snapshot needs the header Ferry-Snapshot-Of: the UUID of the store it was taken of")
+        }
+        let id = try await databaseWork("start storing a snapshot") { try await database.beginSnapshot(of: source) }
+        var size: Int64 = 0
+        do {
+            var pending = ByteBuffer()
+            var index: Int32 = 0
+            for try await var part in request.body {
+                size += Int64(part.readableBytes)
+                guard size <= Self.maximumSnapshotBytes else {
+                    throw APIError.contentTooLarge("a snapshot takes at most \(Self.maximumSnapshotBytes) bytes")
+                }
+                pending.writeBuffer(&part)
+                if index == 0, pending.readableBytes >= 16, pending.getString(at: pending.readerIndex, length: 15) != "SQLite format 3" {
+                    throw APIError.badRequest("the body is not a SQLite file (a snapshot as GET /v1/snapshot of a daemon answers it)")
+                }
+                while pending.readableBytes >= Self.snapshotChunkBytes, let chunk = pending.readSlice(length: Self.snapshotChunkBytes) {
+                    try await database.storeSnapshotChunk(id, index: index, data: chunk)
+                    index += 1
+                }
+                pending.discardReadBytes()
+            }
+            guard size >= 16 else { throw APIError.badRequest("the body is not a SQLite file: \(size) bytes") }
+            if pending.readableBytes > 0 { try await database.storeSnapshotChunk(id, index: index, data: pending) }
+            try await database.completeSnapshot(id, size: size)
+        } catch {
+            try? await database.abandonSnapshot(id)
+            if let error = error as? APIError { throw error }
+            throw APIError.unavailable("this relay could not store the snapshot (\(String(describing: error).prefix(300))); send it again later")
+        }
+        logger.info("stored a snapshot of store \(source.uuidString) (\(size) bytes) for new stores to start from")
+        return FerryAPI.json(JSONValue.sortedObject(["stored": .integer(size), "of": .string(source.uuidString)]).text)
+    }
+
+    /// Bytes per row of `ferry_snapshot_chunks`.
+    static let snapshotChunkBytes = 1 << 20
 
     private func status(admin: Bool) async throws -> Response {
         let size = try await databaseWork("measure the database") { try await database.size() }

@@ -15,7 +15,9 @@ import FerryStore
 ///   its dependencies, and `position`, the order it arrived in;
 /// - `ferry_origins`: per origin, `contiguous` (every change set from the first to it is here: the
 ///   relay's version vector), and `purged` (the last one dropped by retention);
-/// - `ferry_peers`: per store that pulls, the vector it last pulled with and when (retention waits for them).
+/// - `ferry_peers`: per store that pulls, the vector it last pulled with and when (retention waits for them);
+/// - `ferry_snapshots` and `ferry_snapshot_chunks`: the newest snapshot a daemon uploaded (its SQLite
+///   file in chunks of 1 MiB), what new stores start from.
 ///
 /// A push commits with `NOTIFY ferry_changesets`, which wakes the long polls of every relay on the database.
 struct RelayDatabase: Sendable {
@@ -74,6 +76,23 @@ struct RelayDatabase: Sendable {
                     vector text NOT NULL,
                     seen timestamptz NOT NULL)
                 """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_snapshots (
+                    id bigserial PRIMARY KEY,
+                    source uuid NOT NULL,
+                    size bigint NOT NULL DEFAULT 0,
+                    complete boolean NOT NULL DEFAULT false,
+                    taken timestamptz NOT NULL DEFAULT now())
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_snapshot_chunks (
+                    snapshot bigint NOT NULL REFERENCES ferry_snapshots (id) ON DELETE CASCADE,
+                    index integer NOT NULL,
+                    data bytea NOT NULL,
+                    PRIMARY KEY (snapshot, index))
+                """, logger: logger)
+            // A SQLite file is mostly compressed already or cheap to send as it is: skip TOAST's compression.
+            try await connection.query("ALTER TABLE ferry_snapshot_chunks ALTER COLUMN data SET STORAGE EXTERNAL", logger: logger)
             let fresh = UUID()
             try await connection.query("""
                 INSERT INTO ferry_relay (fleet, schema_version) VALUES (\(fresh), \(Self.schemaVersion)) ON CONFLICT DO NOTHING
@@ -224,6 +243,48 @@ struct RelayDatabase: Sendable {
             result.append(StoredChangeSet(origin: origin, sequence: sequence, dependencies: dependencies, line: line))
         }
         return result
+    }
+
+    // MARK: - Snapshots
+
+    /// The newest complete snapshot: its id, source store and size.
+    func newestSnapshot() async throws -> (id: Int64, source: UUID, size: Int64)? {
+        let rows = try await client.query("SELECT id, source, size FROM ferry_snapshots WHERE complete ORDER BY id DESC LIMIT 1", logger: logger)
+        for try await (id, source, size) in rows.decode((Int64, UUID, Int64).self) { return (id, source, size) }
+        return nil
+    }
+
+    /// Chunk `index` of snapshot `id`; nil past the last.
+    func snapshotChunk(_ id: Int64, index: Int32) async throws -> ByteBuffer? {
+        let rows = try await client.query("SELECT data FROM ferry_snapshot_chunks WHERE snapshot = \(id) AND index = \(index)", logger: logger)
+        for try await data in rows.decode(ByteBuffer.self) { return data }
+        return nil
+    }
+
+    /// Starts storing a snapshot of `source`; returns its id (chunks go in with ``storeSnapshotChunk(_:index:data:)``).
+    func beginSnapshot(of source: UUID) async throws -> Int64 {
+        let rows = try await client.query("INSERT INTO ferry_snapshots (source) VALUES (\(source)) RETURNING id", logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw RelayError("PostgreSQL returned no id for a new snapshot")
+    }
+
+    func storeSnapshotChunk(_ id: Int64, index: Int32, data: ByteBuffer) async throws {
+        try await client.query("INSERT INTO ferry_snapshot_chunks (snapshot, index, data) VALUES (\(id), \(index), \(data))", logger: logger)
+    }
+
+    /// Marks snapshot `id` complete (`size` bytes) and drops every earlier one, and unfinished ones over an hour old.
+    func completeSnapshot(_ id: Int64, size: Int64) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("UPDATE ferry_snapshots SET complete = true, size = \(size) WHERE id = \(id)", logger: logger)
+            try await connection.query("""
+                DELETE FROM ferry_snapshots WHERE id <> \(id) AND (complete OR taken < now() - interval '1 hour')
+                """, logger: logger)
+        }
+    }
+
+    /// Drops an unfinished snapshot.
+    func abandonSnapshot(_ id: Int64) async throws {
+        try await client.query("DELETE FROM ferry_snapshots WHERE id = \(id)", logger: logger)
     }
 
     // MARK: - Retention

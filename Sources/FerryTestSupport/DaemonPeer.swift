@@ -22,7 +22,7 @@ public final class DaemonPeer: @unchecked Sendable {
     /// The port it listens on (fixed after the first start, so peers can name it).
     public private(set) var port: Int
     private var process: Process?
-    private var peers: [(name: String, urls: [String], token: String, caFile: String?)] = []
+    private var peers: [(name: String, urls: [String], token: String, caFile: String?, snapshotUploadInterval: Double?)] = []
     /// Keys pinned in the configuration's `trust.keys` (``pin(_:)``).
     private var pinned: [(origin: String, key: String)] = []
     /// Scalar keys of the configuration's `trust` section (`unknown_origins`, `first_use`); written at the next configuration change.
@@ -115,14 +115,15 @@ public final class DaemonPeer: @unchecked Sendable {
     /// at `url` when given (a ``FaultProxy`` in front of it) or directly; `caFile` is the
     /// peer's `ca_file` (its HTTPS certificate checked against that CA, not the system store).
     public func connect(to other: DaemonPeer, token: String? = nil, via url: String? = nil, caFile: String? = nil) throws {
-        peers.append((other.name, [url ?? other.url], token ?? other.peerToken, caFile))
+        peers.append((other.name, [url ?? other.url], token ?? other.peerToken, caFile, nil))
         try writeConfiguration()
     }
 
     /// Makes this peer sync with a peer named `name` reached at any of `urls` (relays sharing one
-    /// database: `urls` in the configuration), presenting `token`.
-    public func connect(name: String, urls: [String], token: String) throws {
-        peers.append((name, urls, token, nil))
+    /// database: `urls` in the configuration), presenting `token`; `snapshotUploadInterval` is the
+    /// entry's `snapshot_upload_interval` (seconds between uploads of this store's snapshot to a relay).
+    public func connect(name: String, urls: [String], token: String, snapshotUploadInterval: Double? = nil) throws {
+        peers.append((name, urls, token, nil, snapshotUploadInterval))
         try writeConfiguration()
     }
 
@@ -176,6 +177,7 @@ public final class DaemonPeer: @unchecked Sendable {
                     text += "  - name: \(peer.name)\n    urls: [\(peer.urls.joined(separator: ", "))]\n    token_file: to-\(peer.name).token\n"
                 }
                 if let caFile = peer.caFile { text += "    ca_file: \(caFile)\n" }
+                if let interval = peer.snapshotUploadInterval { text += "    snapshot_upload_interval: \(interval)\n" }
             }
         }
         if !trustSettings.isEmpty || !pinned.isEmpty {

@@ -208,18 +208,17 @@ struct RelayFailoverTests {
         return (entry?["url"] as? String, entry?["urls"] as? [String], entry?["relay"] as? Bool)
     }
 
-    @Test("retention drops what every store that pulls has, made long enough ago; a store asking for dropped change sets gets 410")
+    @Test("retention drops what every store that pulls has, made long enough ago; a store asking for dropped change sets gets 410 and starts again from the relay's snapshot")
     func retention() throws {
         let cluster = try RelayFixtures.cluster()
         let peers = try RelayFixtures.peers(["a", "b", "latecomer"])
         let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers),
                                      retention: ["keep": "0", "interval": "0.5"])
         try relay.start()
-        let (a, b) = (peers[0], peers[1])
-        for peer in [a, b] {
-            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
-            try peer.start()
-        }
+        let (a, b, latecomer) = (peers[0], peers[1], peers[2])
+        try a.connect(name: "relay", urls: [relay.url], token: relay.peerToken, snapshotUploadInterval: 1)
+        try b.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+        for peer in [a, b] { try peer.start() }
         try RelayFixtures.save("one", on: a)
         try RelayFixtures.save("two", on: a)
         #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("two") })
@@ -235,5 +234,60 @@ struct RelayFailoverTests {
         #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("three") })
         let relayStatus = try FerryProcess.curl("GET", relay.url + "/v1/status", token: relay.adminToken)
         #expect(relayStatus.body.contains(#""purged_through":{"\#(origin)":2}"#), "\(relayStatus.body)")
+
+        // A store that joins now gets 410 from the relay, starts again from the snapshot a uploaded there
+        // (sync.bootstrap), and has everything.
+        #expect(try DaemonPeer.waitUntil(timeout: 30) {
+            try FerryProcess.curl("GET", relay.url + "/v1/snapshot", token: relay.peerToken).status == 200
+        }, "a never uploaded a snapshot: \(a.logExcerpt())")
+        try RelayFixtures.save("elsewhere first", on: latecomer)
+        try latecomer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+        try latecomer.start()
+        let joined = try DaemonPeer.waitUntil(timeout: 60) {
+            let dump = try latecomer.dump()
+            return dump.contains("one") && dump.contains("three") && dump.contains("elsewhere first")
+        }
+        #expect(joined, "the latecomer did not start again from the relay's snapshot: \(latecomer.logExcerpt())")
+        #expect(latecomer.log().contains("snapshot of relay installed"), "\(latecomer.logExcerpt())")
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try a.dump().contains("elsewhere first") })
+    }
+
+    @Test("a new store starts from the snapshot a daemon uploaded to the relay (ferry init --from-peer RELAY), then pulls what came after")
+    func joinFromRelaySnapshot() throws {
+        let cluster = try RelayFixtures.cluster()
+        let a = try RelayFixtures.peers(["a"])[0]
+        // No store yet: it is made from the relay's snapshot.
+        let newcomer = try DaemonPeer(name: "newcomer", model: RelayFixtures.model, pullInterval: 30, maxBackoff: 2)
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: [a]))
+        try relay.start()
+        let missing = try FerryProcess.curl("GET", relay.url + "/v1/snapshot", token: relay.peerToken)
+        #expect(missing.status == 404 && missing.body.contains("snapshot_upload_interval"), "\(missing)")
+        let notSQLite = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(relay.peerToken)",
+                                                                          "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "not a database at all", relay.url + "/v1/snapshot"])
+        #expect(notSQLite.standardOutput.hasSuffix("400"), "\(notSQLite.standardOutput)")
+
+        try a.connect(name: "relay", urls: [relay.url], token: relay.peerToken, snapshotUploadInterval: 1)
+        try a.start()
+        for index in 0..<30 { try RelayFixtures.save("before \(index)", on: a) }
+        // A snapshot taken after the thirty saves.
+        let uploaded = DaemonPeer.waitUntil(timeout: 30) {
+            a.log().components(separatedBy: "uploaded a snapshot").count >= 3
+        }
+        #expect(uploaded, "\(a.logExcerpt())")
+
+        try relay.peerToken.write(toFile: newcomer.directory.file("relay.token"), atomically: true, encoding: .utf8)
+        let joined = try FerryProcess.run(["init", "--from-peer", relay.url, "--token-file", newcomer.directory.file("relay.token"),
+                                           "--store", newcomer.store, "--model", newcomer.model])
+        #expect(joined.status == 0, "\(joined.standardError)")
+        let before = try a.dump()
+        #expect(before.contains("before 29"))
+        #expect(try newcomer.dump() == before, "the store made from the relay's snapshot differs from a's")
+
+        // Then it follows the relay like any store of the fleet.
+        try RelayFixtures.save("after the snapshot", on: a)
+        try newcomer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+        try newcomer.start()
+        let caughtUp = try DaemonPeer.waitUntil(timeout: 30) { try newcomer.dump() == a.dump() }
+        #expect(caughtUp, "\(newcomer.logExcerpt())")
     }
 }

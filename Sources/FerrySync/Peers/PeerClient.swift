@@ -163,6 +163,16 @@ public struct PeerClient: Sendable {
         })
     }
 
+    /// `PUT /v1/snapshot` to a relay: sends `snapshot`, a snapshot of store `store`, for new stores to
+    /// start from (docs/FLEET.md, "Joining through a relay"). Only relays take snapshots.
+    public func uploadSnapshot(_ snapshot: SnapshotFile, of store: UUID) async throws(PeerError) {
+        _ = try Self.checked(try await failingOver { url throws(PeerError) in
+            var request = try request(url, "PUT", "v1/snapshot", contentType: "application/vnd.sqlite3")
+            request.headers.append(("Ferry-Snapshot-Of", store.uuidString))
+            return try await transport.upload(request, from: snapshot.handle, size: snapshot.size)
+        })
+    }
+
     /// Why a token file cannot be used.
     public enum TokenFileProblem: Error, Sendable, Equatable {
         /// The file cannot be read.

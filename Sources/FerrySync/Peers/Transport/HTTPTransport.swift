@@ -111,6 +111,25 @@ final class HTTPTransport: PeerTransport {
         return PeerResponse(status: Int(response.status.code), body: Data())
     }
 
+    func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse {
+        var http = Self.http(request)
+        do {
+            try file.seek(toOffset: 0)
+        } catch {
+            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
+        }
+        http.body = .stream(FileChunks(file: file, size: size), length: .known(size))
+        let place = "\(request.method) \(request.url.path)"
+        do {
+            // No deadline for the whole request (a snapshot may take long on a slow link); the read timeout still applies.
+            let response = try await client.execute(http, timeout: .hours(24))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return PeerResponse(status: Int(response.status.code), body: Data(body.readableBytesView))
+        } catch {
+            throw Self.peerError(error, place: place, trust: trust)
+        }
+    }
+
     /// The ``PeerError`` for a failed request: refused connections are `notListening`,
     /// certificate failures say what the certificate was checked against, anything else
     /// (a cut answer, a timeout, a cancelled request) is `unreachable`.
@@ -145,4 +164,30 @@ final class HTTPTransport: PeerTransport {
         }
         return false
     }
+}
+
+/// A file's bytes in chunks of 1 MiB, each read on the I/O thread pool when the request asks for it,
+/// so an upload holds one chunk at a time.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let file: FileHandle
+    let size: Int64
+    static let chunkBytes = 1 << 20
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let file: FileHandle
+        var left: Int64
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard left > 0 else { return nil }
+            let count = Int(Swift.min(left, Int64(FileChunks.chunkBytes)))
+            let file = self.file
+            let data = try await NIOThreadPool.singleton.runIfActive { try file.read(upToCount: count) ?? Data() }
+            guard !data.isEmpty else { throw PeerError.localStore(StoreFailure("the file to send ended \(left) bytes early")) }
+            left -= Int64(data.count)
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file, left: size) }
 }

@@ -43,9 +43,24 @@ public protocol PeerTransport: Sendable {
     /// arrives (a snapshot: too large to hold in memory); an answer of another status is
     /// returned with its body and nothing is written.
     func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse
+    /// Sends `request` with the `size` bytes of `file` (from its start) as its body, streamed (a
+    /// snapshot: too large to hold in memory), and returns the peer's answer.
+    func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse
 }
 
 extension PeerTransport {
+    /// Reads the whole file, then sends it: for transports whose bodies are small (tests).
+    public func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse {
+        var request = request
+        do {
+            try file.seek(toOffset: 0)
+            request.body = try file.read(upToCount: Int(size)) ?? Data()
+        } catch {
+            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
+        }
+        return try await send(request)
+    }
+
     /// Holds the whole answer, then writes it: for transports whose answers are small (tests).
     public func download(_ request: PeerRequest, to path: String) async throws(PeerError) -> PeerResponse {
         let answer = try await send(request)

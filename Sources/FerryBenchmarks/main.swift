@@ -26,7 +26,7 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
-            if ["--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put", "--migrate"].contains(argument) { continue }
+            if ["--relay", "--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put", "--migrate"].contains(argument) { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             // 0 runs the setup only (with --only), so instruction counts can subtract it.
@@ -34,7 +34,7 @@ struct Settings {
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N]] [--put] [--migrate [--count N]]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N] [--relay]] [--relay] [--put] [--migrate [--count N]]\n".utf8))
                 exit(64)
             }
         }
@@ -211,8 +211,13 @@ do {
         try ReplicationWorkload.replicate(settings, model: model)
         exit(0)
     }
+    if CommandLine.arguments.contains("--relay"), !CommandLine.arguments.contains("--bootstrap") {
+        try await RelayWorkload.run(model: model, runs: CommandLine.arguments.contains("--runs") ? settings.runs : 3)
+        exit(0)
+    }
     if CommandLine.arguments.contains("--bootstrap") {
-        try BootstrapWorkload.run(count: CommandLine.arguments.contains("--count") ? settings.count : 1_000_000, model: model)
+        try await BootstrapWorkload.run(count: CommandLine.arguments.contains("--count") ? settings.count : 1_000_000, model: model,
+                                        throughRelay: CommandLine.arguments.contains("--relay"))
         exit(0)
     }
     if CommandLine.arguments.contains("--migrate") {

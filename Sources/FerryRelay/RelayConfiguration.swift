@@ -154,6 +154,11 @@ public struct RelayConfiguration: Sendable, Equatable {
             }
             trust.unknownOrigins = value
         }
+        for list in ["keys", "revoked"] {
+            if let node = sectionsSeen["trust"]?[list], node.sequence == nil {
+                throw fail("trust.\(list) must be a list of mappings (origin, key, …)")
+            }
+        }
         for (index, entry) in (sectionsSeen["trust"]?["keys"]?.sequence ?? []).enumerated() {
             let place = "trust.keys[\(index)]"
             guard let mapping = entry.mapping else { throw fail("\(place) must be a mapping with origin, key and (optionally) from") }

@@ -71,11 +71,19 @@ struct RelayConfigurationTests {
             ("database: {}\nserver: {tokens_file: t}\nretention: {keep: -1}\n", "retention.keep must be a number of seconds ≥ 0"),
             ("database: [a]\nserver: {tokens_file: t}\n", "'database' must be a mapping"),
             ("database: {host: [\n", "not valid YAML"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: {origin: x}}\n", "trust.keys must be a list"),
         ]
         for (text, expected) in cases {
             let message = error(text)
             #expect(message.hasPrefix("/etc/ferry/relay.yaml: "), "\(text)")
             #expect(message.contains(expected), "\(text) → \(message)")
         }
+    }
+
+    @Test("The example configuration config/relay.yaml is valid")
+    func example() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../config/relay.yaml").standardizedFileURL.path
+        let configuration = try RelayConfiguration.load(path: path)
+        #expect(configuration.server.port == 7500 && configuration.database.name == "ferry" && configuration.trust.unknownOrigins == .refuse)
     }
 }

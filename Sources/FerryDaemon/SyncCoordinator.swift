@@ -128,18 +128,19 @@ public actor SyncCoordinator {
     }
 
     /// The peers known to be relays, with their clients: what the sync loop long-polls.
-    func relays() -> [(name: String, client: PeerClient)] {
-        peers.filter { $0.isRelay == true }.map { ($0.name, $0.sync.client) }
+    func relays() -> [(name: String, client: PeerClient, batchSize: Int)] {
+        peers.filter { $0.isRelay == true }.map { ($0.name, $0.sync.client, $0.sync.batchSize) }
     }
 
     /// One round with `peer` (all peers when nil), after any round already running.
     /// - Returns: one result per peer; empty when `peer` names none.
-    public func round(peer: String? = nil, pull: Bool = true, push: Bool = true,
+    /// `prefetched`: `peer`'s first batch of a pull, already received (a relay's long poll).
+    public func round(peer: String? = nil, pull: Bool = true, push: Bool = true, prefetched: [String]? = nil,
                       progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
         let previous = tail
         let task = Task { () -> [PeerSyncResult] in
             _ = await previous?.value
-            return await self.perform(peer: peer, pull: pull, push: push, progress: progress)
+            return await self.perform(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
         }
         tail = task
         return await task.value
@@ -162,7 +163,8 @@ public actor SyncCoordinator {
         return peers.filter { $0.session.consecutiveFailures > 0 && $0.session.canStart(at: time) }.map(\.name)
     }
 
-    private func perform(peer: String?, pull: Bool, push: Bool, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
+    private func perform(peer: String?, pull: Bool, push: Bool, prefetched: [String]? = nil,
+                         progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         var results: [PeerSyncResult] = []
         for index in peers.indices where peer == nil || peers[index].name == peer {
             let name = peers[index].name
@@ -184,10 +186,15 @@ public actor SyncCoordinator {
             // A push-only round (after a local commit) starts from the peer's vector as last seen;
             // a full round asks the peer, so a peer that went back is corrected on the interval.
             let known = pull ? nil : peers[index].known
-            let result = await peers[index].sync.run(pull: pull, push: push, known: known, progress: progress)
+            let result = await peers[index].sync.run(pull: pull, push: push, known: known, prefetched: peer == nil ? nil : prefetched,
+                                                     progress: progress)
             if let isRelay = result.peerIsRelay { peers[index].isRelay = isRelay }
             if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
                 peers[index].known = (store, vector)
+            } else if result.error == nil, let known = peers[index].known, !result.pulledThrough.isEmpty {
+                // A pull-only round (a relay's long poll woke it): the peer holds what it sent, so the push
+                // this store's commit of it starts is not sent back there.
+                peers[index].known = (known.store, known.vector.merging(result.pulledThrough, uniquingKeysWith: max))
             } else if result.error != nil {
                 peers[index].known = nil
             }

@@ -151,7 +151,7 @@ struct SyncLoop: Service {
             while !Task.isCancelled {
                 for relay in await coordinator.relays() where following.insert(relay.name).inserted {
                     logger.info("following relay \(relay.name): new change sets there are pulled as they arrive")
-                    group.addTask { try await follow(relay.name, relay.client, coordinator, endpoint) }
+                    group.addTask { try await follow(relay.name, relay.client, batchSize: relay.batchSize, coordinator, endpoint) }
                 }
                 // (Real time, not the coordinator's clock: tests that step a manual clock count its sleepers.)
                 try await Task.sleep(for: .seconds(Self.longestNap))
@@ -165,16 +165,18 @@ struct SyncLoop: Service {
     /// here: another model version, a missing predecessor), the next poll waits for the pull interval,
     /// and after a failed poll or round for a second, so that neither spins; the pull schedule and the
     /// backoffs stay as they are.
-    private func follow(_ name: String, _ client: PeerClient, _ coordinator: SyncCoordinator, _ endpoint: ReplicationEndpoint) async throws {
+    private func follow(_ name: String, _ client: PeerClient, batchSize: Int, _ coordinator: SyncCoordinator,
+                        _ endpoint: ReplicationEndpoint) async throws {
         // Below the request timeout, so that a quiet relay's answer is never taken for a dead one.
         let wait = max(0.5, min(Self.relayWait, coordinator.requestTimeout / 2))
         while !Task.isCancelled {
             var pause: TimeInterval = 0
             do {
                 let vector = try await endpoint.state().vector
-                let lines = try await client.waitForChangeSets(after: vector, limit: 1, wait: wait, store: endpoint.storeIdentifier)
+                let lines = try await client.waitForChangeSets(after: vector, limit: batchSize, wait: wait, store: endpoint.storeIdentifier)
                 if let first = lines.first {
-                    let results = await coordinator.round(peer: name, push: false)
+                    // The answer is the pull's first batch: applied without asking the relay again.
+                    let results = await coordinator.round(peer: name, push: false, prefetched: lines)
                     if results.contains(where: { $0.error != nil }) {
                         pause = 1
                     } else if let offered = try? ChangeSetEnvelope(line: first),

@@ -33,9 +33,8 @@ public enum Relay {
         let database = RelayDatabase(client: client, logger: logger,
                                      place: "\(configuration.database.host):\(configuration.database.port)/\(configuration.database.name)")
         let signal = ChangeSignal()
-        let purges = PurgeRecord()
-        let relay = RelayService(configuration: configuration, database: database, tokens: tokens, signal: signal, purges: purges,
-                                 metrics: metrics, logger: logger, onListening: onListening)
+        let relay = RelayService(configuration: configuration, database: database, tokens: tokens, signal: signal, purges: PurgeRecord(),
+                                 pulls: PullRecord(), metrics: metrics, logger: logger, onListening: onListening)
         var groupConfiguration = ServiceGroupConfiguration(
             services: [.init(service: client), .init(service: relay)],
             gracefulShutdownSignals: stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger)
@@ -81,6 +80,7 @@ struct RelayService: Service {
     let tokens: AccessTokens
     let signal: ChangeSignal
     let purges: PurgeRecord
+    let pulls: PullRecord
     let metrics: PrometheusCollectorRegistry?
     let logger: Logger
     let onListening: @Sendable (Int) -> Void
@@ -92,7 +92,8 @@ struct RelayService: Service {
         let api = RelayAPI(database: database, fleet: fleet, tokens: tokens, trust: trust,
                            verifier: OriginTrust.verifier(keys: [], policy: trust), signal: signal,
                            maxBodyBytes: configuration.server.maxBodyBytes,
-                           bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies), metrics: metrics, purges: purges)
+                           bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies), metrics: metrics, purges: purges,
+                           pulls: pulls)
         let server = configuration.server
         let logger = self.logger
         let onListening = self.onListening
@@ -109,6 +110,7 @@ struct RelayService: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.runService() }
             group.addTask { await listen() }
+            group.addTask { await recordPulls() }
             if configuration.retention.interval > 0 {
                 group.addTask { await purgeOnSchedule() }
             }
@@ -154,6 +156,23 @@ struct RelayService: Service {
             }
             signal.bump()
             try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// How often the vectors stores pulled with are written down for retention.
+    static let pullRecordInterval: Duration = .seconds(2)
+
+    /// Writes down, every ``pullRecordInterval``, the vectors stores pulled with (``PullRecord``).
+    private func recordPulls() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.pullRecordInterval)
+            let noted = pulls.take()
+            do {
+                try await database.recordPulls(noted)
+            } catch {
+                // Noted again at the stores' next pulls; retention only waits longer meanwhile.
+                logger.warning("could not note the stores' pulls for retention: \(String(reflecting: error).prefix(300))")
+            }
         }
     }
 

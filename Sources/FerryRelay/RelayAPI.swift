@@ -31,6 +31,7 @@ struct RelayAPI: Sendable {
     let bodySlots: BodySlots
     let metrics: PrometheusCollectorRegistry?
     let purges: PurgeRecord
+    let pulls: PullRecord
 
     /// The longest a long poll may ask to wait (a client asking more waits this long).
     static let longestWait: Duration = .seconds(60)
@@ -161,13 +162,11 @@ struct RelayAPI: Sendable {
             throw APIError.badRequest("'limit' must be a whole number from 1 to \(PullRoute.maximumLimit); found \(query.limit)")
         }
         guard query.waitMilliseconds >= 0 else { throw APIError.badRequest("'wait_ms' must be 0 or more milliseconds; found \(query.waitMilliseconds)") }
-        let purged = try await databaseWork("read what retention dropped") { try await database.purged() }
+        let purged = try await purgedThrough()
         if let (origin, through) = purged.first(where: { query.after[$0.key, default: 0] < $0.value }) {
             throw APIError.gone("the change sets of \(origin.uuidString) up to \(through) were purged from this relay (retention), and the vector asks for some of them; start this store again from a daemon's snapshot (sync.bootstrap does it by itself from a daemon peer)")
         }
-        if let store = query.store {
-            try await databaseWork("note the caller's vector") { try await database.recordPull(by: store, vector: query.after) }
-        }
+        if let store = query.store { pulls.note(store, query.after) }
         let wait = min(Duration.milliseconds(query.waitMilliseconds), Self.longestWait)
         let deadline = ContinuousClock.now + wait
         var answer: [RelayDatabase.StoredChangeSet] = []
@@ -179,6 +178,7 @@ struct RelayAPI: Sendable {
             if !answer.isEmpty || left <= .zero || Task.isCancelled { break }
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting + 1)
             await signal.wait(beyond: seen, timeout: left)
+            Gauge(label: "ferry_relay_long_polls").record(signal.waiting)
         }
         var buffer = ByteBuffer()
         for changeSet in answer {
@@ -193,6 +193,16 @@ struct RelayAPI: Sendable {
             headers[.contentEncoding] = "gzip"
         }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: buffer))
+    }
+
+    /// What retention dropped, read from the database at most every ``PurgedThrough/freshness``: on
+    /// the path of every pull. (A purge by another relay is seen within that; meanwhile a caller asking
+    /// for what went gets an empty answer, since nothing past a gap is served, and 410 at its next pull.)
+    private func purgedThrough() async throws(APIError) -> VersionVector {
+        if let fresh = purges.purgedThrough() { return fresh }
+        let read = try await databaseWork("read what retention dropped") { try await database.purged() }
+        purges.notePurgedThrough(read)
+        return read
     }
 
     private func push(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
@@ -330,11 +340,39 @@ struct RelayAPI: Sendable {
     }
 }
 
-/// The relay's last purge, for `/v1/status`.
+/// The vectors stores pulled with since the last flush (retention waits for them): written to the
+/// database every few seconds in one transaction, not on each pull, which would put a commit on the
+/// path of every long poll.
+final class PullRecord: Sendable {
+    private let pending = Mutex<[UUID: VersionVector]>([:])
+
+    func note(_ store: UUID, _ vector: VersionVector) { pending.withLock { $0[store] = vector } }
+
+    /// What was noted since the last call.
+    func take() -> [UUID: VersionVector] { pending.withLock { pulls in defer { pulls = [:] }; return pulls } }
+}
+
+/// The relay's last purge, for `/v1/status`, and what retention dropped as last read.
 final class PurgeRecord: Sendable {
     private let record = Mutex<(at: Date, count: Int)?>(nil)
+    private let through = Mutex<(vector: VersionVector, read: ContinuousClock.Instant)?>(nil)
+    /// How long a reading of what retention dropped is used before it is read again.
+    static let freshness: Duration = .seconds(2)
 
     var last: (at: Date, count: Int)? { record.withLock { $0 } }
 
-    func note(_ count: Int, at date: Date = Date()) { record.withLock { $0 = (date, count) } }
+    func note(_ count: Int, at date: Date = Date()) {
+        record.withLock { $0 = (date, count) }
+        through.withLock { $0 = nil }
+    }
+
+    /// The last reading of what retention dropped, while fresh.
+    func purgedThrough() -> VersionVector? {
+        through.withLock { reading in
+            guard let reading, ContinuousClock.now - reading.read < Self.freshness else { return nil }
+            return reading.vector
+        }
+    }
+
+    func notePurgedThrough(_ vector: VersionVector) { through.withLock { $0 = (vector, ContinuousClock.now) } }
 }

@@ -126,6 +126,39 @@ struct RelayDatabase: Sendable {
     /// each origin's contiguous sequence number, and notifies the long polls of every relay.
     func store(_ entries: [(envelope: ChangeSetEnvelope, line: String)]) async throws -> StoreResult {
         guard !entries.isEmpty else { return StoreResult() }
+        // What is already here is counted, not written: a push of nothing new (a peer forwarding what
+        // others pushed first) costs one read, no transaction and no commit.
+        let held = try await alreadyHeld(entries.map(\.envelope))
+        let fresh = entries.filter { !held.contains(Key(origin: $0.envelope.origin, sequence: $0.envelope.sequence)) }
+        guard !fresh.isEmpty else {
+            var result = StoreResult()
+            result.duplicate = entries.count
+            return result
+        }
+        var result = try await storeNew(fresh)
+        result.duplicate += entries.count - fresh.count
+        return result
+    }
+
+    private struct Key: Hashable {
+        var origin: UUID
+        var sequence: Int64
+    }
+
+    /// Which of `envelopes` the database holds already.
+    private func alreadyHeld(_ envelopes: [ChangeSetEnvelope]) async throws -> Set<Key> {
+        let origins = envelopes.map(\.origin)
+        let sequences = envelopes.map(\.sequence)
+        let rows = try await client.query("""
+            SELECT c.origin, c.seq FROM unnest(\(origins)::uuid[], \(sequences)::int8[]) AS t(origin, seq)
+            JOIN ferry_changesets c ON c.origin = t.origin AND c.seq = t.seq
+            """, logger: logger)
+        var held: Set<Key> = []
+        for try await (origin, sequence) in rows.decode((UUID, Int64).self) { held.insert(Key(origin: origin, sequence: sequence)) }
+        return held
+    }
+
+    private func storeNew(_ entries: [(envelope: ChangeSetEnvelope, line: String)]) async throws -> StoreResult {
         var origins: [UUID] = []
         var sequences: [Int64] = []
         var clocks: [Int64] = []
@@ -289,13 +322,19 @@ struct RelayDatabase: Sendable {
 
     // MARK: - Retention
 
-    /// Notes that `store` pulled with `vector` (what it has: retention waits for it).
-    func recordPull(by store: UUID, vector: VersionVector) async throws {
-        let text = ChangeSetCodec.encode(vector)
-        try await client.query("""
-            INSERT INTO ferry_peers (store, vector, seen) VALUES (\(store), \(text), now())
-            ON CONFLICT (store) DO UPDATE SET vector = excluded.vector, seen = excluded.seen
-            """, logger: logger)
+    /// Notes that each store pulled with its vector (what it has: retention waits for it), in one
+    /// transaction that does not wait for the disk (a pull lost in a crash is noted again at the next).
+    func recordPulls(_ pulls: [UUID: VersionVector]) async throws {
+        guard !pulls.isEmpty else { return }
+        let stores = Array(pulls.keys)
+        let vectors = stores.map { ChangeSetCodec.encode(pulls[$0] ?? [:]) }
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SET LOCAL synchronous_commit = off", logger: logger)
+            try await connection.query("""
+                INSERT INTO ferry_peers (store, vector, seen) SELECT s, v, now() FROM unnest(\(stores)::uuid[], \(vectors)::text[]) AS t(s, v)
+                ON CONFLICT (store) DO UPDATE SET vector = excluded.vector, seen = excluded.seen
+                """, logger: logger)
+        }
     }
 
     /// The stores that pulled within `expiry` seconds, with the vectors they pulled with.

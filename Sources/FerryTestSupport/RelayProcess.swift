@@ -27,7 +27,8 @@ public final class RelayProcess: @unchecked Sendable {
     /// `sharingTokensWith`: another relay of the fleet whose tokens this one takes (peers present one
     /// token to every relay they list).
     public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
-                unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil) throws {
+                unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil,
+                maxConcurrentBodies: Int = 8) throws {
         self.name = name
         directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
         peerToken = other?.peerToken ?? "peer-\(name)-" + UUID().uuidString
@@ -46,6 +47,7 @@ public final class RelayProcess: @unchecked Sendable {
               host: 127.0.0.1
               port: \(port)
               tokens_file: tokens
+              max_concurrent_bodies: \(maxConcurrentBodies)
             trust:
               unknown_origins: \(unknownOrigins)
 

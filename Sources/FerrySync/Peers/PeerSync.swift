@@ -19,6 +19,9 @@ public struct PeerSyncResult: Sendable, Equatable {
     public var peerModel: String?
     /// Whether the peer said it is a relay, once a round has asked the peer for its state.
     public var peerIsRelay: Bool?
+    /// Per origin, the last change set the pull received from the peer (so the peer holds it, whether
+    /// or not this store could apply it): what a later push need not send back.
+    public var pulledThrough: VersionVector = [:]
     /// When the round ended.
     public var finished = Date()
 
@@ -64,13 +67,16 @@ public struct PeerSync: Sendable {
     /// of every save). A stale vector costs at most duplicates the peer counts and drops; a
     /// vector the peer went back from (a store restored from a backup) is corrected by the next
     /// round without one, which asks.
+    ///
+    /// `prefetched`: the peer's first batch when it is already here (a relay's long poll answered with
+    /// it), so the pull applies it without asking again.
     public func run(pull: Bool = true, push: Bool = true, known: (store: UUID, vector: VersionVector)? = nil,
-                    progress: @Sendable (String) -> Void = { _ in }) async -> PeerSyncResult {
+                    prefetched: [String]? = nil, progress: @Sendable (String) -> Void = { _ in }) async -> PeerSyncResult {
         var result = PeerSyncResult(peer: name)
         result.peerStore = known?.store
         if pull {
             do {
-                try await self.pull(into: &result, progress: progress)
+                try await self.pull(into: &result, prefetched: prefetched, progress: progress)
             } catch {
                 result.error = Self.peerError(error)
             }
@@ -100,9 +106,14 @@ public struct PeerSync: Sendable {
         }
     }
 
-    private func pull(into result: inout PeerSyncResult, progress: @Sendable (String) -> Void) async throws {
+    private func pull(into result: inout PeerSyncResult, prefetched: [String]?, progress: @Sendable (String) -> Void) async throws {
         var vector = try await endpoint.state().vector
-        var batch = try await fetch(after: vector)
+        var batch: (lines: [String], checked: ReplayEngine.CheckedBatch)
+        if let prefetched {
+            batch = (prefetched, try await checked(prefetched))
+        } else {
+            batch = try await fetch(after: vector)
+        }
         while !Task.isCancelled, !batch.lines.isEmpty {
             // Ask for the next batch, and check it, while this one is applied, after the vector the store
             // should have then; it is used only if the store reports exactly that vector afterwards.
@@ -110,6 +121,7 @@ public struct PeerSync: Sendable {
             let next = forecast.map { expected in
                 Task { [self] in try await fetch(after: expected) }
             }
+            if let received = VectorForecast.vector(result.pulledThrough, takingIn: batch.lines) { result.pulledThrough = received }
             let report: ApplyReport
             do {
                 report = try await endpoint.apply(batch.checked)
@@ -145,13 +157,18 @@ public struct PeerSync: Sendable {
     /// (a bad line refuses the whole batch before anything is applied).
     private func fetch(after vector: VersionVector) async throws -> (lines: [String], checked: ReplayEngine.CheckedBatch) {
         let lines = try await client.pull(after: vector, limit: batchSize, store: endpoint.storeIdentifier)
+        return (lines, try await checked(lines))
+    }
+
+    /// `lines` from the peer, checked against this store's model and trust.
+    private func checked(_ lines: [String]) async throws -> ReplayEngine.CheckedBatch {
         do {
-            return (lines, try await endpoint.check(lines: lines))
+            return try await endpoint.check(lines: lines)
         } catch ReplayError.untrusted(_, let refusal) where refusal.mayBeLearned && endpoint.trust.shouldAskPeers() {
             // A key not known yet (the peer's own, first seen; or a rotation): ask the peer, then check once more.
             try endpoint.learnKeys(from: try await client.state(), peer: name)
             do {
-                return (lines, try await endpoint.check(lines: lines))
+                return try await endpoint.check(lines: lines)
             } catch {
                 throw refused(error)
             }

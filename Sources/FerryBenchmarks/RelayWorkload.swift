@@ -102,7 +102,7 @@ enum RelayWorkload {
         var lines: [String]
     }
 
-    static let changeSetsPerOrigin = 100
+    static let changeSetsPerOrigin = 400
     static let objectsPerChangeSet = 100
     static let changeSetsPerPush = 10
 
@@ -133,6 +133,7 @@ enum RelayWorkload {
         let cluster = try PostgresCluster(durable: true)
         let pinned = origins.map { (origin: $0.identifier.uuidString, key: $0.publicKey) }
         var rates: [Int: [Double]] = [1: [], 2: []]
+        var cpu: [Int: [(relays: Double, database: Double)]] = [:]
         for run in 0..<runs {
             for relayCount in [1, 2] {
                 let database = "ingest_\(run)_\(relayCount)"
@@ -147,6 +148,8 @@ enum RelayWorkload {
                 }
                 let urls = relays.map { URL(string: $0.url)! }
                 let token = relays[0].peerToken
+                let relayIDs = relays.compactMap(\.processIdentifier)
+                let cpuBefore = (relays: relayIDs.map(CPUTime.of).reduce(0, +), database: CPUTime.ofUser("postgres"), pushers: CPUTime.ofSelf())
                 let started = DispatchTime.now().uptimeNanoseconds
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for (index, origin) in origins.enumerated() {
@@ -165,12 +168,17 @@ enum RelayWorkload {
                     try await group.waitForAll()
                 }
                 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+                let relayCPU = relayIDs.map(CPUTime.of).reduce(0, +) - cpuBefore.relays
+                let databaseCPU = CPUTime.ofUser("postgres") - cpuBefore.database
+                let pushersCPU = CPUTime.ofSelf() - cpuBefore.pushers
                 let stored = Int(try cluster.sql("SELECT count(*) FROM ferry_changesets", database: database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
                 guard stored == changeSets else { throw RawSQLiteError.failed("the database holds \(stored) change sets, not \(changeSets)") }
                 for relay in relays { relay.stop() }
                 rates[relayCount, default: []].append(Double(objects) / elapsed)
-                print(String(format: "  run %d, %d relay%@: %.2f s, %.0f change sets/s, %.0f objects/s", run + 1, relayCount, relayCount == 1 ? "" : "s",
-                             elapsed, Double(changeSets) / elapsed, Double(objects) / elapsed))
+                print(String(format: "  run %d, %d relay%@: %.2f s, %.0f change sets/s, %.0f objects/s; CPU seconds: relays %.2f, PostgreSQL %.2f, the pushing peers %.2f (%.0f%% of both cores)",
+                             run + 1, relayCount, relayCount == 1 ? "" : "s", elapsed, Double(changeSets) / elapsed, Double(objects) / elapsed,
+                             relayCPU, databaseCPU, pushersCPU, 100 * (relayCPU + databaseCPU + pushersCPU) / (2 * elapsed)))
+                cpu[relayCount, default: []].append((relayCPU, databaseCPU))
             }
         }
         let one = rates[1]?.sorted() ?? []
@@ -179,5 +187,47 @@ enum RelayWorkload {
         let medianTwo = two[two.count / 2]
         print(String(format: "ingest medians: one relay %.0f objects/s, two relays %.0f objects/s: %.2fx (goals: two >= 1.6x one, >= 20,000 objects/s)",
                      medianOne, medianTwo, medianTwo / medianOne))
+        // What one relay core and one PostgreSQL core take in, from the CPU they used: the sizing figures of docs/FLEET.md.
+        let all = cpu.values.flatMap { $0 }
+        let relaySeconds = all.map(\.relays).reduce(0, +)
+        let databaseSeconds = all.map(\.database).reduce(0, +)
+        let totalObjects = Double(objects * all.count)
+        print(String(format: "  per CPU core: a relay checks and stores %.0f objects/s (%.0f change sets/s); PostgreSQL stores %.0f objects/s",
+                     totalObjects / relaySeconds, totalObjects / relaySeconds / Double(objectsPerChangeSet), totalObjects / databaseSeconds))
+    }
+}
+
+/// CPU time (user and system, seconds) of processes, from /proc.
+enum CPUTime {
+    static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    /// Of process `pid` (0 once it is gone).
+    static func of(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return 0 }
+        // Fields after the command: state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / ticksPerSecond
+    }
+
+    /// Of every process of the user `name` (PostgreSQL's server processes).
+    static func ofUser(_ name: String) -> Double {
+        guard let user = getpwnam(name)?.pointee.pw_uid,
+              let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return 0 }
+        var total = 0.0
+        for entry in entries {
+            guard let pid = Int32(entry), let attributes = try? FileManager.default.attributesOfItem(atPath: "/proc/\(entry)"),
+                  (attributes[.ownerAccountID] as? NSNumber)?.uint32Value == user else { continue }
+            total += of(pid)
+        }
+        return total
+    }
+
+    /// Of this process (the pushing peers).
+    static func ofSelf() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
     }
 }

@@ -63,6 +63,9 @@ public final class RelayProcess: @unchecked Sendable {
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
     }
 
+    /// The relay process's id while it runs (for CPU accounting in benchmarks).
+    public var processIdentifier: Int32? { process.flatMap { $0.isRunning ? $0.processIdentifier : nil } }
+
     /// Whether the relay process is running.
     public var isRunning: Bool { process?.isRunning ?? false }
 

@@ -9,6 +9,8 @@ import Synchronization
 final class ChangeSignal: Sendable {
     private struct State {
         var generation: UInt64 = 0
+        /// Set when the relay stops: every wait returns at once.
+        var closed = false
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
     }
@@ -17,6 +19,9 @@ final class ChangeSignal: Sendable {
 
     /// How many times the signal was bumped.
     var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// Whether the relay is stopping (``close()``).
+    var isClosed: Bool { state.withLock { $0.closed } }
 
     /// Polls waiting now.
     var waiting: Int { state.withLock { $0.waiters.count } }
@@ -29,6 +34,13 @@ final class ChangeSignal: Sendable {
             return Array(state.waiters.values)
         }
         for waiter in woken { waiter.resume() }
+    }
+
+    /// Wakes every waiting poll and makes later waits return at once (the relay is stopping: long
+    /// polls answer with what they have, so a stop does not wait for them).
+    func close() {
+        state.withLock { $0.closed = true }
+        bump()
     }
 
     /// Returns once the signal is bumped past `seen`, after `timeout`, or when the task is cancelled.
@@ -44,7 +56,7 @@ final class ChangeSignal: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if state.generation != seen || Task.isCancelled { return true }
+                    if state.generation != seen || state.closed || Task.isCancelled { return true }
                     state.waiters[id] = continuation
                     return false
                 }

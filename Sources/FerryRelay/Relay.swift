@@ -107,6 +107,15 @@ struct RelayService: Service {
             },
             logger: logger
         )
+        try await withGracefulShutdownHandler {
+            try await serve(app)
+        } onGracefulShutdown: {
+            signal.close()
+        }
+    }
+
+    /// The HTTP server, the listener, the pulls' record and the purge schedule, until one ends.
+    private func serve(_ app: some ApplicationProtocol) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.runService() }
             group.addTask { await listen() }

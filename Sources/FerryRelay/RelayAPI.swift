@@ -73,7 +73,7 @@ struct RelayAPI: Sendable {
             }
             .put("snapshot") { request, context in
                 try context.require(.push)
-                return try await takeSnapshot(request, logger: context.logger)
+                return try await takeSnapshot(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
             }
             .get("status") { _, context in try await status(admin: context.role == .admin) }
         return router
@@ -175,7 +175,7 @@ struct RelayAPI: Sendable {
             let candidates = try await databaseWork("read change sets") { try await database.changeSets(after: query.after, limit: query.limit) }
             answer = RelayPull.causalOrder(candidates, after: query.after, maxBytes: PullRoute.answerBytes)
             let left = deadline - ContinuousClock.now
-            if !answer.isEmpty || left <= .zero || Task.isCancelled { break }
+            if !answer.isEmpty || left <= .zero || signal.isClosed || Task.isCancelled { break }
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting + 1)
             await signal.wait(beyond: seen, timeout: left)
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting)
@@ -273,9 +273,13 @@ struct RelayAPI: Sendable {
 
     /// `PUT /v1/snapshot`: a daemon's snapshot of its store (`Ferry-Snapshot-Of: UUID`), stored in chunks
     /// as it arrives; once whole, it replaces the one before. A body that is not a SQLite file is refused.
-    private func takeSnapshot(_ request: Request, logger: Logger) async throws -> Response {
+    private func takeSnapshot(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
         guard let name = HTTPFields.Element.Name("Ferry-Snapshot-Of"), let text = request.headers[name], let source = ObjectURIComponents.uuid(text) else {
             throw APIError.badRequest("a snapshot needs the header Ferry-Snapshot-Of: the UUID of the store it was taken of")
+        }
+        if let allowedOrigins, !allowedOrigins.contains(source) {
+            Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
+            throw APIError.forbidden("this token may push for \(allowedOrigins.map(\.uuidString).sorted().joined(separator: ", ")) only (origins= in the tokens file), not upload a snapshot of \(source.uuidString)")
         }
         let id = try await databaseWork("start storing a snapshot") { try await database.beginSnapshot(of: source) }
         var size: Int64 = 0

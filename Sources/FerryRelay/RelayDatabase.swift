@@ -91,8 +91,16 @@ struct RelayDatabase: Sendable {
                     data bytea NOT NULL,
                     PRIMARY KEY (snapshot, index))
                 """, logger: logger)
-            // A SQLite file is mostly compressed already or cheap to send as it is: skip TOAST's compression.
-            try await connection.query("ALTER TABLE ferry_snapshot_chunks ALTER COLUMN data SET STORAGE EXTERNAL", logger: logger)
+            // Chunks of a SQLite file are stored as they are (TOAST's compression would cost CPU on every
+            // upload for little); set once, when the table is new (the ALTER would wait for a running download).
+            let storage = try await connection.query("""
+                SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'ferry_snapshot_chunks'::regclass AND attname = 'data'
+                """, logger: logger)
+            var mode = ""
+            for try await value in storage.decode(String.self) { mode = value }
+            if mode != "e" {
+                try await connection.query("ALTER TABLE ferry_snapshot_chunks ALTER COLUMN data SET STORAGE EXTERNAL", logger: logger)
+            }
             let fresh = UUID()
             try await connection.query("""
                 INSERT INTO ferry_relay (fleet, schema_version) VALUES (\(fresh), \(Self.schemaVersion)) ON CONFLICT DO NOTHING

@@ -63,6 +63,14 @@ public final class RelayProcess: @unchecked Sendable {
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
     }
 
+    /// Adds a line to the relay's tokens file (`push TOKEN origins=UUID`, …), read at its next start.
+    public func addToken(_ line: String) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory.file("tokens")))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data((line + "\n").utf8))
+        try handle.close()
+    }
+
     /// The relay process's id while it runs (for CPU accounting in benchmarks).
     public var processIdentifier: Int32? { process.flatMap { $0.isRunning ? $0.processIdentifier : nil } }
 

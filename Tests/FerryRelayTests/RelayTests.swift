@@ -158,6 +158,18 @@ struct RelayCheckTests {
         let quiet = Date()
         #expect(try RelayFixtures.pull(#"{"after":{"\#(origin)":21},"wait_ms":700}"#, from: second).lines.isEmpty)
         #expect(Date().timeIntervalSince(quiet) >= 0.6)
+
+        // A relay asked to stop answers its long polls at once instead of waiting them out.
+        async let held = Task.detached {
+            try RelayFixtures.pull(#"{"after":{"\#(origin)":21},"wait_ms":30000}"#, from: second)
+        }.value
+        try await Task.sleep(for: .milliseconds(500))
+        let stopping = Date()
+        #expect(second.stop() == 0)
+        let stopped = Date().timeIntervalSince(stopping)
+        #expect(stopped < 10, "the relay took \(stopped) s to stop with a long poll open")
+        let cut = try await held
+        #expect(cut.status == 200 && cut.lines.isEmpty, "\(cut)")
     }
 }
 
@@ -259,12 +271,18 @@ struct RelayFailoverTests {
         // No store yet: it is made from the relay's snapshot.
         let newcomer = try DaemonPeer(name: "newcomer", model: RelayFixtures.model, pullInterval: 30, maxBackoff: 2)
         let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: [a]))
+        let limited = "push-only-a-" + UUID().uuidString
+        try relay.addToken("push \(limited) origins=\(try a.identity().store)")
         try relay.start()
         let missing = try FerryProcess.curl("GET", relay.url + "/v1/snapshot", token: relay.peerToken)
         #expect(missing.status == 404 && missing.body.contains("snapshot_upload_interval"), "\(missing)")
         let notSQLite = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(relay.peerToken)",
                                                                           "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "not a database at all", relay.url + "/v1/snapshot"])
         #expect(notSQLite.standardOutput.hasSuffix("400"), "\(notSQLite.standardOutput)")
+        // A token limited to a's origin may not upload a snapshot of another store.
+        let otherStore = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(limited)",
+                                                                           "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "SQLite format 3", relay.url + "/v1/snapshot"])
+        #expect(otherStore.standardOutput.hasSuffix("403"), "\(otherStore.standardOutput)")
 
         try a.connect(name: "relay", urls: [relay.url], token: relay.peerToken, snapshotUploadInterval: 1)
         try a.start()

@@ -163,7 +163,11 @@ struct RelayCheckTests {
         async let held = Task.detached {
             try RelayFixtures.pull(#"{"after":{"\#(origin)":21},"wait_ms":30000}"#, from: second)
         }.value
-        try await Task.sleep(for: .milliseconds(500))
+        // (Once the poll waits there: the relay's status counts it.)
+        let waiting = DaemonPeer.waitUntil(timeout: 20) {
+            ((try? FerryProcess.curl("GET", second.url + "/v1/status", token: second.peerToken).body) ?? "").contains(#""long_polls":1"#)
+        }
+        #expect(waiting, "the long poll never reached the relay")
         let stopping = Date()
         #expect(second.stop() == 0)
         let stopped = Date().timeIntervalSince(stopping)

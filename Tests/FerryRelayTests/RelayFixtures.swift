@@ -57,4 +57,37 @@ enum RelayFixtures {
     static func storedRows(in cluster: PostgresCluster) throws -> Int {
         Int(try cluster.sql("SELECT count(*) FROM ferry_changesets", database: "ferry").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
+
+    /// A blocking call (a process, a request by curl) started at once on a thread of its own, not on the
+    /// shared pool: with suites running in parallel, their blocking waits can hold every thread of the
+    /// pool, and a task there would start only seconds later (a long poll then "answers late").
+    final class Call<Value: Sendable>: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        private var result: Result<Value, any Error>?
+
+        init(_ body: @escaping @Sendable () throws -> Value) {
+            Thread { [self] in
+                result = Result { try body() }
+                done.signal()
+            }.start()
+        }
+
+        /// Waits for the call's end (at most `timeout` seconds) and returns what it gave.
+        func value(timeout: TimeInterval = 120) throws -> Value {
+            guard done.wait(timeout: .now() + timeout) == .success, let result else {
+                throw DaemonPeerError(description: "a background call did not end within \(timeout) s")
+            }
+            return try result.get()
+        }
+    }
+
+    /// `POST /v1/changesets/pull` with curl allowed `seconds` (a long poll outlasts curl's usual 10).
+    static func longPoll(_ body: String, from relay: RelayProcess, seconds: Int) throws -> (status: Int, lines: [String]) {
+        let result = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "\(seconds)", "-X", "POST", "-w", "\n%{http_code}",
+                                                                        "-H", "Authorization: Bearer \(relay.peerToken)", "--data-binary", body,
+                                                                        relay.url + "/v1/changesets/pull"])
+        var lines = result.standardOutput.split(separator: "\n").map(String.init)
+        let status = Int(lines.popLast() ?? "") ?? -1
+        return (status, lines)
+    }
 }

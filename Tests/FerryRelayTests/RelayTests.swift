@@ -127,12 +127,8 @@ struct RelayCheckTests {
         let lines = try peers[0].history()
         let body = lines.joined(separator: "\n")
         // Both at once, several times over.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for relay in [first, second, first, second] {
-                group.addTask { _ = try RelayFixtures.push(body, to: relay) }
-            }
-            try await group.waitForAll()
-        }
+        let pushes = [first, second, first, second].map { relay in RelayFixtures.Call { try RelayFixtures.push(body, to: relay) } }
+        for push in pushes { #expect(try push.value().status == 200) }
         #expect(try RelayFixtures.storedRows(in: cluster) == 20)
         let stateOfFirst = try RelayFixtures.state(of: first)
         let stateOfSecond = try RelayFixtures.state(of: second)
@@ -144,14 +140,14 @@ struct RelayCheckTests {
         let late = try #require(try peers[0].history().last)
         let origin = try peers[0].identity().store
         let started = Date()
-        async let polled = Task.detached {
-            try RelayFixtures.pull(#"{"after":{"\#(origin)":20},"wait_ms":20000}"#, from: second)
-        }.value
+        let polled = RelayFixtures.Call {
+            try RelayFixtures.longPoll(#"{"after":{"\#(origin)":20},"wait_ms":20000}"#, from: second, seconds: 40)
+        }
         try await Task.sleep(for: .milliseconds(500))
         #expect(try RelayFixtures.push(late, to: first).status == 200)
-        let answer = try await polled
+        let answer = try polled.value()
         let waited = Date().timeIntervalSince(started)
-        #expect(answer.lines == [late])
+        #expect(answer.lines == [late], "\(answer.status) after \(Date().timeIntervalSince(started)) s; the second relay's log: \(second.log().suffix(4000)); the first's: \(first.log().suffix(2000))")
         #expect(waited < 5, "the long poll at the second relay took \(waited) s to hear of a push at the first")
         #expect(waited >= 0.4, "the long poll answered before the push (\(waited) s)")
         // With nothing new, a long poll ends empty when its wait is over.
@@ -160,9 +156,9 @@ struct RelayCheckTests {
         #expect(Date().timeIntervalSince(quiet) >= 0.6)
 
         // A relay asked to stop answers its long polls at once instead of waiting them out.
-        async let held = Task.detached {
-            try RelayFixtures.pull(#"{"after":{"\#(origin)":21},"wait_ms":30000}"#, from: second)
-        }.value
+        let held = RelayFixtures.Call {
+            try RelayFixtures.longPoll(#"{"after":{"\#(origin)":21},"wait_ms":30000}"#, from: second, seconds: 40)
+        }
         // (Once the poll waits there: the relay's status counts it.)
         let waiting = DaemonPeer.waitUntil(timeout: 20) {
             ((try? FerryProcess.curl("GET", second.url + "/v1/status", token: second.peerToken).body) ?? "").contains(#""long_polls":1"#)
@@ -172,7 +168,7 @@ struct RelayCheckTests {
         #expect(second.stop() == 0)
         let stopped = Date().timeIntervalSince(stopping)
         #expect(stopped < 10, "the relay took \(stopped) s to stop with a long poll open")
-        let cut = try await held
+        let cut = try held.value()
         #expect(cut.status == 200 && cut.lines.isEmpty, "\(cut)")
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
@@ -48,6 +50,23 @@ public enum Relay {
                            onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
         let group = try await assemble(configuration, logger: logger, metrics: metrics, stopsOnSignals: true, onListening: onListening)
         try await group.run()
+    }
+
+    /// HTTP/1, in TLS when the configuration has a certificate and key.
+    static func serverBuilder(_ tls: RelayConfiguration.TLS?) throws -> HTTPServerBuilder {
+        guard let tls else { return .http1() }
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
+            guard !chain.isEmpty else { throw RelayError("server.tls.certificate \(tls.certificate): no certificate in the file") }
+            let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            configuration.minimumTLSVersion = .tlsv12
+            return try .tls(.http1(), tlsConfiguration: configuration)
+        } catch let error as RelayError {
+            throw error
+        } catch {
+            throw RelayError("server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)")
+        }
     }
 
     static func clientConfiguration(_ database: RelayConfiguration.Database) throws -> PostgresClient.Configuration {
@@ -99,6 +118,7 @@ struct RelayService: Service {
         let onListening = self.onListening
         let app = Application(
             router: api.router(),
+            server: try Relay.serverBuilder(server.tls),
             configuration: .init(address: .hostname(server.host, port: server.port), serverName: "ferry-relay"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? server.port

@@ -43,6 +43,21 @@ public struct RelayConfiguration: Sendable, Equatable {
         public var maxBodyBytes = 16 << 20
         /// Push bodies held at once; past it, 503 with `Retry-After: 1` (default 8).
         public var maxConcurrentBodies = 8
+        /// HTTPS: the certificate chain and private key (PEM); nil for plain HTTP.
+        public var tls: TLS?
+    }
+
+    /// The relay's certificate and key: with them it speaks HTTPS (TLS 1.2 or later) and nothing else.
+    public struct TLS: Sendable, Equatable {
+        /// The certificate chain, PEM, the relay's own certificate first.
+        public var certificate: String
+        /// The private key, PEM.
+        public var key: String
+
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
     }
 
     /// How long change sets are kept (docs/FLEET.md, "Retention").
@@ -75,7 +90,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     static let sections: [String: Set<String>] = [
         "": ["database", "server", "trust", "retention"],
         "database": ["host", "port", "user", "password_file", "name", "tls", "connections"],
-        "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies"],
+        "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "tls"],
         "trust": ["unknown_origins", "keys", "revoked"],
         "retention": ["keep", "peer_expiry", "interval"],
     ]
@@ -141,6 +156,15 @@ public struct RelayConfiguration: Sendable, Equatable {
         server.port = try integer("server", "port", 0...65535) ?? server.port
         server.maxBodyBytes = try integer("server", "max_body_bytes", 1024...(1 << 30)) ?? server.maxBodyBytes
         server.maxConcurrentBodies = try integer("server", "max_concurrent_bodies", 1...1024) ?? server.maxConcurrentBodies
+        if let node = sectionsSeen["server"]?["tls"] {
+            guard let tls = node.mapping else { throw fail("server.tls must be a mapping with certificate and key") }
+            for (key, _) in tls where !["certificate", "key"].contains(key.string ?? "") {
+                throw fail("unknown key 'server.tls.\(key.string ?? "?")'; server.tls takes certificate, key")
+            }
+            guard let certificate = tls["certificate"]?.string, !certificate.isEmpty else { throw fail("missing key server.tls.certificate") }
+            guard let key = tls["key"]?.string, !key.isEmpty else { throw fail("missing key server.tls.key") }
+            server.tls = TLS(certificate: resolve(certificate), key: resolve(key))
+        }
 
         var retention = Retention()
         retention.keep = try seconds("retention", "keep") ?? retention.keep

@@ -122,8 +122,9 @@ public final class DaemonPeer: @unchecked Sendable {
     /// Makes this peer sync with a peer named `name` reached at any of `urls` (relays sharing one
     /// database: `urls` in the configuration), presenting `token`; `snapshotUploadInterval` is the
     /// entry's `snapshot_upload_interval` (seconds between uploads of this store's snapshot to a relay).
-    public func connect(name: String, urls: [String], token: String, snapshotUploadInterval: Double? = nil) throws {
-        peers.append((name, urls, token, nil, snapshotUploadInterval))
+    /// `caFile` is the entry's `ca_file` (HTTPS relays whose certificate a private CA signed).
+    public func connect(name: String, urls: [String], token: String, snapshotUploadInterval: Double? = nil, caFile: String? = nil) throws {
+        peers.append((name, urls, token, caFile, snapshotUploadInterval))
         try writeConfiguration()
     }
 

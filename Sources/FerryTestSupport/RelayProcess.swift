@@ -16,8 +16,9 @@ public final class RelayProcess: @unchecked Sendable {
     public private(set) var port: Int
     private var process: Process?
 
-    /// The base URL.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The base URL (https when the relay has a certificate).
+    public var url: String { "\(tls ? "https" : "http")://127.0.0.1:\(port)" }
+    private let tls: Bool
     /// The configuration file.
     public var configuration: String { directory.file("relay.yaml") }
 
@@ -28,7 +29,8 @@ public final class RelayProcess: @unchecked Sendable {
     /// token to every relay they list).
     public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
                 unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil,
-                maxConcurrentBodies: Int = 8) throws {
+                maxConcurrentBodies: Int = 8, certificate: (certificate: String, key: String)? = nil) throws {
+        tls = certificate != nil
         self.name = name
         directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
         peerToken = other?.peerToken ?? "peer-\(name)-" + UUID().uuidString
@@ -48,7 +50,7 @@ public final class RelayProcess: @unchecked Sendable {
               port: \(port)
               tokens_file: tokens
               max_concurrent_bodies: \(maxConcurrentBodies)
-            trust:
+            \(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
               unknown_origins: \(unknownOrigins)
 
             """

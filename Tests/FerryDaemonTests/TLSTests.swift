@@ -14,27 +14,7 @@ struct TLSTests {
     /// A CA (or the CA of `caFrom`), and a server certificate for `subjectAltName` signed by it.
     func makeCertificates(in directory: TemporaryDirectory, subjectAltName: String = "IP:127.0.0.1",
                           caFrom existing: (ca: String, certificate: String, key: String)? = nil) throws -> (ca: String, certificate: String, key: String) {
-        let openssl = "/usr/bin/openssl"
-        try #require(FileManager.default.isExecutableFile(atPath: openssl), "openssl is needed to make the test's certificates")
-        let name = UUID().uuidString.prefix(8)
-        let ca = existing?.ca ?? directory.file("ca-\(name).pem")
-        let caKey = existing.map { URL(fileURLWithPath: $0.ca).deletingLastPathComponent().appendingPathComponent("ca.key").path } ?? directory.file("ca.key")
-        let key = directory.file("server-\(name).key"), request = directory.file("server-\(name).csr"), certificate = directory.file("server-\(name).pem")
-        let extensions = directory.file("san-\(name).ext")
-        try "subjectAltName=\(subjectAltName)\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-            .write(toFile: extensions, atomically: true, encoding: .utf8)
-        var steps = [
-            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=\(subjectAltName.split(separator: ":").last ?? "")"],
-            ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", certificate, "-days", "2", "-extfile", extensions],
-        ]
-        if existing == nil {
-            steps.insert(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", ca, "-days", "2", "-subj", "/CN=Ferry Test CA"], at: 0)
-        }
-        for arguments in steps {
-            let result = try run(openssl, arguments)
-            try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
-        }
-        return (ca, certificate, key)
+        try TestCertificates.make(in: directory, subjectAltName: subjectAltName, caFrom: existing)
     }
 
     @Test("With a certificate and key the daemon speaks HTTPS only, and peers verify it")

@@ -27,7 +27,7 @@ struct RelayConfigurationTests {
     func everyKey() throws {
         let full = try parse("""
             database: {host: db.internal, port: 6543, user: relay, password_file: pg-password, name: fleet, tls: require, connections: 4}
-            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_concurrent_bodies: 2}
+            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_concurrent_bodies: 2, tls: {certificate: tls/relay.pem, key: /etc/ferry/relay.key}}
             trust:
               unknown_origins: accept
               keys:
@@ -41,6 +41,7 @@ struct RelayConfigurationTests {
         #expect(full.database.tls == .require && full.database.connections == 4)
         #expect(full.server.host == "127.0.0.1" && full.server.port == 7501 && full.server.tokensFile == "/etc/ferry/tokens")
         #expect(full.server.maxBodyBytes == 4096 && full.server.maxConcurrentBodies == 2)
+        #expect(full.server.tls == RelayConfiguration.TLS(certificate: "/etc/ferry/tls/relay.pem", key: "/etc/ferry/relay.key"))
         #expect(full.trust.unknownOrigins == .accept && !full.trust.trustsPeersOnFirstUse)
         #expect(full.trust.pinned.map(\.firstSequence) == [3] && full.trust.pinned.first?.origin == UUID(uuidString: Self.origin))
         #expect(full.trust.revocations.count == 1)
@@ -72,6 +73,8 @@ struct RelayConfigurationTests {
             ("database: [a]\nserver: {tokens_file: t}\n", "'database' must be a mapping"),
             ("database: {host: [\n", "not valid YAML"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: {origin: x}}\n", "trust.keys must be a list"),
+            ("database: {}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
+            ("database: {}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key 'server.tls.pin'"),
         ]
         for (text, expected) in cases {
             let message = error(text)

@@ -33,6 +33,32 @@ struct RelayTests {
     }
 }
 
+/// Relays speaking HTTPS.
+@Suite("Relay over HTTPS", .serialized)
+struct RelayTLSTests {
+    @Test("with a certificate and key the relay speaks HTTPS only, and daemons that trust its CA replicate through it")
+    func https() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b"])
+        let folder = TemporaryDirectory()
+        let files = try TestCertificates.make(in: folder)
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers),
+                                     certificate: (files.certificate, files.key))
+        try relay.start()
+        #expect(relay.url.hasPrefix("https://"))
+        let plain = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "http://127.0.0.1:\(relay.port)/healthz"])
+        #expect(!plain.standardOutput.contains("ok"), "the relay answered plain HTTP: \(plain.standardOutput)")
+        let health = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "--cacert", files.ca, relay.url + "/healthz"])
+        #expect(health.standardOutput == #"{"status":"ok"}"#, "\(health.standardOutput) \(health.standardError)")
+        for peer in peers {
+            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken, caFile: files.ca)
+            try peer.start()
+        }
+        try RelayFixtures.save("over https", on: peers[0])
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try peers[1].dump().contains("over https") }, "\(peers[1].logExcerpt())")
+    }
+}
+
 /// What a relay refuses, and what it keeps of what it takes: each push checked whole before anything
 /// is stored, each change set stored once, served in an order that applies as is.
 @Suite("Relay checks and order", .serialized)

@@ -107,9 +107,9 @@ struct RelayService: Service {
     func run() async throws {
         let fleet = try await prepareWithRetries()
         logger.info("relay of database \(database.place), whose change sets are known to peers as store \(fleet.uuidString)")
-        let trust = configuration.trust
-        let api = RelayAPI(database: database, fleet: fleet, tokens: tokens, trust: trust,
-                           verifier: OriginTrust.verifier(keys: [], policy: trust), signal: signal,
+        let trust = RelayTrust(policy: configuration.trust)
+        try await trust.reload(from: database)
+        let api = RelayAPI(database: database, fleet: fleet, tokens: tokens, trust: trust, signal: signal,
                            maxBodyBytes: configuration.server.maxBodyBytes,
                            bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies), metrics: metrics, purges: purges,
                            pulls: pulls)
@@ -128,17 +128,17 @@ struct RelayService: Service {
             logger: logger
         )
         try await withGracefulShutdownHandler {
-            try await serve(app)
+            try await serve(app, trust: trust)
         } onGracefulShutdown: {
             signal.close()
         }
     }
 
     /// The HTTP server, the listener, the pulls' record and the purge schedule, until one ends.
-    private func serve(_ app: some ApplicationProtocol) async throws {
+    private func serve(_ app: some ApplicationProtocol, trust: RelayTrust) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.runService() }
-            group.addTask { await listen() }
+            group.addTask { await listen(trust) }
             group.addTask { await recordPulls() }
             if configuration.retention.interval > 0 {
                 group.addTask { await purgeOnSchedule() }
@@ -170,13 +170,21 @@ struct RelayService: Service {
     /// `LISTEN ferry_changesets` on a connection of its own: every notification (from any relay on the
     /// database) wakes the long polls; a lost connection is opened again, and the polls woken so that
     /// none misses what came meanwhile.
-    private func listen() async {
+    private func listen(_ trust: RelayTrust) async {
         while !Task.isCancelled {
             do {
                 try await database.client.withConnection { connection in
                     try await connection.listen(on: RelayDatabase.channel) { notifications in
                         signal.bump()
-                        for try await _ in notifications { signal.bump() }
+                        try? await trust.reload(from: database)
+                        for try await notification in notifications {
+                            if notification.payload == RelayDatabase.keysPayload {
+                                // Another relay (or this one) took a rotation: check with it from now on.
+                                do { try await trust.reload(from: database) } catch { logger.warning("could not read the relay's keys again: \(error)") }
+                            } else {
+                                signal.bump()
+                            }
+                        }
                     }
                 }
             } catch {

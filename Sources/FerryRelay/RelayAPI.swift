@@ -24,8 +24,7 @@ struct RelayAPI: Sendable {
     let database: RelayDatabase
     let fleet: UUID
     let tokens: AccessTokens
-    let trust: OriginTrust.Policy
-    let verifier: ChangeSetVerifier
+    let trust: RelayTrust
     let signal: ChangeSignal
     let maxBodyBytes: Int
     let bodySlots: BodySlots
@@ -41,7 +40,7 @@ struct RelayAPI: Sendable {
         router.add(middleware: MetricsMiddleware())
         var allowed: [String: [HTTPRequest.Method]] = [
             "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
-            "/v1/snapshot": [.get, .put], "/v1/status": [.get],
+            "/v1/snapshot": [.get, .put], "/v1/status": [.get], "/v1/keys": [.put],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
         router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
@@ -76,6 +75,10 @@ struct RelayAPI: Sendable {
                 return try await takeSnapshot(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
             }
             .get("status") { _, context in try await status(admin: context.role == .admin) }
+            .put("keys") { request, context in
+                try context.require(.push)
+                return try await offerKeys(request, logger: context.logger)
+            }
         return router
     }
 
@@ -94,7 +97,7 @@ struct RelayAPI: Sendable {
 
     private func state() async throws -> Response {
         let vector = try await databaseWork("read the version vector") { try await database.vector() }
-        let state = HistoryState(store: fleet, modelHash: "", vector: vector, keys: trust.pinned.map(PublishedKey.init), isRelay: true)
+        let state = HistoryState(store: fleet, modelHash: "", vector: vector, keys: trust.published, isRelay: true)
         return FerryAPI.json(state.json)
     }
 
@@ -222,7 +225,7 @@ struct RelayAPI: Sendable {
         }
         let entries: [(envelope: ChangeSetEnvelope, line: String)]
         do {
-            entries = try await RelayIngest.check(lines, verifier: verifier)
+            entries = try await RelayIngest.check(lines, verifier: trust.verifier)
         } catch {
             switch error {
             case .malformed:
@@ -266,6 +269,39 @@ struct RelayAPI: Sendable {
         var headers: HTTPFields = [.contentType: "application/vnd.sqlite3"]
         if let name = HTTPFields.Element.Name("Ferry-Snapshot-Of") { headers[name] = newest.source.uuidString }
         return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// A key offer's body: `{"keys": [...]}`, as the `keys` of a state.
+    struct KeyOffer: Decodable {
+        var keys: [PublishedKey]
+    }
+
+    /// `PUT /v1/keys`: the keys a daemon holds (its state's `keys`). Every rotation endorsed by a key the
+    /// relay trusts for that origin is taken, by every relay on the database; nothing else is (a key for an
+    /// origin the relay knows no key of, or one without a valid endorsement, is counted as refused).
+    private func offerKeys(_ request: Request, logger: Logger) async throws -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: PullRoute.maximumRequestBytes)
+        } catch {
+            throw APIError.contentTooLarge("a key offer takes at most \(PullRoute.maximumRequestBytes) bytes")
+        }
+        let offer: KeyOffer
+        do {
+            offer = try WireJSON.decode(KeyOffer.self, from: Data(buffer: body))
+        } catch {
+            throw APIError.badRequest("a key offer's body must be {\"keys\": [{\"origin\", \"key\", \"from\", \"endorsement\"}, …]}: \(error)")
+        }
+        let (taken, refused) = trust.rotations(in: offer.keys)
+        if !taken.isEmpty {
+            try await databaseWork("record the keys") { try await database.recordKeys(taken) }
+            try await databaseWork("read the keys") { try await trust.reload(from: database) }
+            for key in taken {
+                logger.notice("trusting a rotated key", metadata: ["origin": .string(key.origin.uuidString), "public_key": .string(key.publicKey),
+                                                                 "from": .stringConvertible(key.firstSequence)])
+            }
+        }
+        return FerryAPI.json(JSONValue.sortedObject(["learned": .integer(Int64(taken.count)), "refused": .integer(Int64(refused))]).text)
     }
 
     /// The largest snapshot a relay takes (a store of tens of millions of objects fits).
@@ -379,4 +415,50 @@ final class PurgeRecord: Sendable {
     }
 
     func notePurgedThrough(_ vector: VersionVector) { through.withLock { $0 = (vector, ContinuousClock.now) } }
+}
+
+/// Which origins' change sets the relay takes: the keys of its configuration (`trust.keys`, revocations,
+/// unknown origins) and the rotations daemons offered since (`ferry_keys`, shared by every relay on the
+/// database, reloaded when any of them takes one).
+final class RelayTrust: Sendable {
+    let policy: OriginTrust.Policy
+    private let state: Mutex<(verifier: ChangeSetVerifier, learned: [OriginKey])>
+
+    init(policy: OriginTrust.Policy) {
+        self.policy = policy
+        state = Mutex((OriginTrust.verifier(keys: [], policy: policy), []))
+    }
+
+    /// The keys trusted now, for checking lines on any thread.
+    var verifier: ChangeSetVerifier { state.withLock { $0.verifier } }
+
+    /// The keys `/v1/state` publishes: the configuration's, then the rotations taken.
+    var published: [PublishedKey] { (policy.pinned + state.withLock { $0.learned }).map(PublishedKey.init) }
+
+    /// Reads the rotations taken (by any relay on the database) again.
+    func reload(from database: RelayDatabase) async throws {
+        let learned = try await database.learnedKeys()
+        let verifier = OriginTrust.verifier(keys: learned, policy: policy)
+        state.withLock { $0 = (verifier, learned) }
+    }
+
+    /// Of `offered`, the rotations endorsed by a key trusted for their origin (in order of their first
+    /// sequence numbers, so a chain of rotations is taken whole), and how many others were offered.
+    func rotations(in offered: [PublishedKey]) -> (taken: [OriginKey], refused: Int) {
+        let trusted = Dictionary(grouping: policy.pinned + state.withLock { $0.learned }, by: \.origin)
+        var taken: [OriginKey] = []
+        var refused = 0
+        for (origin, entries) in Dictionary(grouping: offered, by: \.origin) {
+            var chain = (trusted[origin] ?? []).sorted { $0.firstSequence < $1.firstSequence }
+            for entry in entries.sorted(by: { $0.from < $1.from }) where !chain.contains(where: { $0.publicKey == entry.key }) {
+                guard let key = OriginTrust.endorsedRotation(entry, of: origin, after: chain) else {
+                    refused += 1
+                    continue
+                }
+                chain.append(key)
+                taken.append(key)
+            }
+        }
+        return (taken, refused)
+    }
 }

@@ -16,6 +16,8 @@ import FerryStore
 /// - `ferry_origins`: per origin, `contiguous` (every change set from the first to it is here: the
 ///   relay's version vector), and `purged` (the last one dropped by retention);
 /// - `ferry_peers`: per store that pulls, the vector it last pulled with and when (retention waits for them);
+/// - `ferry_keys`: key rotations daemons offered (`PUT /v1/keys`), each endorsed by a key the relay
+///   trusted (taken with the keys of the configuration);
 /// - `ferry_snapshots` and `ferry_snapshot_chunks`: the newest snapshot a daemon uploaded (its SQLite
 ///   file in chunks of 1 MiB), what new stores start from.
 ///
@@ -75,6 +77,14 @@ struct RelayDatabase: Sendable {
                     store uuid PRIMARY KEY,
                     vector text NOT NULL,
                     seen timestamptz NOT NULL)
+                """, logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_keys (
+                    origin uuid NOT NULL,
+                    key text NOT NULL,
+                    from_seq bigint NOT NULL,
+                    endorsement text NOT NULL,
+                    PRIMARY KEY (origin, key))
                 """, logger: logger)
             try await connection.query("""
                 CREATE TABLE IF NOT EXISTS ferry_snapshots (
@@ -285,6 +295,37 @@ struct RelayDatabase: Sendable {
         }
         return result
     }
+
+    // MARK: - Keys
+
+    /// The key rotations taken from daemons (every relay on the database uses them).
+    func learnedKeys() async throws -> [OriginKey] {
+        let rows = try await client.query("SELECT origin, key, from_seq, endorsement FROM ferry_keys", logger: logger)
+        var keys: [OriginKey] = []
+        for try await (origin, key, from, endorsement) in rows.decode((UUID, String, Int64, String).self) {
+            keys.append(OriginKey(origin: origin, publicKey: key, firstSequence: from, endorsement: endorsement, source: .rotation))
+        }
+        return keys
+    }
+
+    /// Records endorsed rotations and tells every relay on the database (`NOTIFY` with the payload `keys`).
+    func recordKeys(_ keys: [OriginKey]) async throws {
+        guard !keys.isEmpty else { return }
+        let origins = keys.map(\.origin)
+        let publicKeys = keys.map(\.publicKey)
+        let froms = keys.map(\.firstSequence)
+        let endorsements = keys.map { $0.endorsement ?? "" }
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("""
+                INSERT INTO ferry_keys (origin, key, from_seq, endorsement)
+                SELECT * FROM unnest(\(origins)::uuid[], \(publicKeys)::text[], \(froms)::int8[], \(endorsements)::text[]) ON CONFLICT DO NOTHING
+                """, logger: logger)
+            try await connection.query("SELECT pg_notify(\(Self.channel), \(Self.keysPayload))", logger: logger)
+        }
+    }
+
+    /// The payload of a notification that the keys changed (a push's notification carries none).
+    static let keysPayload = "keys"
 
     // MARK: - Snapshots
 

@@ -33,6 +33,48 @@ struct RelayTests {
     }
 }
 
+/// Keys that change after the relay's configuration was written.
+@Suite("Relay key rotation", .serialized)
+struct RelayKeyRotationTests {
+    @Test("a daemon's rotated key reaches the relay through the daemon's endorsed offer (every relay on the database takes it); an unendorsed key is refused")
+    func rotation() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b"])
+        let (a, b) = (peers[0], peers[1])
+        let keys = try RelayFixtures.keys(of: peers)
+        let first = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: keys)
+        let second = try RelayProcess(name: "r2", cluster: cluster, database: "ferry", pinned: keys, sharingTokensWith: first)
+        try first.start()
+        try second.start()
+        try a.connect(name: "relays", urls: [first.url, second.url], token: first.peerToken)
+        try b.connect(name: "relays", urls: [second.url, first.url], token: first.peerToken)
+        for peer in peers { try peer.start() }
+        try RelayFixtures.save("before rotation", on: a)
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("before rotation") })
+
+        // An offer of a key nobody endorsed is refused.
+        let origin = try a.identity().store
+        let forged = #"{"keys":[{"origin":"\#(origin)","key":"\#(keys[1].key)","from":50}]}"#
+        let offered = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-H", "Authorization: Bearer \(first.peerToken)",
+                                                                        "--data-binary", forged, first.url + "/v1/keys"])
+        #expect(offered.standardOutput == #"{"learned":0,"refused":1}"#, "\(offered.standardOutput) \(offered.standardError)")
+
+        #expect(a.stop() == 0)
+        let rotated = try a.ferry(["key", "rotate"])
+        #expect(rotated.status == 0, "\(rotated.standardError)")
+        let newKey = rotated.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        try a.start()
+        try RelayFixtures.save("after rotation", on: a)
+        let flowed = try DaemonPeer.waitUntil(timeout: 40) { try b.dump().contains("after rotation") }
+        #expect(flowed, "a's change sets after the rotation did not reach b: \(a.logExcerpt()) \(first.log().suffix(2000))")
+        // Both relays publish the rotation (the one a offered it to, and the other, told through the database).
+        for relay in [first, second] {
+            let published = try #require(try RelayFixtures.state(of: relay)["keys"] as? [[String: Any]])
+            #expect(published.contains { $0["key"] as? String == newKey && $0["endorsement"] != nil }, "\(relay.name): \(published)")
+        }
+    }
+}
+
 /// Relays speaking HTTPS.
 @Suite("Relay over HTTPS", .serialized)
 struct RelayTLSTests {

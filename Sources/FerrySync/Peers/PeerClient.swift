@@ -173,6 +173,17 @@ public struct PeerClient: Sendable {
         })
     }
 
+    /// `PUT /v1/keys` to a relay: offers the keys this store holds (its state's `keys`), so the relay takes
+    /// the rotations among them that a key it trusts endorsed. Only relays take keys.
+    public func offerKeys(_ keys: [PublishedKey]) async throws(PeerError) {
+        let body = Data(WireJSON.encode(KeyOffer(keys: keys)).utf8)
+        _ = try await send("PUT", "v1/keys", body: body, contentType: "application/json")
+    }
+
+    private struct KeyOffer: Encodable {
+        var keys: [PublishedKey]
+    }
+
     /// Why a token file cannot be used.
     public enum TokenFileProblem: Error, Sendable, Equatable {
         /// The file cannot be read.

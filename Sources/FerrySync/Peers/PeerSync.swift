@@ -188,6 +188,7 @@ public struct PeerSync: Sendable {
         // After each batch the peer's answer carries its new vector, so only the first batch
         // may need to ask for it.
         var peerVector = known
+        var offeredKeys = false
         while !Task.isCancelled {
             let remote: VersionVector
             if let peerVector {
@@ -210,13 +211,31 @@ public struct PeerSync: Sendable {
             if let cut = lines.firstIndex(where: { bytes += $0.utf8.count + 1; return bytes > Self.requestBytes }), cut > 0 {
                 lines.removeSubrange(cut...)
             }
-            let report = try await client.push(lines)
+            let report = try await push(lines, offeringKeys: !offeredKeys)
+            offeredKeys = true
             result.pushed.add(report)
             result.peerVector = report.vector
             peerVector = report.vector
             progress("\(name): pushed \(lines.count) change sets (\(report.applied) applied)")
             if report.applied + report.quarantined == 0 { return }
         }
+    }
+}
+
+extension PeerSync {
+    /// Pushes `lines`. A relay that refuses them as untrusted (422) may not know a key of this store's yet
+    /// (a rotation since its configuration was written): with `offeringKeys`, the store's keys are offered
+    /// to it (it takes the rotations a key it trusts endorsed) and the push is sent once more.
+    fileprivate func push(_ lines: [String], offeringKeys: Bool) async throws -> ApplyReport {
+        let refusal: PeerError
+        do {
+            return try await client.push(lines)
+        } catch {
+            refusal = error
+        }
+        guard offeringKeys, case .failed(status: 422, _) = refusal, (try? await client.state())?.isRelay == true else { throw refusal }
+        try await client.offerKeys(try await endpoint.state().keys)
+        return try await client.push(lines)
     }
 }
 

@@ -137,16 +137,12 @@ public final class OriginTrust: Sendable {
                 events.append(.learned(key, peer: peer))
             }
             for entry in offered where !chain.contains(where: { $0.publicKey == entry.key }) {
-                guard let previous = chain.last, entry.from > previous.firstSequence, let endorsement = entry.endorsement,
-                      let previousKey = VerifyingKey(base64: previous.publicKey), VerifyingKey(base64: entry.key) != nil,
-                      previousKey.isValid(signature: endorsement, of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: entry.from, publicKey: entry.key))
-                else {
+                guard let key = Self.endorsedRotation(entry, of: origin, after: chain) else {
                     if origin == state.store, entry.key == state.publicKey, let trusted = chain.last {
                         events.append(.conflict(origin: origin, presented: entry.key, trusted: trusted.publicKey, peer: peer))
                     }
                     continue
                 }
-                let key = OriginKey(origin: origin, publicKey: entry.key, firstSequence: entry.from, endorsement: endorsement, source: .rotation)
                 try store.recordOriginKey(key)
                 chain.append(key)
                 events.append(.learned(key, peer: peer))
@@ -155,6 +151,17 @@ public final class OriginTrust: Sendable {
         }
         if events.contains(where: { if case .learned = $0 { true } else { false } }) { try reload() }
         return events
+    }
+
+    /// `entry`, a key offered for `origin`, as a rotation of `chain` (the origin's keys trusted now, by
+    /// first sequence number): when it signs from after the chain's last key and that key endorsed it
+    /// (`ChangeSetSignature.rotationMessage`); nil otherwise. What stores and relays take from peers.
+    public static func endorsedRotation(_ entry: PublishedKey, of origin: UUID, after chain: [OriginKey]) -> OriginKey? {
+        guard let previous = chain.last, entry.from > previous.firstSequence, let endorsement = entry.endorsement,
+              let previousKey = VerifyingKey(base64: previous.publicKey), VerifyingKey(base64: entry.key) != nil,
+              previousKey.isValid(signature: endorsement, of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: entry.from, publicKey: entry.key))
+        else { return nil }
+        return OriginKey(origin: origin, publicKey: entry.key, firstSequence: entry.from, endorsement: endorsement, source: .rotation)
     }
 
     /// The verifier for `keys` (the store's) and the policy's pinned keys and revocations. A pinned

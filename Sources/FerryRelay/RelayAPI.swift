@@ -86,7 +86,7 @@ struct RelayAPI: Sendable {
 
     private func health() async throws -> Response {
         do {
-            try await database.ping()
+            try await Self.withinDeadline { try await database.ping() }
             return FerryAPI.json(#"{"status":"ok"}"#)
         } catch {
             let body = JSONValue.sortedObject(["status": .string("database unavailable"),
@@ -370,12 +370,37 @@ struct RelayAPI: Sendable {
 
     /// `work` against the database; a failure is 503 saying what could not be done (a peer tries again,
     /// or another relay of the fleet).
-    private func databaseWork<Result: Sendable>(_ what: String, _ work: () async throws -> Result) async throws(APIError) -> Result {
+    private func databaseWork<Result: Sendable>(_ what: String, _ work: @escaping @Sendable () async throws -> Result) async throws(APIError) -> Result {
         do {
-            return try await work()
+            return try await Self.withinDeadline(work)
         } catch {
             Counter(label: "ferry_relay_database_errors_total").increment()
             throw APIError.unavailable("this relay could not \(what) in its database (\(String(describing: error).prefix(300))); try again or another relay")
+        }
+    }
+}
+
+extension RelayAPI {
+    /// How long one piece of database work may take before the request is answered 503: while the
+    /// database cannot be reached, the pool waits for a connection, and callers must hear it soon
+    /// (a daemon then tries again, or another relay) rather than run into their own timeouts.
+    static let databaseDeadline: Duration = .seconds(5)
+
+    struct DatabaseTimeout: Error, CustomStringConvertible {
+        var description: String { "no answer from PostgreSQL within \(RelayAPI.databaseDeadline)" }
+    }
+
+    /// `work`, or ``DatabaseTimeout`` (and `work` cancelled) after ``databaseDeadline``.
+    static func withinDeadline<Result: Sendable>(_ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(for: databaseDeadline)
+                throw DatabaseTimeout()
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw DatabaseTimeout() }
+            return first
         }
     }
 }

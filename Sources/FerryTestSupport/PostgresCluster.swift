@@ -15,6 +15,8 @@ public final class PostgresCluster: Sendable {
     private let binaries: String
     private let asUser: String?
     private let holder: TemporaryDirectory
+    /// The server's options (`pg_ctl -o`), kept for ``start()`` after ``stop()``.
+    private let options: String
 
     /// Why a cluster could not be set up.
     public struct Failure: Error, CustomStringConvertible {
@@ -39,10 +41,11 @@ public final class PostgresCluster: Sendable {
                                   as: asUser), "initdb")
         var port = 0
         var lastError = ""
+        var options = ""
         // (A free port can be taken by someone else before the server binds it: try a few.)
         for _ in 0..<5 {
             port = try DaemonPeer.freePort()
-            var options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(dataFolder) -c max_connections=300 -c shared_buffers=128MB"
+            options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(dataFolder) -c max_connections=300 -c shared_buffers=128MB"
             if !durable { options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off" }
             let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
                                               as: asUser, output: holder.file("pg_ctl.log"))
@@ -53,6 +56,16 @@ public final class PostgresCluster: Sendable {
         }
         guard port != 0 else { throw Failure(description: "pg_ctl start failed: \(lastError.suffix(2000))") }
         self.port = port
+        self.options = options
+    }
+
+    /// Starts the server again after ``stop()``, on the same port (a database back after an outage).
+    public func start() throws {
+        let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
+                                          as: asUser, output: holder.file("pg_ctl.log"))
+        guard status == 0 else {
+            throw Failure(description: "pg_ctl start failed again: \(((try? String(contentsOfFile: holder.file("pg_ctl.log"), encoding: .utf8)) ?? "").suffix(2000))")
+        }
     }
 
     /// Creates the database `name` (owned by `ferry`).

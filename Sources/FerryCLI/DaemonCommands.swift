@@ -55,6 +55,19 @@ func openInProcess(_ configuration: Configuration, label: String) throws -> Daem
     }
 }
 
+/// What a long-running command (`ferry run`, `ferry relay`) does first: logs to standard error at
+/// `LOG_LEVEL` (default info), and the process's metrics into one Prometheus registry, served at /metrics.
+func bootstrapServiceLogsAndMetrics() -> PrometheusCollectorRegistry {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        return handler
+    }
+    let registry = PrometheusCollectorRegistry()
+    MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+    return registry
+}
+
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
@@ -67,15 +80,8 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-            return handler
-        }
+        let registry = bootstrapServiceLogsAndMetrics()
         let logger = Logger(label: "ferry")
-        // The process's metrics go to one Prometheus registry, served at /metrics.
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         do {
             try await Daemon.run(configuration, logger: logger, metrics: registry) { port in
                 // Written straight to the file descriptor: scripts and tests wait for this line.

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Metrics
-import Prometheus
 import FerryRelay
 
 struct RelayCommand: AsyncParsableCommand {
@@ -22,13 +20,7 @@ struct RelayCommand: AsyncParsableCommand {
         } catch {
             throw CLIError(error.description)
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-            return handler
-        }
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let registry = bootstrapServiceLogsAndMetrics()
         do {
             try await Relay.run(configuration, logger: Logger(label: "ferry-relay"), metrics: registry) { port in
                 FileHandle.standardOutput.write(Data("ferry relay: listening on \(configuration.server.host):\(port)\n".utf8))

@@ -18,8 +18,9 @@ import FerryServer
 /// - `POST /v1/changesets/pull` (`{"after","limit","wait_ms","store"}`) and `GET /v1/changesets`: what the
 ///   caller lacks, in causal order; with `wait_ms`, held until something arrives (a long poll);
 /// - `POST /v1/changesets`: change sets in; each checked (envelope and signature) before any is stored;
+/// - `GET /v1/snapshot` / `PUT /v1/snapshot`: the newest snapshot a daemon uploaded (404 until one was);
+/// - `PUT /v1/keys`: a daemon's keys, of which the endorsed rotations are taken;
 /// - `GET /v1/status`: what the relay holds; `GET /metrics`.
-/// `GET /v1/snapshot` answers 404: a relay holds no store to take a snapshot of.
 struct RelayAPI: Sendable {
     let database: RelayDatabase
     let fleet: UUID
@@ -213,16 +214,7 @@ struct RelayAPI: Sendable {
             throw APIError.busy("this relay holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
         defer { bodySlots.give() }
-        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes)
-        if let allowedOrigins {
-            do {
-                try PushBodies.check(lines, pushableBy: allowedOrigins)
-            } catch {
-                Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
-                logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
-                throw error
-            }
-        }
+        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, pushableBy: allowedOrigins, logger: logger)
         let entries: [(envelope: ChangeSetEnvelope, line: String)]
         do {
             entries = try await RelayIngest.check(lines, verifier: trust.verifier)

@@ -24,17 +24,7 @@ struct PushRoute: Sendable {
             throw APIError.busy("this daemon holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
         defer { bodySlots.give() }
-        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes)
-        if let allowedOrigins {
-            do {
-                try PushBodies.check(lines, pushableBy: allowedOrigins)
-            } catch {
-                // Counted and logged without the body (or the token): the message names the line and origin only.
-                Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
-                logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
-                throw error
-            }
-        }
+        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, pushableBy: allowedOrigins, logger: logger)
         let endpoint = try await gate.endpointOrUnavailable()
         do {
             let report = try await endpoint.receive(lines: lines)
@@ -93,6 +83,23 @@ package enum PushBodies {
         let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
         guard !lines.isEmpty else {
             throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
+        }
+        return lines
+    }
+
+    /// ``lines(of:maxBodyBytes:)``, refused whole (403, counted and logged without the body or the token)
+    /// when a line is a change set of an origin outside `origins` (nil: any origin may be pushed).
+    package static func lines(of request: Request, maxBodyBytes: Int, pushableBy origins: Set<UUID>?,
+                              logger: Logger) async throws(APIError) -> [String] {
+        let lines = try await self.lines(of: request, maxBodyBytes: maxBodyBytes)
+        guard let origins else { return lines }
+        do {
+            try check(lines, pushableBy: origins)
+        } catch {
+            // The message names the line and origin only.
+            Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
+            logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
+            throw error
         }
         return lines
     }

@@ -92,8 +92,8 @@ enum SaveFailureReport {
                     ("message", .string(failure.message)),
                 ])
             })))
-        case .conflict(let uris):
-            members.append(("objects", .array(uris.map(JSONValue.string))))
+        case .conflict, .mergeConflict:
+            members.append(("objects", .array(error.conflictedObjectURIs.map(JSONValue.string))))
             members.append(("message", .string(error.description)))
         case .constraintConflict(let conflicts):
             members.append(("conflicts", .array(conflicts.map { conflict in
@@ -116,7 +116,7 @@ enum SaveFailureReport {
     private static func kind(_ error: SaveError) -> String {
         switch error {
         case .validationFailed: "validation failed"
-        case .conflict: "conflict"
+        case .conflict, .mergeConflict: "conflict"
         case .constraintConflict: "uniqueness constraint"
         case .storeFailed: "store failure"
         }

@@ -42,8 +42,13 @@ struct SharedFileTests {
         try second.save()
         try person.setValue("Jon", forKey: "name")
         let error = try #require(throws: SaveError.self) { try first.save() }
-        guard case .conflict(let uris) = error else { Issue.record("expected a conflict, got \(error)"); return }
-        #expect(uris == [person.objectID.uriString])
+        guard case .mergeConflict(let conflicts) = error else { Issue.record("expected a conflict, got \(error)"); return }
+        #expect(conflicts.map(\.objectID) == [person.objectID])
+        #expect(conflicts.first?.objectSnapshot["name"] == .attribute(.string("Jon")))
+        #expect(conflicts.first?.cachedSnapshot["name"] == .attribute(.string("John")))
+        #expect(conflicts.first?.persistedSnapshot?["name"] == .attribute(.string("Johnny")))
+        #expect(conflicts.first?.changedInStore == ["name"])
+        #expect(conflicts.first?.oldVersion == 1 && conflicts.first?.newVersion == 2)
         #expect(error.code == 133020)
         let reader = test.context()
         #expect(try reader.existingObject(with: person.objectID).string("name") == "Johnny")

@@ -63,7 +63,7 @@ struct ChangeRecorder {
     /// place of writing them here (or, if it could not write them, they are written here).
     func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                 tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]] = [:],
-                insertText: InsertTextInAdvance? = nil, compressedBody: [UInt8]? = nil, in db: Database) throws {
+                insertText: InsertTextInAdvance? = nil, compressedBody: [UInt8]? = nil, in db: Database) throws -> Int64? {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
         guard let replay = request.replay else {
             var names = OriginNames(layout: layout, db: db)
@@ -71,17 +71,15 @@ struct ChangeRecorder {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
                 let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, insertsInto: &none)
-                try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, signatureBegun: written.signature,
-                                contextName: request.contextName, log: log)
-                return
+                return try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, signatureBegun: written.signature,
+                                       contextName: request.contextName, log: log)
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
             var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200,
                                                            author: request.author)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names,
                                       insertsInto: &writer)
-            try appendLocal(entries, writer: writer.take() ?? ChangeSetWriter(author: request.author), contextName: request.contextName, log: log)
-            return
+            return try appendLocal(entries, writer: writer.take() ?? ChangeSetWriter(author: request.author), contextName: request.contextName, log: log)
         }
         let incoming = replay.changeSet
         // The commonest replay (see `DirectInsertReplay`) only inserts new objects: the change set's own
@@ -119,7 +117,7 @@ struct ChangeRecorder {
         try log.record(origin: incoming.origin, sequence: incoming.sequence, timestamp: incoming.timestamp,
                        body: replay.body, compressedBody: compressedBody, status: HistorySchema.applied, reason: replay.leftInvalidNote, retry: replay.isRetry)
         try log.noteRestores(of: incoming.restoredURIs, by: incoming.origin, sequence: incoming.sequence)
-        if onlyNewObjects { return }
+        if onlyNewObjects { return nil }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
         let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, skipping: plainInserts,
@@ -184,6 +182,7 @@ struct ChangeRecorder {
             try log.bury(uri: tombstone.uri, entity: tombstone.entity, values: [:], timestamp: incoming.timestamp, origin: incoming.origin)
         }
         try appendLocal(derived, writer: ChangeSetWriter(author: "ferry-replay"), repairDeletes: replay.repairDeletes, contextName: nil, log: log)
+        return nil
     }
 
     private func storePositions(_ positions: [String: [String: String]], root: Int, key: Int64, log: HistoryLog) throws {
@@ -225,10 +224,11 @@ struct ChangeRecorder {
     /// `writer` (begun with the save's author) may hold changes already (a local save's inserts),
     /// which come first; it is taken, so that the change set is finished in its buffer without a copy.
     /// `compressedPrefix`, when given, has compressed the writer's text so far (see ``CompressedPrefix``).
+    @discardableResult
     private func appendLocal(_ entries: [RecordedChange], writer: consuming ChangeSetWriter, compressedPrefix: CompressedPrefix? = nil,
                              signatureBegun: (any PartialSignature)? = nil,
-                             repairDeletes: [DeletedObject] = [], contextName: String?, log: HistoryLog) throws {
-        guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return }
+                             repairDeletes: [DeletedObject] = [], contextName: String?, log: HistoryLog) throws -> Int64? {
+        guard !entries.isEmpty || !repairDeletes.isEmpty || !writer.isEmpty else { return nil }
         let timestamp = try log.tick()
         for entry in entries {
             if entry.change.kind == .insert && entry.change.added.isEmpty && entry.change.positions.isEmpty {
@@ -282,6 +282,7 @@ struct ChangeRecorder {
                 try log.forgetClocks(root: root, key: key)
             }
         }
+        return sequence
     }
 
     /// The recorded changes of a save, object by object. With a `writer`, inserts without

@@ -77,6 +77,24 @@ public struct ChangeSetUpdates: AsyncSequence, Sendable {
 }
 
 extension SQLiteStore {
+    public func lastChangeSetRank() throws -> Int64 {
+        try read { db in try Int64.fetchOne(db, sql: "SELECT MAX(Z_RANK) FROM Z_FERRY_CHANGESET") ?? 0 }
+    }
+
+    public func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
+        try read { db in
+            var result: [ChangeSet] = []
+            var last = rank
+            let statement = try db.cachedStatement(sql: "SELECT Z_RANK, Z_STATUS, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?")
+            for row in try Row.fetchAll(statement, arguments: [rank, limit]) {
+                last = row[0]
+                guard row[1] as Int == HistorySchema.applied else { continue }
+                if let changeSet = changeSetInKnownVersion(try StoredBody.text(row[2])) { result.append(changeSet) }
+            }
+            return (result, last)
+        }
+    }
+
     /// Change sets recorded after `rank` that `vector` does not cover, and the last rank read.
     func changeSets(afterRank rank: Int64, excluding vector: VersionVector, limit: Int = 500) throws -> ([ChangeSet], Int64) {
         return try read { db in

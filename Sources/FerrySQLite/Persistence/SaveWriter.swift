@@ -94,9 +94,9 @@ struct SaveWriter {
             _ = insertText?.take()  // (lets the thread end before the transaction is rolled back)
             throw SaveError.conflict(objectURIs: conflicts)
         }
-        try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
+        let recorded = try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
                             insertText: insertText, compressedBody: compressedBody, in: db)
-        return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
+        return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions, recordedSequence: recorded)
     }
 
     /// The insert's values in the order of the plan's placeholders (for GRDB's checked first binding).

@@ -19,11 +19,11 @@ extension ManagedObjectContext {
         var stale: [Int] = []
         var isStale = Set<Int>()
         func markStale(_ key: Int) {
-            guard let object = registry[key], !object.isDeleted, !object.runtime.derivations.isEmpty, isStale.insert(key).inserted else { return }
+            guard let object = self.object(forKey: key), !object.isDeleted, !object.runtime.derivations.isEmpty, isStale.insert(key).inserted else { return }
             stale.append(key)
         }
         for key in changed {
-            guard let object = registry[key], !object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             markStale(key)
             for dependent in object.runtime.derivationDependents
             where object.isInserted || object.changedIndexes.contains(dependent.sourceIndex) {
@@ -33,7 +33,7 @@ extension ManagedObjectContext {
         let changedBySave = Set(changed)
         let now = Date()
         for key in stale {
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             try fulfillFault(object)
             for derived in object.runtime.derivations {
                 let value: AttributeValue?

@@ -10,6 +10,7 @@ import FerryModel
 extension ManagedObjectContext {
     /// The objects matching `request`.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        mergeWaitingChanges()
         let entity = try request.validated(in: model)
         guard request.includesPendingChanges, hasPendingChanges(inFamilyOf: entity) else {
             return try store.fetchRows(request).map { register($0) }
@@ -28,7 +29,7 @@ extension ManagedObjectContext {
         }
         let candidates = insertedKeys + updatedKeys.sorted()
         for key in candidates where !seen.contains(key) {
-            guard let object = registry[key], !object.isDeleted, isFetched(object, by: request), try matches(object, request) else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted, isFetched(object, by: request), try matches(object, request) else { continue }
             seen.insert(key)
             result.append(object)
         }
@@ -62,6 +63,7 @@ extension ManagedObjectContext {
 
     /// How many objects match `request` (limit and offset applied).
     public func count(for request: FetchRequest) throws -> Int {
+        mergeWaitingChanges()
         let entity = try request.validated(in: model)
         guard request.includesPendingChanges, hasPendingChanges(inFamilyOf: entity) else {
             return try store.count(request)
@@ -116,7 +118,7 @@ extension ManagedObjectContext {
 
     func hasPendingChanges(inFamilyOf entity: EntityDescription) -> Bool {
         let root = entity.rootName
-        func inFamily(_ key: Int) -> Bool { registry[key]?.runtime.entity.rootName == root }
+        func inFamily(_ key: Int) -> Bool { self.object(forKey: key)?.runtime.entity.rootName == root }
         return insertedKeys.contains(where: inFamily) || deletedKeys.contains(where: inFamily) || updatedKeys.contains(where: inFamily)
     }
 
@@ -139,7 +141,7 @@ extension ManagedObjectContext {
         case .attribute:
             return current.attributes[index].map(KeyPathValue.attribute) ?? .null
         case .toOne:
-            return current.toOne[index].flatMap { registry[$0] }.map { .object($0.objectID) } ?? .null
+            return current.toOne[index].flatMap { self.object(forKey: $0) }.map { .object($0.objectID) } ?? .null
         case .toMany:
             return .null
         }
@@ -151,7 +153,7 @@ extension ManagedObjectContext {
         for hop in hops {
             try fulfillFault(current)
             guard let index = current.runtime.propertyIndex(named: hop.name),
-                  let next = current.toOne[index].flatMap({ registry[$0] }) else { return nil }
+                  let next = current.toOne[index].flatMap({ self.object(forKey: $0) }) else { return nil }
             current = next
         }
         return current

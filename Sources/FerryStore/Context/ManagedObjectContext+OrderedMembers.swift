@@ -9,7 +9,7 @@ extension ManagedObjectContext {
         var result: [(owner: ManagedObject, relationship: String)] = []
         let keys = insertedKeys + updatedKeys.sorted()
         for key in keys {
-            guard let object = registry[key], !object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             for index in object.runtime.toManyIndexes {
                 guard let relationship = object.runtime.relationship(at: index), relationship.isOrdered,
                       object.isInserted ? object.toMany[index]?.ordered.isEmpty == false : object.changedIndexes.contains(index) else { continue }

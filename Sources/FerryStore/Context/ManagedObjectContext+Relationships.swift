@@ -19,7 +19,7 @@ extension ManagedObjectContext {
         } catch {
             throw ContextError.objectInaccessible(object.objectID.uriString)
         }
-        object.toMany[index] = RelationshipMembers(ids.map { registerFault(for: $0).key })
+        object.toMany[index] = RelationshipMembers(ids.map { referencedFault(for: $0).key })
     }
 
     /// The current destinations of a relationship (to-one or to-many).
@@ -27,10 +27,10 @@ extension ManagedObjectContext {
         switch object.runtime.kinds[index] {
         case .toOne:
             try fulfillFault(object)
-            return object.toOne[index].flatMap { registry[$0] }.map { [$0] } ?? []
+            return object.toOne[index].flatMap { self.object(forKey: $0) }.map { [$0] } ?? []
         case .toMany:
             try loadToMany(object, index)
-            return (object.toMany[index]?.ordered ?? []).compactMap { registry[$0] }
+            return (object.toMany[index]?.ordered ?? []).compactMap { self.object(forKey: $0) }
         case .attribute:
             return []
         }
@@ -53,7 +53,7 @@ extension ManagedObjectContext {
         guard case .toOne(let relationship) = source.runtime.kinds[index] else { return }
         if let target { try checkDestination(target, for: relationship, of: source) }
         try fulfillFault(source)
-        let old = source.toOne[index].flatMap { registry[$0] }
+        let old = source.toOne[index].flatMap { self.object(forKey: $0) }
         guard old !== target else { return }
         if let inverse = source.runtime.inverseIndex[index] {
             // (An old destination whose row is gone, left by a No Action delete, has no inverse to update.)
@@ -62,7 +62,7 @@ extension ManagedObjectContext {
                 if case .toOne = target.runtime.kinds[inverse] {
                     // One-to-one: the target's previous partner loses it.
                     try fulfillFault(target)
-                    if let previous = target.toOne[inverse].flatMap({ registry[$0] }), previous !== source {
+                    if let previous = target.toOne[inverse].flatMap({ self.object(forKey: $0) }), previous !== source {
                         try primitiveSetToOne(previous, index, nil)
                     }
                 }
@@ -84,7 +84,7 @@ extension ManagedObjectContext {
         if let inverse = source.runtime.inverseIndex[index] {
             if case .toOne = target.runtime.kinds[inverse] {
                 try fulfillFault(target)
-                if let previous = target.toOne[inverse].flatMap({ registry[$0] }), previous !== source, isStored(previous) {
+                if let previous = target.toOne[inverse].flatMap({ self.object(forKey: $0) }), previous !== source, isStored(previous) {
                     try primitiveUnlink(previous, index, target)
                 }
             }
@@ -122,6 +122,7 @@ extension ManagedObjectContext {
     func primitiveSetToOne(_ object: ManagedObject, _ index: Int, _ target: ManagedObject?) throws(ContextError) {
         try fulfillFault(object)
         guard object.toOne[index] != target?.key else { return }
+        target?.isReferenced = true
         object.toOne[index] = target?.key
         markChanged(object, index)
     }
@@ -133,6 +134,7 @@ extension ManagedObjectContext {
             try primitiveSetToOne(object, index, target)
         case .toMany:
             try loadToMany(object, index)
+            target.isReferenced = true
             if object.toMany[index]?.insert(target.key, at: position) == true { markChanged(object, index) }
         case .attribute:
             return

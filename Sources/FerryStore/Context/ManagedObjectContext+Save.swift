@@ -21,12 +21,14 @@ extension ManagedObjectContext {
 
     /// Saves as ``save()``, annotating the store request with a replayed change set.
     package func save(replaying replay: ReplayAnnotation?) throws(SaveError) {
+        if replay == nil { mergeWaitingChanges() }
         guard hasChanges else { return }
         do {
             try propagateDeletes()
         } catch {
             throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         }
+        publishPendingObjectsDidChange()
         // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead.
         if replay == nil { try resolveUniquenessConflicts() }
         // Derived attributes, from the values the save leaves (a replay's included).
@@ -43,29 +45,54 @@ extension ManagedObjectContext {
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
         var (request, order) = makeSaveRequest(updatedInOrder)
         request.replay = replay
-        let result: SaveResult
-        do {
-            result = try store.save(request)
-        } catch let error as SaveError {
-            throw error
-        } catch let error as StoreError {
-            if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
-            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
-        } catch {
-            throw SaveError.storeFailed(StoreFailure("\(error)"))
+        var pendingEvent = pendingSaveEvent(replaying: replay != nil)
+        var result = SaveResult.empty
+        if replay == nil { container.feed.saveWillBegin() }
+        var recorded: Int64?
+        defer { if replay == nil { container.feed.saveDidEnd(recordedSequence: recorded) } }
+        lastResolvedConflicts = []
+        for round in 0... {
+            do {
+                result = try store.save(request)
+                recorded = result.recordedSequence
+                break
+            } catch let error as SaveError {
+                // Another writer changed what this save writes: resolved by the merge policy (replays merge by their own rules).
+                guard case .conflict(let uris) = error, replay == nil else { throw error }
+                let conflicts = conflicts(for: uris)
+                guard !conflicts.isEmpty else { throw error }
+                guard mergePolicy != .error, round < Self.conflictRounds else { throw SaveError.mergeConflict(conflicts.map(\.report)) }
+                resolve(conflicts)
+                lastResolvedConflicts += conflicts.map(\.report)
+                let updatedInOrder = updatedKeys.sorted()
+                let failures = validatePendingChanges(updatedInOrder)
+                guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
+                (request, order) = makeSaveRequest(updatedInOrder)
+                if pendingEvent != nil { pendingEvent = pendingSaveEvent(replaying: false) }
+            } catch let error as StoreError {
+                if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
+                throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+            } catch {
+                throw SaveError.storeFailed(StoreFailure("\(error)"))
+            }
         }
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
             throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
         }
         apply(result, order)
+        publishDidSave(pendingEvent, inserted: result.permanentIDs, recordedSequence: result.recordedSequence, replaying: replay != nil)
     }
 
     /// Applies delete rules to the pending deletes now (``save()`` does this
     /// too): Cascade deletes destinations, Nullify and No Action remove the deleted
     /// object from its destinations' inverses (Core Data's No Action leaves them
     /// pointing at it; see `docs/STORE.md`), Deny changes nothing (validation refuses).
+    /// Also merges what waits for an automatically merging context, and publishes
+    /// ``ObjectChangeEvent/Kind/objectsDidChange`` with what changed since the last such event.
     public func processPendingChanges() throws(ContextError) {
+        mergeWaitingChanges()
         try propagateDeletes()
+        publishPendingObjectsDidChange()
     }
 
     func propagateDeletes() throws(ContextError) {
@@ -73,7 +100,7 @@ extension ManagedObjectContext {
         while position < deletedKeys.count {
             let key = deletedKeys[position]
             position += 1
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             for index in object.runtime.toOneIndexes + object.runtime.toManyIndexes {
                 guard let relationship = object.runtime.relationship(at: index) else { continue }
                 switch relationship.deleteRule {
@@ -141,17 +168,17 @@ extension ManagedObjectContext {
         var failures: [ValidationError] = []
         let validator = ObjectValidator(context: self)
         for key in deletedKeys {
-            guard let object = registry[key], !object.isInserted else { continue }
+            guard let object = self.object(forKey: key), !object.isInserted else { continue }
             failures += validator.denyFailures(of: object)
             failures += validator.custom(object, .delete) { try object.validateForDelete() }
         }
         for key in insertedKeys {
-            guard let object = registry[key], !object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             failures += validator.modelRuleFailures(of: object)
             failures += validator.custom(object, .insert) { try object.validateForInsert() }
         }
         for key in updatedInOrder {
-            guard let object = registry[key], object.isUpdated else { continue }
+            guard let object = self.object(forKey: key), object.isUpdated else { continue }
             failures += validator.modelRuleFailures(of: object)
             failures += validator.custom(object, .update) { try object.validateForUpdate() }
         }
@@ -174,7 +201,7 @@ extension ManagedObjectContext {
         request.author = transactionAuthor
         request.contextName = name
         for key in insertedKeys {
-            guard let object = registry[key], !object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             var attributes = object.attributes
             if object.runtime.hasTransientAttributes {
                 attributes = [AttributeValue?](repeating: nil, count: object.attributes.count)
@@ -187,7 +214,7 @@ extension ManagedObjectContext {
             appendToManyChanges(of: object, to: &request)
         }
         for key in updatedInOrder {
-            guard let object = registry[key], object.isUpdated else { continue }
+            guard let object = self.object(forKey: key), object.isUpdated else { continue }
             var attributes: [Int: AttributeValue?] = [:]
             var toOne: [Int: ObjectID?] = [:]
             for index in object.changedIndexes {
@@ -208,7 +235,7 @@ extension ManagedObjectContext {
             appendToManyChanges(of: object, to: &request)
         }
         for key in deletedKeys {
-            guard let object = registry[key], !object.isInserted else { continue }
+            guard let object = self.object(forKey: key), !object.isInserted else { continue }
             request.deletes.append(SaveRequest.Delete(objectID: object.objectID, expectedVersion: object.version))
         }
         return (request, order)
@@ -216,7 +243,7 @@ extension ManagedObjectContext {
 
     /// The ID to store for a reference: nil for objects that will never reach the store.
     private func storedID(_ key: Int?) -> ObjectID? {
-        guard let key, let target = registry[key] else { return nil }
+        guard let key, let target = self.object(forKey: key) else { return nil }
         if target.isInserted && target.isDeleted { return nil }
         return target.objectID
     }
@@ -236,7 +263,7 @@ extension ManagedObjectContext {
                 let committed = Set(members.committed)
                 let current = Set(members.ordered)
                 change.added = members.ordered.filter { !committed.contains($0) }.compactMap { storedID($0) }
-                change.removed = members.committed.filter { !current.contains($0) }.compactMap { registry[$0]?.objectID }
+                change.removed = members.committed.filter { !current.contains($0) }.compactMap { self.object(forKey: $0)?.objectID }
             case .joinTable, .inverseOfForeignKey, .foreignKey:
                 guard relationship.isOrdered else { continue }
             }
@@ -249,11 +276,11 @@ extension ManagedObjectContext {
 
     func apply(_ result: SaveResult, _ order: RequestOrder) {
         for key in insertedKeys {
-            guard let object = registry[key], object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), object.isDeleted else { continue }
             unregister(object)
         }
         for (key, permanent) in zip(order.inserted, result.permanentIDs) {
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             object.objectID = permanent
             indexPermanentID(ofKey: key)
             object.isInserted = false
@@ -262,16 +289,14 @@ extension ManagedObjectContext {
         var newVersions: [Int: Int64] = [:]
         for (key, version) in zip(order.updated, result.updatedVersions) { newVersions[key] = version }
         for key in updatedKeys {
-            guard let object = registry[key], !object.isDeleted else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             commit(object, version: newVersions[key] ?? object.version)
         }
         for key in deletedKeys {
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             unregister(object)
         }
-        insertedKeys.removeAll()
-        updatedKeys.removeAll()
-        deletedKeys.removeAll()
+        releasePending()
     }
 
     private func commit(_ object: ManagedObject, version: Int64) {

@@ -35,14 +35,14 @@ extension ManagedObjectContext {
         guard model.hasUniquenessConstraints else { return [] }
         var result: [ManagedObject] = []
         for key in updatedKeys.sorted() {
-            guard let object = registry[key], object.isUpdated else { continue }
+            guard let object = self.object(forKey: key), object.isUpdated else { continue }
             let constrained = model.uniquenessConstraints(of: object.entity).flatMap(\.properties)
             if constrained.contains(where: { object.runtime.propertyIndex(named: $0).map(object.changedIndexes.contains) ?? false }) {
                 result.append(object)
             }
         }
         for key in insertedKeys {
-            guard let object = registry[key], !object.isDeleted, !model.uniquenessConstraints(of: object.entity).isEmpty else { continue }
+            guard let object = self.object(forKey: key), !object.isDeleted, !model.uniquenessConstraints(of: object.entity).isEmpty else { continue }
             result.append(object)
         }
         return result
@@ -59,7 +59,7 @@ extension ManagedObjectContext {
                 guard let value = object.attributes[index] else { return nil }
                 key.append(.attribute(value))
             case .toOne:
-                guard let target = object.toOne[index].flatMap({ registry[$0] }) else { return nil }
+                guard let target = object.toOne[index].flatMap({ self.object(forKey: $0) }) else { return nil }
                 key.append(.object(target.objectID))
             case .toMany:
                 return nil
@@ -224,7 +224,7 @@ extension ManagedObjectContext {
                 }
                 if take { survivor.setAttribute(index, value, in: self) }
             case (.toOne(let relationship), .toOne) where !relationship.isTransient:
-                let target = newcomer.toOne[from].flatMap { registry[$0] }
+                let target = newcomer.toOne[from].flatMap { self.object(forKey: $0) }
                 let take = switch mergePolicy {
                 case .mergeByPropertyObjectTrump: setByNewcomer && (target != nil || !newcomer.isInserted)
                 case .mergeByPropertyStoreTrump: survivor.toOne[index] == nil && target != nil
@@ -250,7 +250,7 @@ extension ManagedObjectContext {
             }
         }
         // One-way to-ones (no inverse to move them by) of other registered objects.
-        for case let object? in registry where object !== newcomer && !object.isDeleted && !object.isFault {
+        for object in registry.objects where object !== newcomer && !object.isDeleted && !object.isFault {
             for index in object.runtime.toOneIndexes where object.toOne[index] == newcomer.key {
                 guard case .toOne(let relationship) = object.runtime.kinds[index], relationship.inverseName == nil,
                       survivor.runtime.isKind(of: relationship.destinationEntityName) else { continue }
@@ -289,9 +289,9 @@ extension ManagedObjectContext {
             case .attribute:
                 object.attributes[index] = object.committedAttributes[index]
             case .toOne:
-                try setToOne(object, index, to: object.committedToOne[index].flatMap { registry[$0] })
+                try setToOne(object, index, to: object.committedToOne[index].flatMap { self.object(forKey: $0) })
             case .toMany:
-                let committed = (object.toMany[index]?.committed ?? []).compactMap { registry[$0] }
+                let committed = (object.toMany[index]?.committed ?? []).compactMap { self.object(forKey: $0) }
                 try replaceToMany(object, index, with: committed)
             }
         }

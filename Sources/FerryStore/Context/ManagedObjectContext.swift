@@ -26,12 +26,37 @@ public final class ManagedObjectContext {
     /// What a save does when objects would share the values of a uniqueness constraint
     /// (``MergePolicy/error``, the default, refuses the save).
     public var mergePolicy: MergePolicy = .error
+    /// The conflicts with other writers that the last save resolved by its ``mergePolicy``
+    /// (empty when it met none, or under ``MergePolicy/error``, which fails instead).
+    public internal(set) var lastResolvedConflicts: [MergeConflict] = []
 
     #if DEBUG
-    var registry: [ManagedObject?] = []
+    var registry = ObjectRegistry()
     #else
-    @exclusivity(unchecked) var registry: [ManagedObject?] = []
+    @exclusivity(unchecked) var registry = ObjectRegistry()
     #endif
+    /// Keys whose object went away while other objects still name the key: the ID to make a fault
+    /// from when the key is next read (``self.object(forKey:)``).
+    var departedIDs: [Int: ObjectID] = [:]
+    /// Whether every registered object is held strongly, changed or not (Core Data's
+    /// `retainsRegisteredObjects`). Off by default: objects without pending changes stay registered
+    /// only while something else holds them, so a long-lived context's memory follows what the
+    /// application keeps, not everything it ever loaded.
+    public var retainsRegisteredObjects = false {
+        didSet {
+            guard retainsRegisteredObjects != oldValue else { return }
+            if retainsRegisteredObjects {
+                for object in registry.objects { registry.pin(object.key) }
+            } else {
+                let pending = Set(insertedKeys).union(deletedKeys).union(updatedKeys)
+                var released: [ManagedObject] = []
+                for object in registry.objects where !pending.contains(object.key) {
+                    if let strong = registry.unpin(object.key) { released.append(strong) }
+                }
+                released.removeAll()
+            }
+        }
+    }
     #if DEBUG
     private var indexedKeys: [ObjectID: Int] = [:]
     #else
@@ -60,13 +85,21 @@ public final class ManagedObjectContext {
     #endif
     /// Temporary IDs are this UUID plus a counter.
     let temporaryNamespace = UUID()
+    /// Subscribers to this context's events (``changes()``).
+    let events = ChangeBroadcaster()
+    /// How far objects-did-change events have told the pending changes.
+    var notified = NotifiedChanges()
+    /// Events of others waiting to be merged, when ``automaticallyMergesChangesFromStore`` is on.
+    var inbox: ChangeInbox?
+    var inboxKey: Int?
 
     init(container: PersistentContainer) {
         self.container = container
     }
 
     deinit {
-        for object in registry { object?.managedObjectContext = nil }
+        if let inboxKey { container.broadcaster.remove(inbox: inboxKey) }
+        for object in registry.objects { object.managedObjectContext = nil }
     }
 
     var store: any PersistentStore { container.store }
@@ -76,39 +109,41 @@ public final class ManagedObjectContext {
 
     /// Whether there are unsaved inserts, updates or deletes.
     public var hasChanges: Bool {
-        insertedKeys.contains { registry[$0]?.isDeleted == false }
-            || deletedKeys.contains { registry[$0]?.isInserted == false }
-            || updatedKeys.contains { registry[$0].map { !$0.changedIndexes.isEmpty && !$0.isDeleted } ?? false }
+        insertedKeys.contains { self.object(forKey: $0)?.isDeleted == false }
+            || deletedKeys.contains { self.object(forKey: $0)?.isInserted == false }
+            || updatedKeys.contains { self.object(forKey: $0).map { !$0.changedIndexes.isEmpty && !$0.isDeleted } ?? false }
     }
 
     /// Objects inserted since the last save (and not deleted again).
     public var insertedObjects: Set<ManagedObject> {
-        Set(insertedKeys.compactMap { registry[$0] }.filter { !$0.isDeleted })
+        Set(insertedKeys.compactMap { self.object(forKey: $0) }.filter { !$0.isDeleted })
     }
 
     /// Saved objects with unsaved changes.
     public var updatedObjects: Set<ManagedObject> {
-        Set(updatedKeys.compactMap { registry[$0] }.filter(\.isUpdated))
+        Set(updatedKeys.compactMap { self.object(forKey: $0) }.filter(\.isUpdated))
     }
 
     /// Saved objects scheduled for deletion (unsaved objects that were deleted are simply dropped).
     public var deletedObjects: Set<ManagedObject> {
-        Set(deletedKeys.compactMap { registry[$0] }.filter { !$0.isInserted })
+        Set(deletedKeys.compactMap { self.object(forKey: $0) }.filter { !$0.isInserted })
     }
 
     /// Every object the context currently holds, faults included.
-    public var registeredObjects: Set<ManagedObject> { Set(registry.compactMap { $0 }) }
+    /// Objects without pending changes are registered only while something holds them
+    /// (see ``retainsRegisteredObjects``).
+    public var registeredObjects: Set<ManagedObject> { Set(registry.objects) }
 
     // MARK: - Lookup
 
     /// The object registered for `id`, or nil (the row may still exist in the store).
     public func registeredObject(for id: ObjectID) -> ManagedObject? {
         if case .temporary(let namespace, let counter) = id.kind {
-            guard namespace == temporaryNamespace, counter < registry.count, let object = registry[counter],
+            guard namespace == temporaryNamespace, counter < registry.keyCount, let object = self.object(forKey: counter),
                   object.objectID == id else { return nil }
             return object
         }
-        return key(forPermanentID: id).flatMap { registry[$0] }
+        return key(forPermanentID: id).flatMap { self.object(forKey: $0) }
     }
 
     /// The registry key of a permanent ID, indexing recently saved objects first.
@@ -116,7 +151,7 @@ public final class ManagedObjectContext {
         if !unindexedKeys.isEmpty {
             indexedKeys.reserveCapacity(indexedKeys.count + unindexedKeys.count)
             for key in unindexedKeys {
-                guard let object = registry[key], !object.objectID.isTemporaryID else { continue }
+                guard let object = self.object(forKey: key), !object.objectID.isTemporaryID else { continue }
                 indexedKeys[object.objectID] = key
             }
             unindexedKeys.removeAll(keepingCapacity: true)
@@ -140,6 +175,7 @@ public final class ManagedObjectContext {
     /// The object for `id`, loaded from the store if needed.
     /// - Throws: ``ContextError/objectNotFound(_:)`` when neither the context nor the store has it.
     public func existingObject(with id: ObjectID) throws(ContextError) -> ManagedObject {
+        mergeWaitingChanges()
         if let object = registeredObject(for: id) {
             if object.isFault {
                 do { try fulfillFault(object) } catch { throw ContextError.objectNotFound(id.uriString) }
@@ -183,7 +219,9 @@ public final class ManagedObjectContext {
     /// Inserts a new object of the runtime's entity (for callers that resolved the entity already).
     func insert(runtime: EntityRuntime) throws(ContextError) -> ManagedObject {
         guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(runtime.name) }
-        let object = makeObject(runtime: runtime, id: .temporary(entityName: runtime.name, namespace: temporaryNamespace, counter: registry.count), isFault: false)
+        let key = registry.freshKey
+        let object = makeObject(runtime: runtime, id: .temporary(entityName: runtime.name, namespace: temporaryNamespace, counter: key), isFault: false,
+                                key: key, pinned: true)
         object.isInserted = true
         object.unloadedToManyIsEmpty = true
         insertedKeys.append(object.key)
@@ -211,6 +249,7 @@ public final class ManagedObjectContext {
     public func delete(_ object: ManagedObject) {
         guard object.managedObjectContext === self, !object.isDeleted else { return }
         object.isDeleted = true
+        registry.pin(object.key)
         deletedKeys.append(object.key)
     }
 
@@ -220,12 +259,12 @@ public final class ManagedObjectContext {
     /// ones are restored, updated ones get their committed values back.
     public func rollback() {
         for key in insertedKeys {
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             unregister(object)
         }
-        for key in deletedKeys { registry[key]?.isDeleted = false }
+        for key in deletedKeys { self.object(forKey: key)?.isDeleted = false }
         for key in updatedKeys {
-            guard let object = registry[key] else { continue }
+            guard let object = self.object(forKey: key) else { continue }
             object.attributes = object.committedAttributes
             object.toOne = object.committedToOne
             object.toMany.removeAll()
@@ -233,36 +272,52 @@ public final class ManagedObjectContext {
             object.changedIndexes.removeAll()
         }
         // To-many sets of untouched objects may hold objects that were just unregistered.
-        for object in registry.compactMap({ $0 }) where !object.toMany.isEmpty {
-            if object.toMany.values.contains(where: { $0.ordered.contains { registry[$0] == nil } }) {
+        for object in registry.objects where !object.toMany.isEmpty {
+            if object.toMany.values.contains(where: { $0.ordered.contains { self.object(forKey: $0) == nil } }) {
                 object.toMany.removeAll()
                 object.unloadedToManyIsEmpty = false
             }
         }
+        releasePending()
+        notified = NotifiedChanges()
+    }
+
+    /// Empties the pending-change lists, and stops holding their objects strongly (unless
+    /// ``retainsRegisteredObjects``). Objects nothing else holds go then.
+    func releasePending() {
+        var released: [ManagedObject] = []
+        if !retainsRegisteredObjects {
+            for key in insertedKeys { if let object = registry.unpin(key) { released.append(object) } }
+            for key in deletedKeys { if let object = registry.unpin(key) { released.append(object) } }
+            for key in updatedKeys { if let object = registry.unpin(key) { released.append(object) } }
+        }
         insertedKeys.removeAll()
         deletedKeys.removeAll()
         updatedKeys.removeAll()
+        released.removeAll()
     }
 
     /// Forgets every object, saved or not. Objects fetched before are detached.
     public func reset() {
-        for object in registry { object?.managedObjectContext = nil }
-        registry.removeAll()
+        for object in registry.objects { object.managedObjectContext = nil }
+        var released = registry.removeAll()
+        departedIDs.removeAll()
         indexedKeys.removeAll()
         unindexedKeys.removeAll()
         insertedKeys.removeAll()
         deletedKeys.removeAll()
         updatedKeys.removeAll()
+        notified = NotifiedChanges()
+        released.removeAll()
     }
 
     // MARK: - Registration
 
     /// Registers a new object. Temporary IDs are not indexed: their
     /// counter is the registry key (see ``registeredObject(for:)``).
-    func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool) -> ManagedObject {
-        let key = registry.count
+    func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool, key: Int, pinned: Bool = false) -> ManagedObject {
         let object = runtime.objectClass.init(ObjectConstruction(runtime: runtime, key: key, objectID: id, context: self, isFault: isFault))
-        registry.append(object)
+        registry.place(object, at: key, pinned: pinned || retainsRegisteredObjects)
         if !id.isTemporaryID { indexedKeys[id] = key }
         return object
     }
@@ -270,7 +325,32 @@ public final class ManagedObjectContext {
     func registerFault(for id: ObjectID) -> ManagedObject {
         if let object = registeredObject(for: id) { return object }
         let runtime = container.runtimes[id.entityName] ?? container.placeholderRuntime(for: id.entityName)
-        return makeObject(runtime: runtime, id: id, isFault: true)
+        return makeObject(runtime: runtime, id: id, isFault: true, key: registry.reusableKey())
+    }
+
+    /// A fault for `id` registered at the key other objects know it by: ``registeredObject(for:)``
+    /// and ``registerFault(for:)``, by way of ``self.object(forKey:)``.
+    func referencedFault(for id: ObjectID) -> ManagedObject {
+        if let object = registeredObject(for: id) {
+            object.isReferenced = true
+            return object
+        }
+        let object = registerFault(for: id)
+        object.isReferenced = true
+        return object
+    }
+
+    /// Called from a registered object's `deinit`: clears its slot; keeps its ID while other
+    /// objects may still name its key, else lets the key be given out again.
+    func objectDidDeinit(key: Int, objectID: ObjectID, isReferenced: Bool) {
+        _ = registry.clear(key)
+        if isReferenced && !objectID.isTemporaryID {
+            departedIDs[key] = objectID
+            indexedKeys[objectID] = key
+        } else {
+            if !objectID.isTemporaryID, indexedKeys[objectID] == key { indexedKeys[objectID] = nil }
+            registry.free(key)
+        }
     }
 
     /// Registers a row, or fills the registered fault; objects already loaded keep their in-context values.
@@ -288,7 +368,7 @@ public final class ManagedObjectContext {
         }
         var toOne = [Int?](repeating: nil, count: row.toOne.count)
         for index in object.runtime.toOneIndexes {
-            if let id = row.toOne[index] { toOne[index] = registerFault(for: id).key }
+            if let id = row.toOne[index] { toOne[index] = referencedFault(for: id).key }
         }
         object.attributes = attributes
         object.toOne = toOne
@@ -318,17 +398,31 @@ public final class ManagedObjectContext {
         if !object.objectID.isTemporaryID, key(forPermanentID: object.objectID) == object.key {
             indexedKeys[object.objectID] = nil
         }
-        registry[object.key] = nil
         object.managedObjectContext = nil
+        if !object.objectID.isTemporaryID { departedIDs[object.key] = nil }
+        _ = registry.clear(object.key)
     }
 
-    func object(forKey key: Int) -> ManagedObject? { registry[key] }
+    /// The object at `key`: the live one, or — when it went away while other objects still name
+    /// the key — a new fault for it at the same key.
+    @inline(__always)
+    func object(forKey key: Int) -> ManagedObject? {
+        if let object = registry[key] { return object }
+        guard !departedIDs.isEmpty, let id = departedIDs.removeValue(forKey: key) else { return nil }
+        let runtime = container.runtimes[id.entityName] ?? container.placeholderRuntime(for: id.entityName)
+        let object = makeObject(runtime: runtime, id: id, isFault: true, key: key)
+        object.isReferenced = true
+        return object
+    }
 
     /// Records that a saved object's property changed.
     func markChanged(_ object: ManagedObject, _ index: Int) {
         guard !object.isInserted else { return }
         // An object with changes is already in `updatedKeys` (both are cleared together).
-        if object.changedIndexes.isEmpty { updatedKeys.insert(object.key) }
+        if object.changedIndexes.isEmpty {
+            updatedKeys.insert(object.key)
+            registry.pin(object.key)
+        }
         object.changedIndexes.insert(index)
     }
 }

@@ -1,6 +1,9 @@
-/// What a save does when an object it writes would share the values of a uniqueness
-/// constraint with another object (Core Data's merge policies, `NSMergePolicyType`).
+/// What a save does when another writer changed the objects it writes since they were read
+/// (optimistic-locking conflicts: see `ManagedObjectContext+MergeConflicts.swift` and
+/// `docs/STORE.md`, "Merge policies"), and when an object it writes would share the values of a
+/// uniqueness constraint with another object (Core Data's merge policies, `NSMergePolicyType`).
 ///
+/// For uniqueness constraints:
 /// In every policy but ``error``, the object that was there first survives: the stored
 /// object (it keeps its URI, the one its peers know), or, between two objects of the same
 /// save, the one inserted first. The newcomer is merged into it as the policy says, every

@@ -24,6 +24,10 @@ public final class PersistentContainer: Sendable {
     private let validatorsByEntity: [String: [EntityValidator]]
     private let classEntities: [ObjectIdentifier: [String]]
     private let regularExpressions: [String: NSRegularExpression]
+    /// Subscribers to the container's events (``changes()``) and automatically merging contexts.
+    let broadcaster = ChangeBroadcaster()
+    /// Reads other writers' commits from the store's history, once someone listens.
+    let feed = StoreChangeFeed()
 
     /// Creates a container.
     /// - Parameters:
@@ -60,6 +64,33 @@ public final class PersistentContainer: Sendable {
         var byEntity: [String: [EntityValidator]] = [:]
         for validator in validators { byEntity[validator.entityName, default: []].append(validator) }
         self.validatorsByEntity = byEntity
+    }
+
+    /// What changed in the store from now on, as ``ObjectChangeEvent``s: a
+    /// ``ObjectChangeEvent/Kind/didSave`` after each save of a context of this container, and a
+    /// ``ObjectChangeEvent/Kind/storeChangedRemotely`` after each commit of anyone else — another
+    /// process on the same file, or a replay of another store's change set (the daemon's), read from
+    /// the store's history after the commit (Core Data's `NSPersistentStoreRemoteChange`, with the
+    /// history already read). Ends when the iterating task is cancelled.
+    ///
+    /// ```swift
+    /// let context = container.newContext()
+    /// for await event in container.changes() {
+    ///     context.mergeChanges(from: event)
+    ///     if case .replay(let origin) = event.source { print("\(event.inserted.count) new from \(origin)") }
+    /// }
+    /// ```
+    ///
+    /// A store that keeps no history (not a ``ReplicaStore``) reports this container's saves only.
+    public func changes() -> AsyncStream<ObjectChangeEvent> {
+        startChangeFeed()
+        return broadcaster.subscribe()
+    }
+
+    deinit { feed.stop() }
+
+    func startChangeFeed() {
+        if let replica = store as? any ReplicaStore { feed.start(store: replica, broadcaster: broadcaster) }
     }
 
     /// A new, empty context. Use one context per task or isolation domain.

@@ -71,6 +71,12 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
     /// Another context or process changed or deleted these objects since they were
     /// read (optimistic locking). Refetch or `rollback()`, then apply the change again.
     case conflict(objectURIs: [String])
+    /// Under ``MergePolicy/error``: another context or process changed or deleted these objects
+    /// since this context read them; each ``MergeConflict`` holds the object's values, the values
+    /// read and the store's (Core Data's `NSManagedObjectMergeError` with its conflict list).
+    /// Nothing was written. Merge (``ManagedObjectContext/refresh(_:mergeChanges:)``), choose
+    /// another ``ManagedObjectContext/mergePolicy``, or roll back.
+    case mergeConflict([MergeConflict])
     /// Objects of the save would share the values of a uniqueness constraint, and the
     /// context's ``ManagedObjectContext/mergePolicy`` is ``MergePolicy/error``. Change one of
     /// them, or save with another merge policy.
@@ -83,9 +89,18 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
     public var code: Int {
         switch self {
         case .validationFailed(let errors): errors.count == 1 ? errors[0].code.rawValue : 1560
-        case .conflict: 133020
+        case .conflict, .mergeConflict: 133020
         case .constraintConflict: 133021
         case .storeFailed: 134030
+        }
+    }
+
+    /// The URIs of the objects another writer changed, for ``conflict(objectURIs:)`` and ``mergeConflict(_:)``.
+    public var conflictedObjectURIs: [String] {
+        switch self {
+        case .conflict(let uris): uris
+        case .mergeConflict(let conflicts): conflicts.map(\.objectID.uriString)
+        default: []
         }
     }
 
@@ -99,7 +114,7 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
     public var isRetryable: Bool {
         switch self {
         case .validationFailed: false
-        case .conflict: false
+        case .conflict, .mergeConflict: false
         case .constraintConflict: false
         case .storeFailed: true
         }
@@ -113,6 +128,9 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
             "validation failed with \(errors.count) errors:\n" + errors.map { "  - \($0)" }.joined(separator: "\n")
         case .conflict(let uris):
             "save conflict: \(uris.joined(separator: ", ")) changed in the store since this context read them; refetch and apply the change again"
+        case .mergeConflict(let conflicts):
+            "save conflict under the error merge policy: " + conflicts.map(\.description).joined(separator: "; ")
+                + "; merge the changes (refresh the objects), save with another merge policy, or roll back"
         case .constraintConflict(let conflicts):
             "save refused under the error merge policy: " + conflicts.map(\.description).joined(separator: "; ")
                 + "; change the values, or save with another merge policy"

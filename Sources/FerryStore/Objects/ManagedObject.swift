@@ -102,6 +102,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     #else
     @exclusivity(unchecked) var version: Int64 = 0
     #endif
+    /// Whether another object of the context stored this object's key (in a relationship): the
+    /// key then stays this object's, even after it goes (see ``ObjectRegistry``).
+    #if DEBUG
+    var isReferenced = false
+    #else
+    @exclusivity(unchecked) var isReferenced = false
+    #endif
     /// Property indexes changed since the last save.
     #if DEBUG
     var changedIndexes = PropertyIndexSet()
@@ -120,6 +127,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         toOne = construction.runtime.emptyToOne
         committedAttributes = attributes
         committedToOne = toOne
+    }
+
+    deinit {
+        managedObjectContext?.objectDidDeinit(key: key, objectID: objectID, isReferenced: isReferenced)
     }
 
     /// The object's entity.
@@ -157,6 +168,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Called once after the object is inserted, before the caller sets values.
     open func awakeFromInsert() {}
+
+    /// Called after the object turned back into a fault (``ManagedObjectContext/refresh(_:mergeChanges:)``,
+    /// a merge): release anything derived from its values.
+    open func didTurnIntoFault() {}
 }
 
 /// The information a context passes to ``ManagedObject/init(_:)``; opaque to applications.

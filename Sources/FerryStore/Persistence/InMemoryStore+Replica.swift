@@ -64,6 +64,23 @@ extension InMemoryStore: ReplicaStore {
         return stream
     }
 
+    public func lastChangeSetRank() throws -> Int64 {
+        state.withLock { $0.history.records.last?.rank ?? 0 }
+    }
+
+    public func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
+        let (records, model, hash) = state.withLock { state in
+            (Array(state.history.records.lazy.filter { $0.rank > rank }.prefix(limit)), state.history.model, state.history.modelHash)
+        }
+        var changeSets: [ChangeSet] = []
+        for record in records where record.quarantineReason == nil {
+            if case .changeSet(let changeSet)? = try? ChangeSetCodec.decode(record.body, model: model, versionHash: hash) {
+                changeSets.append(changeSet)
+            }
+        }
+        return (changeSets, records.last?.rank ?? rank)
+    }
+
     func signalCommit() {
         for continuation in commitSignals.withLock({ Array($0.values) }) { continuation.yield() }
     }

@@ -210,11 +210,14 @@ public final class InMemoryStore: PersistentStore {
             }
             let rowsAfter = next.rows
             let after = next
+            let sequenceBefore = next.history.vector[identifier, default: 0]
             next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted,
                                 deletedMemberships: deletedMemberships, rows: { rowsAfter[$0] },
                                 members: { self.members(of: $0, relationship: $1, in: after) })
+            let sequenceAfter = next.history.vector[identifier, default: 0]
             state = next
-            return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions)
+            let recorded = request.replay == nil && sequenceAfter > sequenceBefore ? sequenceAfter : nil
+            return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions, recordedSequence: recorded)
         }
         signalCommit()
         return result

@@ -279,11 +279,16 @@ public struct SaveResult: Sendable {
     public var permanentIDs: [ObjectID]
     /// The new version of each updated row, in the order of ``SaveRequest/updates``.
     public var updatedVersions: [Int64]
+    /// The sequence number of the change set of this store's own that the save recorded (nil when it
+    /// recorded none, or for a replaying save): how a container tells its own saves from other
+    /// writers' when it reads the history (``PersistentContainer/changes()``).
+    public var recordedSequence: Int64?
 
     /// Creates a result.
-    public init(permanentIDs: [ObjectID], updatedVersions: [Int64]) {
+    public init(permanentIDs: [ObjectID], updatedVersions: [Int64], recordedSequence: Int64? = nil) {
         self.permanentIDs = permanentIDs
         self.updatedVersions = updatedVersions
+        self.recordedSequence = recordedSequence
     }
 
     /// The result of an empty request.

@@ -43,6 +43,13 @@ public protocol ReplicaStore: PersistentStore {
     func removeOrigin(_ origin: UUID) throws -> Int
     /// A signal after each commit to the store, by this process or another.
     func commits() -> AsyncStream<Void>
+    /// The rank of the newest change set in the history (0 when there is none): where a reader of
+    /// ``appliedChangeSets(afterRank:limit:)`` starts to see only what comes next.
+    func lastChangeSetRank() throws -> Int64
+    /// The change sets that took effect here (made here or applied; not quarantined ones) recorded
+    /// after `rank`, in the order recorded, at most `limit`, and the rank of the last one read
+    /// (`rank` when none). What ``PersistentContainer/changes()`` reads after each commit.
+    func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64)
     /// A consistent snapshot of the store, written to a file of its own (docs/SYNC.md,
     /// "Snapshots"): a new store installs it to start from what this one holds. The file is
     /// already unlinked; it goes when the handle is closed.

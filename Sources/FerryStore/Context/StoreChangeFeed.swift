@@ -1,0 +1,163 @@
+import Foundation
+import Synchronization
+
+/// Turns the store's commits by other writers into ``ObjectChangeEvent``s of kind
+/// ``ObjectChangeEvent/Kind/storeChangedRemotely``: after each commit signal
+/// (``ReplicaStore/commits()``: this process's and other processes' commits alike), it reads
+/// the change sets recorded since the last one it read (``ReplicaStore/appliedChangeSets(afterRank:limit:)``),
+/// leaves out those its own container's contexts saved (they were published as
+/// ``ObjectChangeEvent/Kind/didSave`` already), and names each object by its local ID.
+///
+/// Started by the container when its first subscriber arrives; the history reads run on a queue of
+/// their own, not on Swift's shared pool.
+final class StoreChangeFeed: Sendable {
+    private struct State {
+        var task: Task<Void, Never>?
+        /// Saves of this container between their start and their result.
+        var savesInFlight = 0
+        /// Sequences of this store's own change sets that this container's contexts recorded and the feed has not read yet.
+        var ownSequences = Set<Int64>()
+    }
+
+    private enum Ownership { case own, other, undecided }
+
+    private let state = Mutex(State())
+    private static let queue = DispatchQueue(label: "ferry.store-change-feed")
+    /// How long a change set of this store waits to be told apart while one of this container's saves is under way.
+    private static let decisionLimit: Duration = .seconds(2)
+
+    deinit { stop() }
+
+    /// Starts reading (once); events go to `broadcaster`.
+    func start(store: any ReplicaStore, broadcaster: ChangeBroadcaster) {
+        state.withLock { state in
+            guard state.task == nil else { return }
+            // Subscribed, and the starting rank read, before the task runs: no commit after this call is missed.
+            let commits = store.commits()
+            let startRank = (try? store.lastChangeSetRank()) ?? 0
+            state.task = Task.detached { [weak self] in
+                await self?.run(store: store, broadcaster: broadcaster, commits: commits, startRank: startRank)
+            }
+        }
+    }
+
+    func stop() {
+        state.withLock { $0.task?.cancel() }
+    }
+
+    /// Called by a context before its store save.
+    func saveWillBegin() {
+        state.withLock { $0.savesInFlight += 1 }
+    }
+
+    /// Called by a context after its store save (failed saves pass nil).
+    func saveDidEnd(recordedSequence: Int64?) {
+        state.withLock { state in
+            state.savesInFlight -= 1
+            if let recordedSequence, state.task != nil { state.ownSequences.insert(recordedSequence) }
+        }
+    }
+
+    private func ownership(of sequence: Int64) -> Ownership {
+        state.withLock { state in
+            if state.ownSequences.remove(sequence) != nil { return .own }
+            return state.savesInFlight > 0 ? .undecided : .other
+        }
+    }
+
+    private func run(store: any ReplicaStore, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
+        var rank = startRank
+        var signals = commits.makeAsyncIterator()
+        while !Task.isCancelled {
+            while !Task.isCancelled {
+                let from = rank
+                guard let (events, last) = try? await Self.offPool({ [self] in try readRound(store: store, after: from) }), last != rank else { break }
+                for event in events { broadcaster.publish(event) }
+                rank = last
+            }
+            guard await signals.next() != nil else { return }
+        }
+    }
+
+    /// The events of the next change sets after `rank`, and the rank of the last one read (on the feed's queue).
+    private func readRound(store: any ReplicaStore, after rank: Int64) throws -> ([ObjectChangeEvent], Int64) {
+        let (changeSets, last) = try store.appliedChangeSets(afterRank: rank, limit: 256)
+        var events: [ObjectChangeEvent] = []
+        for changeSet in changeSets {
+            if changeSet.origin == store.identifier, isOwn(changeSet.sequence) { continue }
+            let event = try Self.event(for: changeSet, in: store)
+            if !event.isEmpty { events.append(event) }
+        }
+        return (events, last)
+    }
+
+    /// Whether this container saved the change set of its own store numbered `sequence`; waits
+    /// (on the feed's queue) while a save is under way.
+    private func isOwn(_ sequence: Int64) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + Self.decisionLimit
+        while true {
+            switch ownership(of: sequence) {
+            case .own: return true
+            case .other: return false
+            case .undecided:
+                guard clock.now < deadline else { return false }
+                usleep(200)
+            }
+        }
+    }
+
+    private static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// The event for one change set: its objects by local ID, who made it.
+    static func event(for changeSet: ChangeSet, in store: any ReplicaStore) throws -> ObjectChangeEvent {
+        let source: ChangeSource = changeSet.origin == store.identifier
+            ? .otherProcess(author: changeSet.author, contextName: changeSet.contextName)
+            : .replay(origin: changeSet.origin)
+        var uris = changeSet.changes.map(\.uri)
+        for change in changeSet.changes {
+            for case .object(let uri) in change.values.values { uris.append(uri) }
+            if let survivor = change.mergedInto { uris.append(survivor) }
+        }
+        let lookup = try store.lookUp(originURIs: Array(Set(uris)))
+        func localID(_ uri: String) -> ObjectID? {
+            lookup.mapped[uri] ?? lookup.own[uri] ?? store.ownObjectID(forURI: uri)
+        }
+        var event = ObjectChangeEvent(kind: .storeChangedRemotely, source: source,
+                                      changeSet: ChangeSetMark(origin: changeSet.origin, sequence: changeSet.sequence))
+        let model = store.model
+        for change in changeSet.changes {
+            let id = localID(change.uri)
+            switch change.kind {
+            case .insert, .restore:
+                if let id { event.inserted.insert(id) }
+            case .update:
+                guard let id else { continue }
+                let keys = Set(change.values.keys).union(change.added.keys).union(change.removed.keys).union(change.positions.keys)
+                event.updated[id, default: []].formUnion(keys)
+            case .delete, .merge:
+                if let id {
+                    event.deleted.insert(id)
+                } else {
+                    event.deletedWithoutID.insert(change.entity)
+                }
+                if let survivor = change.mergedInto.flatMap(localID) { event.updated[survivor, default: []].formUnion(change.values.keys) }
+            }
+            // A to-one written changes the inverse to-many of its new destination.
+            guard change.kind != .delete, change.kind != .merge, let entity = model.entity(named: change.entity) else { continue }
+            for (key, value) in change.values {
+                guard case .object(let target) = value, let relationship = entity.relationship(named: key),
+                      let inverse = relationship.inverseName, let targetID = localID(target) else { continue }
+                event.updated[targetID, default: []].insert(inverse)
+            }
+        }
+        // An inserted object also named as updated (by an inverse) stays inserted.
+        for id in event.inserted { event.updated[id] = nil }
+        for id in event.deleted { event.updated[id] = nil }
+        return event
+    }
+}

@@ -169,6 +169,7 @@ extension ManagedObjectContext {
         object.committedToOne = object.toOne
         object.toMany.removeAll()
         object.unloadedToManyIsEmpty = false
+        object.quietIndexes.removeAll()
         object.version = 0
         object.isFault = true
         object.didTurnIntoFault()

@@ -29,6 +29,13 @@ extension ManagedObjectContext {
             throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         }
         publishPendingObjectsDidChange()
+        if replay == nil {
+            do {
+                try callWillSave()
+            } catch {
+                throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+            }
+        }
         // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead.
         if replay == nil { try resolveUniquenessConflicts() }
         // Derived attributes, from the values the save leaves (a replay's included).
@@ -79,7 +86,9 @@ extension ManagedObjectContext {
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
             throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
         }
+        let saved = objectsWithHooks()
         apply(result, order)
+        for object in saved { object.didSave() }
         publishDidSave(pendingEvent, inserted: result.permanentIDs, recordedSequence: result.recordedSequence, replaying: replay != nil)
     }
 
@@ -101,6 +110,10 @@ extension ManagedObjectContext {
             let key = deletedKeys[position]
             position += 1
             guard let object = self.object(forKey: key) else { continue }
+            if !object.isPreparedForDeletion {
+                object.isPreparedForDeletion = true
+                if object.runtime.hasCustomClass { object.prepareForDeletion() }
+            }
             for index in object.runtime.toOneIndexes + object.runtime.toManyIndexes {
                 guard let relationship = object.runtime.relationship(at: index) else { continue }
                 switch relationship.deleteRule {
@@ -162,6 +175,44 @@ extension ManagedObjectContext {
         }
     }
 
+    // MARK: - Lifecycle hooks
+
+    /// Calls ``ManagedObject/willSave()`` on the pending objects of subclasses, again for those a round
+    /// changed (at most ten rounds), then applies delete rules to deletes the hooks made.
+    private func callWillSave() throws(ContextError) {
+        var due = objectsWithHooks()
+        var round = 0
+        while !due.isEmpty && round < 10 {
+            let before = Dictionary(due.map { ($0.key, ($0.attributes, $0.toOne, $0.changedIndexes)) }, uniquingKeysWith: { first, _ in first })
+            let pendingBefore = Set(insertedKeys).union(deletedKeys).union(updatedKeys)
+            for object in due { object.willSave() }
+            round += 1
+            due = objectsWithHooks().filter { object in
+                guard pendingBefore.contains(object.key), let (attributes, toOne, changed) = before[object.key] else { return true }
+                return attributes != object.attributes || toOne != object.toOne || changed != object.changedIndexes
+            }
+        }
+        try propagateDeletes()
+    }
+
+    /// The pending objects (inserted, updated, deleted) of subclasses, whose hooks a save calls.
+    func objectsWithHooks() -> [ManagedObject] {
+        var objects: [ManagedObject] = []
+        for key in insertedKeys {
+            guard let object = self.object(forKey: key), object.runtime.hasCustomClass, !object.isDeleted else { continue }
+            objects.append(object)
+        }
+        for key in updatedKeys.sorted() {
+            guard let object = self.object(forKey: key), object.runtime.hasCustomClass, object.isUpdated else { continue }
+            objects.append(object)
+        }
+        for key in deletedKeys {
+            guard let object = self.object(forKey: key), object.runtime.hasCustomClass, !object.isInserted else { continue }
+            objects.append(object)
+        }
+        return objects
+    }
+
     // MARK: - Validation
 
     func validatePendingChanges(_ updatedInOrder: [Int]) -> [ValidationError] {
@@ -175,11 +226,13 @@ extension ManagedObjectContext {
         for key in insertedKeys {
             guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             failures += validator.modelRuleFailures(of: object)
+            if object.runtime.hasCustomClass { failures += validator.keyHookFailures(of: object, keys: object.entity.properties.map(\.name)) }
             failures += validator.custom(object, .insert) { try object.validateForInsert() }
         }
         for key in updatedInOrder {
             guard let object = self.object(forKey: key), object.isUpdated else { continue }
             failures += validator.modelRuleFailures(of: object)
+            if object.runtime.hasCustomClass { failures += validator.keyHookFailures(of: object, keys: object.changedKeys.sorted()) }
             failures += validator.custom(object, .update) { try object.validateForUpdate() }
         }
         return failures
@@ -217,7 +270,9 @@ extension ManagedObjectContext {
             guard let object = self.object(forKey: key), object.isUpdated else { continue }
             var attributes: [Int: AttributeValue?] = [:]
             var toOne: [Int: ObjectID?] = [:]
-            for index in object.changedIndexes {
+            var written = object.changedIndexes
+            for index in object.quietIndexes { written.insert(index) }
+            for index in written {
                 switch object.runtime.kinds[index] {
                 case .attribute(let attribute) where !attribute.isTransient:
                     attributes[index] = object.attributes[index]
@@ -308,6 +363,8 @@ extension ManagedObjectContext {
             object.toMany = toMany
         }
         if !object.changedIndexes.isEmpty { object.changedIndexes.removeAll() }
+        if !object.quietIndexes.isEmpty { object.quietIndexes.removeAll() }
+        object.isPreparedForDeletion = false
         object.version = version
     }
 }

@@ -262,7 +262,11 @@ public final class ManagedObjectContext {
             guard let object = self.object(forKey: key) else { continue }
             unregister(object)
         }
-        for key in deletedKeys { self.object(forKey: key)?.isDeleted = false }
+        for key in deletedKeys {
+            guard let object = self.object(forKey: key) else { continue }
+            object.isDeleted = false
+            object.isPreparedForDeletion = false
+        }
         for key in updatedKeys {
             guard let object = self.object(forKey: key) else { continue }
             object.attributes = object.committedAttributes
@@ -376,6 +380,7 @@ public final class ManagedObjectContext {
         object.committedToOne = toOne
         object.version = row.version
         object.isFault = false
+        if object.runtime.hasCustomClass { object.awakeFromFetch() }
     }
 
     /// Loads a fault's values from the store.

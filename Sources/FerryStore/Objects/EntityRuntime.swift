@@ -29,6 +29,9 @@ final class EntityRuntime: Sendable {
     let isTransientAttribute: [Bool]
     /// Whether any attribute is transient (then saves copy only the persistent ones).
     let hasTransientAttributes: Bool
+    /// Whether objects of the entity are of a subclass, whose lifecycle hooks a context calls
+    /// (``ManagedObject`` itself has none to call).
+    let hasCustomClass: Bool
     /// Whether any property has a model rule (required, bounds, pattern, counts) to check at save.
     let hasModelRules: Bool
     /// The entity's derived attributes, resolved to property indexes.
@@ -51,6 +54,7 @@ final class EntityRuntime: Sendable {
         self.indexByName = Dictionary(uniqueKeysWithValues: entity.properties.enumerated().map { ($1.name, $0) })
         self.names = entity.properties.map(\.name)
         self.objectClass = objectClass
+        self.hasCustomClass = ObjectIdentifier(objectClass) != ObjectIdentifier(ManagedObject.self)
         var kinds: [PropertyKind] = []
         var initial: [AttributeValue?] = []
         var persistent: [Int] = []

@@ -102,6 +102,19 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     #else
     @exclusivity(unchecked) var version: Int64 = 0
     #endif
+    /// Whether ``prepareForDeletion()`` was called for the pending delete.
+    #if DEBUG
+    var isPreparedForDeletion = false
+    #else
+    @exclusivity(unchecked) var isPreparedForDeletion = false
+    #endif
+    /// Attributes and to-ones set with ``setPrimitiveValue(_:forKey:)`` since the last save: written with
+    /// the object's next save, but not changes of their own (not in ``changedValues()``, no event).
+    #if DEBUG
+    var quietIndexes = PropertyIndexSet()
+    #else
+    @exclusivity(unchecked) var quietIndexes = PropertyIndexSet()
+    #endif
     /// Whether another object of the context stored this object's key (in a relationship): the
     /// key then stays this object's, even after it goes (see ``ObjectRegistry``).
     #if DEBUG
@@ -168,6 +181,31 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Called once after the object is inserted, before the caller sets values.
     open func awakeFromInsert() {}
+
+    /// Called after the object's values were read from the store: a fault fired, a fetch
+    /// registered it, or a refresh or merge read it again (Core Data's `awakeFromFetch`).
+    /// Set up transient state here; changes made here are not tracked as changes.
+    open func awakeFromFetch() {}
+
+    /// Called by ``ManagedObjectContext/save()`` on each inserted, updated and deleted object
+    /// before validation. Values set here are saved; a save calls it again (up to ten rounds)
+    /// for objects that changed in the round before, as Core Data does until nothing changes.
+    open func willSave() {}
+
+    /// Called after the save that wrote the object committed. Changes made here are pending
+    /// changes of the next save.
+    open func didSave() {}
+
+    /// Called once when the object's delete is processed (at ``ManagedObjectContext/processPendingChanges()``
+    /// or at save), before its delete rules run: the object still holds its relationships.
+    open func prepareForDeletion() {}
+
+    /// Checks one property's value — a value for it, not necessarily the one it holds — against
+    /// the rules a subclass adds (Core Data's `validate<Key>:error:`); the model's own rules are
+    /// checked by ``validateValue(_:forKey:)`` before this is called. Called by saves for every
+    /// property of an inserted object and each changed property of an updated one (for subclasses).
+    /// Throw a ``ValidationError`` (or any error, reported as `.custom` with the key).
+    open func validate(_ value: Any?, forKey key: String) throws {}
 
     /// Called after the object turned back into a fault (``ManagedObjectContext/refresh(_:mergeChanges:)``,
     /// a merge): release anything derived from its values.

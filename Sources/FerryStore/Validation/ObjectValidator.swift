@@ -83,7 +83,40 @@ struct ObjectValidator {
         return failures
     }
 
-    private func attributeFailures(_ object: ManagedObject, _ attribute: AttributeInfo, _ value: AttributeValue?) -> [ValidationError] {
+    /// The model's rules for one to-one or to-many relationship holding `count` objects (0 or 1 for a to-one).
+    func relationshipFailures(_ object: ManagedObject, _ relationship: RelationshipInfo, count: Int) -> [ValidationError] {
+        if count == 0 {
+            guard !relationship.isOptional else { return [] }
+            return [failure(relationship.isToMany ? .relationshipLacksMinimumCount : .missingMandatoryProperty, object, relationship.name,
+                            "the relationship is required; set it to at least one \(relationship.destinationEntityName)")]
+        }
+        guard relationship.isToMany else { return [] }
+        if relationship.minCount > 0 && count < relationship.minCount {
+            return [failure(.relationshipLacksMinimumCount, object, relationship.name, "holds \(count) object(s); at least \(relationship.minCount) are required")]
+        }
+        if relationship.maxCount > 0 && count > relationship.maxCount {
+            return [failure(.relationshipExceedsMaximumCount, object, relationship.name, "holds \(count) object(s); at most \(relationship.maxCount) are allowed")]
+        }
+        return []
+    }
+
+    /// Runs a subclass's per-key hook (``ManagedObject/validate(_:forKey:)``) for the keys a save writes.
+    func keyHookFailures(of object: ManagedObject, keys: [String]) -> [ValidationError] {
+        var failures: [ValidationError] = []
+        for key in keys {
+            let value: Any?
+            do { value = try object.value(forKey: key) } catch { continue }
+            do { try object.validate(value, forKey: key) } catch { failures.append(wrapKeyed(error, object, key)) }
+        }
+        return failures
+    }
+
+    func wrapKeyed(_ error: Error, _ object: ManagedObject, _ key: String) -> ValidationError {
+        if let validation = error as? ValidationError { return validation }
+        return failure(.custom, object, key, "\(error)")
+    }
+
+    func attributeFailures(_ object: ManagedObject, _ attribute: AttributeInfo, _ value: AttributeValue?) -> [ValidationError] {
         guard let value else {
             return attribute.isOptional ? [] : [failure(.missingMandatoryProperty, object, attribute.name,
                                                         "the attribute is required; give it a \(attribute.type.xcodeName) value")]

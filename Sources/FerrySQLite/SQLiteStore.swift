@@ -222,6 +222,32 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// Reads row numbers and entity numbers straight into the list, row by row (no row objects:
+    /// a million IDs take some ten megabytes).
+    public func fetchObjectIDList(_ request: FerryStore.FetchRequest) throws -> ObjectIDList {
+        _ = try request.validated(in: model)
+        let query = try SQLQuery.select("t0.Z_PK, t0.Z_ENT", for: request, layout: layout)
+        let names = layout.entityNames
+        let numbers = names.keys.sorted()
+        var position: [Int: UInt16] = [:]
+        for (index, number) in numbers.enumerated() { position[number] = UInt16(truncatingIfNeeded: index) }
+        let listedNames = numbers.compactMap { names[$0] }
+        let store = identifier
+        return try read { db in
+            var keys: [Int64] = []
+            var entities: [UInt16] = []
+            let statement = try db.cachedStatement(sql: query.sql)
+            try statement.setArguments(query.arguments)
+            let cursor = try Row.fetchCursor(statement)
+            while let row = try cursor.next() {
+                guard let entity = position[row[1]] else { continue }
+                keys.append(row[0])
+                entities.append(entity)
+            }
+            return ObjectIDList(store: store, entityNames: listedNames, entities: entities, keys: keys)
+        }
+    }
+
     public func count(_ request: FerryStore.FetchRequest) throws -> Int {
         _ = try request.validated(in: model)
         let query = try SQLQuery.select("t0.Z_PK", for: request, layout: layout)
@@ -233,11 +259,16 @@ public final class SQLiteStore: PersistentStore {
     public func fetchValues(_ request: FerryStore.FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]] {
         _ = try request.validated(in: model)
         let query = try SQLQuery.selectValues(keyPaths, for: request, layout: layout)
+        return try readValues(sql: query.sql, arguments: query.arguments, readers: query.readers)
+    }
+
+    /// Runs a dictionary or aggregate fetch's statement and reads each row's values.
+    private func readValues(sql: String, arguments: StatementArguments, readers: [SQLQuery.ValueReader]) throws -> [[FetchedValue?]] {
         let names = layout.entityNames
         let store = identifier
         return try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: query.sql), arguments: query.arguments).map { row in
-                query.readers.map { reader -> FetchedValue? in
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
+                readers.map { reader -> FetchedValue? in
                     switch reader {
                     case .attribute(let position, let type):
                         return ValueCodec.attributeValue(row[position], as: type).map(FetchedValue.attribute)
@@ -247,6 +278,20 @@ public final class SQLiteStore: PersistentStore {
                     }
                 }
             }
+        }
+    }
+
+    /// One `GROUP BY` statement (``SQLAggregateQuery``).
+    public func fetchAggregates(_ request: FerryStore.FetchRequest) throws -> [[FetchedValue?]] {
+        let plan = try AggregatePlan(request, in: model)
+        let query = try SQLAggregateQuery(request, plan: plan, layout: layout)
+        do {
+            return try readValues(sql: query.sql, arguments: query.arguments, readers: query.readers)
+        } catch StoreError.storeFailure(let failure) where (failure.cause as? DatabaseError)?.message == "integer overflow" {
+            // As the in-memory aggregation reports it.
+            let sums = plan.expressions.filter { $0.expression.function == .sum && $0.sourceType?.isInteger == true }.map(\.expression.name)
+            throw QueryError.invalidAggregate(entity: request.entityName, name: sums.joined(separator: "', '"),
+                                              reason: "overflows a 64-bit integer: sum a Double or Decimal attribute instead")
         }
     }
 

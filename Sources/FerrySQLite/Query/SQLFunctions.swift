@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 import FerryModel
@@ -15,6 +16,7 @@ enum SQLFunctions {
         db.add(collation: caseFold)
         db.add(function: deriveString)
         db.add(function: deriveSum)
+        db.add(function: decimalAggregate)
     }
 
     /// `ferry_derive_string(form, text)`: a derived string (form 0 uppercase, 1 lowercase,
@@ -39,6 +41,9 @@ enum SQLFunctions {
     /// `ferry_derive_sum(value, source type, derived type)`: a derived sum, as a save sums
     /// (``DerivedSum``); for migrations.
     static let deriveSum = DatabaseFunction("ferry_derive_sum", argumentCount: 3, pure: true, aggregate: DerivedSumAggregate.self)
+
+    /// `ferry_decimal_aggregate(function, value)`: exact aggregates of decimals, for aggregate fetches.
+    static let decimalAggregate = DatabaseFunction("ferry_decimal_aggregate", argumentCount: 2, pure: true, aggregate: DecimalAggregate.self)
 
     /// `COLLATE ferry_casefold`: the order of case-insensitive sorts, the same
     /// Unicode case folding the in-memory sort uses.
@@ -114,5 +119,53 @@ struct DerivedSumAggregate: DatabaseAggregate {
     func finalize() -> DatabaseValueConvertible? {
         guard let target else { return nil }
         return ValueCodec.databaseValue(sum.value(as: target))
+    }
+}
+
+/// The `ferry_decimal_aggregate(function, value)` aggregate: `@sum`, `@avg`, `@min` and `@max`
+/// of a Decimal attribute, exactly (decimals are stored as text, which SQLite's own aggregates
+/// would add as floating point and order as text). Its result is a decimal's text, as stored.
+struct DecimalAggregate: DatabaseAggregate {
+    private var function: FetchExpression.Function?
+    private var total = Decimal(0)
+    private var count = 0
+    private var lowest: Decimal?
+    private var highest: Decimal?
+
+    init() {}
+
+    /// The integer that names a function in `ferry_decimal_aggregate` calls.
+    static func code(of function: FetchExpression.Function) -> Int {
+        switch function {
+        case .sum: 0
+        case .avg: 1
+        case .min: 2
+        case .max: 3
+        case .count: 4
+        }
+    }
+
+    mutating func step(_ values: [DatabaseValue]) {
+        if function == nil, let code = Int.fromDatabaseValue(values[0]) {
+            function = FetchExpression.Function.allCases.first { Self.code(of: $0) == code }
+        }
+        guard case .decimal(let value)? = ValueCodec.attributeValue(values[1], as: .decimal) else { return }
+        total += value
+        count += 1
+        if lowest.map({ value < $0 }) ?? true { lowest = value }
+        if highest.map({ value > $0 }) ?? true { highest = value }
+    }
+
+    func finalize() -> DatabaseValueConvertible? {
+        // Without a step (no rows) the function is not known: NULL, which the query turns into 0 for a sum.
+        let result: Decimal? = switch function {
+        case nil: nil
+        case .sum?: total
+        case .avg?: count == 0 ? nil : total / Decimal(count)
+        case .min?: lowest
+        case .max?: highest
+        case .count?: Decimal(count)
+        }
+        return ValueCodec.databaseValue(result.map(AttributeValue.decimal))
     }
 }

@@ -19,6 +19,9 @@ struct SQLQuery {
     private var joinAliases: [String: String] = [:]
     private(set) var arguments: [DatabaseValue] = []
     private var subqueryCount = 0
+    /// For the outer statement of an aggregate fetch (``SQLAggregateQuery``): the result's columns
+    /// by name, which key paths then name instead of the entity's properties.
+    var resultColumns: [String: (column: String, property: PropertyDescription)]?
 
     init(layout: StoreLayout, entity: EntityDescription, baseAlias: String = "t0") {
         self.layout = layout
@@ -263,7 +266,7 @@ struct SQLQuery {
         return ValueCodec.databaseValue(converted)
     }
 
-    private mutating func sortExpression(_ descriptor: FetchSortDescriptor) throws -> String {
+    mutating func sortExpression(_ descriptor: FetchSortDescriptor) throws -> String {
         let (column, final) = try columnExpression(descriptor.keyPath)
         switch final.attribute?.type {
         case .decimal?: return "CAST(\(column) AS REAL)"
@@ -273,7 +276,11 @@ struct SQLQuery {
     }
 
     /// The qualified column at the end of a key path, adding joins for its hops.
-    private mutating func columnExpression(_ keyPath: String) throws -> (String, PropertyDescription) {
+    mutating func columnExpression(_ keyPath: String) throws -> (String, PropertyDescription) {
+        if let resultColumns {
+            guard let named = resultColumns[keyPath] else { throw QueryError.unknownKey(entity: "result", key: keyPath, keyPath: keyPath) }
+            return (named.column, named.property)
+        }
         let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: layout.model)
         let alias = try aliasAfterHops(path.hops, keyPath: keyPath)
         guard let column = layout.column(of: path.final.name, in: path.finalEntity) else {
@@ -283,7 +290,7 @@ struct SQLQuery {
     }
 
     /// The alias of the table reached by following to-one `hops`, joining as needed.
-    private mutating func aliasAfterHops(_ hops: [RelationshipDescription], keyPath: String) throws -> String {
+    mutating func aliasAfterHops(_ hops: [RelationshipDescription], keyPath: String) throws -> String {
         var alias = baseAlias
         var current = entity
         var prefix = ""

@@ -227,7 +227,7 @@ extension ManagedObjectContext {
 
     /// What a save is about to write, for its did-save event: nil when nobody listens.
     func pendingSaveEvent(replaying: Bool) -> ObjectChangeEvent? {
-        guard events.hasSubscribers || (!replaying && container.broadcaster.hasSubscribers) else { return nil }
+        guard events.hasSubscribers || (!replaying && parent == nil && container.broadcaster.hasSubscribers) else { return nil }
         var event = ObjectChangeEvent(kind: .didSave, source: .context(identity))
         for key in updatedKeys {
             guard let object = self.object(forKey: key), object.isUpdated else { continue }
@@ -248,7 +248,8 @@ extension ManagedObjectContext {
         if let recordedSequence { event.changeSet = ChangeSetMark(origin: store.identifier, sequence: recordedSequence) }
         guard !event.isEmpty else { return }
         events.publish(event)
-        if !replaying { container.broadcaster.publish(event) }
+        // Other contexts hear of saves that reached the store, not of a child's save into its parent.
+        if !replaying && parent == nil { container.broadcaster.publish(event) }
     }
 }
 

@@ -52,6 +52,43 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The objects matching `request`, read in batches of ``FetchRequest/fetchBatchSize`` as the
+    /// collection is read (Core Data's batched faulting): the fetch reads only the matching IDs,
+    /// and iterating a large result keeps about one batch of objects in memory (``FetchedResults``).
+    ///
+    /// With a batch size of 0, or with unsaved changes of the fetched entity's family in the
+    /// context (which only a fetch of every object can merge), this is ``fetch(_:)`` as a collection.
+    ///
+    /// ```swift
+    /// var request = FetchRequest(entityName: "Person")
+    /// request.fetchBatchSize = 1_000
+    /// for person in try context.fetchResults(request) { total += person.int64(forKey: "salary") }
+    /// ```
+    public func fetchResults(_ request: FetchRequest) throws -> FetchedResults {
+        mergeWaitingChanges()
+        let entity = try request.validated(in: model)
+        guard request.fetchBatchSize > 0, !(request.includesPendingChanges && hasPendingChanges(inFamilyOf: entity)) else {
+            return FetchedResults(objects: try fetch(request), context: self)
+        }
+        return FetchedResults(ids: try store.fetchObjectIDList(request), batchSize: request.fetchBatchSize, context: self)
+    }
+
+    /// The objects of `ids`, in order: registered ones as they are, the others read from the store
+    /// in one query. Faults whose rows are gone stay faults; so do all of them when the read fails
+    /// (a collection's subscript cannot throw): each then reads its row on first access, and
+    /// that access reports the failure.
+    func registerBatch(_ ids: [ObjectID]) -> [ManagedObject] {
+        sweepDepartedIDsIfNeeded()
+        let objects = ids.map { object(with: $0) }
+        let faults = objects.filter(\.isFault).map(\.objectID)
+        if !faults.isEmpty, let rows = try? store.rows(for: faults) {
+            for object in objects where object.isFault {
+                if let row = rows[object.objectID] { fill(object, from: row) }
+            }
+        }
+        return objects
+    }
+
     /// The IDs of the objects matching `request`.
     public func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID] {
         let entity = try request.validated(in: model)
@@ -83,7 +120,16 @@ extension ManagedObjectContext {
     /// request.propertiesToFetch = ["name", "manager.name"]
     /// let rows = try context.fetchDictionaries(request)   // [["name": .attribute(.string("Bob")), "manager.name": …], …]
     /// ```
+    ///
+    /// With ``FetchRequest/expressions`` or ``FetchRequest/propertiesToGroupBy`` the fetch
+    /// aggregates (one SQL `GROUP BY` statement in the SQLite store): one dictionary per group (or one
+    /// over all matches without groups) with the group's key values and each expression's result,
+    /// groups filtered by ``FetchRequest/havingPredicate``, sorted by group keys or expression names.
     public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: FetchedValue]] {
+        if !request.expressions.isEmpty || !request.propertiesToGroupBy.isEmpty {
+            let names = try AggregatePlan(request, in: model).columnNames
+            return try store.fetchAggregates(request).map { Self.dictionary(names, $0) }
+        }
         let entity = try request.validated(in: model)
         let keyPaths = request.propertiesToFetch.isEmpty ? Self.storedProperties(of: entity) : request.propertiesToFetch
         guard request.returnsDistinctResults else {

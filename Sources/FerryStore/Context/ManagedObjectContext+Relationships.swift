@@ -9,7 +9,7 @@ extension ManagedObjectContext {
         try fulfillFault(object)
         guard object.toMany[index] == nil else { return }
         guard let relationship = object.runtime.relationship(at: index) else { return }
-        if object.objectID.isTemporaryID || object.unloadedToManyIsEmpty {
+        if isOwnTemporary(object.objectID) || object.unloadedToManyIsEmpty {
             object.toMany[index] = RelationshipMembers([], committed: [])
             return
         }
@@ -122,6 +122,7 @@ extension ManagedObjectContext {
     func primitiveSetToOne(_ object: ManagedObject, _ index: Int, _ target: ManagedObject?) throws(ContextError) {
         try fulfillFault(object)
         guard object.toOne[index] != target?.key else { return }
+        recordUndo(.toOne(object, index: index, object.toOne[index]))
         target?.isReferenced = true
         object.toOne[index] = target?.key
         markChanged(object, index)
@@ -135,7 +136,11 @@ extension ManagedObjectContext {
         case .toMany:
             try loadToMany(object, index)
             target.isReferenced = true
-            if object.toMany[index]?.insert(target.key, at: position) == true { markChanged(object, index) }
+            let before = object.toMany[index]?.ordered ?? []
+            if object.toMany[index]?.insert(target.key, at: position) == true {
+                recordUndo(.toMany(object, index: index, before))
+                markChanged(object, index)
+            }
         case .attribute:
             return
         }
@@ -149,7 +154,11 @@ extension ManagedObjectContext {
             if object.toOne[index] == target.key { try primitiveSetToOne(object, index, nil) }
         case .toMany:
             try loadToMany(object, index)
-            if object.toMany[index]?.remove(target.key) == true { markChanged(object, index) }
+            let before = object.toMany[index]?.ordered ?? []
+            if object.toMany[index]?.remove(target.key) == true {
+                recordUndo(.toMany(object, index: index, before))
+                markChanged(object, index)
+            }
         case .attribute:
             return
         }
@@ -158,6 +167,7 @@ extension ManagedObjectContext {
     func primitiveMove(_ object: ManagedObject, _ index: Int, _ target: ManagedObject, to position: Int) throws(ContextError) {
         try loadToMany(object, index)
         guard object.toMany[index]?.contains(target.key) == true else { return }
+        recordUndo(.toMany(object, index: index, object.toMany[index]?.ordered ?? []))
         object.toMany[index]?.move(target.key, to: position)
         markChanged(object, index)
     }

@@ -36,8 +36,9 @@ extension ManagedObjectContext {
                 throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
             }
         }
-        // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead.
-        if replay == nil { try resolveUniquenessConflicts() }
+        // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead;
+        // a child's save leaves them to the save that reaches the store, as Core Data does.
+        if replay == nil && parent == nil { try resolveUniquenessConflicts() }
         // Derived attributes, from the values the save leaves (a replay's included).
         do {
             try deriveAttributes(replaying: replay != nil)
@@ -54,9 +55,11 @@ extension ManagedObjectContext {
         request.replay = replay
         var pendingEvent = pendingSaveEvent(replaying: replay != nil)
         var result = SaveResult.empty
-        if replay == nil { container.feed.saveWillBegin() }
+        // (The feed tells the store's commits apart; a child's save commits nothing there.)
+        let writesStore = replay == nil && parent == nil
+        if writesStore { container.feed.saveWillBegin() }
         var recorded: Int64?
-        defer { if replay == nil { container.feed.saveDidEnd(recordedSequence: recorded) } }
+        defer { if writesStore { container.feed.saveDidEnd(recordedSequence: recorded) } }
         lastResolvedConflicts = []
         for round in 0... {
             do {
@@ -87,6 +90,7 @@ extension ManagedObjectContext {
             throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
         }
         let saved = objectsWithHooks()
+        undoManager?.removeAllActions()
         apply(result, order)
         for object in saved { object.didSave() }
         publishDidSave(pendingEvent, inserted: result.permanentIDs, recordedSequence: result.recordedSequence, replaying: replay != nil)
@@ -102,6 +106,7 @@ extension ManagedObjectContext {
         mergeWaitingChanges()
         try propagateDeletes()
         publishPendingObjectsDidChange()
+        undoManager?.eventDidEnd()
     }
 
     func propagateDeletes() throws(ContextError) {

@@ -29,6 +29,8 @@ public final class ManagedObjectContext {
     /// The conflicts with other writers that the last save resolved by its ``mergePolicy``
     /// (empty when it met none, or under ``MergePolicy/error``, which fails instead).
     public internal(set) var lastResolvedConflicts: [MergeConflict] = []
+    /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
+    public var undoManager: ContextUndoManager?
 
     #if DEBUG
     var registry = ObjectRegistry()
@@ -38,6 +40,8 @@ public final class ManagedObjectContext {
     /// Keys whose object went away while other objects still name the key: the ID to make a fault
     /// from when the key is next read (``self.object(forKey:)``).
     var departedIDs: [Int: ObjectID] = [:]
+    /// How many departed IDs wait before ``sweepDepartedIDsIfNeeded()`` looks for unnamed ones.
+    var departedSweepThreshold = 4_096
     /// Whether every registered object is held strongly, changed or not (Core Data's
     /// `retainsRegisteredObjects`). Off by default: objects without pending changes stay registered
     /// only while something else holds them, so a long-lived context's memory follows what the
@@ -93,8 +97,37 @@ public final class ManagedObjectContext {
     var inbox: ChangeInbox?
     var inboxKey: Int?
 
-    init(container: PersistentContainer) {
+    /// The context a child saves into (``newChildContext()``); nil for a context of the store.
+    public let parent: ManagedObjectContext?
+    /// Where this context reads and saves: the container's store, or for a child its parent.
+    let store: any PersistentStore
+
+    init(container: PersistentContainer, parent: ManagedObjectContext? = nil) {
         self.container = container
+        self.parent = parent
+        self.store = parent.map { ParentContextStore(parent: $0) } ?? container.store
+    }
+
+    /// A context whose store is this one (Core Data's child context, `parent`): it sees this
+    /// context's objects with their unsaved changes, and its ``save()`` hands its changes to this
+    /// context — as unsaved changes here, written to the store when this context saves. Dropping a
+    /// child without saving it discards its edits. Children nest to any depth.
+    ///
+    /// A child belongs to this context's isolation domain. Objects are passed between the two by
+    /// ID (``object(with:)``); objects a child inserted keep, after its save, the temporary ID of
+    /// their copy here until this context saves them. Uniqueness constraints and optimistic-locking
+    /// conflicts are checked when the changes reach the store, as in Core Data; the
+    /// objects' validation runs at each save. Other contexts hear of a child's save only once its
+    /// changes reach the store.
+    public func newChildContext() -> ManagedObjectContext {
+        ManagedObjectContext(container: container, parent: self)
+    }
+
+    /// Whether `id` is a temporary ID given out by this context (another context's temporary IDs —
+    /// a parent's inserted objects, seen from a child — are looked up like permanent ones).
+    func isOwnTemporary(_ id: ObjectID) -> Bool {
+        guard case .temporary(let namespace, _) = id.kind else { return false }
+        return namespace == temporaryNamespace
     }
 
     deinit {
@@ -102,7 +135,6 @@ public final class ManagedObjectContext {
         for object in registry.objects { object.managedObjectContext = nil }
     }
 
-    var store: any PersistentStore { container.store }
     var model: ManagedObjectModel { container.model }
 
     // MARK: - State
@@ -138,8 +170,8 @@ public final class ManagedObjectContext {
 
     /// The object registered for `id`, or nil (the row may still exist in the store).
     public func registeredObject(for id: ObjectID) -> ManagedObject? {
-        if case .temporary(let namespace, let counter) = id.kind {
-            guard namespace == temporaryNamespace, counter < registry.keyCount, let object = self.object(forKey: counter),
+        if case .temporary(let namespace, let counter) = id.kind, namespace == temporaryNamespace {
+            guard counter < registry.keyCount, let object = self.object(forKey: counter),
                   object.objectID == id else { return nil }
             return object
         }
@@ -151,7 +183,7 @@ public final class ManagedObjectContext {
         if !unindexedKeys.isEmpty {
             indexedKeys.reserveCapacity(indexedKeys.count + unindexedKeys.count)
             for key in unindexedKeys {
-                guard let object = self.object(forKey: key), !object.objectID.isTemporaryID else { continue }
+                guard let object = self.object(forKey: key), !isOwnTemporary(object.objectID) else { continue }
                 indexedKeys[object.objectID] = key
             }
             unindexedKeys.removeAll(keepingCapacity: true)
@@ -182,7 +214,7 @@ public final class ManagedObjectContext {
             }
             return object
         }
-        guard !id.isTemporaryID, model.entity(named: id.entityName) != nil else {
+        guard !isOwnTemporary(id), model.entity(named: id.entityName) != nil else {
             throw ContextError.objectNotFound(id.uriString)
         }
         let rows: [ObjectID: RowSnapshot]
@@ -194,7 +226,7 @@ public final class ManagedObjectContext {
     /// Loads and registers the objects of these IDs that the context does not
     /// hold yet, in one store read (replay looks up many objects per change set).
     package func registerExisting(_ ids: [ObjectID]) throws {
-        let missing = ids.filter { !$0.isTemporaryID && registeredObject(for: $0) == nil }
+        let missing = ids.filter { !isOwnTemporary($0) && registeredObject(for: $0) == nil }
         guard !missing.isEmpty else { return }
         for row in try store.rows(for: missing).values where registeredObject(for: row.objectID) == nil {
             register(row)
@@ -217,7 +249,7 @@ public final class ManagedObjectContext {
     }
 
     /// Inserts a new object of the runtime's entity (for callers that resolved the entity already).
-    func insert(runtime: EntityRuntime) throws(ContextError) -> ManagedObject {
+    func insert(runtime: EntityRuntime, awake: Bool = true) throws(ContextError) -> ManagedObject {
         guard !runtime.entity.isAbstract else { throw ContextError.abstractEntity(runtime.name) }
         let key = registry.freshKey
         let object = makeObject(runtime: runtime, id: .temporary(entityName: runtime.name, namespace: temporaryNamespace, counter: key), isFault: false,
@@ -225,7 +257,8 @@ public final class ManagedObjectContext {
         object.isInserted = true
         object.unloadedToManyIsEmpty = true
         insertedKeys.append(object.key)
-        object.awakeFromInsert()
+        recordUndo(.insert(object))
+        if awake { object.awakeFromInsert() }
         return object
     }
 
@@ -251,6 +284,7 @@ public final class ManagedObjectContext {
         object.isDeleted = true
         registry.pin(object.key)
         deletedKeys.append(object.key)
+        recordUndo(.delete(object))
     }
 
     // MARK: - Rollback and reset
@@ -258,6 +292,7 @@ public final class ManagedObjectContext {
     /// Discards every unsaved change: inserted objects are unregistered, deleted
     /// ones are restored, updated ones get their committed values back.
     public func rollback() {
+        undoManager?.removeAllActions()
         for key in insertedKeys {
             guard let object = self.object(forKey: key) else { continue }
             unregister(object)
@@ -303,6 +338,7 @@ public final class ManagedObjectContext {
 
     /// Forgets every object, saved or not. Objects fetched before are detached.
     public func reset() {
+        undoManager?.removeAllActions()
         for object in registry.objects { object.managedObjectContext = nil }
         var released = registry.removeAll()
         departedIDs.removeAll()
@@ -322,7 +358,7 @@ public final class ManagedObjectContext {
     func makeObject(runtime: EntityRuntime, id: ObjectID, isFault: Bool, key: Int, pinned: Bool = false) -> ManagedObject {
         let object = runtime.objectClass.init(ObjectConstruction(runtime: runtime, key: key, objectID: id, context: self, isFault: isFault))
         registry.place(object, at: key, pinned: pinned || retainsRegisteredObjects)
-        if !id.isTemporaryID { indexedKeys[id] = key }
+        if !isOwnTemporary(id) { indexedKeys[id] = key }
         return object
     }
 
@@ -348,11 +384,11 @@ public final class ManagedObjectContext {
     /// objects may still name its key, else lets the key be given out again.
     func objectDidDeinit(key: Int, objectID: ObjectID, isReferenced: Bool) {
         _ = registry.clear(key)
-        if isReferenced && !objectID.isTemporaryID {
+        if isReferenced && !isOwnTemporary(objectID) {
             departedIDs[key] = objectID
             indexedKeys[objectID] = key
         } else {
-            if !objectID.isTemporaryID, indexedKeys[objectID] == key { indexedKeys[objectID] = nil }
+            if !isOwnTemporary(objectID), indexedKeys[objectID] == key { indexedKeys[objectID] = nil }
             registry.free(key)
         }
     }
@@ -386,7 +422,7 @@ public final class ManagedObjectContext {
     /// Loads a fault's values from the store.
     func fulfillFault(_ object: ManagedObject) throws(ContextError) {
         guard object.isFault else { return }
-        guard !object.objectID.isTemporaryID, container.runtimes[object.objectID.entityName] != nil else {
+        guard !isOwnTemporary(object.objectID), container.runtimes[object.objectID.entityName] != nil else {
             throw ContextError.objectInaccessible(object.objectID.uriString)
         }
         let rows: [ObjectID: RowSnapshot]
@@ -400,12 +436,36 @@ public final class ManagedObjectContext {
     }
 
     func unregister(_ object: ManagedObject) {
-        if !object.objectID.isTemporaryID, key(forPermanentID: object.objectID) == object.key {
+        if !isOwnTemporary(object.objectID), key(forPermanentID: object.objectID) == object.key {
             indexedKeys[object.objectID] = nil
         }
         object.managedObjectContext = nil
-        if !object.objectID.isTemporaryID { departedIDs[object.key] = nil }
+        if !isOwnTemporary(object.objectID) { departedIDs[object.key] = nil }
         _ = registry.clear(object.key)
+    }
+
+    /// Forgets the IDs of departed objects that no live object names any more, and lets their keys
+    /// be given out again, once there are more of them than at the last sweep (at least 4,096):
+    /// without it, reading millions of linked objects one batch at a time would keep one entry
+    /// for each object ever referenced. Called where no registry access is under way.
+    func sweepDepartedIDsIfNeeded() {
+        guard departedIDs.count > departedSweepThreshold else { return }
+        var named = Set<Int>()
+        for object in registry.objects {
+            for key in object.toOne { if let key { named.insert(key) } }
+            for key in object.committedToOne { if let key { named.insert(key) } }
+            for members in object.toMany.values {
+                named.formUnion(members.ordered)
+                named.formUnion(members.committed)
+            }
+        }
+        named.formUnion(undoManager?.namedKeys ?? [])
+        for (key, id) in departedIDs where !named.contains(key) {
+            departedIDs[key] = nil
+            if indexedKeys[id] == key { indexedKeys[id] = nil }
+            registry.free(key)
+        }
+        departedSweepThreshold = Swift.max(4_096, departedIDs.count * 2)
     }
 
     /// The object at `key`: the live one, or — when it went away while other objects still name

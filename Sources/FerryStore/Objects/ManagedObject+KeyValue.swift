@@ -137,6 +137,7 @@ extension ManagedObject {
 
     func setAttribute(_ index: Int, _ value: AttributeValue?, in context: ManagedObjectContext) {
         guard attributes[index] != value else { return }
+        context.recordUndo(.attribute(self, index: index, attributes[index]))
         attributes[index] = value
         if runtime.isTransientAttribute[index] { return }
         context.markChanged(self, index)

@@ -14,6 +14,10 @@ struct PropertyIndexSet: Sequence, Equatable {
         if index < 64 { low |= 1 << UInt64(index) } else { high.insert(index) }
     }
 
+    mutating func remove(_ index: Int) {
+        if index < 64 { low &= ~(1 << UInt64(index)) } else { high.remove(index) }
+    }
+
     mutating func removeAll() {
         low = 0
         if !high.isEmpty { high.removeAll() }

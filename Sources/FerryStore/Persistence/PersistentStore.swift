@@ -18,6 +18,10 @@ public protocol PersistentStore: AnyObject, Sendable {
     func fetchRows(_ request: FetchRequest) throws -> [RowSnapshot]
     /// The IDs of the rows matching a request, ordered and windowed like ``fetchRows(_:)``.
     func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID]
+    /// The IDs of the matching objects, in order, as a compact list (for batched fetches of many
+    /// objects). A default implementation packs ``fetchObjectIDs(_:)``; the SQLite store reads
+    /// row numbers into the list directly.
+    func fetchObjectIDList(_ request: FetchRequest) throws -> ObjectIDList
     /// How many rows match a request (limit and offset applied).
     func count(_ request: FetchRequest) throws -> Int
     /// For each row matching a request (ordered and windowed like ``fetchRows(_:)``),
@@ -25,6 +29,11 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// through to-ones — with nil where there is none. A default implementation
     /// reads rows one hop at a time; the SQLite store does it in one statement.
     func fetchValues(_ request: FetchRequest, keyPaths: [String]) throws -> [[FetchedValue?]]
+    /// The rows of an aggregate fetch (``FetchRequest/expressions``, ``FetchRequest/propertiesToGroupBy``,
+    /// ``FetchRequest/havingPredicate``): per group, the group keys' values then each expression's
+    /// (``AggregatePlan/columnNames``), sorted, offset and limited. A default implementation groups
+    /// ``fetchValues(_:keyPaths:)`` in memory; the SQLite store runs one `GROUP BY` statement.
+    func fetchAggregates(_ request: FetchRequest) throws -> [[FetchedValue?]]
     /// The origin URI of every object here that was inserted in another store
     /// (objects born here are named by their own URI). Empty by default.
     func originURIs() throws -> [ObjectID: String]
@@ -51,6 +60,10 @@ public enum FetchedValue: Sendable, Hashable {
 }
 
 extension PersistentStore {
+    public func fetchObjectIDList(_ request: FetchRequest) throws -> ObjectIDList {
+        ObjectIDList(try fetchObjectIDs(request))
+    }
+
     public func originURIs() throws -> [ObjectID: String] { [:] }
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? { nil }
 

@@ -112,6 +112,9 @@ public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownEntity(String)
     /// A MATCHES pattern is not a valid ICU regular expression.
     case invalidRegularExpression(entity: String, keyPath: String, pattern: String)
+    /// An aggregate fetch (``FetchRequest/expressions``, ``FetchRequest/propertiesToGroupBy``) that
+    /// cannot be computed: `name` is the key path or expression name at fault, `reason` says why and what to do.
+    case invalidAggregate(entity: String, name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -127,6 +130,8 @@ public enum QueryError: Error, Sendable, Hashable, CustomStringConvertible {
             "the model has no entity named '\(name)'"
         case .invalidRegularExpression(let entity, let keyPath, let pattern):
             "key path '\(keyPath)' of entity '\(entity)': MATCHES pattern '\(pattern)' is not a valid regular expression"
+        case .invalidAggregate(let entity, let name, let reason):
+            "aggregate fetch of entity '\(entity)': '\(name)' \(reason)"
         }
     }
 }

@@ -157,6 +157,21 @@ public struct FetchRequest: Sendable, Hashable {
     /// dictionaries are returned once (the first in order); limit and offset
     /// then apply to the distinct results.
     public var returnsDistinctResults = false
+    /// For ``ManagedObjectContext/fetchDictionaries(_:)``: computed columns (`@count`, `@sum`, `@avg`,
+    /// `@min`, `@max`), over all matches or per group (``FetchExpression``). Compiled to SQL by the SQLite store.
+    public var expressions: [FetchExpression] = []
+    /// For ``ManagedObjectContext/fetchDictionaries(_:)``: the key paths (attributes or to-ones,
+    /// through to-ones) whose values form the groups the expressions are computed over (SQL's
+    /// `GROUP BY`). ``propertiesToFetch`` may then name only these.
+    public var propertiesToGroupBy: [String] = []
+    /// For grouped fetches: which groups to keep (SQL's `HAVING`), over the group-by key paths and the
+    /// expressions' names (`revenue > 1000`).
+    public var havingPredicate: FetchPredicate?
+    /// With a value above 0, ``ManagedObjectContext/fetchResults(_:)`` reads the matching IDs only, and
+    /// the objects' values in batches of this many as the result is read (Core Data's `fetchBatchSize`):
+    /// iterating a large result keeps about one batch in memory. 0 (the default) reads everything at
+    /// once. ``ManagedObjectContext/fetch(_:)`` returns an `Array`, which holds every object, whatever this is.
+    public var fetchBatchSize = 0
 
     /// Creates a fetch request.
     public init(

@@ -21,13 +21,7 @@ extension ManagedObject {
         let (context, index) = try locate(key)
         switch runtime.kinds[index] {
         case .attribute(let attribute):
-            var converted: AttributeValue?
-            if let value {
-                guard let coerced = (value as? AttributeValue)?.converted(to: attribute.type) ?? AttributeValue.coerce(value, to: attribute.type) else {
-                    throw ContextError.invalidValue(entity: entity.name, key: key, value: "\(type(of: value)) \(value)", expectedType: attribute.type.xcodeName)
-                }
-                converted = coerced
-            }
+            let converted = try attributeValue(converting: value, for: attribute, key: key)
             try context.fulfillFault(self)
             attributes[index] = converted
         case .toOne:
@@ -56,14 +50,7 @@ extension ManagedObject {
         var failures: [ValidationError] = []
         switch runtime.kinds[index] {
         case .attribute(let attribute):
-            var converted: AttributeValue?
-            if let value {
-                guard let coerced = (value as? AttributeValue)?.converted(to: attribute.type) ?? AttributeValue.coerce(value, to: attribute.type) else {
-                    throw ContextError.invalidValue(entity: entity.name, key: key, value: "\(type(of: value)) \(value)", expectedType: attribute.type.xcodeName)
-                }
-                converted = coerced
-            }
-            failures = validator.attributeFailures(self, attribute, converted)
+            failures = validator.attributeFailures(self, attribute, try attributeValue(converting: value, for: attribute, key: key))
         case .toOne(let relationship):
             guard value == nil || value is ManagedObject else {
                 throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "a ManagedObject or nil for a to-one relationship")
@@ -86,5 +73,14 @@ extension ManagedObject {
         } catch {
             throw validator.wrapKeyed(error, self, key)
         }
+    }
+
+    /// `value` in the attribute's type (an ``AttributeValue`` converted, a Swift value coerced); nil stays nil.
+    private func attributeValue(converting value: Any?, for attribute: AttributeInfo, key: String) throws(ContextError) -> AttributeValue? {
+        guard let value else { return nil }
+        guard let coerced = (value as? AttributeValue)?.converted(to: attribute.type) ?? AttributeValue.coerce(value, to: attribute.type) else {
+            throw ContextError.invalidValue(entity: entity.name, key: key, value: "\(type(of: value)) \(value)", expectedType: attribute.type.xcodeName)
+        }
+        return coerced
     }
 }

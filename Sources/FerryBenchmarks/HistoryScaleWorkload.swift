@@ -36,29 +36,22 @@ enum HistoryScaleWorkload {
 
     /// `count` change sets of `origin`, each a small canonical body, and the vector that says so.
     static func fill(path: String, origin: UUID, count: Int) throws {
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw RawSQLiteError.failed("open") }
-        defer { sqlite3_close(db) }
-        func exec(_ sql: String) throws {
-            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
-        }
-        var insert: OpaquePointer?
-        let sql = "INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_BODY) VALUES (?, ?, ?, 0, ?)"
-        guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
+        let db = try RawDatabase(path: path)
+        let insert = try db.prepare("INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_BODY) VALUES (?, ?, ?, 0, ?)")
         defer { sqlite3_finalize(insert) }
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         let originText = origin.uuidString
-        try exec("BEGIN IMMEDIATE")
+        try db.exec("BEGIN IMMEDIATE")
         for sequence in 1...count {
             let body = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(originText)/Person/p\#(sequence)","values":{"id":\#(sequence)}}],"format":1,"hlc":\#(sequence),"origin":"\#(originText)","seq":\#(sequence)}"#
             sqlite3_bind_text(insert, 1, originText, -1, transient)
             sqlite3_bind_int64(insert, 2, Int64(sequence))
             sqlite3_bind_int64(insert, 3, Int64(sequence))
             sqlite3_bind_text(insert, 4, body, -1, transient)
-            guard sqlite3_step(insert) == SQLITE_DONE else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
+            guard sqlite3_step(insert) == SQLITE_DONE else { throw RawSQLiteError.failed(db.message) }
             sqlite3_reset(insert)
         }
-        try exec("INSERT OR REPLACE INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES ('\(originText)', \(count))")
-        try exec("COMMIT")
+        try db.exec("INSERT OR REPLACE INTO Z_FERRY_VECTOR (Z_ORIGIN, Z_SEQ) VALUES ('\(originText)', \(count))")
+        try db.exec("COMMIT")
     }
 }

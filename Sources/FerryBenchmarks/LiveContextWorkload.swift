@@ -32,10 +32,7 @@ enum LiveContextWorkload {
     static func fill(path: String, model: ManagedObjectModel, count: Int) throws {
         _ = try SQLiteStore(path: path, model: model)
         let db = try RawDatabase(path: path)
-        var insert: OpaquePointer?
-        guard sqlite3_prepare_v2(db.handle, "INSERT INTO ZPERSON (Z_PK, Z_ENT, Z_OPT, ZID, ZNAME, ZDEPT, ZSALARY, ZMANAGER) VALUES (?, 2, 1, ?, ?, ?, ?, ?)", -1, &insert, nil) == SQLITE_OK else {
-            throw RawSQLiteError.failed(db.message)
-        }
+        let insert = try db.prepare("INSERT INTO ZPERSON (Z_PK, Z_ENT, Z_OPT, ZID, ZNAME, ZDEPT, ZSALARY, ZMANAGER) VALUES (?, 2, 1, ?, ?, ?, ?, ?)")
         defer { sqlite3_finalize(insert) }
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         var index = 0
@@ -98,10 +95,7 @@ enum LiveContextWorkload {
         request.propertiesToGroupBy = ["dept"]
         request.expressions = [.sum("salary", as: "payroll"), .count(as: "people")]
         let db = try RawDatabase(path: path)
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(db.handle, "SELECT ZDEPT, TOTAL(ZSALARY), COUNT(*) FROM ZPERSON GROUP BY ZDEPT", -1, &statement, nil) == SQLITE_OK else {
-            throw RawSQLiteError.failed(db.message)
-        }
+        let statement = try db.prepare("SELECT ZDEPT, TOTAL(ZSALARY), COUNT(*) FROM ZPERSON GROUP BY ZDEPT")
         defer { sqlite3_finalize(statement) }
         var rawBest = Double.infinity
         var ferryBest = Double.infinity
@@ -187,25 +181,4 @@ final class ArrivalLog: @unchecked Sendable {
 
     var count: Int { lock.withLock { arrivals.count } }
     var times: [UInt64] { lock.withLock { arrivals } }
-}
-
-/// A raw sqlite3 connection for the baselines (WAL, `synchronous=FULL`, as Ferry's).
-final class RawDatabase {
-    let handle: OpaquePointer
-
-    init(path: String) throws {
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw RawSQLiteError.failed("cannot open \(path)") }
-        handle = db
-        try exec("PRAGMA journal_mode=WAL")
-        try exec("PRAGMA synchronous=FULL")
-    }
-
-    deinit { sqlite3_close(handle) }
-
-    var message: String { String(cString: sqlite3_errmsg(handle)) }
-
-    func exec(_ sql: String) throws {
-        guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw RawSQLiteError.failed(message) }
-    }
 }

@@ -20,18 +20,11 @@ import FerryTestSupport
 enum MigrationWorkload {
     /// Seconds of `sql` in an immediate transaction on `path`, to its durable commit, with raw sqlite3.
     static func rawTransaction(_ sql: String, path: String) throws -> Double {
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw RawSQLiteError.failed("open") }
-        defer { sqlite3_close(db) }
-        func exec(_ statement: String) throws {
-            guard sqlite3_exec(db, statement, nil, nil, nil) == SQLITE_OK else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
-        }
-        try exec("PRAGMA journal_mode=WAL")
-        try exec("PRAGMA synchronous=FULL")
+        let db = try RawDatabase(path: path)
         return try seconds {
-            try exec("BEGIN IMMEDIATE")
-            try exec(sql)
-            try exec("COMMIT")
+            try db.exec("BEGIN IMMEDIATE")
+            try db.exec(sql)
+            try db.exec("COMMIT")
         }
     }
 

@@ -89,30 +89,17 @@ enum RawSQLiteError: Error { case failed(String) }
 func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, rowsPerStatement: Int = 1) throws -> Double {
     // Same schema as the store (tables and indexes), created by opening it once.
     _ = try SQLiteStore(path: path, model: model)
-    var db: OpaquePointer?
-    guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw RawSQLiteError.failed("open") }
-    defer { sqlite3_close(db) }
-    func exec(_ sql: String) throws {
-        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
-    }
-    try exec("PRAGMA journal_mode=WAL")
-    try exec("PRAGMA synchronous=FULL")
-    var insert: OpaquePointer?
-    var bulk: OpaquePointer?
-    var bump: OpaquePointer?
+    let db = try RawDatabase(path: path)
     let sql = "INSERT INTO ZPERSON (Z_PK, Z_ENT, Z_OPT, ZID, ZMANAGER, ZNAME) VALUES (?, 2, 1, ?, ?, ?)"
-    let bulkSQL = sql + String(repeating: ", (?, 2, 1, ?, ?, ?)", count: rowsPerStatement - 1)
-    guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK,
-          sqlite3_prepare_v2(db, bulkSQL, -1, &bulk, nil) == SQLITE_OK,
-          sqlite3_prepare_v2(db, "UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = 2", -1, &bump, nil) == SQLITE_OK else {
-        throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db)))
-    }
+    let insert = try db.prepare(sql)
+    let bulk = try db.prepare(sql + String(repeating: ", (?, 2, 1, ?, ?, ?)", count: rowsPerStatement - 1))
+    let bump = try db.prepare("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = 2")
     defer { sqlite3_finalize(insert); sqlite3_finalize(bulk); sqlite3_finalize(bump) }
     let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
     return try seconds {
         var index = 0
         while index < settings.count {
-            try exec("BEGIN IMMEDIATE")
+            try db.exec("BEGIN IMMEDIATE")
             let end = min(index + settings.batch, settings.count)
             sqlite3_bind_int64(bump, 1, Int64(end))
             guard sqlite3_step(bump) == SQLITE_DONE else { throw RawSQLiteError.failed("bump") }
@@ -129,13 +116,13 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
                     sqlite3_bind_text(statement, parameter + 4, "Person \(index)", -1, transient)
                     index += 1
                 }
-                guard sqlite3_step(statement) == SQLITE_DONE else { throw RawSQLiteError.failed(String(cString: sqlite3_errmsg(db))) }
+                guard sqlite3_step(statement) == SQLITE_DONE else { throw RawSQLiteError.failed(db.message) }
                 sqlite3_reset(statement)
             }
-            try exec("COMMIT")
+            try db.exec("COMMIT")
         }
         // The same last checkpoint as Ferry's side (SQLite's automatic ones ran inside the commits).
-        try exec("PRAGMA wal_checkpoint(PASSIVE)")
+        try db.exec("PRAGMA wal_checkpoint(PASSIVE)")
     }
 }
 

@@ -32,12 +32,18 @@ struct BatchedFetchTests {
 
     static func n(_ item: ManagedObject) throws -> Int64 { try #require(item.value(forKey: "n") as? Int64) }
 
+    /// Every item in order of `n`, read `batchSize` at a time.
+    static func items(batchSize: Int, ascending: Bool = true) -> FetchRequest {
+        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n", ascending: ascending)])
+        request.fetchBatchSize = batchSize
+        return request
+    }
+
     @Test("Iterating reads a batch at a time and lets earlier batches go; without a batch size every object stays", arguments: TestStoreKind.allCases)
     func boundedIteration(kind: TestStoreKind) throws {
         let test = try seeded(kind, count: 2_500)
         let context = test.context()
-        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n", ascending: false)])
-        request.fetchBatchSize = 100
+        var request = Self.items(batchSize: 100, ascending: false)
         let results = try context.fetchResults(request)
         #expect(results.count == 2_500)
         #expect(context.registeredObjects.isEmpty, "the fetch read IDs only")
@@ -64,8 +70,7 @@ struct BatchedFetchTests {
     func linkedObjectsStayBounded() throws {
         let test = try seeded(.sqlite, count: 12_000)
         let context = test.context()
-        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n")])
-        request.fetchBatchSize = 100
+        let request = Self.items(batchSize: 100)
         var sum: Int64 = 0
         for item in try context.fetchResults(request) { sum += try Self.n(item) }
         #expect(sum == Int64(12_000 * 11_999 / 2))
@@ -79,8 +84,7 @@ struct BatchedFetchTests {
     func randomAccess(kind: TestStoreKind) throws {
         let test = try seeded(kind, count: 1_000)
         let context = test.context()
-        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n")])
-        request.fetchBatchSize = 64
+        let request = Self.items(batchSize: 64)
         let results = try context.fetchResults(request)
         #expect(try Self.n(results[777]) == 777)
         #expect(try Self.n(results[3]) == 3)
@@ -103,8 +107,7 @@ struct BatchedFetchTests {
         let test = try seeded(kind, count: 300)
         let context = test.context()
         try context.make("Item", ["n": Int64(-5)])
-        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n")])
-        request.fetchBatchSize = 50
+        let request = Self.items(batchSize: 50)
         let results = try context.fetchResults(request)
         #expect(results.count == 301)
         #expect(try Self.n(results[0]) == -5)
@@ -114,8 +117,7 @@ struct BatchedFetchTests {
     func deletedMeanwhile(kind: TestStoreKind) throws {
         let test = try seeded(kind, count: 200)
         let reader = test.context()
-        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor("n")])
-        request.fetchBatchSize = 20
+        let request = Self.items(batchSize: 20)
         let results = try reader.fetchResults(request)
         let writer = test.context()
         let doomed = try #require(try writer.fetch(FetchRequest(entityName: "Item", predicate: .comparison(keyPath: "n", .equal, .attribute(.integer(150))))).first)

@@ -35,15 +35,14 @@ struct SQLAggregateQuery {
         var outerColumns: [String] = []
         /// Per group-by key path, its columns in the inner statement.
         var groupColumns: [[String]] = []
-        for (index, keyPath) in plan.groupBy.enumerated() {
-            switch plan.groupByProperties[index] {
+        for (index, (keyPath, path)) in zip(plan.groupBy, plan.groupByPaths).enumerated() {
+            switch path.final {
             case .attribute:
                 let (column, _) = try inner.columnExpression(keyPath)
                 selected.append("\(column) AS g\(index)")
                 grouped.append(column)
                 groupColumns.append(["g\(index)"])
             case .relationship(let relationship):
-                let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: layout.model)
                 let alias = try inner.aliasAfterHops(path.hops + [relationship], keyPath: keyPath)
                 selected += ["\(alias).Z_PK AS g\(index)", "\(alias).Z_ENT AS g\(index)e"]
                 grouped.append("\(alias).Z_PK")
@@ -52,7 +51,7 @@ struct SQLAggregateQuery {
         }
         // The result shows the group keys the request fetches (all of them by default).
         for (keyPath, position) in zip(plan.groupKeys, plan.groupKeyPositions) {
-            let property = plan.groupByProperties[position]
+            let property = plan.groupByPaths[position].final
             switch property {
             case .attribute(let attribute):
                 readers.append(.attribute(position: outerColumns.count, type: attribute.type))

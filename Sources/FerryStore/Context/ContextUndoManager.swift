@@ -178,25 +178,30 @@ extension ManagedObjectContext {
         undoManager?.record(step())
     }
 
+    /// A property an undo brought back to its saved value no longer counts as changed.
+    private func settle(_ object: ManagedObject, _ index: Int, backAtCommitted: Bool) {
+        if backAtCommitted { object.changedIndexes.remove(index) }
+    }
+
     /// Reverts one step, recording the step that reverts the revert.
     private func revert(_ step: UndoStep) {
         switch step {
         case .attribute(let object, let index, let value):
             guard object.managedObjectContext === self else { return }
             object.setAttribute(index, value, in: self)
-            if object.attributes[index] == object.committedAttributes[index] { object.changedIndexes.remove(index) }
+            settle(object, index, backAtCommitted: object.attributes[index] == object.committedAttributes[index])
         case .toOne(let object, let index, let key):
             guard object.managedObjectContext === self, object.toOne[index] != key else { return }
             recordUndo(.toOne(object, index: index, object.toOne[index]))
             object.toOne[index] = key
             markChanged(object, index)
-            if object.toOne[index] == object.committedToOne[index] { object.changedIndexes.remove(index) }
+            settle(object, index, backAtCommitted: key == object.committedToOne[index])
         case .toMany(let object, let index, let ordered):
             guard object.managedObjectContext === self, let members = object.toMany[index] else { return }
             recordUndo(.toMany(object, index: index, members.ordered))
             object.toMany[index] = RelationshipMembers(ordered, committed: members.committed)
             markChanged(object, index)
-            if ordered == members.committed { object.changedIndexes.remove(index) }
+            settle(object, index, backAtCommitted: ordered == members.committed)
         case .insert(let object):
             guard object.managedObjectContext === self, !object.isDeleted else { return }
             object.isDeleted = true

@@ -62,7 +62,7 @@ extension ManagedObjectContext {
     /// ```swift
     /// var request = FetchRequest(entityName: "Person")
     /// request.fetchBatchSize = 1_000
-    /// for person in try context.fetchResults(request) { total += person.int64(forKey: "salary") }
+    /// for person in try context.fetchResults(request) { total += person[attribute: "salary"] ?? Int64(0) }
     /// ```
     public func fetchResults(_ request: FetchRequest) throws -> FetchedResults {
         mergeWaitingChanges()
@@ -82,9 +82,7 @@ extension ManagedObjectContext {
         let objects = ids.map { object(with: $0) }
         let faults = objects.filter(\.isFault).map(\.objectID)
         if !faults.isEmpty, let rows = try? store.rows(for: faults) {
-            for object in objects where object.isFault {
-                if let row = rows[object.objectID] { fill(object, from: row) }
-            }
+            for row in rows.values { register(row) }
         }
         return objects
     }
@@ -127,7 +125,8 @@ extension ManagedObjectContext {
     /// groups filtered by ``FetchRequest/havingPredicate``, sorted by group keys or expression names.
     public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: FetchedValue]] {
         if !request.expressions.isEmpty || !request.propertiesToGroupBy.isEmpty {
-            let names = try AggregatePlan(request, in: model).columnNames
+            // (The store checks the request; the names need no model.)
+            let names = request.aggregateColumnNames
             return try store.fetchAggregates(request).map { Self.dictionary(names, $0) }
         }
         let entity = try request.validated(in: model)

@@ -22,7 +22,7 @@ final class ParentContextStore: PersistentStore, @unchecked Sendable {
     // MARK: - Reading the parent's state
 
     func fetchRows(_ request: FetchRequest) throws -> [RowSnapshot] {
-        try parent.fetch(Self.throughParent(request)).compactMap(snapshot)
+        try parent.fetch(Self.throughParent(request)).map(snapshot)
     }
 
     func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID] {
@@ -36,8 +36,7 @@ final class ParentContextStore: PersistentStore, @unchecked Sendable {
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot] {
         var rows: [ObjectID: RowSnapshot] = [:]
         for id in ids {
-            guard let object = parentObject(for: id), let row = snapshot(of: object) else { continue }
-            rows[id] = row
+            if let object = parentObject(for: id) { rows[id] = snapshot(of: object) }
         }
         return rows
     }
@@ -57,19 +56,16 @@ final class ParentContextStore: PersistentStore, @unchecked Sendable {
         return request
     }
 
-    /// The parent's object for an ID (registered, or read from its store); nil when it has none or deleted it.
+    /// The parent's object for an ID, its values loaded (registered, or read from its store); nil when
+    /// it has none, its row is gone, or it deleted it.
     private func parentObject(for id: ObjectID) -> ManagedObject? {
-        let object = parent.registeredObject(for: id) ?? (try? parent.existingObject(with: id))
-        guard let object, !object.isDeleted, object.isInserted || parent.isStored(object) else { return nil }
+        guard let object = try? parent.existingObject(with: id), !object.isDeleted else { return nil }
         return object
     }
 
-    /// A parent object's current values as a row.
-    private func snapshot(of object: ManagedObject) -> RowSnapshot? {
-        guard !object.isDeleted else { return nil }
-        if object.isFault {
-            do { try parent.fulfillFault(object) } catch { return nil }
-        }
+    /// A parent object's current values as a row (objects a fetch or ``parentObject(for:)`` gave:
+    /// loaded, not deleted).
+    private func snapshot(of object: ManagedObject) -> RowSnapshot {
         let toOne = object.toOne.map { key -> ObjectID? in
             guard let key, let target = parent.object(forKey: key), !target.isDeleted else { return nil }
             return target.objectID

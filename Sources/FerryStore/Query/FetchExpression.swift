@@ -10,7 +10,7 @@ import FerryModel
 /// request.propertiesToGroupBy = ["customer.name"]
 /// request.propertiesToFetch = ["customer.name"]
 /// request.expressions = [.sum("total", as: "revenue"), .count(as: "orders")]
-/// request.havingPredicate = .comparison("revenue", .greater, .attribute(.double(1000)))
+/// request.havingPredicate = .comparison(keyPath: "revenue", .greater, .attribute(.double(1000)))
 /// request.sortDescriptors = [FetchSortDescriptor("revenue", ascending: false)]
 /// let rows = try context.fetchDictionaries(request)   // [["customer.name": …, "revenue": …, "orders": …], …]
 /// ```
@@ -50,12 +50,12 @@ public struct FetchExpression: Sendable, Hashable {
         FetchExpression(name: name, function: .avg, keyPath: keyPath)
     }
 
-    /// `@min` of a number, date or string attribute; nil when nothing has a value.
+    /// `@min` of any stored attribute (in the order sorts use); nil when nothing has a value.
     public static func min(_ keyPath: String, as name: String) -> FetchExpression {
         FetchExpression(name: name, function: .min, keyPath: keyPath)
     }
 
-    /// `@max` of a number, date or string attribute; nil when nothing has a value.
+    /// `@max` of any stored attribute (in the order sorts use); nil when nothing has a value.
     public static func max(_ keyPath: String, as name: String) -> FetchExpression {
         FetchExpression(name: name, function: .max, keyPath: keyPath)
     }
@@ -84,8 +84,8 @@ public struct FetchExpression: Sendable, Hashable {
 package struct AggregatePlan: Sendable {
     /// The key paths whose values form the groups (``FetchRequest/propertiesToGroupBy``), in order.
     package let groupBy: [String]
-    /// What each of ``groupBy`` ends at (an attribute, or a to-one relationship).
-    package let groupByProperties: [PropertyDescription]
+    /// Each of ``groupBy`` resolved: its to-one hops, and what it ends at (an attribute, or a to-one).
+    package let groupByPaths: [ResolvedKeyPath]
     /// The key paths of the result's group columns (``FetchRequest/propertiesToFetch``, or every
     /// group-by key path when it is empty), in order: each one of ``groupBy``.
     package let groupKeys: [String]
@@ -94,7 +94,7 @@ package struct AggregatePlan: Sendable {
     /// Each expression with the type of the attribute it reads (nil for a count of objects).
     package let expressions: [(expression: FetchExpression, sourceType: AttributeType?)]
 
-    /// The result's keys, in column order.
+    /// The result's keys, in column order (``FetchRequest/aggregateColumnNames``).
     package var columnNames: [String] { groupKeys + expressions.map(\.expression.name) }
 
     /// Checks `request` for an aggregate fetch.
@@ -106,13 +106,13 @@ package struct AggregatePlan: Sendable {
         func refuse(_ name: String, _ reason: String) -> QueryError {
             QueryError.invalidAggregate(entity: entity.name, name: name, reason: reason)
         }
-        var groupProperties: [String: PropertyDescription] = [:]
+        var groupPaths: [String: ResolvedKeyPath] = [:]
         for keyPath in request.propertiesToGroupBy + request.propertiesToFetch {
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             if let attribute = path.final.attribute, attribute.isTransient {
                 throw refuse(keyPath, "is a transient attribute, whose values are never stored: group by a stored attribute or to-one")
             }
-            groupProperties[keyPath] = path.final
+            groupPaths[keyPath] = path
         }
         if !request.propertiesToGroupBy.isEmpty {
             for keyPath in request.propertiesToFetch where !request.propertiesToGroupBy.contains(keyPath) {
@@ -122,8 +122,8 @@ package struct AggregatePlan: Sendable {
             throw refuse(request.propertiesToFetch[0], "is fetched beside expressions without propertiesToGroupBy: group by it, or fetch it without expressions")
         }
         groupBy = request.propertiesToGroupBy
-        groupByProperties = groupBy.compactMap { groupProperties[$0] }
-        groupKeys = request.propertiesToFetch.isEmpty ? request.propertiesToGroupBy : request.propertiesToFetch
+        groupByPaths = groupBy.compactMap { groupPaths[$0] }
+        groupKeys = request.aggregateGroupKeys
         groupKeyPositions = groupKeys.compactMap { request.propertiesToGroupBy.firstIndex(of: $0) }
         var names = Set(groupKeys)
         var expressions: [(FetchExpression, AttributeType?)] = []
@@ -173,12 +173,13 @@ package struct AggregatePlan: Sendable {
             throw QueryError.invalidAggregate(entity: entity, name: "SELF", reason: "names objects in the having predicate, which compares the result's columns only: filter objects with the request's predicate")
         }
     }
+}
 
-    /// The type of the result column `name` (an attribute type, or nil for a to-one's object), for
-    /// the having predicate and sorts.
-    package func columnType(_ name: String) -> AttributeType? {
-        if let index = groupBy.firstIndex(of: name) { return groupByProperties[index].attribute?.type }
-        guard let entry = expressions.first(where: { $0.expression.name == name }) else { return nil }
-        return entry.expression.resultType(for: entry.sourceType)
-    }
+extension FetchRequest {
+    /// The group keys an aggregate fetch returns: ``propertiesToFetch``, or every group-by key path.
+    var aggregateGroupKeys: [String] { propertiesToFetch.isEmpty ? propertiesToGroupBy : propertiesToFetch }
+
+    /// The keys of an aggregate fetch's result, in column order: its group keys, then the
+    /// expressions' names (what ``AggregatePlan/columnNames`` checks; no model needed).
+    var aggregateColumnNames: [String] { aggregateGroupKeys + expressions.map(\.name) }
 }

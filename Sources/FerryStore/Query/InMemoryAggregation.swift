@@ -39,10 +39,11 @@ package enum InMemoryAggregation {
             order = [[]]
             members[[]] = []
         }
+        // Each expression's column in `rows` (nil for a count of objects).
+        let columns = plan.expressions.map { entry in entry.expression.keyPath.flatMap { sources.firstIndex(of: $0) }.map { groupWidth + $0 } }
         var results: [[FetchedValue?]] = try order.map { key in
             let positions = members[key] ?? []
-            return try plan.groupKeyPositions.map { key[$0] } + plan.expressions.map { entry in
-                let column = entry.expression.keyPath.flatMap { sources.firstIndex(of: $0) }.map { groupWidth + $0 }
+            return try plan.groupKeyPositions.map { key[$0] } + zip(plan.expressions, columns).map { entry, column in
                 let values = positions.map { position in column.flatMap { rows[position][$0] } }
                 return try aggregate(entry.expression, sourceType: entry.sourceType, values: values, rows: positions.count, entity: request.entityName)
             }

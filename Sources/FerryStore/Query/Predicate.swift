@@ -164,8 +164,8 @@ public struct FetchRequest: Sendable, Hashable {
     /// through to-ones) whose values form the groups the expressions are computed over (SQL's
     /// `GROUP BY`). ``propertiesToFetch`` may then name only these.
     public var propertiesToGroupBy: [String] = []
-    /// For grouped fetches: which groups to keep (SQL's `HAVING`), over the group-by key paths and the
-    /// expressions' names (`revenue > 1000`).
+    /// For grouped fetches: which groups to keep (SQL's `HAVING`), over the result's columns — the
+    /// group keys it returns and the expressions' names (`revenue > 1000`).
     public var havingPredicate: FetchPredicate?
     /// With a value above 0, ``ManagedObjectContext/fetchResults(_:)`` reads the matching IDs only, and
     /// the objects' values in batches of this many as the result is read (Core Data's `fetchBatchSize`):

@@ -39,9 +39,11 @@ public enum FerryProcess {
         try run(executable: executable().path, arguments, input: input, in: directory, timeout: timeout)
     }
 
-    /// `curl` a request to a daemon (with a bearer `token`, an NDJSON `body`); returns the HTTP status and the body.
-    public static func curl(_ method: String, _ url: String, token: String?, body: String? = nil) throws -> (status: Int, body: String) {
-        var arguments = ["-sS", "-m", "10", "-X", method, "-w", "\n%{http_code}", url]
+    /// `curl` a request to a daemon (with a bearer `token`, an NDJSON `body`); returns the HTTP status and the body,
+    /// status 0 when no answer came within `seconds`.
+    public static func curl(_ method: String, _ url: String, token: String?, body: String? = nil,
+                            seconds: Int = 10) throws -> (status: Int, body: String) {
+        var arguments = ["-sS", "-m", String(seconds), "-X", method, "-w", "\n%{http_code}", url]
         if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
         if body != nil { arguments += ["-H", "Content-Type: application/x-ndjson", "--data-binary", "@-"] }
         let result = try FerryProcess.run(executable: "/usr/bin/curl", arguments, input: body)

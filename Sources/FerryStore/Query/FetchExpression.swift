@@ -94,9 +94,6 @@ package struct AggregatePlan: Sendable {
     /// Each expression with the type of the attribute it reads (nil for a count of objects).
     package let expressions: [(expression: FetchExpression, sourceType: AttributeType?)]
 
-    /// The result's keys, in column order (``FetchRequest/aggregateColumnNames``).
-    package var columnNames: [String] { groupKeys + expressions.map(\.expression.name) }
-
     /// Checks `request` for an aggregate fetch.
     package init(_ request: FetchRequest, in model: ManagedObjectModel) throws(QueryError) {
         var plain = request
@@ -180,6 +177,6 @@ extension FetchRequest {
     var aggregateGroupKeys: [String] { propertiesToFetch.isEmpty ? propertiesToGroupBy : propertiesToFetch }
 
     /// The keys of an aggregate fetch's result, in column order: its group keys, then the
-    /// expressions' names (what ``AggregatePlan/columnNames`` checks; no model needed).
+    /// expressions' names (no model needed; ``AggregatePlan`` checks that they are distinct).
     var aggregateColumnNames: [String] { aggregateGroupKeys + expressions.map(\.name) }
 }

@@ -48,7 +48,7 @@ package enum InMemoryAggregation {
                 return try aggregate(entry.expression, sourceType: entry.sourceType, values: values, rows: positions.count, entity: request.entityName)
             }
         }
-        let names = plan.columnNames
+        let names = request.aggregateColumnNames
         if let having = request.havingPredicate {
             let evaluator = PredicateEvaluator()
             results = try results.filter { try evaluator.evaluate(having, on: GroupSubject(names: names, values: $0)) }

@@ -157,6 +157,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The `.blocking` test trait: suites that wait on processes run off Swift's cooperative pool.
+        .target(name: "FerryTestTraits"),
         // Benchmarks compare Ferry with raw sqlite3 calls in the same run (docs/PERFORMANCE.md).
         .executableTarget(
             name: "FerryBenchmarks",
@@ -170,15 +172,15 @@ let package = Package(
         .testTarget(
             name: "FerrySQLiteTests",
             // (FerrySync: the migration parity tests apply earlier-version change sets to migrated stores.)
-            dependencies: ["FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["FerryTestTraits", "FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "FerryCLITests", dependencies: ["FerryCLI", "FerryTestSupport"]),
-        .testTarget(name: "FerrySyncTests", dependencies: ["FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",
+        .testTarget(name: "FerryCLITests", dependencies: ["FerryTestTraits", "FerryCLI", "FerryTestSupport"]),
+        .testTarget(name: "FerrySyncTests", dependencies: ["FerryTestTraits", "FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",
                                                            .product(name: "GRDB", package: "GRDB.swift")],
                     exclude: ["Fixtures"]),
         .testTarget(
             name: "FerryDaemonTests",
-            dependencies: ["FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerrySigning", "FerryTestSupport",
+            dependencies: ["FerryTestTraits", "FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerrySigning", "FerryTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
                            .product(name: "NIOCore", package: "swift-nio")]
         ),
@@ -191,12 +193,12 @@ let package = Package(
         // Issue 24: relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
         .testTarget(
             name: "FerryRelayTests",
-            dependencies: ["FerryRelay", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
+            dependencies: ["FerryTestTraits", "FerryRelay", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
         ),
         // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(
             name: "FerryReliabilityTests",
-            dependencies: ["FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerrySigning", "FerryTestSupport",
+            dependencies: ["FerryTestTraits", "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerrySigning", "FerryTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["Fixtures"]
         ),

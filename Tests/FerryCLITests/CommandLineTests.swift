@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySigning
 import FerrySync
 import FerryTestSupport
 
-@Suite("The ferry command line")
+@Suite("The ferry command line", .blocking)
 struct CommandLineTests {
     let orgChart = SampleModels.path("OrgChart")
     let orders = SampleModels.path("Orders")

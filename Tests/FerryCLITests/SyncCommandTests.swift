@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerryTestSupport
 
 /// Syncing two stores through files: `ferry history` on one, `ferry apply` on the other.
-@Suite("Syncing by files with ferry state, history, apply and conflicts")
+@Suite("Syncing by files with ferry state, history, apply and conflicts", .blocking)
 struct SyncCommandTests {
     let orgChart = SampleModels.path("OrgChart")
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -9,7 +10,7 @@ import FerryTestSupport
 @testable import FerryDaemon
 
 /// A daemon starting its store again from a peer's snapshot after a 410 (issue 21, point 3).
-@Suite("Bootstrapping from a peer's snapshot", .serialized)
+@Suite("Bootstrapping from a peer's snapshot", .blocking, .serialized)
 struct BootstrapTests {
     static let model = try! XcodeModelReader.read(at: ReplicationTests.model)
 

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerrySigning
 import FerrySync
 @testable import FerryDaemon
 import FerryTestSupport
 
-@Suite("Configuration")
+@Suite("Configuration", .blocking)
 struct ConfigurationTests {
     static let complete = """
         store:
@@ -192,7 +193,7 @@ struct ConfigurationTests {
     }
 }
 
-@Suite("Store commands with --config")
+@Suite("Store commands with --config", .blocking)
 struct StoreCommandsWithConfigurationTests {
     @Test("--config stands for --store and --model on every store command; mixing them is a usage error")
     func config() throws {

@@ -3,12 +3,13 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerryTestSupport
 
 /// The daemon purging its history on its own (docs/SYNC.md, "Bounded history"), with real
 /// `ferry run` processes.
-@Suite("Daemons purging their history")
+@Suite("Daemons purging their history", .blocking)
 struct HistoryPurgeTests {
     /// Purge every 0.3 s, keep nothing for its age, remember deletes for an hour.
     static let purging = ["FERRY_HISTORY_PURGE_INTERVAL": "0.3", "FERRY_HISTORY_RETENTION": "0", "FERRY_HISTORY_TOMBSTONE_HORIZON": "3600"]

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -8,7 +9,7 @@ import FerryTestSupport
 /// Daemons assembled inside the test process (`Daemon.assemble`): no `ferry run`
 /// process. Before the assembly existed, `Daemon.run` bootstrapped the process-wide
 /// metrics system, so a second daemon in one process ended it.
-@Suite("Daemons in process")
+@Suite("Daemons in process", .blocking)
 struct InProcessDaemonTests {
     @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly")
     func twoDaemonsReplicate() async throws {

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import FerryTestTraits
 import Yams
 import FerryModel
 import FerrySQLite
@@ -13,7 +14,7 @@ import FerryTestSupport
 /// docs/openapi.yaml against a real `ferry run`: every documented route and
 /// status is produced by a request here, every request here is documented, and
 /// JSON answers carry the properties their schema requires.
-@Suite("OpenAPI document", .serialized)
+@Suite("OpenAPI document", .blocking, .serialized)
 struct OpenAPIDocumentTests {
     struct Operation: Hashable, CustomStringConvertible {
         let method: String

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Peer-to-peer replication with real `ferry run` processes on 127.0.0.1, real
 /// store files and real HTTP. Serialized: each test starts its own daemons, and
 /// the machine has two cores.
-@Suite("Replication between ferry run processes", .serialized)
+@Suite("Replication between ferry run processes", .blocking, .serialized)
 struct ReplicationTests {
     static let model = SampleModels.path("OrgChart")
 

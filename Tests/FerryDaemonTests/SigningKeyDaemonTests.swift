@@ -5,11 +5,12 @@ import FerrySigning
 import FoundationNetworking
 #endif
 import Testing
+import FerryTestTraits
 import FerrySync
 import FerryTestSupport
 
 /// A daemon and its store's signing key (issue 23, point 1).
-@Suite("A daemon's signing key")
+@Suite("A daemon's signing key", .blocking)
 struct SigningKeyDaemonTests {
     @Test("A store without a signing key gets one at start (owner-only, logged by its public half); GET /v1/state and ferry state show it; a key others may read stops the start")
     func madeAtStart() async throws {

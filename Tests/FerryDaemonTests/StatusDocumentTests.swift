@@ -2,13 +2,14 @@ import Foundation
 import GRDB
 import Logging
 import Testing
+import FerryTestTraits
 import FerryDaemon
 import FerryTestSupport
 
 /// The status document (`GET /v1/status`, `ferry status`) always has its
 /// counts: read from the store, or `null` with `read_error` saying why — never
 /// silently left out.
-@Suite("Status document")
+@Suite("Status document", .blocking)
 struct StatusDocumentTests {
     @Test("Counts held change sets; when the store cannot be read, says so in read_error with the counts null")
     func readErrorIsReported() async throws {

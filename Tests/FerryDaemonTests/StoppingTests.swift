@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryDaemon
 import FerryTestSupport
 
@@ -7,7 +8,7 @@ import FerryTestSupport
 /// clients do: open requests get `Daemon.ShutdownBounds.graceful`, then they
 /// are cancelled. Before the bound, a client that sent half a request and
 /// waited kept a stopping daemon alive for as long as it held the connection.
-@Suite("Stopping the daemon", .serialized)
+@Suite("Stopping the daemon", .blocking, .serialized)
 struct StoppingTests {
     @Test("Clients that never finish their requests cannot keep a stopping daemon alive")
     func stopWithHalfSentRequests() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// A daemon whose store cannot be opened at start keeps serving what it can,
@@ -8,7 +9,7 @@ import FerryTestSupport
 /// store and catches up by itself once the cause is gone — no restart.
 /// (The root-only reliability test does the same with a read-only file system;
 /// here a file stands where the store's folder should be, which needs no root.)
-@Suite("Store unavailable at start")
+@Suite("Store unavailable at start", .blocking)
 struct StoreUnavailableTests {
     @Test("Serves health, status and metrics, answers 503 on store routes, then opens the store by itself")
     func waitsForTheStore() throws {

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// `ferry run` under a fake systemd: a datagram socket named by NOTIFY_SOCKET.
-@Suite("systemd notification")
+@Suite("systemd notification", .blocking)
 struct SystemdNotifyTests {
     /// A bound AF_UNIX datagram socket that collects what the daemon sends.
     final class NotifySocket: @unchecked Sendable {  // (used by one thread at a time)

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
-@Suite("systemd unit")
+@Suite("systemd unit", .blocking)
 struct SystemdUnitTests {
     static let unitPath = SampleModels.repositoryRoot + "/systemd/ferry.service"
 

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// HTTPS with a CA and certificate the test makes itself (openssl), checked with curl.
-@Suite("TLS", .serialized)
+@Suite("TLS", .blocking, .serialized)
 struct TLSTests {
     /// Runs a command, returning its status and standard output (standard error after it).
     func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {

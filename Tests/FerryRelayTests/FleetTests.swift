@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Issue 24's fleet: two relays on one PostgreSQL database and twenty daemons writing everywhere,
 /// one relay killed mid-run and started again: every daemon converges, nothing lost or doubled.
-@Suite("Fleet through relays", .serialized)
+@Suite("Fleet through relays", .blocking, .serialized)
 struct FleetTests {
     static let peerCount = 20
 

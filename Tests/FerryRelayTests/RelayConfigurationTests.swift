@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryRelay
 import FerryStore
 import FerrySync
 
 /// `ferry relay --config`: every key read, and each bad or missing one named.
-@Suite("Relay configuration")
+@Suite("Relay configuration", .blocking)
 struct RelayConfigurationTests {
     static let key = "gJ66q3WSbKW7Jn9ez+uvaa23kiLsFsVzF5nOR+MJnio="
     static let origin = "1BDB1D3D-DE08-4862-8690-64105074E331"

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// `ferry relay` against a real PostgreSQL cluster: daemons replicating through it, what it
 /// refuses, each change set stored once, causal order, long polls, and failover between relays.
-@Suite("Relay", .serialized)
+@Suite("Relay", .blocking, .serialized)
 struct RelayTests {
     @Test("two daemons replicate through a relay: saves on each reach the other, the relay holds each change set once")
     func replicateThroughRelay() throws {
@@ -34,7 +35,7 @@ struct RelayTests {
 }
 
 /// The relay's database going away and coming back.
-@Suite("Relay database outage", .serialized)
+@Suite("Relay database outage", .blocking, .serialized)
 struct RelayDatabaseOutageTests {
     @Test("while PostgreSQL is down the relay answers 503 (health too) and daemons keep their saves; once it is back, the relay serves again by itself and everything flows")
     func outage() throws {
@@ -71,7 +72,7 @@ struct RelayDatabaseOutageTests {
 }
 
 /// Keys that change after the relay's configuration was written.
-@Suite("Relay key rotation", .serialized)
+@Suite("Relay key rotation", .blocking, .serialized)
 struct RelayKeyRotationTests {
     @Test("a daemon's rotated key reaches the relay through the daemon's endorsed offer (every relay on the database takes it); an unendorsed key is refused")
     func rotation() throws {
@@ -113,7 +114,7 @@ struct RelayKeyRotationTests {
 }
 
 /// Relays speaking HTTPS.
-@Suite("Relay over HTTPS", .serialized)
+@Suite("Relay over HTTPS", .blocking, .serialized)
 struct RelayTLSTests {
     @Test("with a certificate and key the relay speaks HTTPS only, and daemons that trust its CA replicate through it")
     func https() throws {
@@ -140,7 +141,7 @@ struct RelayTLSTests {
 
 /// What a relay refuses, and what it keeps of what it takes: each push checked whole before anything
 /// is stored, each change set stored once, served in an order that applies as is.
-@Suite("Relay checks and order", .serialized)
+@Suite("Relay checks and order", .blocking, .serialized)
 struct RelayCheckTests {
     /// A relay over a fresh cluster trusting `peers`, started.
     func startedRelay(_ cluster: PostgresCluster, trusting peers: [DaemonPeer]) throws -> RelayProcess {
@@ -281,7 +282,7 @@ struct RelayCheckTests {
 }
 
 /// Peers that list several relays, a relay lost and back, and what retention drops.
-@Suite("Relay failover and retention", .serialized)
+@Suite("Relay failover and retention", .blocking, .serialized)
 struct RelayFailoverTests {
     @Test("a peer listing two relays fails over when the one in use dies, ferry status shows which is in use, and saves keep flowing")
     func failover() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Crash safety (issue 6, point 1): `ferry run` killed with SIGKILL at random
@@ -10,7 +11,7 @@ import FerryTestSupport
 ///
 /// `FERRY_CRASH_KILLS=N` sets the number of kills (24 by default);
 /// `FERRY_SEED=S` replays one run's schedule of writes and kill moments.
-@Suite("Crash safety: SIGKILL at random moments", .serialized)
+@Suite("Crash safety: SIGKILL at random moments", .blocking, .serialized)
 struct CrashSafetyTests {
     static let model = SampleModels.path("OrgChart")
 

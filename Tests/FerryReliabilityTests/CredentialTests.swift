@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Credentials (issue 6, point 6): a missing, wrong or peer-level token on an
 /// admin route gets 401/403 and changes nothing; a push without a valid token
 /// applies nothing; and no token ever reaches a log, even at trace level.
-@Suite("Credentials", .serialized)
+@Suite("Credentials", .blocking, .serialized)
 struct CredentialTests {
     static let model = SampleModels.path("OrgChart")
 

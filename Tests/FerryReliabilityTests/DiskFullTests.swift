@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerrySQLite
 import FerryTestSupport
@@ -9,7 +10,7 @@ import FerryTestSupport
 /// B reports the problem (log, status, metrics), keeps serving what it can,
 /// writes nothing half-done, and recovers by itself once the problem goes.
 /// Mounting needs root; elsewhere the test is skipped and says why.
-@Suite("Disk full and read-only store", .serialized)
+@Suite("Disk full and read-only store", .blocking, .serialized)
 struct DiskFullTests {
     static let model = SampleModels.path("OrgChart")
 

@@ -1,11 +1,13 @@
 import Foundation
+import Synchronization
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// The harness's waits end: a child process that hangs fails the test that
 /// started it, and a test run that hangs is ended by `scripts/with-deadline`
 /// with a report of what its processes were doing.
-@Suite("Test harness: waits that end")
+@Suite("Test harness: waits that end", .blocking)
 struct HarnessTests {
     @Test("A program that does not end in time is killed and reported, with what it wrote to standard error")
     func processTimeout() throws {
@@ -39,5 +41,37 @@ struct HarnessTests {
         #expect(passed.status == 3)
         let refused = try FerryProcess.run(executable: script, ["soon", "true"], timeout: 60)
         #expect(refused.status == 2 && refused.standardError.contains("whole number"))
+    }
+}
+
+/// The `.blocking` trait: tests that wait on processes leave Swift's cooperative pool to the
+/// tests that suspend, and only a few of them run at once.
+@Suite("Test harness: blocking tests run on threads of their own", .blocking)
+struct BlockingTraitTests {
+    @Test("A synchronous test runs on the trait's threads, not the cooperative pool's")
+    func synchronousTest() {
+        #expect(BlockingTrait.isRunningOnItsThreads)
+    }
+
+    @Test("An asynchronous test comes back to the trait's threads after it suspends")
+    func asynchronousTest() async throws {
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(BlockingTrait.isRunningOnItsThreads)
+        await Task.yield()
+        #expect(BlockingTrait.isRunningOnItsThreads)
+    }
+
+    /// How many cases of ``atMostPermitsAtOnce(case:)`` are running, and the most that ever were.
+    static let running = Mutex((now: 0, most: 0))
+
+    @Test("No more test cases run at once than there are permits, however many wait", arguments: 0..<6)
+    func atMostPermitsAtOnce(case: Int) {
+        Self.running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+        Thread.sleep(forTimeInterval: 0.3)  // long enough for the other cases to start if the gate let them
+        let most = Self.running.withLock { running in
+            running.now -= 1
+            return running.most
+        }
+        #expect(most <= BlockingTrait.permits, "\(most) cases ran at once with \(BlockingTrait.permits) permits")
     }
 }

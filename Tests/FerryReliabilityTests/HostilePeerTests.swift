@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// What a peer holding one valid *peer* token could do to a fleet (issue 19), against real
 /// `ferry run` daemons on loopback: each attack is refused or contained, the daemons keep
 /// running, and genuine saves still reach every replica afterwards.
-@Suite("Hostile peers", .serialized)
+@Suite("Hostile peers", .blocking, .serialized)
 struct HostilePeerTests {
     static let model = SampleModels.path("OrgChart")
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerrySigning
 import FerryTestSupport
@@ -10,7 +11,7 @@ import FerryTestSupport
 /// them applies anything it should not; the daemon keeps running.
 /// (Malformed lines, wrong value types, oversized and wrongly encoded bodies:
 /// `HTTPAPITests`; generated requests: `SchemathesisTests`.)
-@Suite("Hostile pushes", .serialized)
+@Suite("Hostile pushes", .blocking, .serialized)
 struct HostileRequestTests {
     static let model = SampleModels.path("OrgChart")
 

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Network faults (issue 6, point 2): two daemons talk only through
 /// ``FaultProxy``s that delay, drop, cut off requests and responses mid-body
 /// and reset connections. While the faults last, syncs fail and back off;
 /// once they stop, the peers converge with nothing lost or applied twice.
-@Suite("Network faults between two daemons", .serialized)
+@Suite("Network faults between two daemons", .blocking, .serialized)
 struct NetworkFaultTests {
     static let model = SampleModels.path("OrgChart")
 

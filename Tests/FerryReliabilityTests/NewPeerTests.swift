@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// A new peer with data of its own joins an existing pair (issue 6, point 4):
 /// nothing on either side is lost or overwritten wholesale — every object each
 /// side had before the join is, byte for byte, in every store afterwards.
-@Suite("A new peer with its own data joins", .serialized)
+@Suite("A new peer with its own data joins", .blocking, .serialized)
 struct NewPeerTests {
     static let model = SampleModels.path("OrgChart")
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// Partitions (issue 6, point 3): three daemons in a full mesh, every link
@@ -7,7 +8,7 @@ import FerryTestSupport
 /// deletes under every delete rule, concurrent edits of one property, inserts
 /// that reference objects deleted on the other side — then the partition heals
 /// and the three converge, each change set applied or quarantined with a reason.
-@Suite("Partition and heal with three daemons", .serialized)
+@Suite("Partition and heal with three daemons", .blocking, .serialized)
 struct PartitionTests {
     /// Company.staff Cascade, Department.members Deny, Employee.mentor/mentees Nullify.
     static let model = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryTestSupport
 
@@ -7,7 +8,7 @@ import FerryTestSupport
 /// the model bundle, upgraded one at a time through two versions — an additive one, then one
 /// with a rename (Renaming ID) and a removal — with writes on every peer before, between and
 /// after the upgrades. At the end they converge, nothing waits, and every note written is there.
-@Suite("Rolling upgrade of three daemons", .serialized)
+@Suite("Rolling upgrade of three daemons", .blocking, .serialized)
 struct RollingUpgradeTests {
     static let version1 = try! ManagedObjectModel {
         Entity("Note") { Attribute("text", .string); Attribute("stars", .integer16); Attribute("scratch", .string) }

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 
 /// The HTTP API under Schemathesis (issue 6, point 5): generated and mangled
 /// requests against a real daemon; no 5xx, and every response matches
 /// docs/openapi.yaml. `FERRY_SCHEMATHESIS_EXAMPLES` sets the examples per
 /// operation (25 by default; `./scripts/schemathesis` alone runs longer).
-@Suite("Schemathesis against docs/openapi.yaml", .serialized)
+@Suite("Schemathesis against docs/openapi.yaml", .blocking, .serialized)
 struct SchemathesisTests {
     @Test("No 5xx, every response as documented, for generated requests on every operation")
     func schemathesis() throws {

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerrySigning
 import FerryTestSupport
 
 /// Trust between peers (issue 23) with real `ferry run` daemons: what a peer holding one of B's
 /// tokens can no longer do, key rotation through the CLI, and a store made before keys joining.
-@Suite("Signed change sets between daemons", .serialized)
+@Suite("Signed change sets between daemons", .blocking, .serialized)
 struct SignedChangeSetDaemonTests {
     static let model = SampleModels.path("OrgChart")
 

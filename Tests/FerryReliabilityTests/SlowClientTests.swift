@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryTestSupport
 import Synchronization
 
 /// Slow and greedy clients (issue 6, point 7): clients that send a body a byte
 /// a second, or ask for a large pull and never read it, do not stop other
 /// peers from syncing, and do not grow the daemon's memory without bound.
-@Suite("Slow and greedy clients", .serialized)
+@Suite("Slow and greedy clients", .blocking, .serialized)
 struct SlowClientTests {
     static let model = SampleModels.path("OrgChart")
 

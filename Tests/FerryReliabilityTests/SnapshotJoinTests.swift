@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryStore
 import FerryTestSupport
 
 /// A new peer starts from a snapshot (issue 21, point 3): `ferry snapshot`, `GET /v1/snapshot`,
 /// `ferry init --from-snapshot` and `--from-peer`, with real daemons.
-@Suite("A new peer starts from a snapshot", .serialized)
+@Suite("A new peer starts from a snapshot", .blocking, .serialized)
 struct SnapshotJoinTests {
     static let model = SampleModels.path("OrgChart")
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -8,7 +9,7 @@ import FerryTestSupport
 
 /// `SQLiteStore.commits()`: a signal after each commit, from this store, from another
 /// connection, or from another process on the same file — without polling the store.
-@Suite("Commit signals")
+@Suite("Commit signals", .blocking)
 struct CommitSignalTests {
     /// Counts the signals of one subscription, from a task of its own.
     final class Listener: Sendable {

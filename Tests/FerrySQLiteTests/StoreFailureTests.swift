@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -8,7 +9,7 @@ import FerryTestSupport
 
 /// A failed query or write keeps SQLite's error as its cause and says whether trying
 /// again may help, instead of flattening it into a string.
-@Suite("Store failures keep their cause")
+@Suite("Store failures keep their cause", .blocking)
 struct StoreFailureTests {
     @Test("A save that meets another writer's lock past the busy timeout fails as transient, with SQLite's BUSY as its cause")
     func busyIsTransient() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -13,7 +14,7 @@ import FerryTestSupport
 /// taken in everywhere. Each run mixes SQLite and in-memory stores, with and
 /// without the direct-insert fast path. `FERRY_SOAK=N` runs N seeds instead of 200; a failure
 /// names its seed, and `FERRY_SEED=S` replays that one.
-@Suite("Convergence of random replicas")
+@Suite("Convergence of random replicas", .blocking)
 struct ConvergenceTests {
     typealias Generator = SeededGenerator
 

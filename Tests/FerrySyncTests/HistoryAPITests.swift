@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
 import FerryTestSupport
 
-@Suite("History API: updates as they happen, and purging")
+@Suite("History API: updates as they happen, and purging", .blocking)
 struct HistoryAPITests {
     static let model = try! SampleModels.load("OrgChart")
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -9,7 +10,7 @@ import FerryTestSupport
 
 /// Contexts that see what others wrote: their own events, the container's events for other
 /// contexts, other processes and replays, merging them, refreshing objects (issue 25, points 1–2).
-@Suite("Live contexts: change events and merging")
+@Suite("Live contexts: change events and merging", .blocking)
 struct LiveContextTests {
     /// Collects a stream's events from a task of its own.
     final class Collector: Sendable {

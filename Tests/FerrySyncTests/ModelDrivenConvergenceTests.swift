@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -15,7 +16,7 @@ import FerryTestSupport
 /// per model instead of 12; `FERRY_MODEL_SEED=S` replays one (with `FERRY_MODEL=name`), and
 /// `FERRY_DEBUG=1` prints every replica's change sets when their dumps differ. Known gaps
 /// that a long soak finds are listed in docs/SYNC.md, "Not yet".
-@Suite("Model-driven convergence")
+@Suite("Model-driven convergence", .blocking)
 struct ModelDrivenConvergenceTests {
     /// Every model under test, by name.
     static let models: [String: ManagedObjectModel] = {

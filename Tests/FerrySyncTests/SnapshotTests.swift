@@ -2,13 +2,14 @@ import Foundation
 import Synchronization
 import GRDB
 import Testing
+import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
 import FerrySync
 import FerryTestSupport
 
-@Suite("Snapshots: a new store from a copy of another")
+@Suite("Snapshots: a new store from a copy of another", .blocking)
 struct SnapshotTests {
     static let model = try! SampleModels.load("OrgChart")
 

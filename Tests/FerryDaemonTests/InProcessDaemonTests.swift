@@ -30,7 +30,7 @@ struct InProcessDaemonTests {
         let uri = person.objectID.uriString
         var found = false
         // Polled, so a long deadline costs nothing when it arrives: in the full suite on a slow
-        // machine the daemons' tasks wait behind blocking tests for the shared pool's two threads.
+        // machine the daemons' tasks share two cores with every other test.
         let deadline = ContinuousClock.now + .seconds(120)
         while !found, ContinuousClock.now < deadline {
             found = try reader.localObjectID(forOriginURI: uri) != nil

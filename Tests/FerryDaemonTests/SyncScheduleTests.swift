@@ -36,10 +36,9 @@ struct SyncScheduleTests {
         defer { running.cancel() }
 
         /// The peer's status once it has failed `failures` times and the loop sleeps on the clock again
-        /// (waiting in real time, bounded generously: beside the whole suite, synchronous tests keep
-        /// Swift's two shared threads from the loop for as long as they run — the randomised convergence
-        /// tests, some 160 s of one full run; twice the loop had done its round but not yet gone back to
-        /// sleep when a 120 s bound ran out). Alone it takes well under a second.
+        /// (waiting in real time, bounded generously: before the `.blocking` trait, synchronous tests kept
+        /// Swift's two shared threads from the loop for minutes, and twice a 120 s bound ran out; a slow
+        /// machine under the full suite still slows the loop). Alone it takes well under a second.
         func peer(afterFailures failures: Int) async throws -> StatusDocument.Peer {
             let deadline = Date().addingTimeInterval(600)
             while Date() < deadline {

@@ -58,9 +58,8 @@ enum RelayFixtures {
         Int(try cluster.sql("SELECT count(*) FROM ferry_changesets", database: "ferry").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
-    /// A blocking call (a process, a request by curl) started at once on a thread of its own, not on the
-    /// shared pool: with suites running in parallel, their blocking waits can hold every thread of the
-    /// pool, and a task there would start only seconds later (a long poll then "answers late").
+    /// A blocking call (a process, a request by curl) started at once on a thread of its own, beside the
+    /// test's own blocking waits (a long poll held up behind them would "answer late").
     final class Call<Value: Sendable>: @unchecked Sendable {
         private let done = DispatchSemaphore(value: 0)
         private var result: Result<Value, any Error>?

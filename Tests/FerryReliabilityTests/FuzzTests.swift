@@ -204,6 +204,6 @@ struct FuzzTests {
         }
         #expect(slowest < Self.slowest, "seed \(Self.seed): one predicate took \(slowest) s")
         #expect(parsed > 0 && refused > 0, "seed \(Self.seed): \(parsed) parsed, \(refused) refused")
-        print("fuzz predicates: \(runs) predicates in \(Self.budget) s (\(parsed) parsed, \(refused) refused), slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
+        print("fuzz predicates: \(runs) predicates in \(String(format: "%.1f", Date().timeIntervalSince(deadline) + Self.budget)) s (\(parsed) parsed, \(refused) refused), slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
     }
 }

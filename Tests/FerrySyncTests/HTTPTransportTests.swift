@@ -33,8 +33,8 @@ struct HTTPTransportTests {
             }
             outcome.finish(cancelled: cancelled, answer: try? await transport.send(request))
         }
-        // A hang is no progress at all: in the full suite on a slow machine the loop may wait minutes,
-        // in all, for the shared pool's two threads, which blocking tests hold (480 s in all ran out).
+        // A hang is no progress at all; a total bound is not (480 s in all ran out in full runs on a slow
+        // machine, while blocking tests still held the shared pool's two threads).
         let result = await outcome.wait(stallSeconds: 180)
         let (cancelled, answer) = try #require(result, "the cancelled requests made no progress for 180 s: a cancel hung")
         #expect(cancelled > 0, "no request was cancelled before it completed: the test did not exercise the race")

@@ -29,7 +29,7 @@ struct LiveContextTests {
 
         /// Waits for an event that `matches` and returns it; nil after 5,000 looks 2 ms apart (at
         /// least ten seconds — counted in looks, not by the clock, so that a test held up while
-        /// other suites keep the shared pool busy still gets its ten seconds).
+        /// other suites keep the machine busy still gets its ten seconds).
         func first(where matches: (ObjectChangeEvent) -> Bool) async -> ObjectChangeEvent? {
             for _ in 0..<5_000 {
                 if let event = events.first(where: matches) { return event }

@@ -5,7 +5,7 @@ import FerryStore
 import FerryTestSupport
 
 /// Records the lifecycle hooks a context calls on it (issue 25, point 6).
-final class HookedPerson: ManagedObject {
+final class HookedPerson: ManagedObject, KeyValidating {
     var calls: [String] = []
     var willSaveRounds = 0
 
@@ -22,10 +22,23 @@ final class HookedPerson: ManagedObject {
     override func didSave() { calls.append("didSave") }
     override func prepareForDeletion() { calls.append("prepareForDeletion") }
     override func didTurnIntoFault() { calls.append("didTurnIntoFault") }
-    override func validate(_ value: Any?, forKey key: String) throws {
+    func validate(_ value: Any?, forKey key: String) throws {
         if key == "id", let id = value as? Int64, id < 0 {
             throw ValidationError(code: .numberTooSmall, entityName: "Person", objectURI: objectID.uriString, key: key, message: "ids are not negative")
         }
+    }
+}
+
+/// Adds one more employee in its first `willSave`: a round that changes only a to-many relationship.
+final class HiringPerson: ManagedObject {
+    var hireInWillSave: ManagedObject?
+    var willSaveRounds = 0
+
+    override func willSave() {
+        willSaveRounds += 1
+        guard let hire = hireInWillSave else { return }
+        hireInWillSave = nil
+        try? mutableSetValue(forKey: "employees").insert(hire)
     }
 }
 
@@ -51,6 +64,28 @@ struct LifecycleHookTests {
         reader.refresh(loaded, mergeChanges: false)
         _ = try loaded.value(forKey: "name")
         #expect(loaded.calls == ["awakeFromFetch", "didTurnIntoFault", "awakeFromFetch"])
+    }
+
+    @Test("willSave runs again for an object whose round changed only a to-many relationship it had already changed", arguments: TestStoreKind.allCases)
+    func willSaveAfterToManyEdit(kind: TestStoreKind) throws {
+        let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind, classes: ["Person": HiringPerson.self])
+        let context = test.context()
+        let boss = try context.insert(HiringPerson.self)
+        let first = try context.insert(HiringPerson.self)
+        let second = try context.insert(HiringPerson.self)
+        try context.save()
+        try boss.mutableSetValue(forKey: "employees").insert(first)
+        boss.hireInWillSave = second
+        for person in [boss, first, second] { person.willSaveRounds = 0 }
+        try context.save()
+        // Round 1 added `second`, which changed boss (again in "employees") and made `second` pending:
+        // both get a second round; nothing changes in it, so there is no third.
+        #expect(boss.willSaveRounds == 2, "boss: \(boss.willSaveRounds) rounds")
+        #expect(second.willSaveRounds == 1 && first.willSaveRounds == 1)
+        let reader = test.context()
+        let stored = try reader.existingObject(with: boss.objectID)
+        #expect(try (stored.value(forKey: "employees") as? Set<ManagedObject>)?.map(\.objectID).sorted { $0.uriString < $1.uriString }
+                == [first.objectID, second.objectID].sorted { $0.uriString < $1.uriString })
     }
 
     @Test("prepareForDeletion runs once, before the delete rules, with the relationships still set", arguments: TestStoreKind.allCases)

@@ -205,10 +205,12 @@ extension ManagedObjectContext {
         case .insert(let object):
             guard object.managedObjectContext === self, !object.isDeleted else { return }
             object.isDeleted = true
+            noteEdit(object)
             recordUndo(.insertTakenBack(object))
         case .insertTakenBack(let object):
             guard object.managedObjectContext === self, object.isDeleted else { return }
             object.isDeleted = false
+            noteEdit(object)
             recordUndo(.insert(object))
         case .delete(let object):
             guard object.managedObjectContext === self, object.isDeleted else { return }
@@ -216,6 +218,7 @@ extension ManagedObjectContext {
             object.isPreparedForDeletion = false
             deletedKeys.removeAll { $0 == object.key }
             registry.pin(object.key)
+            noteEdit(object)
             recordUndo(.undelete(object))
         case .undelete(let object):
             guard object.managedObjectContext === self else { return }

@@ -183,19 +183,17 @@ extension ManagedObjectContext {
     // MARK: - Lifecycle hooks
 
     /// Calls ``ManagedObject/willSave()`` on the pending objects of subclasses, again for those a round
-    /// changed (at most ten rounds), then applies delete rules to deletes the hooks made.
+    /// edited or made pending (at most ten rounds), then applies delete rules to deletes the hooks made.
+    /// Whether a round edited anything is one comparison of the context's edit count (``noteEdit(_:)``).
     private func callWillSave() throws(ContextError) {
         var due = objectsWithHooks()
         var round = 0
         while !due.isEmpty && round < 10 {
-            let before = Dictionary(due.map { ($0.key, ($0.attributes, $0.toOne, $0.changedIndexes)) }, uniquingKeysWith: { first, _ in first })
-            let pendingBefore = Set(insertedKeys).union(deletedKeys).union(updatedKeys)
+            let editsBefore = editCount
             for object in due { object.willSave() }
             round += 1
-            due = objectsWithHooks().filter { object in
-                guard pendingBefore.contains(object.key), let (attributes, toOne, changed) = before[object.key] else { return true }
-                return attributes != object.attributes || toOne != object.toOne || changed != object.changedIndexes
-            }
+            guard editCount != editsBefore else { break }
+            due = objectsWithHooks().filter { $0.lastEdit > editsBefore }
         }
         try propagateDeletes()
     }
@@ -231,13 +229,16 @@ extension ManagedObjectContext {
         for key in insertedKeys {
             guard let object = self.object(forKey: key), !object.isDeleted else { continue }
             failures += validator.modelRuleFailures(of: object)
-            if object.runtime.hasCustomClass { failures += validator.keyHookFailures(of: object, keys: object.entity.properties.map(\.name)) }
+            failures += validator.keyHookFailures(of: object, indexes: object.runtime.kinds.indices)
             failures += validator.custom(object, .insert) { try object.validateForInsert() }
         }
         for key in updatedInOrder {
             guard let object = self.object(forKey: key), object.isUpdated else { continue }
             failures += validator.modelRuleFailures(of: object)
-            if object.runtime.hasCustomClass { failures += validator.keyHookFailures(of: object, keys: object.changedKeys.sorted()) }
+            if object.runtime.validatesKeys {
+                let names = object.runtime.entity.properties
+                failures += validator.keyHookFailures(of: object, indexes: object.changedIndexes.sorted { names[$0].name < names[$1].name })
+            }
             failures += validator.custom(object, .update) { try object.validateForUpdate() }
         }
         return failures

@@ -87,6 +87,12 @@ public final class ManagedObjectContext {
     #else
     @exclusivity(unchecked) var updatedKeys = Set<Int>()
     #endif
+    /// How many edits objects of this context have had (see ``noteEdit(_:)``).
+    #if DEBUG
+    var editCount: UInt64 = 0
+    #else
+    @exclusivity(unchecked) var editCount: UInt64 = 0
+    #endif
     /// Temporary IDs are this UUID plus a counter.
     let temporaryNamespace = UUID()
     /// Subscribers to this context's events (``changes()``).
@@ -257,6 +263,7 @@ public final class ManagedObjectContext {
         object.isInserted = true
         object.unloadedToManyIsEmpty = true
         insertedKeys.append(object.key)
+        noteEdit(object)
         recordUndo(.insert(object))
         if awake { object.awakeFromInsert() }
         return object
@@ -284,6 +291,7 @@ public final class ManagedObjectContext {
         object.isDeleted = true
         registry.pin(object.key)
         deletedKeys.append(object.key)
+        noteEdit(object)
         recordUndo(.delete(object))
     }
 
@@ -481,7 +489,15 @@ public final class ManagedObjectContext {
     }
 
     /// Records that a saved object's property changed.
+    /// Stamps an object with the context's next edit count. Every edit of an object's values or of
+    /// its pending state calls it, so that whether a `willSave` round changed an object is one comparison.
+    func noteEdit(_ object: ManagedObject) {
+        editCount &+= 1
+        object.lastEdit = editCount
+    }
+
     func markChanged(_ object: ManagedObject, _ index: Int) {
+        noteEdit(object)
         guard !object.isInserted else { return }
         // An object with changes is already in `updatedKeys` (both are cleared together).
         if object.changedIndexes.isEmpty {

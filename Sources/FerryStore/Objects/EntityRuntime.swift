@@ -32,6 +32,9 @@ final class EntityRuntime: Sendable {
     /// Whether objects of the entity are of a subclass, whose lifecycle hooks a context calls
     /// (``ManagedObject`` itself has none to call).
     let hasCustomClass: Bool
+    /// Whether objects of the entity are of a subclass that adopts ``KeyValidating``, whose
+    /// per-key hook a save calls.
+    let validatesKeys: Bool
     /// Whether any property has a model rule (required, bounds, pattern, counts) to check at save.
     let hasModelRules: Bool
     /// The entity's derived attributes, resolved to property indexes.
@@ -55,6 +58,7 @@ final class EntityRuntime: Sendable {
         self.names = entity.properties.map(\.name)
         self.objectClass = objectClass
         self.hasCustomClass = ObjectIdentifier(objectClass) != ObjectIdentifier(ManagedObject.self)
+        self.validatesKeys = objectClass is any KeyValidating.Type
         var kinds: [PropertyKind] = []
         var initial: [AttributeValue?] = []
         var persistent: [Int] = []

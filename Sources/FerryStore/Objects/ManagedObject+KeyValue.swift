@@ -10,6 +10,11 @@ extension ManagedObject {
     /// a `Set<ManagedObject>` for to-many and `[ManagedObject]` for ordered to-many.
     public func value(forKey key: String) throws(ContextError) -> Any? {
         let (context, index) = try locate(key)
+        return try value(at: index, in: context)
+    }
+
+    /// The value of the property at `index` (see ``value(forKey:)``).
+    func value(at index: Int, in context: ManagedObjectContext) throws(ContextError) -> Any? {
         switch runtime.kinds[index] {
         case .attribute(let attribute):
             try context.fulfillFault(self)
@@ -139,7 +144,10 @@ extension ManagedObject {
         guard attributes[index] != value else { return }
         context.recordUndo(.attribute(self, index: index, attributes[index]))
         attributes[index] = value
-        if runtime.isTransientAttribute[index] { return }
+        if runtime.isTransientAttribute[index] {
+            context.noteEdit(self)
+            return
+        }
         context.markChanged(self, index)
     }
 }

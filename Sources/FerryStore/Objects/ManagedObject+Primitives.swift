@@ -37,11 +37,12 @@ extension ManagedObject {
             throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "an attribute or a to-one relationship (primitive to-many values are not supported: use mutableSetValue(forKey:))")
         }
         if !isInserted && !runtime.isTransientAttribute[index] { quietIndexes.insert(index) }
+        context.noteEdit(self)
     }
 
     /// Checks a value for a property without setting it: the model's rules (its type, nil for a
-    /// required property, bounds, lengths, pattern, to-many counts), then the subclass's
-    /// ``validate(_:forKey:)`` (Core Data's `validateValue(_:forKey:)`).
+    /// required property, bounds, lengths, pattern, to-many counts), then, for a subclass that adopts
+    /// ``KeyValidating``, its ``KeyValidating/validate(_:forKey:)`` (Core Data's `validateValue(_:forKey:)`).
     /// - Throws: the first ``ValidationError`` found, or ``ContextError`` for an unknown key or a
     ///   value that cannot be the property's type.
     public func validateValue(_ value: Any?, forKey key: String) throws {
@@ -68,8 +69,9 @@ extension ManagedObject {
             failures = validator.relationshipFailures(self, relationship, count: count)
         }
         if let first = failures.first { throw first }
+        guard let validating = self as? any KeyValidating else { return }
         do {
-            try validate(value, forKey: key)
+            try validating.validate(value, forKey: key)
         } catch {
             throw validator.wrapKeyed(error, self, key)
         }

@@ -128,6 +128,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     #else
     @exclusivity(unchecked) var changedIndexes = PropertyIndexSet()
     #endif
+    /// The context's edit count at this object's last edit (a value set, a link, an insert, a
+    /// delete): a save's `willSave` rounds compare it with the count before a round.
+    #if DEBUG
+    var lastEdit: UInt64 = 0
+    #else
+    @exclusivity(unchecked) var lastEdit: UInt64 = 0
+    #endif
 
     /// Creates an object. Only contexts create objects; subclasses inherit this initializer.
     public required init(_ construction: ObjectConstruction) {
@@ -199,13 +206,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Called once when the object's delete is processed (at ``ManagedObjectContext/processPendingChanges()``
     /// or at save), before its delete rules run: the object still holds its relationships.
     open func prepareForDeletion() {}
-
-    /// Checks one property's value — a value for it, not necessarily the one it holds — against
-    /// the rules a subclass adds (Core Data's `validate<Key>:error:`); the model's own rules are
-    /// checked by ``validateValue(_:forKey:)`` before this is called. Called by saves for every
-    /// property of an inserted object and each changed property of an updated one (for subclasses).
-    /// Throw a ``ValidationError`` (or any error, reported as `.custom` with the key).
-    open func validate(_ value: Any?, forKey key: String) throws {}
 
     /// Called after the object turned back into a fault (``ManagedObjectContext/refresh(_:mergeChanges:)``,
     /// a merge): release anything derived from its values.

@@ -100,13 +100,16 @@ struct ObjectValidator {
         return []
     }
 
-    /// Runs a subclass's per-key hook (``ManagedObject/validate(_:forKey:)``) for the keys a save writes.
-    func keyHookFailures(of object: ManagedObject, keys: [String]) -> [ValidationError] {
+    /// Runs the per-key hook (``KeyValidating/validate(_:forKey:)``) of an object whose subclass
+    /// adopts ``KeyValidating`` for the properties at `indexes`, in that order; nothing for others.
+    func keyHookFailures(of object: ManagedObject, indexes: some Sequence<Int>) -> [ValidationError] {
+        guard object.runtime.validatesKeys, let validating = object as? any KeyValidating else { return [] }
         var failures: [ValidationError] = []
-        for key in keys {
+        for index in indexes {
+            let key = object.runtime.entity.properties[index].name
             let value: Any?
-            do { value = try object.value(forKey: key) } catch { continue }
-            do { try object.validate(value, forKey: key) } catch { failures.append(wrapKeyed(error, object, key)) }
+            do { value = try object.value(at: index, in: context) } catch { continue }
+            do { try validating.validate(value, forKey: key) } catch { failures.append(wrapKeyed(error, object, key)) }
         }
         return failures
     }

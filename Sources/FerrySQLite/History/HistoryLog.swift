@@ -54,7 +54,7 @@ struct HistoryLog {
     /// For each origin, the last sequence number purged from the history.
     func purgedVector() throws -> VersionVector {
         var vector: VersionVector = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_PURGED FROM Z_FERRY_VECTOR WHERE Z_PURGED > 0") {
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_PURGED FROM Z_FERRY_VECTOR WHERE Z_PURGED > 0")) {
             guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
             vector[origin] = row[1]
         }

@@ -14,7 +14,7 @@ import Glibc
 /// its frames first and publishes them (in the `-shm` index, which inotify does
 /// not see) only after its sync, so each wake-up is followed by a few checks of
 /// SQLite's `PRAGMA data_version` on a connection of the watcher's own, at
-/// growing intervals (every 0.25 ms at first, up to half a second), until the number changes: a change
+/// growing intervals (every 0.1 ms at first, up to half a second), until the number changes: a change
 /// means another connection committed — and the watcher's connection is its own, so that covers
 /// this process's saves as well as other processes'. Where inotify is not available,
 /// `data_version` is checked every 50 ms instead.
@@ -80,11 +80,12 @@ private final class WatchLoop: Sendable {
     /// The inotify descriptor; nil where inotify cannot be used.
     private let watch: Int32?
 
-    /// Delays after a wake-up at which `data_version` is read, in microseconds: every 0.25 ms for
-    /// the first 2 ms (a commit's sync, about a millisecond here, lies between its last write and
-    /// its publication), then every 0.5 ms to 10 ms, every 2 ms to 50 ms and every 10 ms to half
-    /// a second, for a slow disk. The checks stop at the first change.
-    static let checkSchedule: [Int] = Array(stride(from: 0, to: 2_000, by: 250)) + Array(stride(from: 2_000, to: 10_000, by: 500))
+    /// Delays after a wake-up at which `data_version` is read, in microseconds: every 0.1 ms for
+    /// the first 3 ms (a commit's sync, 0.3–1 ms here, lies between its last write and its
+    /// publication, and each check after it is latency for every reader: a read costs a few
+    /// microseconds), then every 0.5 ms to 10 ms, every 2 ms to 50 ms and every 10 ms to half a
+    /// second, for a slow disk. The checks stop at the first change.
+    static let checkSchedule: [Int] = Array(stride(from: 0, to: 3_000, by: 100)) + Array(stride(from: 3_000, to: 10_000, by: 500))
         + Array(stride(from: 10_000, to: 50_000, by: 2_000)) + Array(stride(from: 50_000, through: 500_000, by: 10_000))
     /// How often `data_version` is read when inotify cannot be used.
     static let fallbackInterval = 50

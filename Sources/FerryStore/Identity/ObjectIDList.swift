@@ -32,7 +32,8 @@ public struct ObjectIDList: RandomAccessCollection, Sendable {
         entities.reserveCapacity(ids.count)
         keys.reserveCapacity(ids.count)
         for id in ids {
-            guard let key = id.primaryKey else { continue }
+            // (A permanent ID has a row number; were one without it, the list keeps the IDs as they are rather than lose it.)
+            guard let key = id.primaryKey else { storage = .ids(ids); return }
             let number: UInt16
             if let known = numbers[id.entityName] {
                 number = known

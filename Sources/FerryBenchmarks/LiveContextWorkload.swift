@@ -31,21 +31,24 @@ enum LiveContextWorkload {
         try largeToMany(model: base)
     }
 
-    /// Inserts `small`, then `4 × small` people under one manager (one context, no undo manager,
-    /// not saved): the time per link should not grow with the relationship.
+    /// Inserts `small`, then `4 × small` people under one manager (one context, not saved), without
+    /// and with an undo manager: the time per link should not grow with the relationship.
     static func largeToMany(model: ManagedObjectModel, small: Int = 10_000) throws {
-        func link(_ count: Int) throws -> Double {
+        func link(_ count: Int, undo: Bool) throws -> Double {
             let context = try PersistentContainer(store: InMemoryStore(model: model), classes: ["Person": OrgChartPerson.self]).newContext()
+            if undo { context.undoManager = ContextUndoManager() }
             let manager = try context.insert(OrgChartPerson.self)
             return try seconds {
                 for _ in 0..<count { try context.insert(OrgChartPerson.self).manager = manager }
             }
         }
-        _ = try link(small / 10)  // warm-up
-        let one = try link(small)
-        let four = try link(4 * small)
-        print(String(format: "links into one to-many: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the links (linear: about 4x)",
-                     small, one * 1000, 4 * small, four * 1000, four / one))
+        for undo in [false, true] {
+            _ = try link(small / 10, undo: undo)  // warm-up
+            let one = try link(small, undo: undo)
+            let four = try link(4 * small, undo: undo)
+            print(String(format: "links into one to-many%@: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the links (linear: about 4x)",
+                         undo ? ", with an undo manager" : "", small, one * 1000, 4 * small, four * 1000, four / one))
+        }
     }
 
     /// `count` people through raw statements, managers as in W1 (the workload reads; how they were

@@ -107,6 +107,32 @@ struct UndoTests {
         #expect(try context.count(for: FetchRequest(entityName: "Member")) == 0)
     }
 
+    @Test("Links into an ordered to-many, at a position and at the end, are undone and redone in order", arguments: TestStoreKind.allCases)
+    func orderedLinks(kind: TestStoreKind) throws {
+        let test = try TestContainer(model: TestModels.relationships, kind: kind)
+        let context = test.context()
+        context.undoManager = ContextUndoManager()
+        let list = try context.make("Playlist", ["name": "mix"])
+        let (a, b, c, d) = try (context.make("Song", ["title": "a"]), context.make("Song", ["title": "b"]),
+                                context.make("Song", ["title": "c"]), context.make("Song", ["title": "d"]))
+        try list.mutableSetValue(forKey: "songs").insert(contentsOf: [a, b])
+        try context.save()
+        func titles() throws -> [String?] { try (list.value(forKey: "songs") as? [ManagedObject] ?? []).map { try $0.string("title") } }
+        try list.mutableSetValue(forKey: "songs").insert(c, at: 0)
+        try d.setValue(list, forKey: "playlist")  // the inverse side links d at the end
+        try context.processPendingChanges()
+        #expect(try titles() == ["c", "a", "b", "d"])
+        context.undo()
+        #expect(try titles() == ["a", "b"])
+        #expect(try c.value(forKey: "playlist") == nil && d.value(forKey: "playlist") == nil)
+        #expect(!context.hasChanges, "back at the saved members, nothing is pending")
+        context.redo()
+        #expect(try titles() == ["c", "a", "b", "d"])
+        #expect(try (d.value(forKey: "playlist") as? ManagedObject) === list)
+        context.undo()
+        #expect(try titles() == ["a", "b"])
+    }
+
     @Test("The levels limit drops the oldest groups", arguments: TestStoreKind.allCases)
     func levels(kind: TestStoreKind) throws {
         let (_, context) = try context(kind, levels: 2)

@@ -119,6 +119,9 @@ public final class ContextUndoManager {
             case .toMany(let object, _, let members):
                 keys.insert(object.key)
                 keys.formUnion(members)
+            case .toManyLinked(let object, _, let key):
+                keys.insert(object.key)
+                keys.insert(key)
             case .attribute(let object, _, _), .insert(let object), .insertTakenBack(let object), .delete(let object), .undelete(let object):
                 keys.insert(object.key)
             }
@@ -146,6 +149,9 @@ enum UndoStep {
     case toOne(ManagedObject, index: Int, Int?)
     /// A to-many held these members, in order.
     case toMany(ManagedObject, index: Int, [Int])
+    /// A to-many gained the object at this registry key (reverted by removing it): what a link
+    /// records, in constant space, however large the relationship.
+    case toManyLinked(ManagedObject, index: Int, Int)
     /// The object was inserted (reverted by taking the insert back).
     case insert(ManagedObject)
     /// An insert was taken back (reverted by inserting again).
@@ -196,6 +202,12 @@ extension ManagedObjectContext {
             object.toOne[index] = key
             markChanged(object, index)
             settle(object, index, backAtCommitted: key == object.committedToOne[index])
+        case .toManyLinked(let object, let index, let key):
+            guard object.managedObjectContext === self, let members = object.toMany[index], members.contains(key) else { return }
+            recordUndo(.toMany(object, index: index, members.ordered))
+            _ = object.toMany[index]?.remove(key)
+            markChanged(object, index)
+            settle(object, index, backAtCommitted: object.toMany[index]?.ordered == members.committed)
         case .toMany(let object, let index, let ordered):
             guard object.managedObjectContext === self, let members = object.toMany[index] else { return }
             recordUndo(.toMany(object, index: index, members.ordered))

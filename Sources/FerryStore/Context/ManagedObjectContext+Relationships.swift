@@ -136,9 +136,8 @@ extension ManagedObjectContext {
         case .toMany:
             try loadToMany(object, index)
             target.isReferenced = true
-            let before = membersBeforeUndoableEdit(object, index)
             if object.toMany[index]?.insert(target.key, at: position) == true {
-                recordUndo(.toMany(object, index: index, before))
+                recordUndo(.toManyLinked(object, index: index, target.key))
                 markChanged(object, index)
             }
         case .attribute:
@@ -165,8 +164,9 @@ extension ManagedObjectContext {
     }
 
     /// A to-many's members before an edit, for the undo step that reverts it; empty without an undo
-    /// manager. (Holding the list while the edit changes it copies the whole list, on every link of
-    /// a large to-many: inserting 40,000 objects under one manager took seconds for that alone.)
+    /// manager. (Holding the list while the edit changes it copies the whole list: when every link
+    /// did, inserting 40,000 objects under one manager took seconds for that alone. A link records
+    /// only what it added; a removal, which shifts the list anyway, records the list.)
     private func membersBeforeUndoableEdit(_ object: ManagedObject, _ index: Int) -> [Int] {
         undoManager == nil ? [] : object.toMany[index]?.ordered ?? []
     }

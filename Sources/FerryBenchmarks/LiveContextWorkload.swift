@@ -2,9 +2,9 @@
 // - iterating 1,000,000 objects with fetchBatchSize = 1000: peak resident memory (target < 100 MB);
 // - a grouped @sum over 1,000,000 rows against the hand-written SQL, in the same run (target <= 1.5x);
 // - a change notification for a commit made by another process (target p50 <= 5 ms);
-// - links into one large to-many relationship: 40,000 against 10,000 in the same run, which
-//   should take about 4x as long (each link costs the same); a link that copied the members
-//   made it quadratic (issue 25's undo records, before they were taken only with an undo manager).
+// - links into one large to-many relationship, without and with an undo manager: 40,000 against
+//   10,000 in the same run, which should take about 4x as long (each link costs the same). Issue
+//   25's undo records once copied the members at every link, which made it quadratic.
 import Foundation
 import GRDBSQLite
 import FerryModel

@@ -2,9 +2,10 @@
 // - iterating 1,000,000 objects with fetchBatchSize = 1000: peak resident memory (target < 100 MB);
 // - a grouped @sum over 1,000,000 rows against the hand-written SQL, in the same run (target <= 1.5x);
 // - a change notification for a commit made by another process (target p50 <= 5 ms);
-// - links into one large to-many relationship, without and with an undo manager: 40,000 against
-//   10,000 in the same run, which should take about 4x as long (each link costs the same). Issue
-//   25's undo records once copied the members at every link, which made it quadratic.
+// - links into one large to-many relationship, without and with an undo manager, and unlinks from
+//   it: 40,000 against 10,000 in the same run, which should take about 4x as long (each edit costs
+//   the same). Issue 25's undo records once copied the members at every link, and every removal
+//   searched and shifted the list: both made it quadratic.
 import Foundation
 import GRDBSQLite
 import FerryModel
@@ -49,6 +50,25 @@ enum LiveContextWorkload {
             print(String(format: "links into one to-many%@: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the links (linear: about 4x)",
                          undo ? ", with an undo manager" : "", small, one * 1000, 4 * small, four * 1000, four / one))
         }
+        // Taking them out one at a time, oldest first: the worst case for a list that is searched
+        // and shifted at each removal, as it was before 2026-11-28 (docs/PERFORMANCE.md).
+        func unlink(_ count: Int) throws -> Double {
+            let context = try PersistentContainer(store: InMemoryStore(model: model), classes: ["Person": OrgChartPerson.self]).newContext()
+            let manager = try context.insert(OrgChartPerson.self)
+            var people: [OrgChartPerson] = []
+            for _ in 0..<count {
+                let person = try context.insert(OrgChartPerson.self)
+                person.manager = manager
+                people.append(person)
+            }
+            return try seconds {
+                for person in people { person.manager = nil }
+            }
+        }
+        let one = try unlink(small)
+        let four = try unlink(4 * small)
+        print(String(format: "unlinks from one to-many, oldest first: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the unlinks (linear: about 4x)",
+                     small, one * 1000, 4 * small, four * 1000, four / one))
     }
 
     /// `count` people through raw statements, managers as in W1 (the workload reads; how they were

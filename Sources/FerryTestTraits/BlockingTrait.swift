@@ -50,6 +50,15 @@ extension BlockingTrait {
 
     /// How many test cases under the trait may run at once (`FERRY_TEST_BLOCKING_WIDTH`, 2 unless set).
     public static var permits: Int { BlockingWork.permits }
+
+    /// Starts `body` as a task on the trait's threads instead of Swift's cooperative pool: for a
+    /// task a test starts and then waits on within a bound (a listener counting signals). In a full
+    /// run the pool's threads can be busy with other suites' work for seconds, and a task waiting
+    /// for one of them misses the bound though nothing is wrong (`Task.detached` waits there).
+    @discardableResult
+    public static func task<Success: Sendable>(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
+        Task(executorPreference: BlockingWork.executor, operation: body)
+    }
 }
 
 extension Trait where Self == BlockingTrait {

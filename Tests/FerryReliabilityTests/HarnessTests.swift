@@ -61,6 +61,12 @@ struct BlockingTraitTests {
         #expect(BlockingTrait.isRunningOnItsThreads)
     }
 
+    @Test("A task a test starts through the trait runs on the trait's threads, as Task.detached does not")
+    func startedTask() async {
+        #expect(await BlockingTrait.task { BlockingTrait.isRunningOnItsThreads }.value)
+        #expect(await Task.detached { BlockingTrait.isRunningOnItsThreads }.value == false)
+    }
+
     /// How many cases of ``atMostPermitsAtOnce(case:)`` are running, and the most that ever were.
     static let running = Mutex((now: 0, most: 0))
 

@@ -11,7 +11,8 @@ import FerryTestSupport
 /// connection, or from another process on the same file — without polling the store.
 @Suite("Commit signals", .blocking)
 struct CommitSignalTests {
-    /// Counts the signals of one subscription, from a task of its own.
+    /// Counts the signals of one subscription, from a task of its own on the `.blocking` trait's
+    /// threads (a full run once kept the cooperative pool busy past the tests' 10-second bound).
     final class Listener: Sendable {
         private final class Count: Sendable { let value = Atomic<Int>(0) }
         private let count = Count()
@@ -20,7 +21,7 @@ struct CommitSignalTests {
         init(_ store: SQLiteStore) {
             let stream = store.commits()
             let count = self.count
-            task = Task.detached {
+            task = BlockingTrait.task {
                 for await _ in stream { count.value.add(1, ordering: .relaxed) }
             }
         }

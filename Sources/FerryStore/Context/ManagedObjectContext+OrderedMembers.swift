@@ -24,6 +24,7 @@ extension ManagedObjectContext {
     package func reorder(_ owner: ManagedObject, relationship name: String, as members: [ManagedObject]) throws(ContextError) {
         guard let index = owner.runtime.propertyIndex(named: name) else { return }
         try loadToMany(owner, index)
+        owner.toMany[index]?.compact()  // (the loop reads the members at every position)
         for (position, member) in members.enumerated() {
             guard let current = owner.toMany[index]?.ordered, position < current.count, current[position] != member.key else { continue }
             try primitiveMove(owner, index, member, to: position)

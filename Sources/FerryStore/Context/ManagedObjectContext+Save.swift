@@ -364,9 +364,12 @@ extension ManagedObjectContext {
         object.committedAttributes = object.attributes
         object.committedToOne = object.toOne
         if !object.toMany.isEmpty {
-            var toMany = object.toMany
-            for (index, members) in toMany where members.committed != members.ordered { toMany[index]?.committed = members.ordered }
-            object.toMany = toMany
+            // (In place: the member lists drop their vacant slots, then become the committed ones.)
+            for index in object.runtime.kinds.indices where object.toMany[index] != nil {
+                object.toMany[index]?.compact()
+                guard let members = object.toMany[index], members.committed != members.ordered else { continue }
+                object.toMany[index]?.committed = members.ordered
+            }
         }
         if !object.changedIndexes.isEmpty { object.changedIndexes.removeAll() }
         if !object.quietIndexes.isEmpty { object.quietIndexes.removeAll() }

@@ -23,7 +23,8 @@ struct RelationshipMembers {
         if keys.count > Self.mapThreshold { rebuildMap() }
     }
 
-    /// The members, in order.
+    /// The members, in order. Filtered out of the slots while some are vacant: read it once, or
+    /// ``compact()`` first, where a loop would read it again and again.
     var ordered: [Int] {
         vacantCount == 0 ? slots : slots.filter { $0 != Self.vacant }
     }
@@ -73,7 +74,7 @@ struct RelationshipMembers {
     }
 
     /// Drops the vacant slots (the members keep their order).
-    private mutating func compact() {
+    mutating func compact() {
         guard vacantCount > 0 else { return }
         slots.removeAll { $0 == Self.vacant }
         vacantCount = 0

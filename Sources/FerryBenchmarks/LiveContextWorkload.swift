@@ -5,7 +5,8 @@
 // - links into one large to-many relationship, without and with an undo manager, and unlinks from
 //   it: 40,000 against 10,000 in the same run, which should take about 4x as long (each edit costs
 //   the same). Issue 25's undo records once copied the members at every link, and every removal
-//   searched and shifted the list: both made it quadratic.
+//   searched and shifted the list: both made it quadratic. Also inserts at the front of an ordered
+//   to-many, which a map of member slots rebuilt at every insert once made 45x slower.
 import Foundation
 import GRDBSQLite
 import FerryModel
@@ -33,14 +34,31 @@ enum LiveContextWorkload {
     }
 
     /// Inserts `small`, then `4 × small` people under one manager (one context, not saved), without
-    /// and with an undo manager: the time per link should not grow with the relationship.
+    /// and with an undo manager, then unlinks as many one at a time: the time per edit should not
+    /// grow with the relationship. Then inserts at the front of an ordered to-many, which shift
+    /// the list by nature: printed for comparison with the figures in docs/PERFORMANCE.md.
     static func largeToMany(model: ManagedObjectModel, small: Int = 10_000) throws {
-        func link(_ count: Int, undo: Bool) throws -> Double {
+        func newContext(undo: Bool = false) throws -> ManagedObjectContext {
             let context = try PersistentContainer(store: InMemoryStore(model: model), classes: ["Person": OrgChartPerson.self]).newContext()
             if undo { context.undoManager = ContextUndoManager() }
+            return context
+        }
+        func link(_ count: Int, undo: Bool) throws -> Double {
+            let context = try newContext(undo: undo)
             let manager = try context.insert(OrgChartPerson.self)
             return try seconds {
                 for _ in 0..<count { try context.insert(OrgChartPerson.self).manager = manager }
+            }
+        }
+        // Taken out one at a time, oldest first: the worst case for a list that is searched and
+        // shifted at each removal, as it was before 2026-11-28.
+        func unlink(_ count: Int) throws -> Double {
+            let context = try newContext()
+            let manager = try context.insert(OrgChartPerson.self)
+            let people = try (0..<count).map { _ in try context.insert(OrgChartPerson.self) }
+            for person in people { person.manager = manager }
+            return try seconds {
+                for person in people { person.manager = nil }
             }
         }
         for undo in [false, true] {
@@ -50,25 +68,20 @@ enum LiveContextWorkload {
             print(String(format: "links into one to-many%@: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the links (linear: about 4x)",
                          undo ? ", with an undo manager" : "", small, one * 1000, 4 * small, four * 1000, four / one))
         }
-        // Taking them out one at a time, oldest first: the worst case for a list that is searched
-        // and shifted at each removal, as it was before 2026-11-28 (docs/PERFORMANCE.md).
-        func unlink(_ count: Int) throws -> Double {
-            let context = try PersistentContainer(store: InMemoryStore(model: model), classes: ["Person": OrgChartPerson.self]).newContext()
-            let manager = try context.insert(OrgChartPerson.self)
-            var people: [OrgChartPerson] = []
-            for _ in 0..<count {
-                let person = try context.insert(OrgChartPerson.self)
-                person.manager = manager
-                people.append(person)
-            }
-            return try seconds {
-                for person in people { person.manager = nil }
-            }
-        }
         let one = try unlink(small)
         let four = try unlink(4 * small)
         print(String(format: "unlinks from one to-many, oldest first: %d in %.1f ms, %d in %.1f ms: %.1fx for 4x the unlinks (linear: about 4x)",
                      small, one * 1000, 4 * small, four * 1000, four / one))
+        let ordered = try ManagedObjectModel {
+            Entity("List") { Relationship("items", to: "Item", inverse: "list", toMany: true, ordered: true) }
+            Entity("Item") { Relationship("list", to: "List", inverse: "items") }
+        }
+        let context = try PersistentContainer(store: InMemoryStore(model: ordered)).newContext()
+        let items = try context.insert(entityName: "List").mutableSetValue(forKey: "items")
+        let front = try seconds {
+            for _ in 0..<small { try items.insert(try context.insert(entityName: "Item"), at: 0) }
+        }
+        print(String(format: "inserts at the front of an ordered to-many: %d in %.1f ms (each shifts the list)", small, front * 1000))
     }
 
     /// `count` people through raw statements, managers as in W1 (the workload reads; how they were

@@ -488,7 +488,6 @@ public final class ManagedObjectContext {
         return object
     }
 
-    /// Records that a saved object's property changed.
     /// Stamps an object with the context's next edit count. Every edit of an object's values or of
     /// its pending state calls it, so that whether a `willSave` round changed an object is one comparison.
     func noteEdit(_ object: ManagedObject) {
@@ -496,6 +495,7 @@ public final class ManagedObjectContext {
         object.lastEdit = editCount
     }
 
+    /// Records that an object's property changed (and, for a saved object, that it is updated).
     func markChanged(_ object: ManagedObject, _ index: Int) {
         noteEdit(object)
         guard !object.isInserted else { return }

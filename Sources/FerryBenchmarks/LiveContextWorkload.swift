@@ -57,7 +57,7 @@ enum LiveContextWorkload {
             let manager = try context.insert(OrgChartPerson.self)
             let people = try (0..<count).map { _ in try context.insert(OrgChartPerson.self) }
             for person in people { person.manager = manager }
-            return try seconds {
+            return seconds {
                 for person in people { person.manager = nil }
             }
         }

@@ -394,6 +394,9 @@ public final class SQLiteStore: PersistentStore {
         return watcher.commits()
     }
 
+    /// The commit watcher, once ``commits()`` made it (for tests and diagnostics).
+    var commitWatcher: CommitWatcher? { watcher.withLock { $0 } }
+
     // MARK: - Helpers
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {

@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
+import GRDB
 import FerryTestTraits
 import FerryModel
 import FerryStore
-import FerrySQLite
+@testable import FerrySQLite
 import FerryTestSupport
 
 /// `SQLiteStore.commits()`: a signal after each commit, from this store, from another
@@ -71,6 +72,55 @@ struct CommitSignalTests {
         try context.make("Person", ["name": "Jane"])
         try context.save()
         #expect(await listener.wait(for: 1) == 1, "the other connection's save was not signalled exactly once")
+    }
+
+    @Test("A commit is seen at its announcement, and its many writes to the log do not wake the watcher each")
+    func announcedCommitWakesOnce() async throws {
+        let (directory, watched, other) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
+        let listener = Listener(watched)
+        // A first commit: the watcher learns that this file's writer announces.
+        let context = other.newContext()
+        try context.make("Person", ["name": "First"])
+        try context.save()
+        #expect(await listener.wait(for: 1) == 1)
+        let watcher = try #require(watched.commitWatcher)
+        let before = watcher.statistics
+        // Five commits of some 150 pages: two writes to the log each, every one an inotify event.
+        for commit in 0..<5 {
+            for index in 0..<1_500 { try context.make("Person", ["name": "Person \(commit).\(index) " + String(repeating: "x", count: 300)]) }
+            try context.save()
+            #expect(await listener.wait(for: 2 + commit) == 2 + commit, "the commit was not signalled exactly once")
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        let after = watcher.statistics
+        // (A check may see the commit a moment before its announcement comes.)
+        #expect(after.announcements > before.announcements, "the commit was not announced: \(before) → \(after)")
+        // Wake-ups that checked nothing were for events: each commit's first write heard, and no
+        // more (the scheduled checks and the announcements each read `data_version`).
+        let eventWakeUps = (after.wakeUps - before.wakeUps) - (after.checks - before.checks)
+        #expect(eventWakeUps <= 5 * 2, "the watcher woke for the commit's writes: \(before) → \(after)")
+    }
+
+    @Test("A writer that does not announce its commits (plain SQLite) is seen, before and after announced ones")
+    func unannouncedWriter() async throws {
+        let (directory, watched, other) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
+        let plain = try DatabaseQueue(path: directory.file("shared.sqlite"))
+        try await plain.write { db in try db.execute(sql: "CREATE TABLE elsewhere (x INTEGER)") }
+        let listener = Listener(watched)
+        try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
+        #expect(await listener.wait(for: 1) == 1, "a plain SQLite commit was not signalled")
+        // An announced commit, then a plain one: the watcher expects announcements by then, and
+        // must still see the plain commit by its checks.
+        let context = other.newContext()
+        try context.make("Person", ["name": "Announced"])
+        try context.save()
+        #expect(await listener.wait(for: 2) == 2)
+        try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (2)") }
+        #expect(await listener.wait(for: 3) == 3, "a plain commit after an announced one was not signalled")
+        let statistics = try #require(watched.commitWatcher).statistics
+        #expect(statistics.checkedCommits >= 2, "\(statistics)")
     }
 
     @Test("A save by another process (ferry put) on the same file signals")

@@ -30,6 +30,8 @@ final class BackgroundCheckpointer: Sendable {
     let writerThreshold: Int32
 
     private let path: String
+    /// Tells the store's watchers of each commit (from the same hook: see ``CommitAnnouncer``).
+    private let announcer: CommitAnnouncer
     /// Where checkpoints run (internal for tests, which hold it back).
     let queue = DispatchQueue(label: "ferry.checkpoint", qos: .utility)
     private let isScheduled = Atomic<Bool>(false)
@@ -45,6 +47,7 @@ final class BackgroundCheckpointer: Sendable {
 
     init(path: String, backgroundThreshold: Int32 = sqliteDefaultThreshold, writerThreshold: Int32 = 10_000) {
         self.path = path
+        self.announcer = CommitAnnouncer(storePath: path)
         self.backgroundThreshold = backgroundThreshold
         self.writerThreshold = writerThreshold
     }
@@ -79,8 +82,10 @@ final class BackgroundCheckpointer: Sendable {
         queue.sync {}
     }
 
-    /// Called by SQLite after each commit on the writer with the log's size in pages.
+    /// Called by SQLite after each commit on the writer (published, the write lock released)
+    /// with the log's size in pages.
     private func logGrew(to pages: Int32, writer: OpaquePointer?) {
+        announcer.announce()
         if pages >= writerThreshold {
             sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
         } else if pages >= backgroundThreshold, !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {

@@ -1,0 +1,253 @@
+import Foundation
+import GRDB
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The commit watcher's thread: inotify on the store's folder (Linux), `data_version` read when
+/// a commit is announced, and checked after a write to the log by a writer that may not announce.
+///
+/// A commit by a Ferry store is announced (``CommitAnnouncer``) once it is published: the watcher
+/// reads `data_version` at once, and that is all a commit costs it. Writes to the log come first,
+/// two per page the commit writes, and each would wake the watcher's thread — on a machine with
+/// few cores, taking the processor from the very writer it waits for — so once one write is
+/// heard, the watcher stops listening for writes until the commit is seen: it then follows it by
+/// checks of `data_version` on a schedule (for a writer that does not announce: another program
+/// on the same file), and hears only announcements. Once a commit is seen, the writes heard
+/// meanwhile are let go, and a few later checks stand in for them.
+///
+/// Armed when it is made — the watches added and the first `data_version` read before the
+/// initializer returns — so that a commit made once ``SQLiteStore/commits()`` has returned is
+/// never missed, however late the thread gets to run.
+final class WatchLoop: Sendable {
+    /// What the watcher did, for tests and diagnostics.
+    struct Statistics: Sendable, Equatable {
+        /// Times the thread woke (an event or a check due).
+        var wakeUps = 0
+        /// Reads of `data_version`.
+        var checks = 0
+        /// Announcements heard (a commit may also be seen by a check just before its announcement).
+        var announcements = 0
+        /// Commits seen at their announcement.
+        var announcedCommits = 0
+        /// Commits seen by a check.
+        var checkedCommits = 0
+    }
+
+    private let walName: [UInt8]
+    /// Written to by ``stop()`` to wake the thread.
+    private let stopPipe: (read: Int32, write: Int32)
+    private let stopped = Atomic<Bool>(false)
+    /// The watcher's own connection, for `PRAGMA data_version`.
+    private let connection: DatabaseQueue
+    /// `data_version` when the watcher was armed.
+    private let initialVersion: Int64?
+    /// Writes to the log, and its creation; nil where inotify cannot be used.
+    private let writes: FolderWatch?
+    /// Announced commits (the log's times touched); nil where inotify cannot be used.
+    private let announcements: FolderWatch?
+    private let counters = Mutex(Statistics())
+
+    /// Delays after a write to the log at which `data_version` is read, in microseconds, while the
+    /// file's writer is not known to announce its commits: every 0.1 ms for the first 3 ms (a
+    /// commit's sync, 0.3–1 ms here, lies between its last write and its publication, and each
+    /// check after it is latency for every reader: a read costs a few microseconds), then every
+    /// 0.5 ms to 10 ms, every 2 ms to 50 ms and every 10 ms to half a second, for a slow disk.
+    /// The checks stop at the first change.
+    static let checkSchedule: [Int] = Array(stride(from: 100, to: 3_000, by: 100)) + Array(stride(from: 3_000, to: 10_000, by: 500))
+        + Array(stride(from: 10_000, to: 50_000, by: 2_000)) + Array(stride(from: 50_000, through: 500_000, by: 10_000))
+    /// The same while the last commit seen was announced: its writer's next commit will be too,
+    /// so the checks only stand in for a writer that does not announce (seen 1 ms late, once:
+    /// the watcher then goes back to ``checkSchedule``).
+    static let announcedCheckSchedule: [Int] = [1_000, 2_000, 3_000, 5_000, 7_500] + Array(stride(from: 10_000, through: 500_000, by: 10_000))
+    /// Checks after a commit is seen, in microseconds: for a commit whose writes were heard (and
+    /// let go) while the one seen was followed, by a writer that does not announce.
+    static let afterCommitSchedule: [Int] = [2_000, 10_000, 50_000, 250_000, 500_000]
+    /// How long after a commit a check saw its announcement may still come, in nanoseconds.
+    static let announcementDelay: UInt64 = 1_000_000
+    /// How often `data_version` is read when inotify cannot be used.
+    static let fallbackInterval = 50
+
+    init?(path: String) {
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let connection = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return nil }
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        stopPipe = (fds[0], fds[1])
+        let url = URL(fileURLWithPath: path)
+        walName = Array((url.lastPathComponent + "-wal").utf8)
+        self.connection = connection
+        let folder = url.deletingLastPathComponent().path
+        let writes = FolderWatch(folder: folder, mask: FolderWatch.writesAndNewFiles)
+        let announcements = FolderWatch(folder: folder, mask: FolderWatch.metadataChanges)
+        if let writes, let announcements {
+            self.writes = writes
+            self.announcements = announcements
+        } else {
+            writes?.close()
+            announcements?.close()
+            self.writes = nil
+            self.announcements = nil
+        }
+        initialVersion = Self.dataVersion(on: connection)
+    }
+
+    var statistics: Statistics { counters.withLock { $0 } }
+
+    /// SQLite's `PRAGMA data_version` on `connection` (a cached statement: read hundreds of
+    /// times a second while commits come in).
+    private static func dataVersion(on connection: DatabaseQueue) -> Int64? {
+        try? connection.inDatabase { db in try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) }
+    }
+
+    func start(onCommit: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in run(onCommit: onCommit) }
+        thread.name = "ferry-commit-watcher"
+        thread.start()
+    }
+
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        var byte: UInt8 = 1
+        _ = write(stopPipe.write, &byte, 1)
+    }
+
+    private func run(onCommit: @Sendable () -> Void) {
+        defer {
+            close(stopPipe.read)
+            close(stopPipe.write)
+            writes?.close()
+            announcements?.close()
+        }
+        guard let writes, let announcements else {
+            runWithoutInotify(onCommit: onCommit)
+            return
+        }
+        var lastVersion = initialVersion
+        /// Reads `data_version`; true (and remembered) when it changed.
+        func changed() -> Bool {
+            counters.withLock { $0.checks += 1 }
+            guard let version = Self.dataVersion(on: connection), version != lastVersion else { return false }
+            lastVersion = version
+            return true
+        }
+        // Pending checks: deadlines in uptime nanoseconds.
+        var checks: [UInt64] = []
+        func schedule(_ delays: [Int], from now: UInt64) {
+            checks = delays.map { now + UInt64($0) * 1_000 }
+        }
+        // A write to the log was heard and its commit not seen yet: writes are not listened to.
+        var followingWrite = false
+        // The file's writer announces its commits: the last commit seen was announced, or a
+        // check saw it just before its announcement came.
+        var writerAnnounces = false
+        // When a check saw the last commit (nil once its announcement came, or did not in time).
+        var unannouncedSince: UInt64?
+        func seen(announced: Bool, at now: UInt64) {
+            counters.withLock { announced ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
+            if announced { writerAnnounces = true }
+            unannouncedSince = announced ? nil : now
+            onCommit()
+            // The writes heard so far were this commit's, or another's that the next checks see.
+            _ = writes.drain(mentioning: walName)
+            followingWrite = false
+            schedule(Self.afterCommitSchedule, from: now)
+        }
+
+        while !stopped.load(ordering: .relaxed) {
+            let now = DispatchTime.now().uptimeNanoseconds
+            let wait = checks.first.map { $0 <= now ? 0 : min(1_000_000_000, $0 - now) }
+            var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: announcements.descriptor, events: Int16(POLLIN), revents: 0)]
+            if !followingWrite { fds.append(pollfd(fd: writes.descriptor, events: Int16(POLLIN), revents: 0)) }
+            let ready = Self.poll(&fds, nanoseconds: wait)
+            if ready < 0 && errno != EINTR { return }
+            if fds[0].revents != 0 { return }
+            counters.withLock { $0.wakeUps += 1 }
+            let announced = fds[1].revents & Int16(POLLIN) != 0 && announcements.drain(mentioning: walName)
+            let written = fds.count > 2 && fds[2].revents & Int16(POLLIN) != 0 && writes.drain(mentioning: walName)
+            let current = DispatchTime.now().uptimeNanoseconds
+            if announced {
+                counters.withLock { $0.announcements += 1 }
+                writerAnnounces = true
+                unannouncedSince = nil
+                if changed() {
+                    seen(announced: true, at: current)
+                    continue
+                }
+            } else if let since = unannouncedSince, current - since > Self.announcementDelay {
+                // The commit a check saw was not announced: its writer does not announce.
+                writerAnnounces = false
+                unannouncedSince = nil
+            }
+            if written {
+                followingWrite = true
+                schedule(writerAnnounces ? Self.announcedCheckSchedule : Self.checkSchedule, from: current)
+            }
+            if let first = checks.first, first <= current {
+                checks.removeAll { $0 <= current }
+                if changed() {
+                    seen(announced: false, at: current)
+                } else if checks.isEmpty {
+                    followingWrite = false
+                }
+            }
+        }
+    }
+
+    /// Without inotify: `data_version` every ``fallbackInterval`` milliseconds.
+    private func runWithoutInotify(onCommit: @Sendable () -> Void) {
+        var lastVersion = initialVersion
+        while !stopped.load(ordering: .relaxed) {
+            var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)]
+            let ready = Self.poll(&fds, nanoseconds: UInt64(Self.fallbackInterval) * 1_000_000)
+            if ready < 0 && errno != EINTR { return }
+            if fds[0].revents != 0 { return }
+            counters.withLock { $0.wakeUps += 1; $0.checks += 1 }
+            if let version = Self.dataVersion(on: connection), version != lastVersion {
+                lastVersion = version
+                counters.withLock { $0.checkedCommits += 1 }
+                onCommit()
+            }
+        }
+    }
+
+    /// Waits for an event on `fds`, at most `nanoseconds` (nil: until one comes).
+    ///
+    /// With ppoll(2), so that a wait shorter than a millisecond (between two checks) still ends at
+    /// an event, such as the announcement of the very commit being waited for. Without it,
+    /// poll(2) counts in milliseconds: a shorter wait is slept through, then the events are
+    /// looked at.
+    private static func poll(_ fds: inout [pollfd], nanoseconds: UInt64?) -> Int32 {
+        if let ppoll = preciseWait {
+            guard let nanoseconds else { return ppoll(&fds, nfds_t(fds.count), nil, nil) }
+            var timeout = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+            return ppoll(&fds, nfds_t(fds.count), &timeout, nil)
+        }
+        let timeout: Int32
+        switch nanoseconds {
+        case nil: timeout = -1
+        case let nanoseconds? where nanoseconds >= 1_000_000: timeout = Int32(nanoseconds / 1_000_000)
+        case let nanoseconds?:
+            if nanoseconds > 0 { usleep(UInt32(nanoseconds / 1_000)) }
+            timeout = 0
+        }
+        return Glibc.poll(&fds, nfds_t(fds.count), timeout)
+    }
+
+    private typealias PreciseWait = @convention(c) (UnsafeMutablePointer<pollfd>?, nfds_t, UnsafePointer<timespec>?, UnsafeRawPointer?) -> Int32
+
+    /// The C library's `ppoll`, looked up by name: Swift's Glibc module does not declare it
+    /// (glibc declares it only for `_GNU_SOURCE`). Nil where the library has none.
+    private static let preciseWait: PreciseWait? = {
+        #if os(Linux)
+        dlsym(nil, "ppoll").map { unsafeBitCast($0, to: PreciseWait.self) }
+        #else
+        nil
+        #endif
+    }()
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -116,16 +117,26 @@ enum ReplicationWorkload {
         defer { a.stop(); b.stop() }
         let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
         let reader = try SQLiteStore(path: b.store, model: model)
-        // B's commits wake the check (as they would an application's), instead of a poll whose
-        // interval would add to every figure; a check still runs every 2 ms regardless.
-        let committed = DispatchSemaphore(value: 0)
-        let watching = Task.detached {
-            for await _ in reader.commits() { committed.signal() }
+        // B's commits wake the check, as they would an application waiting for the object: the
+        // loop reads after each signal of the store's commit stream (no poll, no hand-off to
+        // another thread). A watchdog ends the run when one wait outlasts 10 s.
+        var commits = reader.commits().makeAsyncIterator()
+        let progress = Progress()
+        let watchdog = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                if progress.stalled(for: 10_000_000_000) {
+                    FileHandle.standardError.write(Data("W4: B did not show a save within 10 s\n".utf8))
+                    _ = a.stop()
+                    _ = b.stop()
+                    exit(1)
+                }
+            }
         }
-        defer { watching.cancel() }
+        defer { watchdog.cancel() }
         /// Saves one object on A and returns the milliseconds until B has it, from the call to
         /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
-        func saveAndWait(_ name: String) throws -> (fromSave: Double, fromCommit: Double) {
+        func saveAndWait(_ name: String) async throws -> (fromSave: Double, fromCommit: Double) {
             let person = try writer.insert(entityName: "Person")
             try person.setValue(name, forKey: "name")
             let start = DispatchTime.now().uptimeNanoseconds
@@ -133,24 +144,25 @@ enum ReplicationWorkload {
             let returned = DispatchTime.now().uptimeNanoseconds
             let uri = person.objectID.uriString
             while try reader.localObjectID(forOriginURI: uri) == nil {
-                guard DispatchTime.now().uptimeNanoseconds - start < 10_000_000_000 else { throw RawSQLiteError.failed("B did not show '\(name)' within 10 s") }
-                _ = committed.wait(timeout: .now() + .milliseconds(2))
+                guard await commits.next() != nil else { throw RawSQLiteError.failed("B's commit stream ended") }
             }
             let seen = DispatchTime.now().uptimeNanoseconds
+            progress.note()
             return (Double(seen - start) / 1e6, Double(seen - returned) / 1e6)
         }
         // Not counted: the first save opens the connection between the daemons and prepares what
         // later saves reuse. (B starts before A, so A's first pull finds B listening and no backoff
         // is left over from the start; it once was, which made the first save last a second.)
-        let warmUp = try saveAndWait("W4 warm-up")
+        let warmUp = try await saveAndWait("W4 warm-up")
         print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.fromSave))
         var latencies: [Double] = []
         var fromCommit: [Double] = []
         for index in 0..<samples {
-            let sample = try saveAndWait("W4 \(index)")
+            let sample = try await saveAndWait("W4 \(index)")
             latencies.append(sample.fromSave)
             fromCommit.append(sample.fromCommit)
             usleep(UInt32.random(in: 20_000...60_000))  // saves spread out, not in one burst
+            progress.note()
         }
         latencies.sort()
         fromCommit.sort()
@@ -167,5 +179,16 @@ enum ReplicationWorkload {
             print("  \(peer.name)'s daemon logged \(failures.count) failed sync round(s)" + (failures.isEmpty ? "" : ":"))
             for line in failures.prefix(5) { print("    \(line)") }
         }
+    }
+}
+
+/// When the latency run last made progress, for its watchdog.
+private final class Progress: Sendable {
+    private let last = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+
+    func note() { last.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+    func stalled(for nanoseconds: UInt64) -> Bool {
+        DispatchTime.now().uptimeNanoseconds - last.load(ordering: .relaxed) > nanoseconds
     }
 }

@@ -43,17 +43,23 @@ extension SQLiteStore: ReplicaStore {
     /// The local ID of an object named by origin URI: this store's own URIs
     /// directly, others through the identity map; nil when it never arrived.
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
-        // A merged duplicate's URI names its survivor.
-        let uri = try aliases(of: [uri])[uri] ?? uri
-        guard case .success(let parts) = ObjectURIComponents.parse(uri), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
-            return nil
-        }
         let layout = self.layout
         let store = identifier
-        // The map first: it also holds this store's own objects that were deleted and brought back (on a new row).
-        if let mapped = try read({ db in try HistoryLog(db: db, store: store).row(of: uri, layout: layout) }) {
+        // One read (an application waiting for a replicated object asks this after every commit):
+        // a merged duplicate's URI names its survivor; then the map, which also holds this store's
+        // own objects that were deleted and brought back (on a new row).
+        let (survivor, mapped) = try read { db in
+            let log = HistoryLog(db: db, store: store)
+            let survivor = try log.survivors(of: [uri])[uri] ?? uri
+            return (survivor, try log.row(of: survivor, layout: layout))
+        }
+        if let mapped {
             return .permanent(entityName: mapped.entity, store: store, primaryKey: mapped.key)
         }
+        guard case .success(let parts) = ObjectURIComponents.parse(survivor), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
+            return nil
+        }
+        let uri = survivor
         guard origin == identifier, let id = ownObjectID(parts) else { return nil }
         // A row that holds an object from elsewhere is not named by its number.
         return try lookUp(originURIs: [uri]).own[uri] == id ? id : nil

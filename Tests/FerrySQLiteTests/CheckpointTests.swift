@@ -55,6 +55,27 @@ struct CheckpointTests {
         #expect(count == 400)
     }
 
+    @Test("A tight loop of small commits keeps the log near the threshold, not growing with every checkpoint")
+    func smallCommitsRestartTheLog() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("wal.sqlite")
+        let queue = try walQueue(path)
+        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }  // as a store's
+        let checkpointer = BackgroundCheckpointer(path: path, backgroundThreshold: 100, writerThreshold: 20_000)
+        queue.inDatabase { db in checkpointer.install(on: db) }
+        defer { queue.inDatabase { db in checkpointer.uninstall(from: db) } }
+        // Commits of a page or two each, one right after another: a background checkpoint is
+        // still running when the next commit begins, so the log never restarts by itself.
+        var largest = 0
+        for _ in 0..<3_000 {
+            try queue.write { db in try db.execute(sql: "INSERT INTO t VALUES (randomblob(100))") }
+            largest = max(largest, fileSize(path + "-wal"))
+        }
+        let pageSize = try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } ?? 4096
+        let bound = 4 * 100 * (pageSize + 24)
+        #expect(largest <= bound, "the log grew to \(largest) bytes (\(largest / (pageSize + 24)) frames; threshold 100)")
+    }
+
     @Test("With the queue out of the way, the writer checkpoints itself past its threshold")
     func writerCheckpointsWhenFarBehind() throws {
         let directory = TemporaryDirectory()

@@ -38,12 +38,18 @@ final class BackgroundCheckpointer: Sendable {
     /// The checkpoint's own connection, used on `queue` only.
     private let connection = Mutex<DatabaseQueue?>(nil)
     private let completedCount = Atomic<Int>(0)
+    /// The log's frames when the last background checkpoint had copied every one of them
+    /// (0 when it could not, or once the writer has looked).
+    private let backfilledFrames = Atomic<Int32>(0)
     /// False once removed from the writer: a checkpoint still queued then does nothing (the store
     /// is closing, and its file may be gone; opening it would create an empty one).
     private let isInstalled = Atomic<Bool>(false)
 
     /// SQLite's own threshold for its automatic checkpoint (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
     static let sqliteDefaultThreshold: Int32 = 1_000
+    /// At most this many frames past a background checkpoint that copied the whole log, the
+    /// writer copies them itself (see ``logGrew(to:writer:)``).
+    static let writerCatchUpFrames: Int32 = 64
 
     init(path: String, backgroundThreshold: Int32 = sqliteDefaultThreshold, writerThreshold: Int32 = 10_000) {
         self.path = path
@@ -84,11 +90,25 @@ final class BackgroundCheckpointer: Sendable {
 
     /// Called by SQLite after each commit on the writer (published, the write lock released)
     /// with the log's size in pages.
+    ///
+    /// The log starts again from its beginning (and stops growing) only when a write transaction
+    /// begins after a checkpoint has copied all of it. Commits that follow each other closely (a
+    /// loop of small saves) each begin while the queue's checkpoint is still copying the one
+    /// before, so the log never restarted: it grew by every commit, up to ``writerThreshold``,
+    /// and each commit asked for one more checkpoint (two more syncs). So when the queue's last
+    /// checkpoint copied the whole log and only a few commits' frames came since, the writer
+    /// copies those few itself, now: its next transaction starts the log again.
     private func logGrew(to pages: Int32, writer: OpaquePointer?) {
         announcer.announce()
         if pages >= writerThreshold {
             sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
-        } else if pages >= backgroundThreshold, !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {
+            return
+        }
+        guard pages >= backgroundThreshold else { return }
+        let backfilled = backfilledFrames.exchange(0, ordering: .acquiringAndReleasing)
+        if backfilled > 0, pages > backfilled, pages - backfilled <= Self.writerCatchUpFrames {
+            sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        } else if !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {
             queue.async { self.checkpoint() }
         }
     }
@@ -104,7 +124,10 @@ final class BackgroundCheckpointer: Sendable {
             do {
                 // (A checkpoint syncs the log before and the file after at any `synchronous` but OFF.)
                 if connection == nil { connection = try DatabaseQueue(path: path) }
-                _ = try connection?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                if let frames = try connection?.writeWithoutTransaction({ db in try db.checkpoint(.passive) }),
+                   frames.walFrameCount > 0, frames.checkpointedFrameCount == frames.walFrameCount {
+                    backfilledFrames.store(Int32(clamping: frames.walFrameCount), ordering: .releasing)
+                }
                 completedCount.add(1, ordering: .releasing)
             } catch {
                 // Busy or failed: the next commit past the threshold asks again.

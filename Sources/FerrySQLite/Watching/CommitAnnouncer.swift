@@ -21,7 +21,8 @@ struct CommitAnnouncer: Sendable {
 
     /// An announcer for the store file at `storePath`.
     init(storePath: String) {
-        logPath = Array((storePath + "-wal").utf8CString)
+        // Absolute, so that a later change of the working directory does not lose the log.
+        logPath = Array((URL(fileURLWithPath: storePath).path + "-wal").utf8CString)
     }
 
     /// Touches the log's access and modification times. A failure (the log gone: the store is

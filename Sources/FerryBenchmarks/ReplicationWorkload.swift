@@ -162,7 +162,6 @@ enum ReplicationWorkload {
             latencies.append(sample.fromSave)
             fromCommit.append(sample.fromCommit)
             usleep(UInt32.random(in: 20_000...60_000))  // saves spread out, not in one burst
-            progress.note()
         }
         latencies.sort()
         fromCommit.sort()

@@ -59,10 +59,9 @@ extension SQLiteStore: ReplicaStore {
         guard case .success(let parts) = ObjectURIComponents.parse(survivor), let origin = parts.store, model.entity(named: parts.entityName) != nil else {
             return nil
         }
-        let uri = survivor
         guard origin == identifier, let id = ownObjectID(parts) else { return nil }
         // A row that holds an object from elsewhere is not named by its number.
-        return try lookUp(originURIs: [uri]).own[uri] == id ? id : nil
+        return try lookUp(originURIs: [survivor]).own[survivor] == id ? id : nil
     }
 
     /// The ID an object URI of this store names by itself (no lookup: the row may

@@ -100,17 +100,18 @@ final class BackgroundCheckpointer: Sendable {
     /// copies those few itself, now: its next transaction starts the log again.
     private func logGrew(to pages: Int32, writer: OpaquePointer?) {
         announcer.announce()
-        if pages >= writerThreshold {
+        if pages >= writerThreshold || (pages >= backgroundThreshold && writerCanFinish(pages)) {
             sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
-            return
-        }
-        guard pages >= backgroundThreshold else { return }
-        let backfilled = backfilledFrames.exchange(0, ordering: .acquiringAndReleasing)
-        if backfilled > 0, pages > backfilled, pages - backfilled <= Self.writerCatchUpFrames {
-            sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
-        } else if !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {
+        } else if pages >= backgroundThreshold, !isScheduled.exchange(true, ordering: .acquiringAndReleasing) {
             queue.async { self.checkpoint() }
         }
+    }
+
+    /// Whether the queue's last checkpoint copied the whole log and at most
+    /// ``writerCatchUpFrames`` came since (asked once per such checkpoint).
+    private func writerCanFinish(_ pages: Int32) -> Bool {
+        let backfilled = backfilledFrames.exchange(0, ordering: .acquiringAndReleasing)
+        return backfilled > 0 && pages > backfilled && pages - backfilled <= Self.writerCatchUpFrames
     }
 
     /// Runs one passive checkpoint on the queue's own connection.

@@ -123,10 +123,6 @@ final class WatchLoop: Sendable {
             writes?.close()
             announcements?.close()
         }
-        guard let writes, let announcements else {
-            runWithoutInotify(onCommit: onCommit)
-            return
-        }
         var lastVersion = initialVersion
         /// Reads `data_version`; true (and remembered) when it changed.
         func changed() -> Bool {
@@ -134,6 +130,10 @@ final class WatchLoop: Sendable {
             guard let version = Self.dataVersion(on: connection), version != lastVersion else { return false }
             lastVersion = version
             return true
+        }
+        guard let writes, let announcements else {
+            runWithoutInotify(changed: changed, onCommit: onCommit)
+            return
         }
         // Pending checks: deadlines in uptime nanoseconds.
         var checks: [UInt64] = []
@@ -149,8 +149,7 @@ final class WatchLoop: Sendable {
         var unannouncedSince: UInt64?
         func seen(announced: Bool, at now: UInt64) {
             counters.withLock { announced ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
-            if announced { writerAnnounces = true }
-            unannouncedSince = announced ? nil : now
+            if !announced { unannouncedSince = now }
             onCommit()
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName)
@@ -164,7 +163,7 @@ final class WatchLoop: Sendable {
             var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: announcements.descriptor, events: Int16(POLLIN), revents: 0)]
             if !followingWrite { fds.append(pollfd(fd: writes.descriptor, events: Int16(POLLIN), revents: 0)) }
-            let ready = Self.poll(&fds, nanoseconds: wait)
+            let ready = Self.wait(on: &fds, nanoseconds: wait)
             if ready < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
             counters.withLock { $0.wakeUps += 1 }
@@ -200,16 +199,14 @@ final class WatchLoop: Sendable {
     }
 
     /// Without inotify: `data_version` every ``fallbackInterval`` milliseconds.
-    private func runWithoutInotify(onCommit: @Sendable () -> Void) {
-        var lastVersion = initialVersion
+    private func runWithoutInotify(changed: () -> Bool, onCommit: @Sendable () -> Void) {
         while !stopped.load(ordering: .relaxed) {
             var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)]
-            let ready = Self.poll(&fds, nanoseconds: UInt64(Self.fallbackInterval) * 1_000_000)
+            let ready = Self.wait(on: &fds, nanoseconds: UInt64(Self.fallbackInterval) * 1_000_000)
             if ready < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
-            counters.withLock { $0.wakeUps += 1; $0.checks += 1 }
-            if let version = Self.dataVersion(on: connection), version != lastVersion {
-                lastVersion = version
+            counters.withLock { $0.wakeUps += 1 }
+            if changed() {
                 counters.withLock { $0.checkedCommits += 1 }
                 onCommit()
             }
@@ -219,24 +216,16 @@ final class WatchLoop: Sendable {
     /// Waits for an event on `fds`, at most `nanoseconds` (nil: until one comes).
     ///
     /// With ppoll(2), so that a wait shorter than a millisecond (between two checks) still ends at
-    /// an event, such as the announcement of the very commit being waited for. Without it,
-    /// poll(2) counts in milliseconds: a shorter wait is slept through, then the events are
-    /// looked at.
-    private static func poll(_ fds: inout [pollfd], nanoseconds: UInt64?) -> Int32 {
+    /// an event, such as the announcement of the very commit being waited for. Without it (a C
+    /// library without ppoll), poll(2), whose timeout counts whole milliseconds, rounded up.
+    private static func wait(on fds: inout [pollfd], nanoseconds: UInt64?) -> Int32 {
         if let ppoll = preciseWait {
             guard let nanoseconds else { return ppoll(&fds, nfds_t(fds.count), nil, nil) }
             var timeout = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
             return ppoll(&fds, nfds_t(fds.count), &timeout, nil)
         }
-        let timeout: Int32
-        switch nanoseconds {
-        case nil: timeout = -1
-        case let nanoseconds? where nanoseconds >= 1_000_000: timeout = Int32(nanoseconds / 1_000_000)
-        case let nanoseconds?:
-            if nanoseconds > 0 { usleep(UInt32(nanoseconds / 1_000)) }
-            timeout = 0
-        }
-        return Glibc.poll(&fds, nfds_t(fds.count), timeout)
+        let milliseconds = nanoseconds.map { Int32(clamping: ($0 + 999_999) / 1_000_000) } ?? -1
+        return poll(&fds, nfds_t(fds.count), milliseconds)
     }
 
     private typealias PreciseWait = @convention(c) (UnsafeMutablePointer<pollfd>?, nfds_t, UnsafePointer<timespec>?, UnsafeRawPointer?) -> Int32

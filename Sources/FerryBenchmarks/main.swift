@@ -160,6 +160,28 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> (seconds: Do
 
 /// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
 /// inserted key against the store.
+/// Child mode (`--only SIDE`): inserts with one side in a fresh folder, prints its time and file
+/// sizes for ``measureInChild(_:_:)``, and removes the folder.
+func measureOneSide(_ side: String, _ settings: Settings, model: ManagedObjectModel) throws {
+    let directory = TemporaryDirectory(prefix: "ferry-bench")
+    let path = directory.file("\(side).sqlite")
+    let time = switch side {
+    case "raw": try rawInsert(settings, model: model, path: path)
+    case "raw32": try rawInsert(settings, model: model, path: path, rowsPerStatement: 32)
+    case "ferry-signed": try ferryInsert(settings, model: model, path: path, signingKey: StoreSigningKey())
+    default: try ferryInsert(settings, model: model, path: path)
+    }
+    print("seconds \(time)")
+    print("bytes \(try StoreFileSize.bytes(path))")
+    if side == "ferry" {
+        // Everything purged (every peer has it, no retention), as a daemon would in the end.
+        let store = try SQLiteStore(path: path, model: model)
+        try store.purgeHistory(PurgePolicy(acknowledged: [try store.historyState().vector]))
+        try store.checkpoint()
+        print("bytes-purged \(try StoreFileSize.bytes(path))")
+    }
+}
+
 func uniqueIDVariant(of model: ManagedObjectModel) throws -> ManagedObjectModel {
     try personVariant(of: model) { person in
         person.ownAttributes = person.ownAttributes.map { attribute in
@@ -238,24 +260,9 @@ do {
         exit(0)
     }
     if let side = settings.only {
-        // Child mode: one side, one run, machine-readable.
-        let directory = TemporaryDirectory(prefix: "ferry-bench")
-        let path = directory.file("\(side).sqlite")
-        let time = switch side {
-        case "raw": try rawInsert(settings, model: model, path: path)
-        case "raw32": try rawInsert(settings, model: model, path: path, rowsPerStatement: 32)
-        case "ferry-signed": try ferryInsert(settings, model: model, path: path, signingKey: StoreSigningKey())
-        default: try ferryInsert(settings, model: model, path: path)
-        }
-        print("seconds \(time)")
-        print("bytes \(try StoreFileSize.bytes(path))")
-        if side == "ferry" {
-            // Everything purged (every peer has it, no retention), as a daemon would in the end.
-            let store = try SQLiteStore(path: path, model: model)
-            try store.purgeHistory(PurgePolicy(acknowledged: [try store.historyState().vector]))
-            try store.checkpoint()
-            print("bytes-purged \(try StoreFileSize.bytes(path))")
-        }
+        // Child mode: one side, one run, machine-readable. (The run's folder goes when the function
+        // returns: `exit` skips the deinitializers of what is still in scope.)
+        try measureOneSide(side, settings, model: model)
         exit(0)
     }
     guard settings.count > 0 else {

@@ -165,6 +165,8 @@ let package = Package(
             dependencies: [
                 "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // W4's reference in the same run: PostgreSQL logical replication (already in the graph for the relay).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(name: "FerryModelTests", dependencies: ["FerryModel", "FerryTestSupport"]),

@@ -245,6 +245,11 @@ do {
     if CommandLine.arguments.contains("--latency") {
         try await ReplicationWorkload.latency(samples: 200, model: model)
         try await ReplicationWorkload.latency(samples: 200, model: model, daemonInProcess: true)
+        do {
+            try await PostgresLatencyWorkload.run(samples: 200)
+        } catch {
+            print("W4 reference: PostgreSQL logical replication not measured: \(error)")
+        }
         exit(0)
     }
     if settings.only == "live-writer" {

@@ -26,7 +26,8 @@ public final class PostgresCluster: Sendable {
     /// Creates and starts a cluster. `durable: false` turns off `fsync` (tests that do not measure
     /// speed or survive power loss: a cluster set up per test then starts in about a second);
     /// benchmarks keep it on, with `synchronous_commit`, as a production relay's database would.
-    public init(durable: Bool = false) throws {
+    /// `settings` are more server settings, `name=value` (W4's reference: `wal_level=logical`).
+    public init(durable: Bool = false, settings: [String] = []) throws {
         binaries = try Self.findBinaries()
         asUser = geteuid() == 0 ? "postgres" : nil
         holder = TemporaryDirectory(prefix: "ferry-pg")
@@ -47,6 +48,7 @@ public final class PostgresCluster: Sendable {
             port = try DaemonPeer.freePort()
             options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(dataFolder) -c max_connections=300 -c shared_buffers=128MB"
             if !durable { options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off" }
+            for setting in settings { options += " -c \(setting)" }
             let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
                                               as: asUser, output: holder.file("pg_ctl.log"))
             if status == 0 { break }

@@ -226,7 +226,7 @@ public actor SyncCoordinator {
                     peers[index].model = model
                     Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", model)]).record(1)
                 }
-                let local = try? await endpoint.state().vector
+                let local = try? await endpoint.vector()
                 if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
                 if let lag = lag(peerVector: result.peerVector, local: local) {
                     peers[index].toPull = lag.toPull
@@ -264,7 +264,7 @@ public actor SyncCoordinator {
     /// - Returns: what went; nil when the store could not be purged (the error is logged).
     @discardableResult
     public func purge(retention: TimeInterval, horizon: TimeInterval) async -> PurgeReport? {
-        if let local = try? await endpoint.state().vector { acknowledgements.update(local: local) }
+        if let local = try? await endpoint.vector() { acknowledgements.update(local: local) }
         let policy = acknowledgements.policy(at: clock.now(), retention: retention, horizon: horizon)
         do {
             let report = try await endpoint.purge(policy)
@@ -325,7 +325,7 @@ public actor SyncCoordinator {
         })
         var readErrors: [String] = []
         do {
-            document.vector = try await endpoint.state().vector
+            document.vector = try await endpoint.vector()
         } catch {
             readErrors.append("the version vector: \(error)")
         }

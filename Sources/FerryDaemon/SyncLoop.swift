@@ -172,7 +172,7 @@ struct SyncLoop: Service {
         while !Task.isCancelled {
             var pause: TimeInterval = 0
             do {
-                let vector = try await endpoint.state().vector
+                let vector = try await endpoint.vector()
                 let lines = try await client.waitForChangeSets(after: vector, limit: batchSize, wait: wait, store: endpoint.storeIdentifier)
                 if let first = lines.first {
                     // The answer is the pull's first batch: applied without asking the relay again.
@@ -180,7 +180,7 @@ struct SyncLoop: Service {
                     if results.contains(where: { $0.error != nil }) {
                         pause = 1
                     } else if let offered = try? ChangeSetEnvelope(line: first),
-                              try await endpoint.state().vector[offered.origin, default: 0] < offered.sequence {
+                              try await endpoint.vector()[offered.origin, default: 0] < offered.sequence {
                         // Still not taken in (held here: another model version, a missing predecessor).
                         pause = pullInterval
                     }

@@ -338,7 +338,7 @@ struct HistoryLog {
             let root: Int = row[0], key: Int64 = row[1]
             guard let text: String = row[3], let origin = UUID(uuidString: text),
                   let table = layout.entityNames[root].flatMap({ layout.plans[$0]?.table }),
-                  let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [key]),
+                  let number = try Int.fetchOne(db.cachedStatement(sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?"), arguments: [key]),
                   let entity = layout.entityNames[number] else { continue }
             result[.permanent(entityName: entity, store: store, primaryKey: key)] = WriteClock(timestamp: HybridTimestamp(rawValue: row[2]), origin: origin)
         }
@@ -479,7 +479,7 @@ struct HistoryLog {
     func row(of uri: String, layout: StoreLayout) throws -> (entity: String, key: Int64)? {
         guard let row = try identity.row(of: uri),
               let table = layout.entityNames[row.root].flatMap({ layout.plans[$0]?.table }),
-              let number = try Int.fetchOne(db, sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?", arguments: [row.key]),
+              let number = try Int.fetchOne(db.cachedStatement(sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?"), arguments: [row.key]),
               let entity = layout.entityNames[number] else { return nil }
         return (entity, row.key)
     }

@@ -107,7 +107,7 @@ public struct PeerSync: Sendable {
     }
 
     private func pull(into result: inout PeerSyncResult, prefetched: [String]?, progress: @Sendable (String) -> Void) async throws {
-        var vector = try await endpoint.state().vector
+        var vector = try await endpoint.vector()
         var batch: (lines: [String], checked: ReplayEngine.CheckedBatch)
         if let prefetched {
             batch = (prefetched, try await checked(prefetched))

@@ -67,6 +67,11 @@ public actor ReplicationEndpoint {
         return state
     }
 
+    /// The store's version vector: ``state()`` without reading the keys.
+    public func vector() throws -> VersionVector {
+        try store.historyState().vector
+    }
+
     /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is.
     public func lines(after vector: VersionVector, limit: Int) throws -> [String] {
         try store.changeSetLines(after: vector, limit: limit)

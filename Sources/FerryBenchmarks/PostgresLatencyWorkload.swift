@@ -43,43 +43,73 @@ enum PostgresLatencyWorkload {
             return logger
         }()
         let writer = try await PostgresConnection.connect(configuration: configuration(a), id: 1, logger: logger)
-        let listener = try await PostgresConnection.connect(configuration: configuration(b), id: 2, logger: logger)
-        defer {
-            Task { try? await writer.close() }
-            Task { try? await listener.close() }
+        let listener: PostgresConnection
+        do {
+            listener = try await PostgresConnection.connect(configuration: configuration(b), id: 2, logger: logger)
+        } catch {
+            try? await writer.close()
+            throw error
         }
-        let (fromInsert, fromCommit) = try await listener.listen(on: "person_seen") { notifications in
-            var seen = notifications.makeAsyncIterator()
-            /// Inserts row `id` on A and returns the milliseconds until B announces it, from the call
-            /// to insert and from its return (A's commit).
-            func insertAndWait(_ id: Int64) async throws -> (Double, Double) {
-                let start = DispatchTime.now().uptimeNanoseconds
-                try await writer.query("INSERT INTO person (id, name) VALUES (\(id), \("W4 \(id)"))", logger: logger)
-                let committed = DispatchTime.now().uptimeNanoseconds
-                while let notification = try await seen.next() {
-                    if notification.payload == String(id) {
-                        let shown = DispatchTime.now().uptimeNanoseconds
-                        return (Double(shown - start) / 1e6, Double(shown - committed) / 1e6)
-                    }
-                }
-                throw ReferenceFailure(description: "B's notifications ended before row \(id) came")
-            }
-            _ = try await insertAndWait(0)  // warm-up: the first row starts the apply worker's caches
-            var fromInsert: [Double] = []
-            var fromCommit: [Double] = []
-            for id in 1...Int64(samples) {
-                let (total, afterCommit) = try await insertAndWait(id)
-                fromInsert.append(total)
-                fromCommit.append(afterCommit)
-                usleep(UInt32.random(in: 20_000...60_000))
-            }
-            return (fromInsert.sorted(), fromCommit.sorted())
+        let measured: Result<(fromInsert: [Double], fromCommit: [Double]), any Error>
+        do {
+            measured = .success(try await measure(samples: samples, writer: writer, listener: listener, logger: logger))
+        } catch {
+            measured = .failure(error)
         }
+        try? await writer.close()
+        try? await listener.close()
+        let (fromInsert, fromCommit) = try measured.get()
         func percentile(_ values: [Double], _ p: Double) -> Double { values[min(values.count - 1, Int(Double(values.count) * p))] }
         print(String(format: "W4 reference: PostgreSQL logical replication, %d rows inserted on A until B's LISTEN hears each: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                      samples, percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), fromInsert.last ?? 0))
         print(String(format: "  the same from each insert's return (A's commit): p50 %.1f ms, p99 %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99)))
+    }
+
+    /// The samples, in ms, sorted: from each insert's call and from its return until B's notification.
+    /// Fails when the whole run outlasts two minutes (a lost notification would otherwise wait forever).
+    private static func measure(samples: Int, writer: PostgresConnection, listener: PostgresConnection,
+                                logger: Logger) async throws -> (fromInsert: [Double], fromCommit: [Double]) {
+        try await withThrowingTaskGroup(of: (fromInsert: [Double], fromCommit: [Double])?.self) { group in
+            group.addTask {
+                try await listener.listen(on: "person_seen") { notifications in
+                    var seen = notifications.makeAsyncIterator()
+                    /// Inserts row `id` on A and returns the milliseconds until B announces it, from the
+                    /// call to insert and from its return (A's commit).
+                    func insertAndWait(_ id: Int64) async throws -> (Double, Double) {
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        try await writer.query("INSERT INTO person (id, name) VALUES (\(id), \("W4 \(id)"))", logger: logger)
+                        let committed = DispatchTime.now().uptimeNanoseconds
+                        while let notification = try await seen.next() {
+                            if notification.payload == String(id) {
+                                let shown = DispatchTime.now().uptimeNanoseconds
+                                return (Double(shown - start) / 1e6, Double(shown - committed) / 1e6)
+                            }
+                        }
+                        throw ReferenceFailure(description: "B's notifications ended before row \(id) came")
+                    }
+                    _ = try await insertAndWait(0)  // warm-up: the first row starts the apply worker's caches
+                    var fromInsert: [Double] = []
+                    var fromCommit: [Double] = []
+                    for id in 1...Int64(samples) {
+                        let (total, afterCommit) = try await insertAndWait(id)
+                        fromInsert.append(total)
+                        fromCommit.append(afterCommit)
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 20...60)))
+                    }
+                    return (fromInsert.sorted(), fromCommit.sorted())
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let samples = first else {
+                throw ReferenceFailure(description: "B did not hear every row within 120 s")
+            }
+            return samples
+        }
     }
 
     private static func configuration(_ cluster: PostgresCluster) -> PostgresConnection.Configuration {

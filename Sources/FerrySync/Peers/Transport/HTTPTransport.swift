@@ -53,12 +53,18 @@ final class HTTPTransport: PeerTransport {
         client.shutdown { _ in }
     }
 
-    /// The AsyncHTTPClient request for `request`.
+    /// The headers of `request`, with gzip answers accepted.
+    private static func headers(_ request: PeerRequest) -> HTTPHeaders {
+        var headers = HTTPHeaders([("Accept-Encoding", "gzip")])
+        for header in request.headers { headers.add(name: header.name, value: header.value) }
+        return headers
+    }
+
+    /// The AsyncHTTPClient request for `request`, for the async API (streamed snapshots).
     private static func http(_ request: PeerRequest) -> HTTPClientRequest {
         var http = HTTPClientRequest(url: request.url.absoluteString)
         http.method = HTTPMethod(rawValue: request.method)
-        http.headers.add(name: "Accept-Encoding", value: "gzip")
-        for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+        http.headers = headers(request)
         if let body = request.body { http.body = .bytes(ByteBuffer(bytes: body)) }
         return http
     }
@@ -71,9 +77,7 @@ final class HTTPTransport: PeerTransport {
     func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse {
         let place = "\(request.method) \(request.url.path)"
         do {
-            var headers = HTTPHeaders([("Accept-Encoding", "gzip")])
-            for header in request.headers { headers.add(name: header.name, value: header.value) }
-            let http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers,
+            let http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: Self.headers(request),
                                               body: request.body.map { .byteBuffer(ByteBuffer(bytes: $0)) })
             let client = self.client
             let loop = self.loop
@@ -218,7 +222,7 @@ struct FileChunks: AsyncSequence, Sendable {
 }
 
 /// The AsyncHTTPClient task of a request in flight, for the Swift task's cancellation to cancel.
-final class RunningRequest: Sendable {
+private final class RunningRequest: Sendable {
     private let state = Mutex<(task: HTTPClient.Task<HTTPClient.Response>?, cancelled: Bool)>((nil, false))
 
     /// The request has started as `task` (cancelled at once if the Swift task already was).

@@ -5,7 +5,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// The one HTTP client of every peer: AsyncHTTPClient on SwiftNIO, with
 /// kept-alive connections, gzip answers, timeouts and Swift task cancellation.
@@ -16,8 +15,6 @@ import Synchronization
 /// ended the process on a response cut inside its headers: docs/RELIABILITY.md.)
 final class HTTPTransport: PeerTransport {
     private let client: HTTPClient
-    /// The event loop ``send(_:)`` makes its requests on; their connections live on it too.
-    private let loop: any EventLoop
     private let trust: PeerTrust
     private let timeout: TimeInterval
 
@@ -43,7 +40,6 @@ final class HTTPTransport: PeerTransport {
         // connect timeout).
         configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        loop = client.eventLoopGroup.next()
         self.trust = trust
         self.timeout = timeout
     }
@@ -53,48 +49,23 @@ final class HTTPTransport: PeerTransport {
         client.shutdown { _ in }
     }
 
-    /// The headers of `request`, with gzip answers accepted.
-    private static func headers(_ request: PeerRequest) -> HTTPHeaders {
-        var headers = HTTPHeaders([("Accept-Encoding", "gzip")])
-        for header in request.headers { headers.add(name: header.name, value: header.value) }
-        return headers
-    }
-
-    /// The AsyncHTTPClient request for `request`, for the async API (streamed snapshots).
+    /// The AsyncHTTPClient request for `request`.
     private static func http(_ request: PeerRequest) -> HTTPClientRequest {
         var http = HTTPClientRequest(url: request.url.absoluteString)
         http.method = HTTPMethod(rawValue: request.method)
-        http.headers = headers(request)
+        http.headers.add(name: "Accept-Encoding", value: "gzip")
+        for header in request.headers { http.headers.add(name: header.name, value: header.value) }
         if let body = request.body { http.body = .bytes(ByteBuffer(bytes: body)) }
         return http
     }
 
-    /// Sends `request` and collects its answer. The request is made on the event loop its connection
-    /// lives on (AsyncHTTPClient's future-based API): the deadline's timer, the pool and the writes of
-    /// head and body then run in one turn of that loop, and the peer reads both in one go. The
-    /// async API wakes the loop three times per request (its deadline timer, the request, its body),
-    /// from the calling thread: W4 counted about five context switches more per push.
     func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse {
+        let http = Self.http(request)
         let place = "\(request.method) \(request.url.path)"
         do {
-            let http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: Self.headers(request),
-                                              body: request.body.map { .byteBuffer(ByteBuffer(bytes: $0)) })
-            let client = self.client
-            let loop = self.loop
-            let deadline = NIODeadline.now() + .milliseconds(Int64(timeout * 4000))
-            let running = RunningRequest()
-            let response = try await withTaskCancellationHandler {
-                try await loop.flatSubmit {
-                    let task = client.execute(request: http, delegate: ResponseAccumulator(request: http, maxBodySize: Self.maximumAnswerBytes),
-                                              eventLoop: .delegateAndChannel(on: loop), deadline: deadline)
-                    running.started(task)
-                    return task.futureResult
-                }.get()
-            } onCancel: {
-                running.cancel()
-            }
-            let body = response.body.map { Data($0.readableBytesView) } ?? Data()
-            return PeerResponse(status: Int(response.status.code), body: body)
+            let response = try await client.execute(http, timeout: .milliseconds(Int64(timeout * 4000)))
+            let body = try await response.body.collect(upTo: Self.maximumAnswerBytes)
+            return PeerResponse(status: Int(response.status.code), body: Data(body.readableBytesView))
         } catch {
             throw Self.peerError(error, place: place, trust: trust)
         }
@@ -180,7 +151,7 @@ final class HTTPTransport: PeerTransport {
         if error is NIOSSLError || error is BoringSSLError {
             return .unreachable("\(place): TLS handshake failed (checked against \(checkedAgainst)): \(detail)")
         }
-        if error is CancellationError || (error as? HTTPClientError) == .cancelled {
+        if error is CancellationError {
             return .unreachable("\(place): the request was cancelled")
         }
         return .unreachable("\(place): \(error)")
@@ -219,26 +190,4 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file, left: size) }
-}
-
-/// The AsyncHTTPClient task of a request in flight, for the Swift task's cancellation to cancel.
-private final class RunningRequest: Sendable {
-    private let state = Mutex<(task: HTTPClient.Task<HTTPClient.Response>?, cancelled: Bool)>((nil, false))
-
-    /// The request has started as `task` (cancelled at once if the Swift task already was).
-    func started(_ task: HTTPClient.Task<HTTPClient.Response>) {
-        let cancelled = state.withLock { state in
-            state.task = task
-            return state.cancelled
-        }
-        if cancelled { task.cancel() }
-    }
-
-    func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.task
-        }
-        task?.cancel()
-    }
 }

@@ -205,9 +205,8 @@ enum LiveContextWorkload {
         let seen = arrivals.times
         guard seen.count == commits.count else { throw RawSQLiteError.failed("\(seen.count) notifications for \(commits.count) commits") }
         let latencies = zip(commits, seen).map { Double(Int64($1) - Int64($0)) / 1e6 }.sorted()
-        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         print(String(format: "notification of another process's commit: %d commits, p50 %.2f ms, p99 %.2f ms, max %.2f ms (target p50 <= 5 ms)",
-                     latencies.count, percentile(0.5), percentile(0.99), latencies.last ?? 0))
+                     latencies.count, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
     }
 
     /// The child side of ``notificationLatency``: `count` saves of one object, 20–40 ms apart,

@@ -86,7 +86,6 @@ enum RelayWorkload {
         }
         toAll.sort()
         each.sort()
-        func percentile(_ values: [Double], _ p: Double) -> Double { values[min(values.count - 1, Int(Double(values.count) * p))] }
         print(String(format: "fan-out: %d saves on one of %d daemons following one relay, from each save's return until all %d others hold it: p50 %.1f ms, p99 %.1f ms, max %.1f ms (goal p99 <= 100 ms)",
                      samples, peerCount, readers.count, percentile(toAll, 0.5), percentile(toAll, 0.99), toAll.last ?? 0))
         print(String(format: "  each of the %d deliveries: p50 %.1f ms, p99 %.1f ms", each.count, percentile(each, 0.5), percentile(each, 0.99)))

@@ -86,9 +86,9 @@ enum ReplayWorkload {
             maxima.append(worst * 1000)
         }
         latencies.sort()
-        func percentile(_ p: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1000 }
+        func milliseconds(_ p: Double) -> Double { latencies.isEmpty ? 0 : percentile(latencies, p) * 1000 }
         print(String(format: "  app saves during %d replays: %d, latency p50 %.1f ms, p99 %.1f ms, max %.1f ms (target p99 <= 50 ms)",
-                     replays, latencies.count, percentile(0.5), percentile(0.99), (latencies.last ?? 0) * 1000))
+                     replays, latencies.count, milliseconds(0.5), milliseconds(0.99), (latencies.last ?? 0) * 1000))
         print("  each replay's slowest app save: " + maxima.map { String(format: "%.1f ms", $0) }.joined(separator: ", "))
     }
 }

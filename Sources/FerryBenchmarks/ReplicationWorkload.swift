@@ -165,7 +165,6 @@ enum ReplicationWorkload {
         }
         latencies.sort()
         fromCommit.sort()
-        func percentile(_ values: [Double], _ p: Double) -> Double { values[min(values.count - 1, Int(Double(values.count) * p))] }
         let saver = daemonInProcess ? "by the daemon's own process" : "by another process"
         print(String(format: "W4 latency: %d saves on A (%@) until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 3 ms, p99 <= 15 ms)",
                      samples, saver, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))

@@ -53,6 +53,11 @@ func printRates(count: Int, rawSeconds: Double, ferrySeconds: Double, ferryLabel
 /// The manager of person i is person i/10: a tree with fan-out 10, always an earlier object.
 func managerIndex(of index: Int) -> Int? { index == 0 ? nil : index / 10 }
 
+/// The value at fraction `p` (0.5: the median) of `sorted`, which is sorted and not empty.
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
 func seconds(_ body: () throws -> Void) rethrows -> Double {
     let start = DispatchTime.now().uptimeNanoseconds
     try body()
@@ -158,8 +163,6 @@ func measureInChild(_ side: String, _ settings: Settings) throws -> (seconds: Do
     return (value, number("bytes") ?? 0, number("bytes-purged"))
 }
 
-/// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
-/// inserted key against the store.
 /// Child mode (`--only SIDE`): inserts with one side in a fresh folder, prints its time and file
 /// sizes for ``measureInChild(_:_:)``, and removes the folder.
 func measureOneSide(_ side: String, _ settings: Settings, model: ManagedObjectModel) throws {
@@ -182,6 +185,8 @@ func measureOneSide(_ side: String, _ settings: Settings, model: ManagedObjectMo
     }
 }
 
+/// W1's model with Person.id indexed and unique (`--replay --unique`): replay then checks every
+/// inserted key against the store.
 func uniqueIDVariant(of model: ManagedObjectModel) throws -> ManagedObjectModel {
     try personVariant(of: model) { person in
         person.ownAttributes = person.ownAttributes.map { attribute in

@@ -50,11 +50,11 @@ struct FolderWatch: Sendable {
         #endif
     }
 
-    /// Reads every pending event; true when one of them names the file `name` (or the kernel's
-    /// queue overflowed, so that events may have been lost).
-    func drain(mentioning name: [UInt8]) -> Bool {
+    /// Reads every pending event into `buffer` (the caller's, reused at every wake-up); true when
+    /// one of them names the file `name` (or the kernel's queue overflowed, so that events may
+    /// have been lost).
+    func drain(mentioning name: [UInt8], buffer: inout [UInt8]) -> Bool {
         #if os(Linux)
-        var buffer = [UInt8](repeating: 0, count: 4096)
         var mentioned = false
         while true {
             let count = read(descriptor, &buffer, buffer.count)

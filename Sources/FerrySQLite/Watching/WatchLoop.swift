@@ -137,6 +137,8 @@ final class WatchLoop: Sendable {
         }
         // Pending checks: deadlines in uptime nanoseconds.
         var checks: [UInt64] = []
+        // Where inotify's events are read (4 KB: dozens of events).
+        var events = [UInt8](repeating: 0, count: 4096)
         func schedule(_ delays: [Int], from now: UInt64) {
             checks = delays.map { now + UInt64($0) * 1_000 }
         }
@@ -152,7 +154,7 @@ final class WatchLoop: Sendable {
             if !announced { unannouncedSince = now }
             onCommit()
             // The writes heard so far were this commit's, or another's that the next checks see.
-            _ = writes.drain(mentioning: walName)
+            _ = writes.drain(mentioning: walName, buffer: &events)
             followingWrite = false
             schedule(Self.afterCommitSchedule, from: now)
         }
@@ -167,8 +169,8 @@ final class WatchLoop: Sendable {
             if ready < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
             counters.withLock { $0.wakeUps += 1 }
-            let announced = fds[1].revents & Int16(POLLIN) != 0 && announcements.drain(mentioning: walName)
-            let written = fds.count > 2 && fds[2].revents & Int16(POLLIN) != 0 && writes.drain(mentioning: walName)
+            let announced = fds[1].revents & Int16(POLLIN) != 0 && announcements.drain(mentioning: walName, buffer: &events)
+            let written = fds.count > 2 && fds[2].revents & Int16(POLLIN) != 0 && writes.drain(mentioning: walName, buffer: &events)
             let current = DispatchTime.now().uptimeNanoseconds
             if announced {
                 counters.withLock { $0.announcements += 1 }

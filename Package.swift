@@ -88,6 +88,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CompressNIO", package: "compress-nio"),
+                // Push streams end at the daemon's graceful shutdown (withGracefulShutdownHandler).
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The long-running daemon: configuration, peers, the sync loop, the server, systemd notification.

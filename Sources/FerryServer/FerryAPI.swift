@@ -18,6 +18,8 @@ import FerrySync
 ///   file, for a new peer to start from (``SnapshotRoute``);
 /// - `POST /v1/changesets`: JSON lines in, all checked before any is applied;
 ///   answers what was applied, duplicate, waiting and quarantined (``PushRoute``);
+/// - `POST /v1/changesets/stream`: a standing push, batch after batch on one request, each
+///   answered by a report line as it is applied (``PushStreamRoute``);
 /// - `GET /v1/status`: the daemon's view of its peers and backlog (URLs, paths and
 ///   error texts only to admin tokens);
 /// - `POST /v1/sync?peer=NAME` (admin token): a sync round now;
@@ -68,7 +70,7 @@ public struct FerryAPI: Sendable {
         router.add(middleware: MetricsMiddleware())
         if let connections { router.add(middleware: ConnectionPressureMiddleware(gauge: connections)) }
         var allowed: [String: [HTTPRequest.Method]] = [
-            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post], "/v1/snapshot": [.get],
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post], "/v1/changesets/stream": [.post], "/v1/snapshot": [.get],
             "/v1/status": [.get], "/v1/sync": [.post],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
@@ -93,6 +95,10 @@ public struct FerryAPI: Sendable {
             .post("changesets") { request, context in
                 try context.require(.push)
                 return try await push.answer(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
+            }
+            .post("changesets/stream") { request, context in
+                try context.require(.push)
+                return try await PushStreamRoute(push: push).answer(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
             }
             .post("changesets/pull") { request, context in
                 try context.require(.pull)

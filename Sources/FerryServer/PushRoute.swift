@@ -20,16 +20,25 @@ struct PushRoute: Sendable {
     /// The answer to one push request. `allowedOrigins`, when given, are the origins the
     /// caller's token may push change sets of (`origins=` in the tokens file).
     func answer(_ request: Request, allowedOrigins: Set<UUID>? = nil, logger: Logger) async throws -> Response {
-        guard bodySlots.take() else {
-            throw APIError.busy("this daemon holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
-        }
+        guard bodySlots.take() else { throw Self.busy(bodySlots) }
         defer { bodySlots.give() }
         let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, pushableBy: allowedOrigins, logger: logger)
+        return FerryAPI.json(try await apply(lines, logger: logger).json)
+    }
+
+    /// The error of a push refused because every body slot is taken.
+    static func busy(_ slots: BodySlots) -> APIError {
+        .busy("this daemon holds \(slots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
+    }
+
+    /// Applies pushed change-set lines (every line checked first), as a push request's body or one
+    /// batch of a push stream (``PushStreamRoute``): the report, or the error the sender is answered.
+    func apply(_ lines: [String], logger: Logger) async throws(APIError) -> ApplyReport {
         let endpoint = try await gate.endpointOrUnavailable()
         do {
             let report = try await endpoint.receive(lines: lines)
             ReceivedMetrics.record(report, via: "push")
-            return FerryAPI.json(report.json)
+            return report
         } catch let error as ReplayError {
             switch error {
             case .malformed: throw APIError.badRequest(error.description)
@@ -92,7 +101,13 @@ package enum PushBodies {
     package static func lines(of request: Request, maxBodyBytes: Int, pushableBy origins: Set<UUID>?,
                               logger: Logger) async throws(APIError) -> [String] {
         let lines = try await self.lines(of: request, maxBodyBytes: maxBodyBytes)
-        guard let origins else { return lines }
+        try check(lines, pushableBy: origins, logger: logger)
+        return lines
+    }
+
+    /// ``check(_:pushableBy:)`` for a push's lines, counted and logged when refused (nil: any origin may be pushed).
+    package static func check(_ lines: [String], pushableBy origins: Set<UUID>?, logger: Logger) throws(APIError) {
+        guard let origins else { return }
         do {
             try check(lines, pushableBy: origins)
         } catch {
@@ -101,7 +116,6 @@ package enum PushBodies {
             logger.warning("refused a push of change sets of an origin its token may not push for", metadata: ["why": .string(error.description)])
             throw error
         }
-        return lines
     }
 
     /// Refuses the whole push (403, nothing applied) when a line is a change set of an origin the

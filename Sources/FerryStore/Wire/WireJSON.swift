@@ -88,13 +88,16 @@ public struct ErrorMessage: Codable, Sendable, Equatable {
     public struct Detail: Codable, Sendable, Equatable {
         /// What happened, why, and what to do.
         public var message: String
+        /// The HTTP status the error stands for, where the answer's own status cannot say it: an
+        /// error line of a push stream (`POST /v1/changesets/stream`), whose answer began with 200.
+        public var status: Int?
     }
 
     /// The error.
     public var error: Detail
 
     /// An error answer saying `message`.
-    public init(_ message: String) {
-        error = Detail(message: message)
+    public init(_ message: String, status: Int? = nil) {
+        error = Detail(message: message, status: status)
     }
 }

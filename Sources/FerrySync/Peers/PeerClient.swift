@@ -57,6 +57,8 @@ public struct PeerClient: Sendable {
     private let transport: any PeerTransport
     /// Which of ``baseURLs`` is in use (shared by copies of this client).
     private let inUse: URLInUse
+    /// The standing push to the peer (shared by copies of this client).
+    private let pushStream: PushStream
 
     /// The URL in use: the first that answered the last request (the first listed until one fails).
     public var baseURL: URL { baseURLs[inUse.index] }
@@ -65,13 +67,19 @@ public struct PeerClient: Sendable {
     /// seconds without data (and take four times that in all). `trust` says how the peer's
     /// HTTPS certificate is checked.
     public init(baseURL: URL, token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
-        self.init(baseURLs: [baseURL], token: token, transport: HTTPTransport(trust: trust, timeout: timeout))
+        self.init(baseURLs: [baseURL], token: token, timeout: timeout, trust: trust)
     }
 
     /// A client for a peer reached at any of `baseURLs` (at least one), failing over from one to
     /// the next; otherwise as ``init(baseURL:token:timeout:trust:)``.
     public init(baseURLs: [URL], token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
-        self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout))
+        self.init(baseURLs: baseURLs, token: token, timeout: timeout, trust: trust,
+                  streamIdleLimit: .milliseconds(Int64(min(Self.streamIdleLimit, timeout / 2) * 1000)))
+    }
+
+    /// ``init(baseURLs:token:timeout:trust:)`` with the push stream's idle limit set (tests shorten it).
+    package init(baseURLs: [URL], token: String, timeout: TimeInterval, trust: PeerTrust, streamIdleLimit: Duration) {
+        self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout), streamIdleLimit: streamIdleLimit)
     }
 
     /// A client for the peer at `baseURL` that sends its requests through `transport`.
@@ -81,12 +89,21 @@ public struct PeerClient: Sendable {
 
     /// A client for a peer reached at any of `baseURLs` that sends its requests through `transport`.
     public init(baseURLs: [URL], token: String, transport: any PeerTransport) {
+        self.init(baseURLs: baseURLs, token: token, transport: transport, streamIdleLimit: .seconds(Self.streamIdleLimit))
+    }
+
+    /// A client whose push stream (``PushStream``) closes after `streamIdleLimit` without a push.
+    package init(baseURLs: [URL], token: String, transport: any PeerTransport, streamIdleLimit: Duration) {
         precondition(!baseURLs.isEmpty, "a peer needs at least one URL")
         self.baseURLs = baseURLs
         self.token = token
         self.transport = transport
         self.inUse = URLInUse()
+        self.pushStream = PushStream(idleLimit: streamIdleLimit)
     }
+
+    /// Seconds a push stream stays open without a push (at most half the request timeout).
+    static let streamIdleLimit: TimeInterval = 10
 
     /// `GET /v1/state`: the peer's store UUID, model hash and version vector.
     public func state() async throws(PeerError) -> HistoryState {
@@ -120,12 +137,21 @@ public struct PeerClient: Sendable {
     static let smallestCompressedPush = 8 << 10
 
     /// `POST /v1/changesets`: the peer applies the lines (all checked first) and says what it did.
-    /// The body goes gzip-compressed unless it is small.
+    /// The body goes gzip-compressed unless it is small; a small one goes on the peer's push stream
+    /// (`POST /v1/changesets/stream`, ``PushStream``) when the peer offers one and it is free.
     public func push(_ lines: [String]) async throws(PeerError) -> ApplyReport {
         var buffer = ByteBuffer()
         for line in lines {
             buffer.writeString(line)
             buffer.writeInteger(UInt8(ascii: "\n"))
+        }
+        // (A peer reached at several URLs is a set of relays, which take no streams; its pushes fail over as requests.)
+        if buffer.readableBytes < Self.smallestCompressedPush, baseURLs.count == 1 {
+            let url = baseURL
+            let answer = try await pushStream.push(Data(buffer.readableBytesView)) { () async throws(PeerError) -> PeerStreamChannel? in
+                try await transport.openStream(try request(url, "POST", "v1/changesets/stream", contentType: "application/x-ndjson"))
+            }
+            if let answer { return try decode(ApplyReport.self, answer, from: "POST /v1/changesets/stream") }
         }
         var body = Data(buffer.readableBytesView)
         var encoding: String?

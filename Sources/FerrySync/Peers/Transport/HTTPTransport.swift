@@ -130,6 +130,36 @@ final class HTTPTransport: PeerTransport {
         }
     }
 
+    func openStream(_ request: PeerRequest) async throws(PeerError) -> PeerStreamChannel? {
+        var http = Self.http(request)
+        let (pieces, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        http.body = .stream(pieces, length: .unknown)
+        let place = "\(request.method) \(request.url.path)"
+        let response: HTTPClientResponse
+        do {
+            // No deadline short enough to cut a stream in use; ``PushStream`` closes idle and old streams.
+            response = try await client.execute(http, timeout: .hours(24))
+        } catch {
+            writer.finish()
+            throw Self.peerError(error, place: place, trust: trust)
+        }
+        let (answer, sink) = AsyncThrowingStream.makeStream(of: Data.self)
+        let reader = Task {
+            do {
+                for try await chunk in response.body { sink.yield(Data(chunk.readableBytesView)) }
+                sink.finish()
+            } catch {
+                sink.finish(throwing: error)
+            }
+        }
+        return PeerStreamChannel(status: Int(response.status.code), answer: answer,
+                                 send: { writer.yield(ByteBuffer(bytes: $0)) },
+                                 close: { abort in
+                                     writer.finish()
+                                     if abort { reader.cancel() }
+                                 })
+    }
+
     /// The ``PeerError`` for a failed request: refused connections are `notListening`,
     /// certificate failures say what the certificate was checked against, anything else
     /// (a cut answer, a timeout, a cancelled request) is `unreachable`.

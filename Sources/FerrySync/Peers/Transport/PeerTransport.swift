@@ -46,9 +46,37 @@ public protocol PeerTransport: Sendable {
     /// Sends `request` with the `size` bytes of `file` (from its start) as its body, streamed (a
     /// snapshot: too large to hold in memory), and returns the peer's answer.
     func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse
+    /// Sends `request`'s head and returns once the answer's head is in, with the request's body
+    /// left open: pieces are sent through the returned stream as the caller has them, and the
+    /// answer's body is read as it comes (a push stream, ``PushStream``). Nil when this transport
+    /// cannot stream; the caller then sends each piece as a request of its own.
+    func openStream(_ request: PeerRequest) async throws(PeerError) -> PeerStreamChannel?
+}
+
+/// A request open both ways: its body is written piece by piece while its answer's body is read.
+public struct PeerStreamChannel: Sendable {
+    /// The answer's status.
+    public var status: Int
+    /// The answer's body as it arrives; it ends when the peer ends the answer or the connection is lost.
+    public var answer: AsyncThrowingStream<Data, any Error>
+    /// Sends the next piece of the request's body.
+    public var send: @Sendable (Data) -> Void
+    /// Ends the request's body (the peer then ends its answer); with `abort`, drops the request at once.
+    public var close: @Sendable (_ abort: Bool) -> Void
+
+    public init(status: Int, answer: AsyncThrowingStream<Data, any Error>, send: @escaping @Sendable (Data) -> Void,
+                close: @escaping @Sendable (_ abort: Bool) -> Void) {
+        self.status = status
+        self.answer = answer
+        self.send = send
+        self.close = close
+    }
 }
 
 extension PeerTransport {
+    /// No streams: each push is a request of its own.
+    public func openStream(_ request: PeerRequest) async throws(PeerError) -> PeerStreamChannel? { nil }
+
     /// Reads the whole file, then sends it: for transports whose bodies are small (tests).
     public func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse {
         var request = request

@@ -1,0 +1,243 @@
+import Foundation
+import Synchronization
+import FerryStore
+
+/// A standing push to one peer (`POST /v1/changesets/stream`, docs/PROTOCOL.md): one request
+/// kept open, each push a batch written on it and answered by one line.
+///
+/// A push request costs its sender the client's request machinery and its receiver the parsing,
+/// routing and checks of a new request: on loopback that was most of what a save's push cost
+/// (docs/PERFORMANCE.md, "Sixth look at W4"). The stream pays them once.
+///
+/// It is an optimisation, never a second path for errors: a push it cannot carry (the peer does
+/// not offer streams, the stream is busy with another push, the connection was lost before the
+/// answer) is answered `nil`, and ``PeerClient`` sends it as a request of its own, which reports any
+/// failure as usual. A batch sent again that way is safe: the peer counts what it already has as
+/// duplicates. Only what the peer said is passed on: its report, or the refusal of the batch.
+///
+/// A stream idle for ``idleLimit`` is closed, and one open for ``longestLife`` is closed after its
+/// next push, so that neither side holds a request for long; the next push opens a new one.
+final class PushStream: Sendable {
+    /// How long an open stream may wait for its next push before it is closed.
+    let idleLimit: Duration
+    /// How long a stream is used before a new one is opened.
+    static let longestLife: Duration = .seconds(600)
+
+    private struct State: ~Copyable {
+        var connection: Connection?
+        /// A push is on the stream now.
+        var busy = false
+        /// The peer answered that it has no such route (an older daemon, a relay): pushes go as requests.
+        var unsupported = false
+    }
+
+    private let state = Mutex(State())
+
+    init(idleLimit: Duration) {
+        self.idleLimit = idleLimit
+    }
+
+    /// Whether the peer was found not to offer streams.
+    var isUnsupported: Bool { state.withLock { $0.unsupported } }
+
+    /// Sends `batch` (change-set lines, each ending with a newline) on the stream, opening one with
+    /// `open` when none is open, and returns the peer's answer line: its ``ApplyReport``.
+    /// - Returns: nil when the stream cannot carry this push (send it as a request instead).
+    /// - Throws: the peer's refusal of the batch (as the same push request would have been
+    ///   refused), or the failure to reach the peer when opening.
+    func push(_ batch: Data, open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> Data? {
+        let taken: Connection?? = state.withLock { state in
+            guard !state.busy, !state.unsupported else { return .none }
+            state.busy = true
+            if let connection = state.connection, !connection.isUsable {
+                connection.close(abort: true)
+                state.connection = nil
+            }
+            return .some(state.connection)
+        }
+        guard case .some(let existing) = taken else { return nil }
+        var connection = existing
+        defer { release(connection) }
+        if connection == nil {
+            connection = try await self.open(with: open)
+        }
+        guard let connection else { return nil }
+        var piece = batch
+        piece.append(0x0A)  // the empty line that ends the batch
+        let answer = await withTaskCancellationHandler {
+            await connection.exchange(piece)
+        } onCancel: {
+            connection.close(abort: true)
+        }
+        guard let answer else { return nil }  // cut before the answer: the request sends it again
+        if let refusal = Self.refusal(in: answer) {
+            connection.close(abort: false)  // (the peer ends its answer after a refusal)
+            throw refusal
+        }
+        return answer
+    }
+
+    /// Closes the open stream, if any (a client that is done with its peer).
+    func close() {
+        let connection = state.withLock { state in
+            defer { state.connection = nil }
+            return state.connection
+        }
+        connection?.close(abort: false)
+    }
+
+    /// A new stream; nil when the peer does not offer one, or refused it in a way the request will say again.
+    private func open(with open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> Connection? {
+        guard let channel = try await open() else {
+            state.withLock { $0.unsupported = true }
+            return nil
+        }
+        switch channel.status {
+        case 200:
+            let connection = Connection(channel, idleLimit: idleLimit)
+            state.withLock { $0.connection = connection }
+            return connection
+        case 404, 405, 501:
+            channel.close(true)
+            state.withLock { $0.unsupported = true }
+            return nil
+        case 401, 403:
+            channel.close(true)
+            throw PeerError.unauthorized(status: channel.status)
+        default:
+            // (503 while the peer's store is not open, 429, …: the request is answered the same, and says why.)
+            channel.close(true)
+            return nil
+        }
+    }
+
+    /// Lets go of the stream after a push; a stream that ended, or is old, is dropped.
+    private func release(_ connection: Connection?) {
+        let dropped: Connection? = state.withLock { state in
+            state.busy = false
+            guard let current = state.connection, current === connection else { return nil }
+            guard !current.isUsable || current.age > Self.longestLife else {
+                current.touch()
+                return nil
+            }
+            state.connection = nil
+            return current
+        }
+        dropped?.close(abort: false)
+    }
+
+    /// The error an answer line stands for, when it is a refusal (`{"error":{"message":…,"status":N}}`).
+    static func refusal(in line: Data) -> PeerError? {
+        guard line.starts(with: Data(#"{"error""#.utf8)), let message = try? WireJSON.decode(ErrorMessage.self, from: line) else { return nil }
+        let status = message.error.status ?? 500
+        if status == 401 || status == 403 { return .unauthorized(status: status) }
+        return .failed(status: status, message: message.error.message)
+    }
+}
+
+/// One open push stream: sends a batch, waits for its answer line.
+private final class Connection: Sendable {
+    private struct State {
+        /// The push waiting for its answer line.
+        var waiting: CheckedContinuation<Data?, Never>?
+        var ended = false
+        var lastUse = ContinuousClock.now
+    }
+
+    private let channel: PeerStreamChannel
+    private let state = Mutex(State())
+    private let opened = ContinuousClock.now
+
+    init(_ channel: PeerStreamChannel, idleLimit: Duration) {
+        self.channel = channel
+        // Reads the answer line by line, and closes the stream once it has been idle for idleLimit.
+        Task { [self] in await readAnswers() }
+        Task { [self] in await closeWhenIdle(after: idleLimit) }
+    }
+
+    /// Whether the stream can take a push.
+    var isUsable: Bool { !state.withLock { $0.ended } }
+
+    /// How long ago it was opened.
+    var age: Duration { ContinuousClock.now - opened }
+
+    /// Notes a push's end: the idle time counts from here.
+    func touch() {
+        state.withLock { $0.lastUse = .now }
+    }
+
+    /// Sends `piece` and waits for the next answer line; nil when the stream ended first.
+    func exchange(_ piece: Data) async -> Data? {
+        await withCheckedContinuation { continuation in
+            let accepted = state.withLock { state in
+                guard !state.ended, state.waiting == nil else { return false }
+                state.waiting = continuation
+                return true
+            }
+            guard accepted else {
+                continuation.resume(returning: nil)
+                return
+            }
+            channel.send(piece)
+        }
+    }
+
+    /// Ends the stream (with `abort`, drops the request at once); a push waiting gets nil.
+    func close(abort: Bool) {
+        end()
+        channel.close(abort)
+    }
+
+    private func end() {
+        let waiting = state.withLock { state in
+            state.ended = true
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume(returning: nil)
+    }
+
+    private func readAnswers() async {
+        var pending = Data()
+        do {
+            for try await chunk in channel.answer {
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = pending[pending.startIndex..<newline]
+                    pending.removeSubrange(pending.startIndex...newline)
+                    guard deliver(Data(line)) else {
+                        // A line no push waited for: not the protocol; this stream is not used again.
+                        close(abort: true)
+                        return
+                    }
+                }
+            }
+        } catch {
+            // The connection was lost, or the request dropped: the push waiting (if any) gets nil.
+        }
+        end()
+    }
+
+    private func deliver(_ line: Data) -> Bool {
+        let waiting = state.withLock { state in
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume(returning: line)
+        return waiting != nil
+    }
+
+    private func closeWhenIdle(after limit: Duration) async {
+        while true {
+            try? await Task.sleep(for: limit / 2)
+            let (ended, idle) = state.withLock { state in
+                (state.ended, state.waiting == nil && ContinuousClock.now - state.lastUse >= limit)
+            }
+            if ended { return }
+            if idle {
+                close(abort: false)
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+import Testing
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySync
+import FerryTestSupport
+@testable import FerryServer
+
+/// A ``PeerClient``'s pushes over a live HTTP connection (AsyncHTTPClient against the API on a
+/// loopback port): many pushes go on one standing request; a peer without streams (an older
+/// daemon, a relay) gets each push as a request; a stream that closed, went idle or ended with a
+/// refusal is replaced, and a refusal reaches the caller as the same push request's would.
+@Suite("Push stream client")
+struct PushStreamClientTests {
+    static let token = "peer-token-0123456789abcdef"
+    static let model = try! SampleModels.load("OrgChart")
+
+    let directory = TemporaryDirectory()
+    let store: SQLiteStore
+    let api: FerryAPI
+
+    init() throws {
+        store = try SQLiteStore(path: directory.file("served.sqlite"), model: Self.model)
+        api = FerryAPI(endpoint: try ReplicationEndpoint(store: store), tokens: AccessTokens([(Self.token, .peer)]), maxBodyBytes: 1 << 20)
+    }
+
+    /// The paths the server was asked for, in order.
+    final class Paths: Sendable {
+        let list = Mutex<[String]>([])
+    }
+
+    /// The API's router, counting requests by path; with `hidingStreams`, the stream route answers 404 (a peer from before it).
+    struct Counting: HTTPResponder {
+        let inner: RouterResponder<FerryRequestContext>
+        let paths: Paths
+        let hidingStreams: Bool
+
+        func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
+            paths.list.withLock { $0.append(request.uri.path) }
+            if hidingStreams, request.uri.path == "/v1/changesets/stream" { return Response(status: .notFound) }
+            return try await inner.respond(to: request, context: context)
+        }
+    }
+
+    /// Runs `body` with a client of the API served live on a loopback port, and the paths it was asked for.
+    func withLiveServer(hidingStreams: Bool = false, idleLimit: Duration = .seconds(10),
+                        _ body: @Sendable (PeerClient, @Sendable () -> [String]) async throws -> Void) async throws {
+        let paths = Paths()
+        let app = Application(responder: Counting(inner: api.router().buildResponder(), paths: paths, hidingStreams: hidingStreams))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let peer = PeerClient(baseURLs: [try #require(URL(string: "http://127.0.0.1:\(port)"))], token: Self.token, timeout: 30,
+                                  trust: .systemStore, streamIdleLimit: idleLimit)
+            try await body(peer) { paths.list.withLock { $0 } }
+        }
+    }
+
+    func line(_ origin: UUID, _ sequence: Int, name: String = "Ann") -> String {
+        let id = origin.uuidString
+        return #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(id)/Person/p\#(sequence)","values":{"name":"\#(name)"}}],"format":1,"hlc":\#(113000000000000000 + sequence),"model":"\#(store.modelVersionHash)","origin":"\#(id)","seq":\#(sequence)}"#
+    }
+
+    @Test("Pushes go on one standing request, each answered with its own report")
+    func pushesShareOneRequest() async throws {
+        let origin = UUID()
+        try await withLiveServer { peer, paths async throws in
+            for sequence in 1...5 {
+                let report = try await peer.push([line(origin, sequence)])
+                #expect(report.applied == 1 && report.vector[origin] == Int64(sequence), "\(report)")
+            }
+            let again = try await peer.push([line(origin, 3)])
+            #expect(again.duplicate == 1)
+            #expect(paths() == ["/v1/changesets/stream"], "\(paths())")
+        }
+        #expect(try store.historyState().vector[origin] == 5)
+    }
+
+    @Test("A peer without the stream route gets each push as a request of its own, and is not asked for a stream again")
+    func peerWithoutStreams() async throws {
+        let origin = UUID()
+        try await withLiveServer(hidingStreams: true) { peer, paths async throws in
+            for sequence in 1...3 {
+                #expect(try await peer.push([line(origin, sequence)]).applied == 1)
+            }
+            #expect(paths() == ["/v1/changesets/stream", "/v1/changesets", "/v1/changesets", "/v1/changesets"], "\(paths())")
+        }
+    }
+
+    @Test("A refused batch fails the push as the request would (400 with the reason); the next push opens a new stream")
+    func refusalEndsTheStream() async throws {
+        let origin = UUID()
+        try await withLiveServer { peer, paths async throws in
+            #expect(try await peer.push([line(origin, 1)]).applied == 1)
+            await #expect {
+                _ = try await peer.push([#"{"format":1,"#])
+            } throws: { error in
+                guard case PeerError.failed(status: 400, let message) = error else { return false }
+                return message.contains("line 1")
+            }
+            #expect(try await peer.push([line(origin, 2)]).applied == 1)
+            #expect(paths() == ["/v1/changesets/stream", "/v1/changesets/stream"], "\(paths())")
+        }
+    }
+
+    @Test("An idle stream is closed after the idle limit; the next push opens a new one")
+    func idleStreamCloses() async throws {
+        let origin = UUID()
+        try await withLiveServer(idleLimit: .milliseconds(200)) { peer, paths async throws in
+            #expect(try await peer.push([line(origin, 1)]).applied == 1)
+            #expect(try await peer.push([line(origin, 2)]).applied == 1)
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(try await peer.push([line(origin, 3)]).applied == 1)
+            #expect(paths() == ["/v1/changesets/stream", "/v1/changesets/stream"], "\(paths())")
+        }
+    }
+
+    @Test("Pushes at once to one peer all succeed: one on the stream, the others as requests")
+    func concurrentPushes() async throws {
+        let origins = (0..<6).map { _ in UUID() }
+        try await withLiveServer { peer, paths async throws in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for origin in origins { group.addTask { try await peer.push([line(origin, 1)]).applied } }
+                var applied = 0
+                for try await count in group { applied += count }
+                #expect(applied == origins.count)
+            }
+            #expect(paths().contains("/v1/changesets/stream"))
+        }
+        let vector = try store.historyState().vector
+        #expect(origins.allSatisfy { vector[$0] == 1 })
+    }
+}
+

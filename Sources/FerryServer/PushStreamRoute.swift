@@ -30,6 +30,10 @@ struct PushStreamRoute: Sendable {
     /// The answer to one push stream. `allowedOrigins`, when given, are the origins the caller's
     /// token may push change sets of (`origins=` in the tokens file).
     func answer(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
+        // A request with no body at all (neither a length nor chunks) cannot be a stream.
+        if request.headers[.transferEncoding] == nil, request.headers[.contentLength].flatMap(Int.init) ?? 0 == 0 {
+            throw APIError.badRequest("a push stream's body is batches of change-set lines, each batch followed by an empty line; this request has none")
+        }
         // A store that is not open refuses the stream itself (503), not its first batch.
         _ = try await push.gate.endpointOrUnavailable()
         let push = self.push

@@ -46,4 +46,17 @@ struct StoppingTests {
         #expect(seconds < Double(Daemon.ShutdownBounds.graceful.components.seconds),
                 "two idle daemons took \(seconds) s to stop: the graceful bound was reached")
     }
+
+    @Test("A peer's open push stream does not keep a stopping daemon: it ends the stream at once")
+    func stopWithPushStreamOpen() throws {
+        let (a, b) = try DaemonPeer.startedPair(model: SampleModels.path("OrgChart"))
+        defer { _ = a.stop() }
+        // A pushes the save on its stream to B, and keeps the stream open for its idle limit (10 s).
+        try a.put(#"[{"op":"insert","entity":"Person","ref":"p","values":{"id":1,"name":"Ann"}}]"#)
+        #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
+        let started = Date()
+        #expect(b.stop() == 0)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(seconds < 5, "B took \(seconds) s to stop with A's push stream open (A closes it after 10 s idle)")
+    }
 }

@@ -119,4 +119,12 @@ struct PushStreamRouteTests {
         #expect(refusal.error.status == 413 && refusal.error.message.contains("max_body_bytes"), "\(refusal)")
         #expect(try names() == [])
     }
+
+    @Test("A stream request without a body is refused with 400")
+    func noBody() async throws {
+        let response = try await app.test(.router) { client in
+            try await client.execute(uri: "/v1/changesets/stream", method: .post, headers: [.authorization: "Bearer \(Self.peerToken)"])
+        }
+        #expect(response.status == .badRequest && String(buffer: response.body).contains("empty line"), "\(response.status)")
+    }
 }

@@ -84,6 +84,7 @@ public struct FerryAPI: Sendable {
         }
         let pull = PullRoute(gate: gate)
         let push = PushRoute(gate: gate, maxBodyBytes: maxBodyBytes, bodySlots: bodySlots)
+        let stream = PushStreamRoute(push: push)
         let snapshot = SnapshotRoute(gate: gate)
         router.group("v1")
             .add(middleware: BearerAuthentication(tokens: tokens))
@@ -98,7 +99,7 @@ public struct FerryAPI: Sendable {
             }
             .post("changesets/stream") { request, context in
                 try context.require(.push)
-                return try await PushStreamRoute(push: push).answer(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
+                return try await stream.answer(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
             }
             .post("changesets/pull") { request, context in
                 try context.require(.pull)

@@ -135,12 +135,12 @@ final class WatchLoop: Sendable {
             runWithoutInotify(changed: changed, onCommit: onCommit)
             return
         }
-        // Pending checks: deadlines in uptime nanoseconds.
-        var checks: [UInt64] = []
+        // Pending checks (one of the static schedules, from a start: nothing is allocated per commit).
+        var checks = PendingChecks()
         // Where inotify's events are read (4 KB: dozens of events).
         var events = [UInt8](repeating: 0, count: 4096)
         func schedule(_ delays: [Int], from now: UInt64) {
-            checks = delays.map { now + UInt64($0) * 1_000 }
+            checks = PendingChecks(delays: delays, start: now)
         }
         // A write to the log was heard and its commit not seen yet: writes are not listened to.
         var followingWrite = false
@@ -190,13 +190,31 @@ final class WatchLoop: Sendable {
                 schedule(writerAnnounces ? Self.announcedCheckSchedule : Self.checkSchedule, from: current)
             }
             if let first = checks.first, first <= current {
-                checks.removeAll { $0 <= current }
+                checks.pass(current)
                 if changed() {
                     seen(announced: false, at: current)
                 } else if checks.isEmpty {
                     followingWrite = false
                 }
             }
+        }
+    }
+
+    /// The checks of `data_version` still due: the deadlines `delays` (microseconds, ascending)
+    /// after `start` (uptime nanoseconds), from the `next`th on.
+    private struct PendingChecks {
+        var delays: [Int] = []
+        var start: UInt64 = 0
+        var next = 0
+
+        /// The first deadline still due; nil when none is.
+        var first: UInt64? { next < delays.count ? start + UInt64(delays[next]) * 1_000 : nil }
+
+        var isEmpty: Bool { next >= delays.count }
+
+        /// Drops the deadlines up to `now`.
+        mutating func pass(_ now: UInt64) {
+            while let deadline = first, deadline <= now { next += 1 }
         }
     }
 

@@ -145,15 +145,15 @@ public struct PeerClient: Sendable {
             buffer.writeString(line)
             buffer.writeInteger(UInt8(ascii: "\n"))
         }
+        var body = Data(buffer.readableBytesView)
         // (A peer reached at several URLs is a set of relays, which take no streams; its pushes fail over as requests.)
-        if buffer.readableBytes < Self.smallestCompressedPush, baseURLs.count == 1 {
+        if body.count < Self.smallestCompressedPush, baseURLs.count == 1 {
             let url = baseURL
-            let answer = try await pushStream.push(Data(buffer.readableBytesView)) { () async throws(PeerError) -> PeerStreamChannel? in
+            let answer = try await pushStream.push(body) { () async throws(PeerError) -> PeerStreamChannel? in
                 try await transport.openStream(try request(url, "POST", "v1/changesets/stream", contentType: "application/x-ndjson"))
             }
-            if let answer { return try decode(ApplyReport.self, answer, from: "POST /v1/changesets/stream") }
+            if let answer { return try decode(ApplyReport.self, try Self.checked(answer), from: "POST /v1/changesets/stream") }
         }
-        var body = Data(buffer.readableBytesView)
         var encoding: String?
         if buffer.readableBytes >= Self.smallestCompressedPush {
             do {

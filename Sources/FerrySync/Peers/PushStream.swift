@@ -37,15 +37,13 @@ final class PushStream: Sendable {
         self.idleLimit = idleLimit
     }
 
-    /// Whether the peer was found not to offer streams.
-    var isUnsupported: Bool { state.withLock { $0.unsupported } }
-
     /// Sends `batch` (change-set lines, each ending with a newline) on the stream, opening one with
-    /// `open` when none is open, and returns the peer's answer line: its ``ApplyReport``.
+    /// `open` when none is open, and returns the peer's answer as the same push request's would be:
+    /// 200 with the batch's ``ApplyReport``, or the status and error of its refusal (401 or 403 when
+    /// the stream itself was refused for the token).
     /// - Returns: nil when the stream cannot carry this push (send it as a request instead).
-    /// - Throws: the peer's refusal of the batch (as the same push request would have been
-    ///   refused), or the failure to reach the peer when opening.
-    func push(_ batch: Data, open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> Data? {
+    /// - Throws: the failure to reach the peer when opening.
+    func push(_ batch: Data, open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> PeerResponse? {
         let taken: Connection?? = state.withLock { state in
             guard !state.busy, !state.unsupported else { return .none }
             state.busy = true
@@ -59,7 +57,11 @@ final class PushStream: Sendable {
         var connection = existing
         defer { release(connection) }
         if connection == nil {
-            connection = try await self.open(with: open)
+            switch try await self.open(with: open) {
+            case .opened(let opened): connection = opened
+            case .refused(let answer): return answer
+            case .unavailable: return nil
+            }
         }
         guard let connection else { return nil }
         var piece = batch
@@ -70,44 +72,42 @@ final class PushStream: Sendable {
             connection.close(abort: true)
         }
         guard let answer else { return nil }  // cut before the answer: the request sends it again
-        if let refusal = Self.refusal(in: answer) {
+        if let status = Self.refusalStatus(of: answer) {
             connection.close(abort: false)  // (the peer ends its answer after a refusal)
-            throw refusal
+            return PeerResponse(status: status, body: answer)
         }
-        return answer
+        return PeerResponse(status: 200, body: answer)
     }
 
-    /// Closes the open stream, if any (a client that is done with its peer).
-    func close() {
-        let connection = state.withLock { state in
-            defer { state.connection = nil }
-            return state.connection
-        }
-        connection?.close(abort: false)
+    /// What opening a stream gave.
+    private enum Opening {
+        case opened(Connection)
+        /// The token was refused (401, 403): the push fails as its request would.
+        case refused(PeerResponse)
+        /// No stream now: the peer does not offer them, or refused this one in a way its request will say again.
+        case unavailable
     }
 
-    /// A new stream; nil when the peer does not offer one, or refused it in a way the request will say again.
-    private func open(with open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> Connection? {
+    private func open(with open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> Opening {
         guard let channel = try await open() else {
             state.withLock { $0.unsupported = true }
-            return nil
+            return .unavailable
         }
-        switch channel.status {
-        case 200:
+        if channel.status == 200 {
             let connection = Connection(channel, idleLimit: idleLimit)
             state.withLock { $0.connection = connection }
-            return connection
+            return .opened(connection)
+        }
+        channel.close(true)
+        switch channel.status {
         case 404, 405, 501:
-            channel.close(true)
             state.withLock { $0.unsupported = true }
-            return nil
+            return .unavailable
         case 401, 403:
-            channel.close(true)
-            throw PeerError.unauthorized(status: channel.status)
+            return .refused(PeerResponse(status: channel.status, body: Data()))
         default:
             // (503 while the peer's store is not open, 429, …: the request is answered the same, and says why.)
-            channel.close(true)
-            return nil
+            return .unavailable
         }
     }
 
@@ -126,12 +126,13 @@ final class PushStream: Sendable {
         dropped?.close(abort: false)
     }
 
-    /// The error an answer line stands for, when it is a refusal (`{"error":{"message":…,"status":N}}`).
-    static func refusal(in line: Data) -> PeerError? {
-        guard line.starts(with: Data(#"{"error""#.utf8)), let message = try? WireJSON.decode(ErrorMessage.self, from: line) else { return nil }
-        let status = message.error.status ?? 500
-        if status == 401 || status == 403 { return .unauthorized(status: status) }
-        return .failed(status: status, message: message.error.message)
+    /// How an error line starts (a report line starts otherwise: `{"applied"…`).
+    private static let errorLineStart = Data(#"{"error""#.utf8)
+
+    /// The status an answer line stands for when it is a refusal (`{"error":{"message":…,"status":N}}`); nil for a report.
+    static func refusalStatus(of line: Data) -> Int? {
+        guard line.starts(with: errorLineStart), let message = try? WireJSON.decode(ErrorMessage.self, from: line) else { return nil }
+        return message.error.status ?? 500
     }
 }
 

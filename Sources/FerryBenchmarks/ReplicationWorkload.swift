@@ -136,9 +136,16 @@ enum ReplicationWorkload {
         defer { watchdog.cancel() }
         /// Saves one object on A and returns the milliseconds until B has it, from the call to
         /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
+        // What else happened during each save (read outside the timed span): see SlowSaveWitness.
+        let watched = [(b.name, b.processIdentifier), (a.name, a.processIdentifier), ("this process", getpid())]
+            .compactMap { name, process in process.map { (name, $0) } }
+        let witness = SlowSaveWitness(processes: watched.map(\.1), storePaths: [a.store, b.store])
+        defer { witness.close() }
+        var spans: [SlowSaveWitness.Span] = []
         func saveAndWait(_ name: String) async throws -> (fromSave: Double, fromCommit: Double) {
             let person = try writer.insert(entityName: "Person")
             try person.setValue(name, forKey: "name")
+            let before = witness.read()
             let start = DispatchTime.now().uptimeNanoseconds
             try writer.save()
             let returned = DispatchTime.now().uptimeNanoseconds
@@ -148,6 +155,8 @@ enum ReplicationWorkload {
             }
             let seen = DispatchTime.now().uptimeNanoseconds
             progress.note()
+            spans.append(.init(milliseconds: Double(seen - start) / 1e6, commitMilliseconds: Double(returned - start) / 1e6,
+                               before: before, after: witness.read()))
             return (Double(seen - start) / 1e6, Double(seen - returned) / 1e6)
         }
         // Not counted: the first save opens the connection between the daemons and prepares what
@@ -155,6 +164,7 @@ enum ReplicationWorkload {
         // is left over from the start; it once was, which made the first save last a second.)
         let warmUp = try await saveAndWait("W4 warm-up")
         print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.fromSave))
+        spans.removeAll()
         var latencies: [Double] = []
         var fromCommit: [Double] = []
         for index in 0..<samples {
@@ -170,6 +180,14 @@ enum ReplicationWorkload {
                      samples, saver, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
         print(String(format: "  the same from each save's return (A's commit) until B shows it: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99), fromCommit.last ?? 0))
+        // The slowest saves decide p99 and max: what else happened while each travelled, and the
+        // same for the median save, to compare with.
+        let bySpeed = spans.indices.sorted { spans[$0].milliseconds > spans[$1].milliseconds }
+        print("  the slowest saves, and the median one (CPU and I/O stalls are machine-wide):")
+        for index in bySpeed.prefix(3) + bySpeed[bySpeed.count / 2 ..< min(bySpeed.count, bySpeed.count / 2 + 1)] {
+            let next = index + 1 < spans.count ? spans[index + 1].before : nil
+            print("    " + spans[index].describe(processNames: watched.map(\.0), storeNames: [a.name, b.name], next: next))
+        }
         try await inProcess?.stop()
         // A failed round waits for its backoff before the next try: the likeliest cause of a slow outlier.
         for peer in [a, b] {

@@ -69,6 +69,12 @@ public final class DaemonPeer: @unchecked Sendable {
     /// Whether the daemon process is running.
     public var isRunning: Bool { process?.isRunning ?? false }
 
+    /// The daemon's process identifier, while it runs.
+    public var processIdentifier: Int32? {
+        guard let process, process.isRunning else { return nil }
+        return process.processIdentifier
+    }
+
     /// The daemon's resident memory in bytes (`VmRSS` of /proc), while it runs.
     public var residentMemory: Int? {
         guard let process, process.isRunning,

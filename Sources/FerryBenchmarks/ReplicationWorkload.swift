@@ -134,14 +134,14 @@ enum ReplicationWorkload {
             }
         }
         defer { watchdog.cancel() }
-        /// Saves one object on A and returns the milliseconds until B has it, from the call to
-        /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
         // What else happened during each save (read outside the timed span): see SlowSaveWitness.
         let watched = [(b.name, b.processIdentifier), (a.name, a.processIdentifier), ("this process", getpid())]
             .compactMap { name, process in process.map { (name, $0) } }
         let witness = SlowSaveWitness(processes: watched.map(\.1), storePaths: [a.store, b.store])
         defer { witness.close() }
         var spans: [SlowSaveWitness.Span] = []
+        /// Saves one object on A and returns the milliseconds until B has it, from the call to
+        /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
         func saveAndWait(_ name: String) async throws -> (fromSave: Double, fromCommit: Double) {
             let person = try writer.insert(entityName: "Person")
             try person.setValue(name, forKey: "name")

@@ -188,6 +188,14 @@ enum ReplicationWorkload {
             let next = index + 1 < spans.count ? spans[index + 1].before : nil
             print("    " + spans[index].describe(processNames: watched.map(\.0), storeNames: [a.name, b.name], next: next))
         }
+        // Whether any push fell back to a request of its own (the stream busy or lost), from B's request counts.
+        if let metrics = try? FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body {
+            func requests(_ route: String) -> Int {
+                metrics.split(separator: "\n").filter { $0.hasPrefix("hb_requests{") && $0.contains("http_route=\"\(route)\"") }
+                    .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+            }
+            print("  B took \(requests("/v1/changesets")) push(es) as requests of their own, the rest on a push stream; \(requests("/v1/changesets/stream")) stream(s) ended during the run")
+        }
         try await inProcess?.stop()
         // A failed round waits for its backoff before the next try: the likeliest cause of a slow outlier.
         for peer in [a, b] {

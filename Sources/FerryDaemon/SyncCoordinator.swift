@@ -228,7 +228,7 @@ public actor SyncCoordinator {
                 }
                 let local = try? await endpoint.vector()
                 if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
-                if let lag = lag(peerVector: result.peerVector, local: local) {
+                if let lag = Self.lag(peerVector: result.peerVector, local: local, peerStore: result.peerStore) {
                     peers[index].toPull = lag.toPull
                     peers[index].toPush = lag.toPush
                     Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
@@ -245,13 +245,17 @@ public actor SyncCoordinator {
 
     /// How many change sets the peer has that this store lacks, and the reverse, from the
     /// peer's vector the round last saw (no extra request); nil when the round did not push.
-    private func lag(peerVector: VersionVector?, local: VersionVector?) -> (toPull: Int64, toPush: Int64)? {
+    ///
+    /// The peer has every change set of its own (`peerStore`), whatever that vector says: a
+    /// push-only round starts from the vector of an earlier round, older than the peer's own
+    /// change sets this store took in since, and those are not to push.
+    static func lag(peerVector: VersionVector?, local: VersionVector?, peerStore: UUID?) -> (toPull: Int64, toPush: Int64)? {
         guard let remote = peerVector, let local else { return nil }
         var toPull: Int64 = 0
         var toPush: Int64 = 0
         for origin in Set(remote.keys).union(local.keys) {
             let difference = remote[origin, default: 0] - local[origin, default: 0]
-            if difference > 0 { toPull += difference } else { toPush -= difference }
+            if difference > 0 { toPull += difference } else if origin != peerStore { toPush -= difference }
         }
         return (toPull, toPush)
     }

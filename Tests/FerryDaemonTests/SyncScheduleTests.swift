@@ -106,6 +106,50 @@ struct SyncScheduleTests {
         #expect(try dump(local) == dump(remote) && dump(local).count == 2)
     }
 
+    @Test("The peer's own change sets taken in since its vector was read are not counted as to push to it")
+    func peersOwnChangeSetsAreNotLag() async throws {
+        let model = try SampleModels.load("OrgChart")
+        let local = InMemoryStore(model: model)
+        let remote = InMemoryStore(model: model)
+        let token = "peer-token-0123456789abcdef"
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
+                        at: "remote")
+        let endpoint = try ReplicationEndpoint(store: local)
+        let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("remote", InMemoryTransport.url(of: "remote"), token, .systemStore)],
+                                          batchSize: 10, requestTimeout: 5, logger: Logger(label: "lag"), clock: ManualClock(), transport: transport)
+        // A full round reads the peer's vector (empty), then the peer saves three times and pushes them
+        // here: this store takes them in, and its commit starts a push-only round from that old vector.
+        #expect(await coordinator.round().first?.error == nil)
+        let context = try PersistentContainer(store: remote).newContext()
+        for name in ["Ann", "Bob", "Cy"] {
+            try context.make("Person", ["name": name])
+            try context.save()
+        }
+        #expect(try await endpoint.apply(lines: remote.changeSetLines(after: [:], limit: nil)).applied == 3)
+        let pushOnly = try #require(await coordinator.round(peer: "remote", pull: false).first)
+        #expect(pushOnly.error == nil && pushOnly.pushed.applied == 0, "\(pushOnly)")
+        let peer = try #require(await coordinator.status().peers.first)
+        #expect(peer.toPush == 0 && peer.toPull == 0, "\(peer)")
+        // This store's own change set goes in the next push-only round, and then nothing is left to push.
+        let own = try PersistentContainer(store: local).newContext()
+        try own.make("Person", ["name": "Dee"])
+        try own.save()
+        #expect(await coordinator.round(peer: "remote", pull: false).first?.pushed.applied == 1)
+        #expect(await coordinator.status().peers.first?.toPush == 0)
+    }
+
+    @Test("Lag counts what either side lacks, except the peer's own change sets on the side to push")
+    func lagFromVectors() {
+        let (peer, this, other) = (UUID(), UUID(), UUID())
+        // The peer's vector is old for its own origin (3 taken in here since): not to push; ahead for another: to pull.
+        let lag = SyncCoordinator.lag(peerVector: [peer: 1, other: 5], local: [peer: 4, this: 2, other: 3], peerStore: peer)
+        #expect(lag?.toPull == 2 && lag?.toPush == 2)
+        // Without the peer's UUID (a round that never read the peer's state), every difference counts.
+        #expect(SyncCoordinator.lag(peerVector: [peer: 1], local: [peer: 4], peerStore: nil)?.toPush == 3)
+        #expect(SyncCoordinator.lag(peerVector: nil, local: [peer: 4], peerStore: peer) == nil)
+    }
+
     @Test("A round whose pull the peer refuses still pushes this store's change sets to it")
     func pushAfterRefusedPull() async throws {
         let model = try SampleModels.load("OrgChart")

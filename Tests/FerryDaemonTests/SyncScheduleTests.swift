@@ -108,16 +108,9 @@ struct SyncScheduleTests {
 
     @Test("The peer's own change sets taken in since its vector was read are not counted as to push to it")
     func peersOwnChangeSetsAreNotLag() async throws {
-        let model = try SampleModels.load("OrgChart")
-        let local = InMemoryStore(model: model)
-        let remote = InMemoryStore(model: model)
-        let token = "peer-token-0123456789abcdef"
-        let transport = InMemoryTransport()
-        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
-                        at: "remote")
+        let (local, remote, transport) = try Self.storesServed()
         let endpoint = try ReplicationEndpoint(store: local)
-        let coordinator = SyncCoordinator(endpoint: endpoint, peers: [("remote", InMemoryTransport.url(of: "remote"), token, .systemStore)],
-                                          batchSize: 10, requestTimeout: 5, logger: Logger(label: "lag"), clock: ManualClock(), transport: transport)
+        let coordinator = Self.coordinator(of: endpoint, reaching: transport, label: "lag")
         // A full round reads the peer's vector (empty), then the peer saves three times and pushes them
         // here: this store takes them in, and its commit starts a push-only round from that old vector.
         #expect(await coordinator.round().first?.error == nil)
@@ -152,22 +145,33 @@ struct SyncScheduleTests {
 
     @Test("A round whose pull the peer refuses still pushes this store's change sets to it")
     func pushAfterRefusedPull() async throws {
-        let model = try SampleModels.load("OrgChart")
-        let local = InMemoryStore(model: model)
-        let remote = InMemoryStore(model: model)
-        let token = "peer-token-0123456789abcdef"
-        let transport = InMemoryTransport()
-        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
-                        at: "remote")
+        let (local, remote, transport) = try Self.storesServed()
         transport.refuse("POST", "/v1/changesets/pull", with: 400)
         let context = try PersistentContainer(store: local).newContext()
         try context.make("Person", ["name": "Ann"])
         try context.save()
-        let coordinator = SyncCoordinator(endpoint: try ReplicationEndpoint(store: local), peers: [("remote", InMemoryTransport.url(of: "remote"), token, .systemStore)],
-                                          batchSize: 10, requestTimeout: 5, logger: Logger(label: "refused-pull"), clock: ManualClock(), transport: transport)
+        let coordinator = Self.coordinator(of: try ReplicationEndpoint(store: local), reaching: transport, label: "refused-pull")
         let result = try #require(await coordinator.round().first)
         #expect(result.error == .failed(status: 400, message: "refused by the test"), "\(result)")
         #expect(result.pushed.applied == 1, "\(result)")
         #expect(try remote.historyState().vector == [local.identifier: 1])
+    }
+
+    private static let peerToken = "peer-token-0123456789abcdef"
+
+    /// Two in-memory stores of the sample model, the remote one served as "remote" on an in-memory transport.
+    private static func storesServed() throws -> (local: InMemoryStore, remote: InMemoryStore, transport: InMemoryTransport) {
+        let model = try SampleModels.load("OrgChart")
+        let (local, remote) = (InMemoryStore(model: model), InMemoryStore(model: model))
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: remote), tokens: AccessTokens([(peerToken, .peer)]), maxBodyBytes: 1 << 20).router(),
+                        at: "remote")
+        return (local, remote, transport)
+    }
+
+    /// A coordinator of `endpoint` with the one peer "remote", reached through `transport`, on a manual clock.
+    private static func coordinator(of endpoint: ReplicationEndpoint, reaching transport: InMemoryTransport, label: String) -> SyncCoordinator {
+        SyncCoordinator(endpoint: endpoint, peers: [("remote", InMemoryTransport.url(of: "remote"), peerToken, .systemStore)],
+                        batchSize: 10, requestTimeout: 5, logger: Logger(label: label), clock: ManualClock(), transport: transport)
     }
 }

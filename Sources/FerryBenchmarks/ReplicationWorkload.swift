@@ -136,13 +136,12 @@ enum ReplicationWorkload {
         defer { watchdog.cancel() }
         // What else happened during each save (read outside the timed span): see SlowSaveWitness.
         let watched = [(b.name, b.processIdentifier), (a.name, a.processIdentifier), ("this process", getpid())]
-            .compactMap { name, process in process.map { (name, $0) } }
-        let witness = SlowSaveWitness(processes: watched.map(\.1), storePaths: [a.store, b.store])
+            .compactMap { name, process in process.map { (name: name, id: $0) } }
+        let witness = SlowSaveWitness(processes: watched, stores: [(a.name, a.store), (b.name, b.store)])
         defer { witness.close() }
-        var spans: [SlowSaveWitness.Span] = []
-        /// Saves one object on A and returns the milliseconds until B has it, from the call to
-        /// `save()` and from its return (the commit on A: how replication latency is usually quoted).
-        func saveAndWait(_ name: String) async throws -> (fromSave: Double, fromCommit: Double) {
+        /// Saves one object on A and returns how long until B has it, from the call to `save()` and
+        /// from its return (the commit on A: how replication latency is usually quoted).
+        func saveAndWait(_ name: String) async throws -> SlowSaveWitness.Span {
             let person = try writer.insert(entityName: "Person")
             try person.setValue(name, forKey: "name")
             let before = witness.read()
@@ -155,26 +154,21 @@ enum ReplicationWorkload {
             }
             let seen = DispatchTime.now().uptimeNanoseconds
             progress.note()
-            spans.append(.init(milliseconds: Double(seen - start) / 1e6, commitMilliseconds: Double(returned - start) / 1e6,
-                               before: before, after: witness.read()))
-            return (Double(seen - start) / 1e6, Double(seen - returned) / 1e6)
+            return SlowSaveWitness.Span(milliseconds: Double(seen - start) / 1e6, commitMilliseconds: Double(returned - start) / 1e6,
+                                        before: before, after: witness.read())
         }
         // Not counted: the first save opens the connection between the daemons and prepares what
         // later saves reuse. (B starts before A, so A's first pull finds B listening and no backoff
         // is left over from the start; it once was, which made the first save last a second.)
         let warmUp = try await saveAndWait("W4 warm-up")
-        print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.fromSave))
-        spans.removeAll()
-        var latencies: [Double] = []
-        var fromCommit: [Double] = []
+        print(String(format: "  warm-up save (not counted): %.1f ms", warmUp.milliseconds))
+        var spans: [SlowSaveWitness.Span] = []
         for index in 0..<samples {
-            let sample = try await saveAndWait("W4 \(index)")
-            latencies.append(sample.fromSave)
-            fromCommit.append(sample.fromCommit)
+            spans.append(try await saveAndWait("W4 \(index)"))
             usleep(UInt32.random(in: 20_000...60_000))  // saves spread out, not in one burst
         }
-        latencies.sort()
-        fromCommit.sort()
+        let latencies = spans.map(\.milliseconds).sorted()
+        let fromCommit = spans.map(\.fromCommit).sorted()
         let saver = daemonInProcess ? "by the daemon's own process" : "by another process"
         print(String(format: "W4 latency: %d saves on A (%@) until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 3 ms, p99 <= 15 ms)",
                      samples, saver, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
@@ -184,9 +178,8 @@ enum ReplicationWorkload {
         // same for the median save, to compare with.
         let bySpeed = spans.indices.sorted { spans[$0].milliseconds > spans[$1].milliseconds }
         print("  the slowest saves, and the median one (CPU and I/O stalls are machine-wide):")
-        for index in bySpeed.prefix(3) + bySpeed[bySpeed.count / 2 ..< min(bySpeed.count, bySpeed.count / 2 + 1)] {
-            let next = index + 1 < spans.count ? spans[index + 1].before : nil
-            print("    " + spans[index].describe(processNames: watched.map(\.0), storeNames: [a.name, b.name], next: next))
+        for index in bySpeed.prefix(3) + bySpeed.dropFirst(bySpeed.count / 2).prefix(1) {
+            print("    " + witness.describe(spans[index], next: index + 1 < spans.count ? spans[index + 1].before : nil))
         }
         // Whether any push fell back to a request of its own (the stream busy or lost), from B's request counts.
         if let metrics = try? FerryProcess.curl("GET", b.url + "/metrics", token: b.adminToken).body {

@@ -31,49 +31,53 @@ struct SlowSaveWitness {
         let before: Reading
         let after: Reading
 
-        /// One line saying what changed during the span, and whether a checkpoint ended between
-        /// its end and `next` (the next save's first reading): a checkpoint's writes and sync may
-        /// still be under way while a save waits for its own sync.
-        func describe(processNames: [String], storeNames: [String], next: Reading?) -> String {
-            var parts = [String(format: "%.1f ms (A's commit %.1f ms): CPU stall %.1f ms, I/O stall %.1f ms", milliseconds, commitMilliseconds,
-                                Double(after.cpuStall &- before.cpuStall) / 1000, Double(after.ioStall &- before.ioStall) / 1000)]
-            for (index, name) in processNames.enumerated() where index < before.runQueueWait.count && index < after.runQueueWait.count {
-                parts.append(String(format: "%@ waited %.1f ms for a CPU", name, Double(after.runQueueWait[index] &- before.runQueueWait[index]) / 1e6))
-            }
-            for (index, name) in storeNames.enumerated() where index < before.logs.count && index < after.logs.count {
-                let (old, new) = (before.logs[index], after.logs[index])
-                if old.salt != new.salt {
-                    parts.append("\(name)'s log restarted (\(old.frames) → \(new.frames) frames)")
-                } else if new.copied != old.copied {
-                    parts.append("\(name)'s log checkpointed (\(old.copied) → \(new.copied) of \(new.frames) frames)")
-                } else {
-                    parts.append("\(name)'s log +\(new.frames &- old.frames) frames")
-                }
-                if let later = next?.logs[index], later.salt == new.salt, later.copied != new.copied {
-                    parts.append("\(name)'s log checkpointed just after")
-                }
-            }
-            return parts.joined(separator: "; ")
-        }
+        /// From `save()`'s return (A's commit) until B showed the object.
+        var fromCommit: Double { milliseconds - commitMilliseconds }
     }
 
-    private let processes: [Int32]
-    private let logDescriptors: [Int32]
+    private let processes: [(name: String, id: Int32)]
+    private let stores: [(name: String, log: Int32)]
 
-    /// Watches the threads of `processes` and the logs of the stores at `storePaths`.
-    init(processes: [Int32], storePaths: [String]) {
+    /// Watches the threads of `processes` and the logs of `stores` (each store's file at `path`).
+    init(processes: [(name: String, id: Int32)], stores: [(name: String, path: String)]) {
         self.processes = processes
-        self.logDescriptors = storePaths.map { open($0 + "-shm", O_RDONLY) }
+        self.stores = stores.map { ($0.name, open($0.path + "-shm", O_RDONLY)) }
     }
 
     func close() {
-        for descriptor in logDescriptors where descriptor >= 0 { _ = Glibc.close(descriptor) }
+        for store in stores where store.log >= 0 { _ = Glibc.close(store.log) }
     }
 
     func read() -> Reading {
         Reading(cpuStall: Self.stallTotal("cpu"), ioStall: Self.stallTotal("io"),
-                runQueueWait: processes.map(Self.runQueueWait),
-                logs: logDescriptors.map(Self.logState))
+                runQueueWait: processes.map { Self.runQueueWait($0.id) },
+                logs: stores.map { Self.logState($0.log) })
+    }
+
+    /// One line saying what changed during `span` (both readings this witness's), and whether a
+    /// checkpoint ended between its end and `next` (the next save's first reading): a checkpoint's
+    /// writes and sync may still be under way while a save waits for its own sync.
+    func describe(_ span: Span, next: Reading?) -> String {
+        let (before, after) = (span.before, span.after)
+        var parts = [String(format: "%.1f ms (A's commit %.1f ms): CPU stall %.1f ms, I/O stall %.1f ms", span.milliseconds, span.commitMilliseconds,
+                            Double(after.cpuStall &- before.cpuStall) / 1000, Double(after.ioStall &- before.ioStall) / 1000)]
+        for (index, process) in processes.enumerated() {
+            parts.append(String(format: "%@ waited %.1f ms for a CPU", process.name, Double(after.runQueueWait[index] &- before.runQueueWait[index]) / 1e6))
+        }
+        for (index, store) in stores.enumerated() {
+            let (old, new) = (before.logs[index], after.logs[index])
+            if old.salt != new.salt {
+                parts.append("\(store.name)'s log restarted (\(old.frames) → \(new.frames) frames)")
+            } else if new.copied != old.copied {
+                parts.append("\(store.name)'s log checkpointed (\(old.copied) → \(new.copied) of \(new.frames) frames)")
+            } else {
+                parts.append("\(store.name)'s log +\(new.frames &- old.frames) frames")
+            }
+            if let later = next?.logs[index], later.salt == new.salt, later.copied != new.copied {
+                parts.append("\(store.name)'s log checkpointed just after")
+            }
+        }
+        return parts.joined(separator: "; ")
     }
 
     /// `some … total=N` of /proc/pressure/`resource` (0 when the kernel has no pressure stall information).

@@ -46,6 +46,8 @@ public final class SQLiteStore: PersistentStore {
     public var modelVersionHash: String { layout.modelVersionHash }
 
     let pool: DatabasePool
+    /// The connections ``read(_:)`` runs on (the pool's readers when all are busy).
+    private let readers: ReadConnections
     /// The folder of a store opened immutable on a read-only file system: reads stop when it turns writable.
     private let immutableFolder: String?
     /// Checkpoints the write-ahead log off the saving thread (writable stores only).
@@ -141,6 +143,7 @@ public final class SQLiteStore: PersistentStore {
         }
         do {
             pool = try DatabasePool(path: openPath, configuration: configuration)
+            readers = ReadConnections(path: openPath, configuration: configuration, limit: configuration.maximumReaderCount)
             if !options.readOnly { try Self.makeCommitsDurable(pool) }
         } catch {
             throw Self.openFailure(error, path: path)
@@ -191,6 +194,8 @@ public final class SQLiteStore: PersistentStore {
     }
 
     deinit {
+        // First, so that the pool's writer is the last connection to close (see ReadConnections.close).
+        readers.close()
         // Reentrant: the last reference to a store may go inside one of its own pool's writes.
         if let checkpointer { pool.unsafeReentrantWrite { db in checkpointer.uninstall(from: db) } }
     }
@@ -341,12 +346,7 @@ public final class SQLiteStore: PersistentStore {
             // (Compressed before taking the writer, which the application's saves wait for.)
             let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
             return try pool.writeWithoutTransaction { db in
-                var result = SaveResult.empty
-                try db.inTransaction(.immediate) {
-                    result = try writer.write(request, compressedBody: compressedBody, in: db)
-                    return .commit
-                }
-                return result
+                try db.inImmediateTransaction { try writer.write(request, compressedBody: compressedBody, in: db) }
             }
         } catch let error as SaveError {
             throw error
@@ -404,7 +404,7 @@ public final class SQLiteStore: PersistentStore {
             throw StoreError.unavailable(path: path, reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
         }
         do {
-            return try pool.read(body)
+            return try readers.read(body, otherwise: { try pool.read(body) })
         } catch let error as QueryError {
             throw error
         } catch let error as HistoryError {

@@ -274,12 +274,7 @@ extension SQLiteStore: ReplicaStore {
 
     func write(_ body: (Database) throws -> Void) throws {
         do {
-            try pool.writeWithoutTransaction { db in
-                try db.inTransaction(.immediate) {
-                    try body(db)
-                    return .commit
-                }
-            }
+            try pool.writeWithoutTransaction { db in try db.inImmediateTransaction { try body(db) } }
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

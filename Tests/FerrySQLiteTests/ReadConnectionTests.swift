@@ -1,0 +1,152 @@
+import Foundation
+import GRDB
+import Testing
+import FerryModel
+import FerryStore
+import FerryTestSupport
+@testable import FerrySQLite
+
+/// The connections a store reads on (``ReadConnections``) and its write transactions
+/// (`Database.inImmediateTransaction`): what the pool's `read` and GRDB's `inTransaction` promised,
+/// kept with cached statements.
+@Suite("Read connections and write transactions")
+struct ReadConnectionTests {
+    /// A database with one table `t (x)` holding `rows` rows, its writer, and read connections on it.
+    struct Fixture {
+        let directory = TemporaryDirectory()
+        let writer: DatabasePool
+        let readers: ReadConnections
+
+        init(rows: Int = 0, limit: Int = 2) throws {
+            let path = directory.file("reads.sqlite")
+            writer = try DatabasePool(path: path)
+            try writer.write { db in
+                try db.execute(sql: "CREATE TABLE t (x INTEGER)")
+                for x in 0..<rows { try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [x]) }
+            }
+            readers = ReadConnections(path: path, configuration: Configuration(), limit: limit)
+        }
+
+        func insert(_ x: Int) throws {
+            try writer.write { db in try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [x]) }
+        }
+
+        /// Rows of `t` read on the read connections; `fallback` when none could be had.
+        func count(fallback: Int = -1) throws -> Int {
+            try readers.read({ db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? 0 }, otherwise: { fallback })
+        }
+    }
+
+    struct Planned: Error {}
+
+    @Test("A read sees every commit made before it, by another connection")
+    func seesCommits() throws {
+        let fixture = try Fixture(rows: 1)
+        #expect(try fixture.count() == 1)
+        try fixture.insert(2)
+        #expect(try fixture.count() == 2, "the connection's earlier read must not pin its snapshot")
+    }
+
+    @Test("A read's statements all see one snapshot, even when a commit comes between them")
+    func oneSnapshot() throws {
+        let fixture = try Fixture(rows: 1)
+        let (before, after) = try fixture.readers.read({ db in
+            let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? 0
+            try fixture.insert(2)
+            return (before, try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? 0)
+        }, otherwise: { (-1, -1) })
+        #expect(before == 1 && after == 1)
+        #expect(try fixture.count() == 2)
+    }
+
+    @Test("A schema change made on another connection is seen by the next read")
+    func schemaChange() throws {
+        let fixture = try Fixture()
+        let columns = { try fixture.readers.read({ db in try db.columns(in: "t").map(\.name) }, otherwise: { [] }) }
+        #expect(try columns() == ["x"])
+        try fixture.writer.write { db in try db.execute(sql: "ALTER TABLE t ADD COLUMN y TEXT") }
+        #expect(try columns() == ["x", "y"], "GRDB's schema cache must be cleared when the schema version changes")
+    }
+
+    @Test("With every connection busy, a read goes to its fallback at once instead of waiting")
+    func fallbackWhenBusy() throws {
+        let fixture = try Fixture(rows: 3, limit: 1)
+        let (outer, inner) = try fixture.readers.read({ db in
+            (try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? 0, try fixture.count(fallback: 42))
+        }, otherwise: { (-1, -1) })
+        #expect(outer == 3, "the one connection takes the first read")
+        #expect(inner == 42, "the read made while it is busy goes to the fallback")
+        #expect(try fixture.count(fallback: 42) == 3, "the connection is given back after its read")
+    }
+
+    @Test("A read that throws ends its transaction: the error comes out and the connection reads on")
+    func throwingRead() throws {
+        let fixture = try Fixture(rows: 1, limit: 1)
+        #expect(throws: Planned.self) {
+            try fixture.readers.read({ db -> Int in
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+                throw Planned()
+            }, otherwise: { -1 })
+        }
+        try fixture.insert(2)
+        #expect(try fixture.count() == 2, "a transaction left open would pin the old snapshot (or refuse the next BEGIN)")
+        #expect(throws: DatabaseError.self) {
+            try fixture.readers.read({ db in try Int.fetchOne(db, sql: "SELECT count(*) FROM missing") }, otherwise: { -1 })
+        }
+        #expect(try fixture.count() == 2)
+    }
+
+    @Test("A read that cannot open a connection goes to its fallback (the pool, which then says why)")
+    func cannotOpen() throws {
+        let directory = TemporaryDirectory()
+        let readers = ReadConnections(path: directory.file("none/missing.sqlite"), configuration: Configuration(), limit: 2)
+        #expect(try readers.read({ _ in 1 }, otherwise: { 2 }) == 2)
+    }
+
+    @Test("An immediate transaction commits what its body wrote, and rolls all of it back when the body throws")
+    func immediateTransaction() throws {
+        let fixture = try Fixture()
+        let value = try fixture.writer.writeWithoutTransaction { db in
+            try db.inImmediateTransaction {
+                try db.execute(sql: "INSERT INTO t VALUES (1)")
+                return "done"
+            }
+        }
+        #expect(value == "done")
+        #expect(try fixture.count() == 1)
+        #expect(throws: Planned.self) {
+            try fixture.writer.writeWithoutTransaction { db in
+                try db.inImmediateTransaction {
+                    try db.execute(sql: "INSERT INTO t VALUES (2)")
+                    throw Planned()
+                }
+            }
+        }
+        #expect(try fixture.count() == 1, "nothing of a transaction whose body threw is kept")
+        // The writer is out of the transaction: the next one begins and commits.
+        try fixture.writer.writeWithoutTransaction { db in
+            #expect(!db.isInsideTransaction)
+            try db.inImmediateTransaction { try db.execute(sql: "INSERT INTO t VALUES (3)") }
+        }
+        #expect(try fixture.count() == 2)
+    }
+
+    @Test("A store closed after reads leaves no write-ahead log: its file alone holds everything")
+    func closeLeavesOneFile() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("store.sqlite")
+        let model = try SampleModels.load("OrgChart")
+        do {
+            let container = try PersistentContainer(store: SQLiteStore(path: path, model: model))
+            let context = container.newContext()
+            try context.make("Person", ["name": "John"])
+            try context.save()
+            #expect(try container.newContext().count(for: FetchRequest(entityName: "Person")) == 1)
+        }
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the last connection to close must be one that can checkpoint")
+        let copy = directory.file("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        let reopened = try PersistentContainer(store: SQLiteStore(path: copy, model: model))
+        #expect(try reopened.newContext().count(for: FetchRequest(entityName: "Person")) == 1)
+    }
+}

@@ -6,6 +6,21 @@ import FerryTestSupport
 
 @Suite("Object IDs and URIs")
 struct ObjectIDTests {
+    @Test("Namespaces of temporary IDs are random version-4 UUIDs, never two alike")
+    func systemRandomUUIDs() {
+        let made = (0..<2_000).map { _ in UUID.systemRandom() }
+        #expect(Set(made).count == made.count)
+        for uuid in made {
+            let text = Array(uuid.uuidString)
+            #expect(text[14] == "4", "version 4 (random): \(uuid)")
+            #expect("89AB".contains(text[19]), "the RFC 9562 variant: \(uuid)")
+        }
+        // Not a constant pattern: every other nibble takes many values across the UUIDs.
+        for position in Array(0..<36) where ![8, 13, 14, 18, 19, 23].contains(position) {
+            #expect(Set(made.map { Array($0.uuidString)[position] }).count > 8, "position \(position)")
+        }
+    }
+
     @Test("Temporary until the first save, then permanent with the exact URI form", arguments: TestStoreKind.allCases)
     func temporaryThenPermanent(kind: TestStoreKind) throws {
         let test = try TestContainer(model: try SampleModels.load("OrgChart"), kind: kind)

@@ -94,7 +94,7 @@ public final class ManagedObjectContext {
     @exclusivity(unchecked) var editCount: UInt64 = 0
     #endif
     /// Temporary IDs are this UUID plus a counter.
-    let temporaryNamespace = UUID()
+    let temporaryNamespace = UUID.systemRandom()
     /// Subscribers to this context's events (``changes()``).
     let events = ChangeBroadcaster()
     /// How far objects-did-change events have told the pending changes.

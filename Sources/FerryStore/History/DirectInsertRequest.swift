@@ -37,7 +37,7 @@ extension PersistentContainer {
         // Derived values are computed by a save through a context (the fast path writes rows as they came).
         guard !changeSet.changes.isEmpty, !hasDerivations else { return nil }
         var replay = annotation
-        let namespace = UUID()
+        let namespace = UUID.systemRandom()
         // Every inserted URI gets its temporary ID first: a change may point at an object inserted later in the set.
         var temporaryIDs: [String: ObjectID] = [:]
         temporaryIDs.reserveCapacity(changeSet.changes.count)

@@ -167,6 +167,8 @@ let package = Package(
             dependencies: [
                 "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryTestSupport",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // `--reads` compares the store's reads with GRDB's DatabasePool.read on the same file.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 // W4's reference in the same run: PostgreSQL logical replication (already in the graph for the relay).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

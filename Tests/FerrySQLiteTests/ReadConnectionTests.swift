@@ -96,10 +96,14 @@ struct ReadConnectionTests {
         #expect(try fixture.count() == 2)
     }
 
-    @Test("A read that cannot open a connection goes to its fallback (the pool, which then says why)")
+    @Test("Once a connection cannot be opened, reads go to their fallback (the pool, which says why) without trying again")
     func cannotOpen() throws {
         let directory = TemporaryDirectory()
-        let readers = ReadConnections(path: directory.file("none/missing.sqlite"), configuration: Configuration(), limit: 2)
+        let path = directory.file("later.sqlite")
+        let readers = ReadConnections(path: path, configuration: Configuration(), limit: 2)
+        #expect(try readers.read({ _ in 1 }, otherwise: { 2 }) == 2)
+        // Not tried again on every read: the pool answers from then on, even once a file is there.
+        _ = try DatabaseQueue(path: path)
         #expect(try readers.read({ _ in 1 }, otherwise: { 2 }) == 2)
     }
 

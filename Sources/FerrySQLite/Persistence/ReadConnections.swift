@@ -27,6 +27,8 @@ final class ReadConnections: Sendable {
         var idle: [Connection] = []
         var opened = 0
         var closed = false
+        /// A connection failed to open.
+        var cannotOpen = false
     }
 
     /// How many connections may be open at once.
@@ -69,22 +71,41 @@ final class ReadConnections: Sendable {
         }
     }
 
-    /// An idle connection, or a new one while fewer than ``limit`` are open; nil otherwise.
+    /// What ``take()`` may do under the lock.
+    private enum Claim {
+        case idle(Connection)
+        /// Open a new connection (counted already).
+        case open
+        /// None is to be had: all busy, closed, or they cannot be opened.
+        case none
+    }
+
+    /// An idle connection, or a new one while fewer than ``limit`` are open; nil otherwise. After a
+    /// connection failed to open, none is opened again: every read then goes to the pool, which
+    /// says why it cannot read, rather than paying for a failed open each time.
     private func take() -> Connection? {
-        let idle: Connection?? = state.withLock { state in
-            if let connection = state.idle.popLast() { return .some(connection) }
-            guard state.opened < limit, !state.closed else { return nil }
+        let claim: Claim = state.withLock { state in
+            if let connection = state.idle.popLast() { return .idle(connection) }
+            guard state.opened < limit, !state.closed, !state.cannotOpen else { return .none }
             state.opened += 1
-            return .some(nil)
+            return .open
         }
-        guard let idle else { return nil }
-        if let idle { return idle }
-        // Opened outside the lock: opening reads the file.
-        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else {
-            state.withLock { $0.opened -= 1 }
+        switch claim {
+        case .idle(let connection):
+            return connection
+        case .none:
             return nil
+        case .open:
+            // Opened outside the lock: opening reads the file.
+            guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else {
+                state.withLock { state in
+                    state.opened -= 1
+                    state.cannotOpen = true
+                }
+                return nil
+            }
+            return Connection(queue: queue)
         }
-        return Connection(queue: queue)
     }
 
     /// Puts `connection` back among the idle ones (closes it once ``close()`` was called).

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import FerryModel
 import FerryStore
@@ -133,6 +134,55 @@ struct ReadConnectionTests {
             try db.inImmediateTransaction { try db.execute(sql: "INSERT INTO t VALUES (3)") }
         }
         #expect(try fixture.count() == 2)
+    }
+
+    @Test("More readers at once than connections, while another connection commits: every read completes, each sees a count that never goes back")
+    func concurrentReads() throws {
+        let fixture = try Fixture(rows: 1, limit: 2)
+        let writes = 200
+        let done = Atomic<Bool>(false)
+        let writer = Thread {
+            for x in 0..<writes { try? fixture.insert(x) }
+            done.store(true, ordering: .releasing)
+        }
+        writer.start()
+        let failures = Mutex<[String]>([])
+        let fellBack = Atomic<Int>(0)
+        // Threads of their own (concurrentPerform runs no more at once than there are processors).
+        let finished = DispatchGroup()
+        for reader in 0..<6 {
+            finished.enter()
+            Thread {
+                defer { finished.leave() }
+                var last = 0
+                var reads = 0
+                // (Each reader reads until the writer is done, and at least 50 times.)
+                while reads < 50 || !done.load(ordering: .acquiring) {
+                    // (The fallback stands for the pool's readers: the same query through the fixture's pool.)
+                    let count: Int
+                    do {
+                        count = try fixture.readers.read({ db in
+                            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? -1
+                            usleep(100)  // held a little, so that more reads overlap than there are connections
+                            return count
+                        }, otherwise: {
+                            fellBack.add(1, ordering: .relaxed)
+                            return try fixture.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? -1 }
+                        })
+                    } catch {
+                        failures.withLock { $0.append("reader \(reader): \(error)") }
+                        return
+                    }
+                    if count < last || count > writes + 1 { failures.withLock { $0.append("reader \(reader) saw \(count) after \(last)") } }
+                    last = count
+                    reads += 1
+                }
+            }.start()
+        }
+        finished.wait()
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(5))")
+        #expect(try fixture.count() == writes + 1)
+        #expect(fellBack.load(ordering: .relaxed) > 0, "six readers holding their reads 0.1 ms overlap more than two connections can take")
     }
 
     @Test("A store closed after reads leaves no write-ahead log: its file alone holds everything")

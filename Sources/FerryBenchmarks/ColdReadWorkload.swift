@@ -42,7 +42,7 @@ enum ColdReadWorkload {
                 return sqlite3_step(statement)
             }
             guard step(begin) == SQLITE_DONE, step(aliases) == SQLITE_ROW else { throw RawSQLiteError.failed(raw.message) }
-            sqlite3_bind_text(object, 1, uri, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            sqlite3_bind_text(object, 1, uri, -1, RawDatabase.transient)
             let found = step(object) == SQLITE_ROW
             guard step(commit) == SQLITE_DONE else { throw RawSQLiteError.failed(raw.message) }
             return found
@@ -72,9 +72,10 @@ enum ColdReadWorkload {
                 guard try !ways[way].lookUp() else { throw RawSQLiteError.failed("the look-up found an object it should not") }
                 times[way].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e3)
             }
-            let medians = times.map { percentile($0.sorted(), 0.5) }
+            let sorted = times.map { $0.sorted() }
+            let medians = sorted.map { percentile($0, 0.5) }
             print(idle > 0 ? "  after 20 ms idle:" : "  without idling:")
-            for (way, sorted) in zip(ways, times.map { $0.sorted() }) {
+            for (way, sorted) in zip(ways, sorted) {
                 print("    " + way.name.padding(toLength: 28, withPad: " ", startingAt: 0)
                       + String(format: "p50 %6.1f  p90 %6.1f", percentile(sorted, 0.5), percentile(sorted, 0.9)))
             }

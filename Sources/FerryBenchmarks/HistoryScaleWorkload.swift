@@ -39,7 +39,7 @@ enum HistoryScaleWorkload {
         let db = try RawDatabase(path: path)
         let insert = try db.prepare("INSERT INTO Z_FERRY_CHANGESET (Z_ORIGIN, Z_SEQ, Z_HLC, Z_STATUS, Z_BODY) VALUES (?, ?, ?, 0, ?)")
         defer { sqlite3_finalize(insert) }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        let transient = RawDatabase.transient
         let originText = origin.uuidString
         try db.exec("BEGIN IMMEDIATE")
         for sequence in 1...count {

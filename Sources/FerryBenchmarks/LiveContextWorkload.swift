@@ -91,7 +91,7 @@ enum LiveContextWorkload {
         let db = try RawDatabase(path: path)
         let insert = try db.prepare("INSERT INTO ZPERSON (Z_PK, Z_ENT, Z_OPT, ZID, ZNAME, ZDEPT, ZSALARY, ZMANAGER) VALUES (?, 2, 1, ?, ?, ?, ?, ?)")
         defer { sqlite3_finalize(insert) }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        let transient = RawDatabase.transient
         var index = 0
         while index < count {
             try db.exec("BEGIN")

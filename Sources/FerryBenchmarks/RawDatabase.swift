@@ -3,6 +3,8 @@ import GRDBSQLite
 /// A raw sqlite3 connection for the baselines and the fills (WAL, `synchronous=FULL`, as Ferry's).
 final class RawDatabase {
     let handle: OpaquePointer
+    /// `SQLITE_TRANSIENT`: SQLite copies a bound text or blob before the call returns.
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     init(path: String) throws {
         var db: OpaquePointer?

@@ -19,7 +19,8 @@ struct SlowSaveWitness {
         var ioStall: UInt64
         /// Nanoseconds each watched process's threads waited on a run queue (`/proc/PID/task/*/schedstat`).
         var runQueueWait: [UInt64]
-        /// Each watched store's log: its frames, and how many a checkpoint has copied.
+        /// Each watched store's log: its frames, how many a checkpoint has copied, and its first
+        /// salt (which changes when the log restarts from its beginning).
         var logs: [(frames: UInt32, copied: UInt32, salt: UInt32)]
     }
 

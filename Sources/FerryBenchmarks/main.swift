@@ -100,7 +100,7 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
     let bulk = try db.prepare(sql + String(repeating: ", (?, 2, 1, ?, ?, ?)", count: rowsPerStatement - 1))
     let bump = try db.prepare("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = 2")
     defer { sqlite3_finalize(insert); sqlite3_finalize(bulk); sqlite3_finalize(bump) }
-    let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    let transient = RawDatabase.transient
     return try seconds {
         var index = 0
         while index < settings.count {

@@ -346,7 +346,7 @@ public final class SQLiteStore: PersistentStore {
             // (Compressed before taking the writer, which the application's saves wait for.)
             let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
             return try pool.writeWithoutTransaction { db in
-                try db.inImmediateTransaction { try writer.write(request, compressedBody: compressedBody, in: db) }
+                try db.inCachedTransaction(.immediate) { try writer.write(request, compressedBody: compressedBody, in: db) }
             }
         } catch let error as SaveError {
             throw error

@@ -8,7 +8,7 @@ import FerryTestSupport
 @testable import FerrySQLite
 
 /// The connections a store reads on (``ReadConnections``) and its write transactions
-/// (`Database.inImmediateTransaction`): what the pool's `read` and GRDB's `inTransaction` promised,
+/// (`Database.inCachedTransaction`): what the pool's `read` and GRDB's `inTransaction` promised,
 /// kept with cached statements.
 @Suite("Read connections and write transactions")
 struct ReadConnectionTests {
@@ -112,7 +112,7 @@ struct ReadConnectionTests {
     func immediateTransaction() throws {
         let fixture = try Fixture()
         let value = try fixture.writer.writeWithoutTransaction { db in
-            try db.inImmediateTransaction {
+            try db.inCachedTransaction(.immediate) {
                 try db.execute(sql: "INSERT INTO t VALUES (1)")
                 return "done"
             }
@@ -121,7 +121,7 @@ struct ReadConnectionTests {
         #expect(try fixture.count() == 1)
         #expect(throws: Planned.self) {
             try fixture.writer.writeWithoutTransaction { db in
-                try db.inImmediateTransaction {
+                try db.inCachedTransaction(.immediate) {
                     try db.execute(sql: "INSERT INTO t VALUES (2)")
                     throw Planned()
                 }
@@ -131,7 +131,7 @@ struct ReadConnectionTests {
         // The writer is out of the transaction: the next one begins and commits.
         try fixture.writer.writeWithoutTransaction { db in
             #expect(!db.isInsideTransaction)
-            try db.inImmediateTransaction { try db.execute(sql: "INSERT INTO t VALUES (3)") }
+            try db.inCachedTransaction(.immediate) { try db.execute(sql: "INSERT INTO t VALUES (3)") }
         }
         #expect(try fixture.count() == 2)
     }

@@ -274,7 +274,7 @@ extension SQLiteStore: ReplicaStore {
 
     func write(_ body: (Database) throws -> Void) throws {
         do {
-            try pool.writeWithoutTransaction { db in try db.inImmediateTransaction { try body(db) } }
+            try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.immediate) { try body(db) } }
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

@@ -3,7 +3,8 @@ import Synchronization
 
 /// The connections a store reads on: each read takes an idle one, runs as one deferred
 /// transaction on it, and gives it back; at most ``limit`` are open, and a read that finds them
-/// all busy goes to the pool's own readers instead, so that a read never waits for another.
+/// all busy goes to the pool's own readers instead, so that a read never waits for another (as
+/// does every read once a connection failed to open).
 ///
 /// Why not `DatabasePool.read` for every read: its way to a connection (a barrier queue, a
 /// semaphore, a group, then the reader's queue) and its transaction (`BEGIN` and `COMMIT`
@@ -11,7 +12,8 @@ import Synchronization
 /// but not after the process idled a few milliseconds, which is when a daemon woken by a
 /// commit or an application woken by its store reads. Measured on the 2-core VM of
 /// docs/PERFORMANCE.md ("Eighth look at W4"), one point read after 20 ms idle: 0.24 ms through
-/// the pool, 0.15 ms here, where the statements of the transaction are cached on the connection.
+/// the pool, 0.15 ms here, where the statements of the transaction are cached on the connection
+/// (`Database.inCachedTransaction`).
 ///
 /// Each connection is opened read-only with the store's configuration (its SQL functions and
 /// busy handler), and clears its schema cache when the schema version changed since its last
@@ -53,20 +55,14 @@ final class ReadConnections: Sendable {
         guard var connection = take() else { return try otherwise() }
         defer { give(connection) }
         return try connection.queue.inDatabase { db in
-            try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-            do {
+            try db.inCachedTransaction(.deferred) {
                 // (The transaction's first statement: it takes the snapshot the body reads.)
                 let version = try Int32.fetchOne(db.cachedStatement(sql: "PRAGMA schema_version"))
                 if version != connection.schemaVersion {
                     db.clearSchemaCache()
                     connection.schemaVersion = version
                 }
-                let value = try body(db)
-                try db.cachedStatement(sql: "COMMIT").execute()
-                return value
-            } catch {
-                if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
-                throw error
+                return try body(db)
             }
         }
     }

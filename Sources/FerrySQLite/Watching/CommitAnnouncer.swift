@@ -13,8 +13,17 @@ import Glibc
 /// hook, which SQLite calls once the commit is published and its write lock released: touching
 /// the log's timestamps (one `utimensat`: no data written, nothing synced) sends every inotify
 /// watch on the folder an `IN_ATTRIB` event naming the log at that moment, and the watcher
-/// reads `data_version` at once. A writer that does not announce (another program on the same
-/// file) is still seen, by the watcher's checks after the frames' write.
+/// tells its subscribers at once (it reads `data_version` after, off their path). A writer that
+/// does not announce (another program on the same file) is still seen, by the watcher's checks
+/// after the frames' write.
+///
+/// The times it sets carry a mark: the log's modification time ends in ``markNanoseconds`` (of
+/// each microsecond). Other changes of the log's metadata wake the watchers too — SQLite, run as
+/// root, gives every log it opens its database's owner, and `fchown` is such a change — and do not
+/// set the modification time; a watcher that finds a marked time it had not seen knows it was
+/// told of a commit, and tells its subscribers before it reads `data_version`. A log whose times
+/// only its owner may set (another user's) is touched without a mark, so its commits are still
+/// announced, and seen once that read shows them.
 struct CommitAnnouncer: Sendable {
     /// The log's path as a C string, made once (the hook runs after every commit).
     private let logPath: [CChar]
@@ -25,9 +34,27 @@ struct CommitAnnouncer: Sendable {
         logPath = Array((URL(fileURLWithPath: storePath).path + "-wal").utf8CString)
     }
 
-    /// Touches the log's access and modification times. A failure (the log gone: the store is
+    /// What an announcement leaves in the nanoseconds of the log's modification time, modulo 1,000.
+    static let markNanoseconds = 417
+
+    /// Touches the log's access and modification times, marked. A failure (the log gone: the store is
     /// closing) is ignored: watchers then see the commit by their checks.
     func announce() {
-        _ = utimensat(AT_FDCWD, logPath, nil, 0)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        now.tv_nsec = now.tv_nsec - now.tv_nsec % 1_000 + Self.markNanoseconds
+        let times = [now, now]
+        if utimensat(AT_FDCWD, logPath, times, 0) != 0 {
+            // (Only a file's owner may set its times; anyone who may write it may set them to now.)
+            _ = utimensat(AT_FDCWD, logPath, nil, 0)
+        }
+    }
+
+    /// The log's modification time at `logPath` when an announcement set it (nil otherwise, or when
+    /// the log cannot be read).
+    static func markedTime(ofLog logPath: [CChar]) -> timespec? {
+        var status = stat()
+        guard stat(logPath, &status) == 0, status.st_mtim.tv_nsec % 1_000 == markNanoseconds else { return nil }
+        return status.st_mtim
     }
 }

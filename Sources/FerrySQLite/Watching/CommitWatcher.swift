@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import GRDB
 
 /// Tells its subscribers when a store file has new commits — made by this
 /// process or by any other process writing the same file — without polling
@@ -10,7 +11,8 @@ import Synchronization
 /// the write-ahead log's times once its commit is published (``CommitAnnouncer``) —
 /// and the thread reads SQLite's `PRAGMA data_version` on a connection of its own:
 /// a change means another connection committed, and the watcher's connection is
-/// its own, so that covers this process's saves as well as other processes'. A
+/// its own, so that covers this process's saves as well as other processes'. An announced
+/// commit is signalled before that read, since an announcement follows a published commit. A
 /// writer that does not announce (another program on the file) is seen by checks
 /// of `data_version` after its writes to the log (every 0.1 ms at first, up to half
 /// a second). Where inotify is not available, `data_version` is checked every
@@ -29,8 +31,9 @@ final class CommitWatcher: Sendable {
     private let loop: WatchLoop?
 
     /// Watches the store file at `path`; the watching thread runs until the watcher is released.
-    init(path: String) {
-        loop = WatchLoop(path: path)
+    /// `readVersion`: how the thread reads `data_version` (tests pass a slow one).
+    init(path: String, readVersion: @escaping @Sendable (DatabaseQueue) -> Int64? = WatchLoop.dataVersion(on:)) {
+        loop = WatchLoop(path: path, readVersion: readVersion)
         loop?.start { [weak self] in self?.broadcast() }
     }
 

@@ -20,7 +20,7 @@ import FerrySync
 /// large, the store unavailable) is answered by one error line, `{"error":{"message":…,"status":N}}`
 /// with the status a push request would have had, and the answer ends there: nothing after the
 /// refused batch is read. The answer also ends when the request's body ends, and when the daemon
-/// shuts down (after the batch being applied, if any).
+/// shuts down: a batch being applied then stops between change sets, and its line reports what was applied.
 struct PushStreamRoute: Sendable {
     let push: PushRoute
 
@@ -38,41 +38,56 @@ struct PushStreamRoute: Sendable {
         _ = try await push.gate.endpointOrUnavailable()
         let push = self.push
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: ResponseBody { writer in
-            // The batches are read and applied by a child task; this one writes their answers, and
-            // stops at the daemon's shutdown (which then cancels the child between change sets).
-            let (answers, sink) = AsyncStream.makeStream(of: String.self)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    defer { sink.finish() }
-                    await Self.apply(request.body, push: push, allowedOrigins: allowedOrigins, logger: logger) { sink.yield($0) }
+            // The task that applies a batch writes its answer line itself: handing the line to another
+            // task to write woke one more thread per push, on a processor the store's readers want at
+            // that moment (docs/PERFORMANCE.md, "Ninth look at W4"). The daemon's shutdown cancels the
+            // reading and applying (between change sets); the answer then ends.
+            let answers = AnswerWriter(writer)
+            await cancelWhenGracefulShutdown {
+                await Self.apply(request.body, push: push, allowedOrigins: allowedOrigins, logger: logger) { line in
+                    try await answers.write(line)
                 }
-                try await withGracefulShutdownHandler {
-                    for await line in answers { try await writer.write(ByteBuffer(string: line + "\n")) }
-                } onGracefulShutdown: {
-                    sink.finish()
-                }
-                group.cancelAll()
             }
+            writer = answers.writer
             try await writer.finish(nil)
         })
+    }
+
+    /// The response's writer while the task that applies batches writes their answers: that task
+    /// is its only user until it ends, and the route takes the writer back only then.
+    private final class AnswerWriter: @unchecked Sendable {
+        var writer: any ResponseBodyWriter
+
+        init(_ writer: any ResponseBodyWriter) {
+            self.writer = writer
+        }
+
+        func write(_ line: String) async throws {
+            try await writer.write(ByteBuffer(string: line + "\n"))
+        }
     }
 
     /// Reads `body` batch by batch, applies each, and hands `answer` its report line; after a refused
     /// batch, its error line, and nothing more is read. Ends when the body ends, or the task is cancelled.
     private static func apply(_ body: RequestBody, push: PushRoute, allowedOrigins: Set<UUID>?, logger: Logger,
-                              answer: (String) -> Void) async {
+                              answer: (String) async throws -> Void) async {
         var batches = BatchReader(body: body, maxBytes: push.maxBodyBytes)
         do {
             while let lines = try await batches.next() {
                 guard push.bodySlots.take() else { throw PushRoute.busy(push.bodySlots) }
-                defer { push.bodySlots.give() }
-                try PushBodies.check(lines, pushableBy: allowedOrigins, logger: logger)
-                answer(try await push.apply(lines, logger: logger).json)
+                let report: ApplyReport
+                do {
+                    defer { push.bodySlots.give() }
+                    try PushBodies.check(lines, pushableBy: allowedOrigins, logger: logger)
+                    report = try await push.apply(lines, logger: logger)
+                }
+                try await answer(report.json)
             }
         } catch let error as APIError {
-            answer(WireJSON.encode(ErrorMessage(error.description, status: Int(error.status.code))))
+            try? await answer(WireJSON.encode(ErrorMessage(error.description, status: Int(error.status.code))))
         } catch {
-            // The body could not be read (the connection closed) or the daemon is stopping: nothing to answer.
+            // The body could not be read or the answer written (the connection closed), or the daemon
+            // is stopping: nothing (more) to answer.
             logger.debug("push stream ended: \(error)")
         }
     }

@@ -41,7 +41,9 @@ public actor SyncCoordinator {
     public let endpoint: ReplicationEndpoint
     private let onGone: GoneHandler?
     private var peers: [PeerRecord]
-    private var tail: Task<[PeerSyncResult], Never>?
+    /// A round is running; rounds asked for meanwhile wait in `waitingRounds`, first come first served.
+    private var roundRunning = false
+    private var waitingRounds: [CheckedContinuation<Void, Never>] = []
     private let logger: Logger
     /// The time rounds and backoffs are reckoned in; the sync loop's schedule reads it too.
     nonisolated let clock: any SyncClock
@@ -135,15 +137,36 @@ public actor SyncCoordinator {
     /// One round with `peer` (all peers when nil), after any round already running.
     /// - Returns: one result per peer; empty when `peer` names none.
     /// `prefetched`: `peer`'s first batch of a pull, already received (a relay's long poll).
+    /// The round runs in a task of its own, so that a caller that is cancelled (a `sync-now` whose
+    /// client went away) does not cut it short.
     public func round(peer: String? = nil, pull: Bool = true, push: Bool = true, prefetched: [String]? = nil,
                       progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
-        let previous = tail
         let task = Task { () -> [PeerSyncResult] in
-            _ = await previous?.value
-            return await self.perform(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
+            await self.inTurn(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
         }
-        tail = task
         return await task.value
+    }
+
+    /// A push round with `peer` after a commit, on the caller's task (the sync loop's, which is
+    /// cancelled only when the daemon stops: the round then stops between change sets), after any
+    /// round already running. Starting a task per commit woke one more thread on the path of every
+    /// save (docs/PERFORMANCE.md, "Ninth look at W4").
+    func pushRound(peer: String, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
+        await inTurn(peer: peer, pull: false, push: true, prefetched: nil, progress: progress)
+    }
+
+    /// Waits for the rounds asked for before, runs this one, then lets the next one run.
+    private func inTurn(peer: String?, pull: Bool, push: Bool, prefetched: [String]?,
+                        progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
+        if roundRunning {
+            await withCheckedContinuation { waitingRounds.append($0) }  // (resumed with the turn: roundRunning stays true)
+        } else {
+            roundRunning = true
+        }
+        defer {
+            if waitingRounds.isEmpty { roundRunning = false } else { waitingRounds.removeFirst().resume() }
+        }
+        return await perform(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
     }
 
     /// The peers whose backoff after a failure has run out (or that never failed).
@@ -226,7 +249,13 @@ public actor SyncCoordinator {
                     peers[index].model = model
                     Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", model)]).record(1)
                 }
-                let local = try? await endpoint.vector()
+                // A push-only round that had nothing to send (after each commit that took in the peer's own
+                // change sets, for one) takes the store's vector as the endpoint last read it (at the end of
+                // that apply) instead of reading it again: that read came right after the replay's commit,
+                // on a processor the store's readers wanted then (docs/PERFORMANCE.md, "Ninth look at W4").
+                // An older vector only holds an acknowledgement back, and the next round that sends or
+                // pulls anything reads it afresh.
+                let local = !pull && result.pushed == ApplyReport() ? await endpoint.lastReadVector : try? await endpoint.vector()
                 if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
                 if let lag = Self.lag(peerVector: result.peerVector, local: local, peerStore: result.peerStore) {
                     peers[index].toPull = lag.toPull

@@ -227,7 +227,7 @@ struct SyncLoop: Service {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
         for await _ in commits {
             if Task.isCancelled { break }
-            for peer in await coordinator.peersDue() { _ = await coordinator.round(peer: peer, pull: false, progress: beat) }
+            for peer in await coordinator.peersDue() { _ = await coordinator.pushRound(peer: peer, progress: beat) }
         }
     }
 }

@@ -20,6 +20,9 @@ public final class InMemoryTransport: PeerTransport {
         var cut: Set<String> = []
         var refused: [String: Int] = [:]
         var requests = 0
+        /// Requests wait here while ``holdRequests()`` holds them.
+        var holding = false
+        var held: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
@@ -54,7 +57,32 @@ public final class InMemoryTransport: PeerTransport {
     /// How many requests reached a router so far.
     public var requestCount: Int { state.withLock { $0.requests } }
 
+    /// Makes every request from now on wait before it reaches its router, until ``releaseRequests()``.
+    public func holdRequests() {
+        state.withLock { $0.holding = true }
+    }
+
+    /// Lets the held requests, and those to come, through.
+    public func releaseRequests() {
+        let held = state.withLock { state in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for request in held { request.resume() }
+    }
+
+    /// How many requests are waiting for ``releaseRequests()``.
+    public var heldCount: Int { state.withLock { $0.held.count } }
+
     public func send(_ request: PeerRequest) async throws(PeerError) -> PeerResponse {
+        await withCheckedContinuation { continuation in
+            let waits = state.withLock { state in
+                if state.holding { state.held.append(continuation) }
+                return state.holding
+            }
+            if !waits { continuation.resume() }
+        }
         let host = request.url.host ?? ""
         let responder = state.withLock { state -> RouterResponder<FerryRequestContext>? in
             guard !state.cut.contains(host), let responder = state.routers[host] else { return nil }

@@ -132,6 +132,38 @@ struct SyncScheduleTests {
         #expect(await coordinator.status().peers.first?.toPush == 0)
     }
 
+    @Test("Rounds take turns in the order asked: a commit's push round waits for a full round already running")
+    func roundsTakeTurns() async throws {
+        let (local, _, transport) = try Self.storesServed()
+        let endpoint = try ReplicationEndpoint(store: local)
+        let coordinator = Self.coordinator(of: endpoint, reaching: transport, label: "turns")
+        let context = try PersistentContainer(store: local).newContext()
+        try context.make("Person", ["name": "Ann"])
+        try context.save()
+        transport.holdRequests()
+        let full = Task { await coordinator.round() }
+        /// (Bounded generously, as `peer(afterFailures:)` above: under the full suite the shared pool may
+        /// be slow to run the round's task.)
+        func wait(until condition: () -> Bool) async throws {
+            let deadline = Date().addingTimeInterval(600)
+            while !condition() {
+                guard Date() < deadline else { throw DaemonPeerError(description: "timed out; \(transport.heldCount) request(s) held") }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        try await wait { transport.heldCount == 1 }
+        let push = Task { await coordinator.pushRound(peer: "remote") { _ in } }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(transport.heldCount == 1, "the push round sent a request while the full round was running")
+        transport.releaseRequests()
+        let fullResult = try #require(await full.value.first)
+        let pushResult = try #require(await push.value.first)
+        #expect(fullResult.error == nil && fullResult.pushed.applied == 1, "\(fullResult)")
+        // It ran after the full round, which had pushed the save already: nothing was left to send.
+        #expect(pushResult.error == nil && pushResult.pushed == ApplyReport(), "\(pushResult)")
+        #expect(pushResult.finished >= fullResult.finished)
+    }
+
     @Test("Lag counts what either side lacks, except the peer's own change sets on the side to push")
     func lagFromVectors() {
         let (peer, this, other) = (UUID(), UUID(), UUID())

@@ -17,6 +17,9 @@ public actor ReplicationEndpoint {
     /// The version hash of the store's model (readable without waiting for the actor).
     public nonisolated let modelVersionHash: String
     private let engine: ReplayEngine
+    /// The store's version vector as this endpoint last read it: by ``vector()``, ``state()``, or
+    /// at the end of an apply (its report's). Nil before the first.
+    public private(set) var lastReadVector: VersionVector?
 
     /// Which origins' change sets the store takes (docs/SYNC.md, "Signed change sets").
     public nonisolated let trust: OriginTrust
@@ -61,6 +64,7 @@ public actor ReplicationEndpoint {
     /// it holds for every origin.
     public func state() throws -> HistoryState {
         var state = try store.historyState()
+        lastReadVector = state.vector
         let keys = try store.originKeys()
         state.publicKey = keys.last(where: { $0.origin == storeIdentifier })?.publicKey
         state.keys = keys.map(PublishedKey.init)
@@ -69,7 +73,9 @@ public actor ReplicationEndpoint {
 
     /// The store's version vector: ``state()`` without reading the keys.
     public func vector() throws -> VersionVector {
-        try store.historyState().vector
+        let vector = try store.historyState().vector
+        lastReadVector = vector
+        return vector
     }
 
     /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is.
@@ -84,7 +90,7 @@ public actor ReplicationEndpoint {
 
     /// Applies change sets given as JSON lines; a malformed or untrusted line rejects all of them.
     public func apply(lines: [String]) throws -> ApplyReport {
-        try engine.apply(lines: lines)
+        noted(try engine.apply(lines: lines))
     }
 
     /// ``apply(lines:)`` for change sets a peer pushed: a change set of an origin (or signed with a
@@ -92,7 +98,7 @@ public actor ReplicationEndpoint {
     /// seconds), then the batch is tried once more; a refusal is told to the observer.
     public func receive(lines: [String]) async throws -> ApplyReport {
         do {
-            return try engine.apply(lines: lines)
+            return noted(try engine.apply(lines: lines))
         } catch ReplayError.untrusted(let line, let refusal) {
             guard refusal.mayBeLearned, let source = keySource.withLock({ $0 }), trust.shouldAskPeers() else {
                 observer.refused(refusal, "push")
@@ -100,7 +106,7 @@ public actor ReplicationEndpoint {
             }
             await source()
             do {
-                return try engine.apply(lines: lines)
+                return noted(try engine.apply(lines: lines))
             } catch ReplayError.untrusted(let line, let refusal) {
                 observer.refused(refusal, "push")
                 throw ReplayError.untrusted(line: line, refusal)
@@ -123,7 +129,13 @@ public actor ReplicationEndpoint {
 
     /// Applies a batch ``check(lines:)`` has checked.
     func apply(_ batch: ReplayEngine.CheckedBatch) throws -> ApplyReport {
-        try engine.apply(batch)
+        noted(try engine.apply(batch))
+    }
+
+    /// Keeps `report`'s vector as the last one read, and returns the report.
+    private func noted(_ report: ApplyReport) -> ApplyReport {
+        lastReadVector = report.vector
+        return report
     }
 
     /// How many received change sets are held back and how many are quarantined.

@@ -414,6 +414,24 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// ``read(_:)`` on the writer's connection, in a read transaction: for what a replay reads just
+    /// before it writes. A read connection's page cache is dropped whenever another connection
+    /// commits, so there a replay's reads fetched again every page the last replay had written (13
+    /// `pread`s per received change set in W4); the writer's cache still holds them. The read waits
+    /// while a save writes, as the replay's own save would.
+    func readOnWriter<T>(_ body: (Database) throws -> T) throws -> T {
+        guard immutableFolder == nil else { return try read(body) }
+        do {
+            return try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.deferred) { try body(db) } }
+        } catch let error as QueryError {
+            throw error
+        } catch let error as HistoryError {
+            throw error
+        } catch {
+            throw StoreError.storeFailure(Self.failure(error))
+        }
+    }
+
     /// A failure of a query or write, keeping the database's error as its cause; transient when
     /// SQLite says the cause lies outside the store (busy, locked, full, an I/O error).
     static func failure(_ error: Error) -> StoreFailure {

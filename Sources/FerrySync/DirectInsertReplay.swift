@@ -47,7 +47,7 @@ struct DirectInsertReplay {
     func apply(_ draft: consuming DirectInsertDraft, discard: ((DirectInsertDraft) -> Void)? = nil) throws -> Bool {
         // A unique key held here already: the two objects merge, through a context.
         for (constraint, keys) in draft.uniqueKeys where try store.holdsAny(of: keys, for: constraint) { return false }
-        let found = try store.lookUp(originURIs: draft.insertedURIs + draft.referencedURIs)
+        let found = try store.lookUpForReplay(originURIs: draft.insertedURIs + draft.referencedURIs)
         // The inserted objects must be new here; the referenced ones must exist (a merged
         // duplicate's URI stands for its survivor: the context path follows it).
         guard found.buried.isEmpty, found.aliased.isEmpty,

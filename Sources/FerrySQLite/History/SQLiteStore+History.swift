@@ -229,7 +229,8 @@ extension SQLiteStore: ReplicaStore {
     /// The version vector and the held change sets, in one read transaction.
     public func replayStart() throws -> ReplayStart {
         let store = identifier
-        return try read { db in
+        // (On the writer's connection: the replay writes next; see readOnWriter.)
+        return try readOnWriter { db in
             let log = HistoryLog(db: db, store: store)
             let horizon = try log.horizon()
             return ReplayStart(vector: try log.vector(), held: try Self.held(db), horizon: horizon.vector, horizonTime: horizon.time)
@@ -345,41 +346,49 @@ extension SQLiteStore {
     /// `uris` must not repeat a URI.
     public func lookUp(originURIs uris: [String]) throws -> OriginLookup {
         guard !uris.isEmpty else { return OriginLookup() }
+        return try read { db in try lookUp(uris, in: db) }
+    }
+
+    /// ``lookUp(originURIs:)`` on the writer's connection (``readOnWriter(_:)``): for a replay, which writes next.
+    public func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup {
+        guard !uris.isEmpty else { return OriginLookup() }
+        return try readOnWriter { db in try lookUp(uris, in: db) }
+    }
+
+    private func lookUp(_ uris: [String], in db: Database) throws -> OriginLookup {
         let store = identifier
-        return try read { db in
-            var buried = Set<String>()
-            var mapped: [String: ObjectID] = [:]
-            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE)")) == true {
-                // The URIs go in as one JSON array, so that one cached statement serves any number of them;
-                // json_each drives the join (a probe per URI), rather than SQLite building a list of them first.
-                let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
-                let tombstones = try db.cachedStatement(sql: "SELECT t.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_TOMBSTONE AS t ON t.Z_URI = j.value")
-                for uri in try String.fetchAll(tombstones, arguments: [argument.json]) {
-                    buried.insert(uri)
-                }
+        var buried = Set<String>()
+        var mapped: [String: ObjectID] = [:]
+        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_TOMBSTONE)")) == true {
+            // The URIs go in as one JSON array, so that one cached statement serves any number of them;
+            // json_each drives the join (a probe per URI), rather than SQLite building a list of them first.
+            let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
+            let tombstones = try db.cachedStatement(sql: "SELECT t.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_TOMBSTONE AS t ON t.Z_URI = j.value")
+            for uri in try String.fetchAll(tombstones, arguments: [argument.json]) {
+                buried.insert(uri)
             }
-            let identity = IdentityMap(db: db)
-            for (uri, row) in try identity.rows(of: uris) {
-                guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
-                mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row.key)
-            }
-            // This store's own URIs name their row only when the row was born here.
-            var own: [String: ObjectID] = [:]
-            let anyForeign = try !identity.isEmpty()
-            for uri in uris where mapped[uri] == nil && !buried.contains(uri) {
-                guard let id = ownObjectID(forURI: uri) else { continue }
-                if anyForeign, let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
-                   try identity.uri(of: IdentityMap.Row(root: root, key: key)) != nil { continue }
-                own[uri] = id
-            }
-            // Merged duplicates (their rows are gone; the URIs stand for their survivors).
-            var aliased = Set<String>()
-            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_ALIAS)")) == true {
-                let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
-                let aliases = try db.cachedStatement(sql: "SELECT a.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_ALIAS AS a ON a.Z_URI = j.value")
-                aliased.formUnion(try String.fetchAll(aliases, arguments: [argument.json]))
-            }
-            return OriginLookup(buried: buried, mapped: mapped, own: own, aliased: aliased)
         }
+        let identity = IdentityMap(db: db)
+        for (uri, row) in try identity.rows(of: uris) {
+            guard case .success(let parts) = ObjectURIComponents.parse(uri) else { continue }
+            mapped[uri] = .permanent(entityName: parts.entityName, store: store, primaryKey: row.key)
+        }
+        // This store's own URIs name their row only when the row was born here.
+        var own: [String: ObjectID] = [:]
+        let anyForeign = try !identity.isEmpty()
+        for uri in uris where mapped[uri] == nil && !buried.contains(uri) {
+            guard let id = ownObjectID(forURI: uri) else { continue }
+            if anyForeign, let root = layout.plans[id.entityName]?.rootNumber, let key = id.primaryKey,
+               try identity.uri(of: IdentityMap.Row(root: root, key: key)) != nil { continue }
+            own[uri] = id
+        }
+        // Merged duplicates (their rows are gone; the URIs stand for their survivors).
+        var aliased = Set<String>()
+        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM Z_FERRY_ALIAS)")) == true {
+            let argument = JSONArgument(strings: uris, capacity: uris.count * 64)
+            let aliases = try db.cachedStatement(sql: "SELECT a.Z_URI FROM json_each(?) AS j JOIN Z_FERRY_ALIAS AS a ON a.Z_URI = j.value")
+            aliased.formUnion(try String.fetchAll(aliases, arguments: [argument.json]))
+        }
+        return OriginLookup(buried: buried, mapped: mapped, own: own, aliased: aliased)
     }
 }

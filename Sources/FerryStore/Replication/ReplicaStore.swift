@@ -85,6 +85,10 @@ public protocol ReplicaStore: PersistentStore {
     func ownObjectID(forURI uri: String) -> ObjectID?
     /// For a batch of distinct origin URIs, in one read: which were deleted here, and the local IDs of those mapped to rows.
     func lookUp(originURIs uris: [String]) throws -> OriginLookup
+    /// ``lookUp(originURIs:)`` for a replay, which writes next: the store may read where it writes
+    /// (`SQLiteStore`: on its writer's connection, whose cache holds what the last replay wrote).
+    /// The same answer; by default, ``lookUp(originURIs:)``.
+    func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup
     /// Whether an object (by origin URI) was deleted here.
     func isBuried(_ uri: String) throws -> Bool
     /// A deleted object's tombstone.
@@ -251,6 +255,10 @@ public struct SnapshotFile: Sendable {
 }
 
 extension ReplicaStore {
+    public func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup {
+        try lookUp(originURIs: uris)
+    }
+
     /// Deletes the change sets every vector of `peers` covers, whatever their age; returns how many went.
     @discardableResult
     public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {

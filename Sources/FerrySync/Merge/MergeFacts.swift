@@ -103,7 +103,7 @@ extension MergeFacts {
             let batch = Array(pending)
             seen.formUnion(pending)
             pending = []
-            let found = try store.lookUp(originURIs: batch)
+            let found = try store.lookUpForReplay(originURIs: batch)
             var candidates: [String: ObjectID] = [:]
             for uri in batch {
                 if found.buried.contains(uri) {

@@ -59,7 +59,7 @@ enum PostgresLatencyWorkload {
         try? await writer.close()
         try? await listener.close()
         let (fromInsert, fromCommit) = try measured.get()
-        print(String(format: "W4 reference: PostgreSQL logical replication, %d rows inserted on A until B's LISTEN hears each: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+        print(String(format: "W4 reference: PostgreSQL logical replication, %d rows inserted on A until B's LISTEN hears each: p50 %.2f ms, p99 %.2f ms, max %.1f ms",
                      samples, percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), fromInsert.last ?? 0))
         print(String(format: "  the same from each insert's return (A's commit): p50 %.1f ms, p99 %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99)))

@@ -170,9 +170,9 @@ enum ReplicationWorkload {
         let latencies = spans.map(\.milliseconds).sorted()
         let fromCommit = spans.map(\.fromCommit).sorted()
         let saver = daemonInProcess ? "by the daemon's own process" : "by another process"
-        print(String(format: "W4 latency: %d saves on A (%@) until B shows each: p50 %.1f ms, p99 %.1f ms, max %.1f ms (targets p50 <= 3 ms, p99 <= 15 ms)",
+        print(String(format: "W4 latency: %d saves on A (%@) until B shows each: p50 %.2f ms, p99 %.2f ms, max %.1f ms (targets p50 <= 3 ms, p99 <= 15 ms)",
                      samples, saver, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.last ?? 0))
-        print(String(format: "  the same from each save's return (A's commit) until B shows it: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+        print(String(format: "  the same from each save's return (A's commit) until B shows it: p50 %.2f ms, p99 %.2f ms, max %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99), fromCommit.last ?? 0))
         // The slowest saves decide p99 and max: what else happened while each travelled, and the
         // same for the median save, to compare with.

@@ -403,15 +403,7 @@ public final class SQLiteStore: PersistentStore {
         if let immutableFolder, !Self.isOnReadOnlyFileSystem(immutableFolder) {
             throw StoreError.unavailable(path: path, reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
         }
-        do {
-            return try readers.read(body, otherwise: { try pool.read(body) })
-        } catch let error as QueryError {
-            throw error
-        } catch let error as HistoryError {
-            throw error
-        } catch {
-            throw StoreError.storeFailure(Self.failure(error))
-        }
+        return try passingStoreErrors { try readers.read(body, otherwise: { try pool.read(body) }) }
     }
 
     /// ``read(_:)`` on the writer's connection, in a read transaction: for what a replay reads just
@@ -421,8 +413,15 @@ public final class SQLiteStore: PersistentStore {
     /// while a save writes, as the replay's own save would.
     func readOnWriter<T>(_ body: (Database) throws -> T) throws -> T {
         guard immutableFolder == nil else { return try read(body) }
+        return try passingStoreErrors {
+            try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.deferred) { try body(db) } }
+        }
+    }
+
+    /// Runs a read: its query and history errors pass as they are, any other becomes a store failure (keeping it as the cause).
+    private func passingStoreErrors<T>(_ read: () throws -> T) throws -> T {
         do {
-            return try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.deferred) { try body(db) } }
+            return try read()
         } catch let error as QueryError {
             throw error
         } catch let error as HistoryError {

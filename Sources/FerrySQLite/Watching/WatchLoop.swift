@@ -11,8 +11,9 @@ import Glibc
 /// A commit by a Ferry store is announced (``CommitAnnouncer``) once it is published: the watcher
 /// signals its subscribers at once and reads `data_version` after (a read on a processor that
 /// idled costs 0.05–0.1 ms, which the subscribers no longer wait for), and that is all a commit
-/// costs it. Writes to the log come first, two per page the commit writes, and each would wake the watcher's thread — on a machine with
-/// few cores, taking the processor from the very writer it waits for — so once one write is
+/// costs it. Writes to the log come first, two per page the commit writes, and each would wake
+/// the watcher's thread — on a machine with few cores, taking the processor from the very writer
+/// it waits for — so once one write is
 /// heard, the watcher stops listening for writes until the commit is seen: it then follows it by
 /// checks of `data_version` on a schedule (for a writer that does not announce: another program
 /// on the same file), and hears only announcements. Once a commit is seen, the writes heard

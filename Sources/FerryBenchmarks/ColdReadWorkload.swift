@@ -75,9 +75,9 @@ enum ColdReadWorkload {
             let sorted = times.map { $0.sorted() }
             let medians = sorted.map { percentile($0, 0.5) }
             print(idle > 0 ? "  after 20 ms idle:" : "  without idling:")
-            for (way, sorted) in zip(ways, sorted) {
+            for (way, (sorted, median)) in zip(ways, zip(sorted, medians)) {
                 print("    " + way.name.padding(toLength: 28, withPad: " ", startingAt: 0)
-                      + String(format: "p50 %6.1f  p90 %6.1f", percentile(sorted, 0.5), percentile(sorted, 0.9)))
+                      + String(format: "p50 %6.1f  p90 %6.1f", median, percentile(sorted, 0.9)))
             }
             print(String(format: "    ratio to raw at p50: DatabasePool.read %.2fx, SQLiteStore %.2fx", medians[1] / medians[0], medians[2] / medians[0]))
         }

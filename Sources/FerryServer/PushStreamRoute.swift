@@ -20,7 +20,8 @@ import FerrySync
 /// large, the store unavailable) is answered by one error line, `{"error":{"message":…,"status":N}}`
 /// with the status a push request would have had, and the answer ends there: nothing after the
 /// refused batch is read. The answer also ends when the request's body ends, and when the daemon
-/// shuts down: a batch being applied then stops between change sets, and its line reports what was applied.
+/// shuts down: a batch being applied then stops between change sets (what was applied stays
+/// applied; its sender, which may get no line for it, sends the rest again).
 struct PushStreamRoute: Sendable {
     let push: PushRoute
 

@@ -19,8 +19,11 @@ struct CommitSignalTests {
         private let count = Count()
         private let task: Task<Void, Never>
 
-        init(_ store: SQLiteStore) {
-            let stream = store.commits()
+        convenience init(_ store: SQLiteStore) {
+            self.init(store.commits())
+        }
+
+        init(_ stream: AsyncStream<Void>) {
             let count = self.count
             task = BlockingTrait.task {
                 for await _ in stream { count.value.add(1, ordering: .relaxed) }
@@ -121,49 +124,37 @@ struct CommitSignalTests {
                 opened.signal()
             }
         }
-        final class Count: Sendable {
-            let value = Atomic<Int>(0)
-            /// Waits up to `seconds` for the count to reach `expected`; the count then.
-            func wait(for expected: Int, seconds: Double) async -> Int {
-                let deadline = Date().addingTimeInterval(seconds)
-                while value.load(ordering: .relaxed) < expected, Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-                return value.load(ordering: .relaxed)
-            }
-        }
         let gate = Gate()
         let watcher = CommitWatcher(path: watched.path) { connection in
             gate.pass()
             return WatchLoop.dataVersion(on: connection)
         }
-        let signals = Count()
-        let stream = watcher.commits()
-        let listener = BlockingTrait.task { for await _ in stream { signals.value.add(1, ordering: .relaxed) } }
-        defer { listener.cancel() }
+        let listener = Listener(watcher.commits())
         let context = other.newContext()
         try context.make("Person", ["name": "First"])
         try context.save()
-        #expect(await signals.wait(for: 1, seconds: 10) == 1)
+        #expect(await listener.wait(for: 1) == 1)
         // Another change of the log's metadata (SQLite run as root gives each log it opens its owner:
         // the same event) is no announcement: read first, nothing changed, nothing signalled.
         var status = stat()
         #expect(stat(watched.path + "-wal", &status) == 0)
         #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
         try await Task.sleep(for: .milliseconds(100))
-        #expect(signals.value.load(ordering: .relaxed) == 1, "a change of the log's mode was signalled as a commit")
+        #expect(listener.signals == 1, "a change of the log's mode was signalled as a commit")
         // An announcement alone (a writer's WAL hook touches the log once its commit is published;
         // here nothing was written, so no check of the watcher's is due) is signalled while every
         // read of data_version is held: the subscribers do not wait for that read.
         gate.close()
         CommitAnnouncer(storePath: watched.path).announce()
-        let whileHeld = await signals.wait(for: 2, seconds: 5)
+        let whileHeld = await listener.wait(for: 2, seconds: 5)
         gate.open()
         #expect(whileHeld == 2, "the announcement was not signalled while data_version could not be read")
         // Its read done (nothing had changed), the next commit is signalled once.
         try context.make("Person", ["name": "Second"])
         try context.save()
-        #expect(await signals.wait(for: 3, seconds: 10) == 3)
+        #expect(await listener.wait(for: 3) == 3)
         try await Task.sleep(for: .milliseconds(50))
-        #expect(signals.value.load(ordering: .relaxed) == 3, "a commit was signalled more than once")
+        #expect(listener.signals == 3, "a commit was signalled more than once")
         let statistics = watcher.statistics
         #expect(statistics.announcedCommits + statistics.checkedCommits == 2, "\(statistics)")
     }

@@ -50,11 +50,17 @@ struct CommitAnnouncer: Sendable {
         }
     }
 
-    /// The log's modification time at `logPath` when an announcement set it (nil otherwise, or when
-    /// the log cannot be read).
-    static func markedTime(ofLog logPath: [CChar]) -> timespec? {
+    /// The log's modification time when an announcement set it.
+    struct Mark: Equatable {
+        var seconds: Int
+        var nanoseconds: Int
+    }
+
+    /// The mark the last announcement left on the log; nil when something else set its time since
+    /// (a write to it), or the log cannot be read.
+    func currentMark() -> Mark? {
         var status = stat()
-        guard stat(logPath, &status) == 0, status.st_mtim.tv_nsec % 1_000 == markNanoseconds else { return nil }
-        return status.st_mtim
+        guard stat(logPath, &status) == 0, status.st_mtim.tv_nsec % 1_000 == Self.markNanoseconds else { return nil }
+        return Mark(seconds: status.st_mtim.tv_sec, nanoseconds: status.st_mtim.tv_nsec)
     }
 }

@@ -13,11 +13,10 @@ import Glibc
 /// idled costs 0.05–0.1 ms, which the subscribers no longer wait for), and that is all a commit
 /// costs it. Writes to the log come first, two per page the commit writes, and each would wake
 /// the watcher's thread — on a machine with few cores, taking the processor from the very writer
-/// it waits for — so once one write is
-/// heard, the watcher stops listening for writes until the commit is seen: it then follows it by
-/// checks of `data_version` on a schedule (for a writer that does not announce: another program
-/// on the same file), and hears only announcements. Once a commit is seen, the writes heard
-/// meanwhile are let go, and a few later checks stand in for them.
+/// it waits for — so once one write is heard, the watcher stops listening for writes until the
+/// commit is seen: it then follows it by checks of `data_version` on a schedule (for a writer that
+/// does not announce: another program on the same file), and hears only announcements. Once a
+/// commit is seen, the writes heard meanwhile are let go, and a few later checks stand in for them.
 ///
 /// Armed when it is made — the watches added and the first `data_version` read before the
 /// initializer returns — so that a commit made once ``SQLiteStore/commits()`` has returned is
@@ -38,10 +37,10 @@ final class WatchLoop: Sendable {
     }
 
     private let walName: [UInt8]
-    /// The log's path, for the mark of its announcements (``CommitAnnouncer/markedTime(ofLog:)``).
-    private let logPath: [CChar]
-    /// The log's marked time when the watcher was armed (nil: none): an announcement already heard.
-    private let initialMark: timespec?
+    /// The announcer of the store's writers, for the mark their announcements leave on the log.
+    private let announcer: CommitAnnouncer
+    /// The log's mark when the watcher was armed (nil: none): an announcement already heard.
+    private let initialMark: CommitAnnouncer.Mark?
     /// Written to by ``stop()`` to wake the thread.
     private let stopPipe: (read: Int32, write: Int32)
     private let stopped = Atomic<Bool>(false)
@@ -90,7 +89,7 @@ final class WatchLoop: Sendable {
         stopPipe = (fds[0], fds[1])
         let url = URL(fileURLWithPath: path)
         walName = Array((url.lastPathComponent + "-wal").utf8)
-        logPath = Array((url.path + "-wal").utf8CString)
+        announcer = CommitAnnouncer(storePath: path)
         self.connection = connection
         self.readVersion = readVersion
         let folder = url.deletingLastPathComponent().path
@@ -106,7 +105,7 @@ final class WatchLoop: Sendable {
             self.announcements = nil
         }
         initialVersion = readVersion(connection)
-        initialMark = CommitAnnouncer.markedTime(ofLog: logPath)
+        initialMark = announcer.currentMark()
     }
 
     var statistics: Statistics { counters.withLock { $0 } }
@@ -196,8 +195,8 @@ final class WatchLoop: Sendable {
                 // commit whose announcement had not come yet (this is likely that one's: read first, so
                 // that one commit is signalled once). Other changes of the log's metadata leave no new
                 // mark, and are read first as before.
-                let mark = CommitAnnouncer.markedTime(ofLog: logPath)
-                let isNewMark = mark.map { mark in lastMark.map { $0.tv_sec != mark.tv_sec || $0.tv_nsec != mark.tv_nsec } ?? true } ?? false
+                let mark = announcer.currentMark()
+                let isNewMark = mark != nil && mark != lastMark
                 if let mark { lastMark = mark }
                 let signalled = isNewMark && unannouncedSince == nil
                 if signalled { onCommit() }

@@ -19,7 +19,7 @@ public actor ReplicationEndpoint {
     private let engine: ReplayEngine
     /// The store's version vector as this endpoint last read it: by ``vector()``, ``state()``, or
     /// at the end of an apply (its report's). Nil before the first.
-    public private(set) var lastReadVector: VersionVector?
+    package private(set) var lastReadVector: VersionVector?
 
     /// Which origins' change sets the store takes (docs/SYNC.md, "Signed change sets").
     public nonisolated let trust: OriginTrust

@@ -120,16 +120,18 @@ struct ObjectIDTests {
 
 @Suite("Store UUIDs in URIs")
 struct URIUUIDTests {
-    @Test("The fast UUID reader agrees with Foundation's, and refuses what it refuses")
+    @Test("The fast UUID reader (URIs, and the history's origins through UUID(parsing:)) agrees with Foundation's, and refuses what it refuses")
     func agrees() {
         for _ in 0..<200 {
             let uuid = UUID()
             #expect(ObjectURIComponents.uuid(uuid.uuidString) == uuid)
             #expect(ObjectURIComponents.uuid(uuid.uuidString.lowercased()) == uuid)
+            #expect(UUID(parsing: uuid.uuidString) == uuid && UUID(parsing: uuid.uuidString.lowercased()) == uuid)
         }
         for bad in ["", "not-a-uuid", "0A0B0C0D-0000-4000-8000-00000000000", "0A0B0C0D-0000-4000-8000-00000000000G",
                     "0A0B0C0D00000-4000-8000-000000000001", "0A0B0C0D-0000-4000-8000-0000000000011"] {
             #expect(ObjectURIComponents.uuid(bad) == nil, "\(bad)")
+            #expect(UUID(parsing: bad) == nil, "\(bad)")
             #expect(UUID(uuidString: bad) == nil, "Foundation agrees on \(bad)")
         }
     }

@@ -103,7 +103,7 @@ extension SQLiteStore {
             for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_RANK, Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?"),
                                         arguments: [rank, limit]) {
                 last = row[0]
-                guard let text: String = row[1], let origin = UUID(uuidString: text) else { continue }
+                guard let text: String = row[1], let origin = UUID(parsing: text) else { continue }
                 let sequence: Int64 = row[2]
                 if sequence <= vector[origin, default: 0] { continue }
                 if let changeSet = changeSetInKnownVersion(try StoredBody.text(row[3])) {

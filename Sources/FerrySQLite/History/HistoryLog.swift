@@ -45,7 +45,7 @@ struct HistoryLog {
     func vector() throws -> VersionVector {
         var vector: VersionVector = [:]
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ FROM Z_FERRY_VECTOR")) {
-            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             vector[origin] = row[1]
         }
         return vector
@@ -55,7 +55,7 @@ struct HistoryLog {
     func purgedVector() throws -> VersionVector {
         var vector: VersionVector = [:]
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_PURGED FROM Z_FERRY_VECTOR WHERE Z_PURGED > 0")) {
-            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             vector[origin] = row[1]
         }
         return vector
@@ -150,7 +150,7 @@ struct HistoryLog {
     func horizon() throws -> (vector: VersionVector, time: HybridTimestamp?) {
         var vector: VersionVector = [:]
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ FROM Z_FERRY_HORIZON")) {
-            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             vector[origin] = row[1]
         }
         return (vector, try horizonTime())
@@ -271,7 +271,7 @@ struct HistoryLog {
         let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY, Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK"
         let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: [start])
         while let row = try rows.next() {
-            guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
             result.append(try StoredBody.text(row[2]))
@@ -308,7 +308,7 @@ struct HistoryLog {
     func clock(root: Int, key: Int64, property: String) throws -> WriteClock? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ? AND Z_PROPERTY = ?"),
                                          arguments: [root, key, property]),
-              let text: String = row[1], let origin = UUID(uuidString: text) else { return nil }
+              let text: String = row[1], let origin = UUID(parsing: text) else { return nil }
         return WriteClock(timestamp: HybridTimestamp(rawValue: row[0]), origin: origin)
     }
 
@@ -324,7 +324,7 @@ struct HistoryLog {
         let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT Z_PROPERTY, Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_ROOT = ? AND Z_PK = ?"),
                                        arguments: [root, key])
         while let row = try rows.next() {
-            guard let text: String = row[2], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[2], let origin = UUID(parsing: text) else { continue }
             result[row[0]] = WriteClock(timestamp: HybridTimestamp(rawValue: row[1]), origin: origin)
         }
         return result
@@ -336,7 +336,7 @@ struct HistoryLog {
         let rows = try Row.fetchAll(db, sql: "SELECT Z_ROOT, Z_PK, Z_HLC, Z_ORIGIN FROM Z_FERRY_CLOCK WHERE Z_PROPERTY = ?", arguments: [property])
         for row in rows {
             let root: Int = row[0], key: Int64 = row[1]
-            guard let text: String = row[3], let origin = UUID(uuidString: text),
+            guard let text: String = row[3], let origin = UUID(parsing: text),
                   let table = layout.entityNames[root].flatMap({ layout.plans[$0]?.table }),
                   let number = try Int.fetchOne(db.cachedStatement(sql: "SELECT Z_ENT FROM \(table) WHERE Z_PK = ?"), arguments: [key]),
                   let entity = layout.entityNames[number] else { continue }
@@ -373,7 +373,7 @@ struct HistoryLog {
             guard let type = model.entity(named: entity)?.attribute(named: property)?.type, let json = try? JSONValue.parse(text),
                   case .success(let value) = AttributeJSON.decode(json, as: type) else { continue }
             var stamp: WriteStamp?
-            if let hlc: Int64 = row[3], let text: String = row[4], let origin = UUID(uuidString: text) {
+            if let hlc: Int64 = row[3], let text: String = row[4], let origin = UUID(parsing: text) {
                 stamp = WriteStamp(timestamp: HybridTimestamp(rawValue: hlc), origin: origin)
             }
             result[property] = CarriedValue(entity: entity, value: value.map(ChangeValue.attribute) ?? .null, stamp: stamp)
@@ -422,7 +422,7 @@ struct HistoryLog {
     func tombstone(_ uri: String) throws -> (entity: String, text: String, clock: WriteClock)? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT Z_ENTITY, Z_VALUES, Z_HLC, Z_ORIGIN FROM Z_FERRY_TOMBSTONE WHERE Z_URI = ?"),
                                          arguments: [uri]),
-              let text: String = row[3], let origin = UUID(uuidString: text) else { return nil }
+              let text: String = row[3], let origin = UUID(parsing: text) else { return nil }
         return (row[0], row[1], WriteClock(timestamp: HybridTimestamp(rawValue: row[2]), origin: origin))
     }
 
@@ -432,7 +432,7 @@ struct HistoryLog {
         let rows = try Row.fetchCursor(db, sql: "SELECT Z_URI, Z_ENTITY, Z_VALUES, Z_HLC, Z_ORIGIN FROM Z_FERRY_TOMBSTONE WHERE instr(Z_VALUES, ?) > 0",
                                        arguments: [uri])
         while let row = try rows.next() {
-            guard let text: String = row[4], let origin = UUID(uuidString: text) else { continue }
+            guard let text: String = row[4], let origin = UUID(parsing: text) else { continue }
             result.append((row[0], row[1], row[2], WriteClock(timestamp: HybridTimestamp(rawValue: row[3]), origin: origin)))
         }
         return result
@@ -459,7 +459,7 @@ struct HistoryLog {
         for uri in uris {
             let rows = try Row.fetchCursor(statement, arguments: [uri])
             while let row = try rows.next() {
-                guard let text: String = row[0], let origin = UUID(uuidString: text) else { continue }
+                guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
                 result[uri, default: []].insert(ChangeSetMark(origin: origin, sequence: row[1]))
             }
         }

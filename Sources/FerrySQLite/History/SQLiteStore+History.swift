@@ -239,7 +239,7 @@ extension SQLiteStore: ReplicaStore {
 
     private static func held(_ db: Database) throws -> [HeldChangeSet] {
         try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_PENDING ORDER BY Z_ORIGIN, Z_SEQ")).compactMap { row in
-            guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+            guard let text: String = row[0], let origin = UUID(parsing: text) else { return nil }
             return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: row[3])
         }
     }
@@ -257,7 +257,7 @@ extension SQLiteStore: ReplicaStore {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL ORDER BY Z_RANK",
                              arguments: [HistorySchema.applied]).compactMap { row in
-                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+                guard let text: String = row[0], let origin = UUID(parsing: text) else { return nil }
                 return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: try StoredBody.text(row[3]))
             }
         }
@@ -267,7 +267,7 @@ extension SQLiteStore: ReplicaStore {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? ORDER BY Z_RANK",
                              arguments: [HistorySchema.quarantined]).compactMap { row in
-                guard let text: String = row[0], let origin = UUID(uuidString: text) else { return nil }
+                guard let text: String = row[0], let origin = UUID(parsing: text) else { return nil }
                 return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2] ?? "", body: try StoredBody.text(row[3]))
             }
         }
@@ -316,7 +316,7 @@ extension SQLiteStore {
             return try readOnlyQueue(path).read { db in
                 guard try db.tableExists("Z_METADATA"),
                       let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
-                      let text: String = row[0], let store = UUID(uuidString: text), let plist: Data = row[1],
+                      let text: String = row[0], let store = UUID(parsing: text), let plist: Data = row[1],
                       let metadata = try? JSONDecoder().decode(StoreOpener.Metadata.self, from: plist) else {
                     throw StoreError.cannotOpen(path: path, reason: "the file is not a Ferry store (no valid Z_METADATA)")
                 }

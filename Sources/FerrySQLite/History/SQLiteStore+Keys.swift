@@ -16,7 +16,7 @@ extension SQLiteStore {
     static func originKeys(in db: Database) throws -> [OriginKey] {
         try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_KEY, Z_FROM, Z_ENDORSEMENT, Z_SOURCE, Z_REVOKED FROM Z_FERRY_KEY ORDER BY Z_ORIGIN, Z_FROM"))
             .compactMap { row in
-                guard let text: String = row[0], let origin = UUID(uuidString: text), let source = OriginKey.Source(rawValue: row[4] ?? "") else { return nil }
+                guard let text: String = row[0], let origin = UUID(parsing: text), let source = OriginKey.Source(rawValue: row[4] ?? "") else { return nil }
                 let revoked: Int64? = row[5]
                 return OriginKey(origin: origin, publicKey: row[1], firstSequence: row[2], endorsement: row[3], source: source,
                                  revokedAfter: revoked.map(HybridTimestamp.init(rawValue:)))

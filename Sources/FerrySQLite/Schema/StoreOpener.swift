@@ -125,7 +125,7 @@ struct StoreOpener {
     /// The store's UUID, metadata and model cache, checked.
     private func readMetadata(_ db: Database) throws -> (UUID, Metadata, ModelCache) {
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM Z_METADATA WHERE Z_VERSION = 1"),
-              let uuidText: String = row[0], let identifier = UUID(uuidString: uuidText),
+              let uuidText: String = row[0], let identifier = UUID(parsing: uuidText),
               let plist: Data = row[1] else {
             throw StoreError.cannotOpen(path: path, reason: "Z_METADATA has no valid store UUID; the file is damaged")
         }

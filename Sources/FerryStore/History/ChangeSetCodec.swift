@@ -65,7 +65,7 @@ public enum ChangeSetCodec {
     public static func vector(_ entries: some Sequence<(String, Int64?)>) throws(ChangeSetError) -> VersionVector {
         var vector: VersionVector = [:]
         for (key, sequence) in entries {
-            guard let store = UUID(uuidString: key) else { throw ChangeSetError.malformed("'\(key)' in the version vector is not a store UUID") }
+            guard let store = UUID(parsing: key) else { throw ChangeSetError.malformed("'\(key)' in the version vector is not a store UUID") }
             guard let sequence, sequence >= 0 else {
                 throw ChangeSetError.malformed("the version vector's entry for \(key) must be a whole number ≥ 0")
             }

@@ -75,7 +75,7 @@ public enum AttributeJSON {
             }
         case .uuid:
             expected = "a UUID string"
-            if case .string(let text) = json, let uuid = UUID(uuidString: text) { return .success(.uuid(uuid)) }
+            if case .string(let text) = json, let uuid = UUID(parsing: text) { return .success(.uuid(uuid)) }
         case .uri:
             expected = "a URI string"
             if case .string(let text) = json, let url = URL(string: text), url.scheme != nil { return .success(.uri(url)) }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import ServiceLifecycle
 import FerryDaemon
 
@@ -30,9 +31,41 @@ public final class InProcessDaemon: Sendable {
         self.port = port
     }
 
-    /// Stops the daemon gracefully and waits for it.
-    public func stop() async throws {
+    /// Stops the daemon gracefully and waits for it, at most ``DaemonPeer/stopTimeout`` seconds
+    /// (the daemon's own bounds on a graceful stop and a margin, as for a `ferry run` process).
+    /// - Throws: the daemon's error, or ``DaemonPeerError`` when it has not ended by then: a task
+    ///   of the daemon that does not end when cancelled. The test then fails with that, rather
+    ///   than the run hanging (as one full run did; docs/RELIABILITY.md, "Findings, in short").
+    public func stop(timeout: TimeInterval = DaemonPeer.stopTimeout) async throws {
         await group.triggerGracefulShutdown()
-        try await task.value
+        let task = self.task
+        // Raced by two unstructured tasks: a task group would itself wait for a daemon that never ends.
+        let ended: Result<Bool, any Error> = await withCheckedContinuation { continuation in
+            let resumed = ResumedOnce()
+            let resume = { @Sendable (outcome: Result<Bool, any Error>) in
+                guard !resumed.flag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+                continuation.resume(returning: outcome)
+            }
+            Task {
+                do {
+                    try await task.value
+                    resume(.success(true))
+                } catch {
+                    resume(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(timeout))
+                resume(.success(false))
+            }
+        }
+        guard try ended.get() else {
+            throw DaemonPeerError(description: "the in-process daemon did not end within \(Int(timeout)) s of a graceful stop: one of its tasks does not end when cancelled")
+        }
     }
+}
+
+/// Whether a continuation raced by two tasks was resumed.
+private final class ResumedOnce: Sendable {
+    let flag = Atomic<Bool>(false)
 }

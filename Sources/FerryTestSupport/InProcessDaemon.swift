@@ -39,6 +39,8 @@ public final class InProcessDaemon: Sendable {
     public func stop(timeout: TimeInterval = DaemonPeer.stopTimeout) async throws {
         await group.triggerGracefulShutdown()
         let task = self.task
+        // Cancelled once the daemon ends, so that no sleep outlives a stop that went well.
+        let deadline = Task { try await Task.sleep(for: .seconds(timeout)) }
         // Raced by two unstructured tasks: a task group would itself wait for a daemon that never ends.
         let ended: Result<Bool, any Error> = await withCheckedContinuation { continuation in
             let resumed = ResumedOnce()
@@ -53,10 +55,11 @@ public final class InProcessDaemon: Sendable {
                 } catch {
                     resume(.failure(error))
                 }
+                deadline.cancel()
             }
             Task {
-                try? await Task.sleep(for: .seconds(timeout))
-                resume(.success(false))
+                _ = await deadline.result
+                resume(.success(false))  // (nothing once the daemon's end was told)
             }
         }
         guard try ended.get() else {

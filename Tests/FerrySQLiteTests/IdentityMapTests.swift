@@ -55,6 +55,37 @@ struct IdentityMapTests {
         }
     }
 
+    @Test("A run that goes on where another ended, on the rows after it, grows that run; any break starts another")
+    func runsGrow() throws {
+        try withMap { map, db in
+            try map.map((1...5).map { (Self.origin + String($0), 2, Int64(100 + $0)) })
+            try map.map([(Self.origin + "6", 2, 106)])                          // next URI, next row: grows
+            try map.map([(Self.origin + "7", 2, 107), (Self.origin + "8", 2, 108)])
+            #expect(try GRDB.Row.fetchAll(db, sql: "SELECT Z_FIRST, Z_COUNT, Z_PK FROM Z_FERRY_RANGE").map { [$0[0], $0[1], $0[2]] as [Int64] }
+                    == [[1, 8, 101]])
+            try map.map([(Self.origin + "9", 2, 110)])                          // the row jumps
+            try map.map([(Self.origin + "11", 2, 111)])                         // the URI jumps
+            try map.map([(Self.origin + "12", 1, 112)])                         // another root
+            try map.map([(Self.other + "13", 2, 113)])                          // another origin
+            #expect(try count("Z_FERRY_RANGE", db) == 5)
+            let expected = (1...8).map { (Self.origin + String($0), IdentityMap.Row(root: 2, key: Int64(100 + $0))) }
+                + [(Self.origin + "9", .init(root: 2, key: 110)), (Self.origin + "11", .init(root: 2, key: 111)),
+                   (Self.origin + "12", .init(root: 1, key: 112)), (Self.other + "13", .init(root: 2, key: 113))]
+            for (uri, row) in expected {
+                #expect(try map.row(of: uri) == row, "\(uri)")
+                #expect(try map.uri(of: row) == uri)
+            }
+            #expect(try map.row(of: Self.origin + "10") == nil)
+            #expect(try map.uri(of: .init(root: 2, key: 109)) == nil)
+            // A grown run splits like any other when one of its URIs goes.
+            try map.unmap([Self.origin + "6"])
+            #expect(try map.row(of: Self.origin + "6") == nil)
+            #expect(try map.row(of: Self.origin + "5") == .init(root: 2, key: 105))
+            #expect(try map.row(of: Self.origin + "7") == .init(root: 2, key: 107))
+            #expect(throws: DatabaseError.self, "inside the grown run") { try map.map([(Self.origin + "8", 2, 200)]) }
+        }
+    }
+
     @Test("URIs whose number is not in its shortest form are single entries, apart from the same number written plainly")
     func singles() throws {
         try withMap { map, db in

@@ -17,7 +17,7 @@ struct HistoryLog {
     /// every process on the file shares one clock).
     func tick(now: Date = Date()) throws -> HybridTimestamp {
         let next = HybridTimestamp.next(after: try lastTimestamp(), now: now)
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [next.rawValue])
+        try storeTimestamp(next)
         return next
     }
 
@@ -27,7 +27,17 @@ struct HistoryLog {
         let last = try lastTimestamp()
         let taken = HybridTimestamp.taking(in: timestamp, after: last)
         guard taken > last else { return }
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)").execute(arguments: [taken.rawValue])
+        try storeTimestamp(taken)
+    }
+
+    /// Stores the clock's last timestamp in place. (`INSERT OR REPLACE` would delete the row
+    /// and insert it again under a new rowid, which rewrites a page of the key's index as
+    /// well: one more WAL frame in every save and every replay.)
+    private func storeTimestamp(_ timestamp: HybridTimestamp) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO Z_FERRY_STATE (Z_KEY, Z_VALUE) VALUES ('hlc', ?)
+            ON CONFLICT (Z_KEY) DO UPDATE SET Z_VALUE = excluded.Z_VALUE
+            """).execute(arguments: [timestamp.rawValue])
     }
 
     func lastTimestamp() throws -> HybridTimestamp {

@@ -10,8 +10,10 @@ import GRDB
 ///   order its origin numbered them, and this store gives them consecutive
 ///   primary keys, so `…/Person/p1001` … `…/Person/p2000` arriving as rows
 ///   5001 … 6000 is one row: prefix `x-coredata://<UUID>/Person/p`, first number
-///   1001, count 1000, root entity, first key 5001. That is what most of the
-///   map is, and it costs one row per run instead of one per object.
+///   1001, count 1000, root entity, first key 5001. A run grows when the next
+///   change set goes on where it ended (a peer's one-object saves replayed one
+///   by one). That is what most of the map is, and it costs one row per run
+///   instead of one per object.
 /// - `Z_FERRY_OBJECT`: single URIs — those not written `p<N>` with `N` in its
 ///   shortest form (so the number alone cannot give the text back), objects
 ///   brought back after a delete (they move to a new row, and this entry wins
@@ -142,13 +144,22 @@ struct IdentityMap {
     private func insertRun(_ run: (prefix: String, first: Int64, count: Int64, root: Int, key: Int64)) throws {
         // The primary key only stops a run starting at the same number; a run overlapping another must fail too.
         let last = run.first + run.count - 1
-        if let overlap = try ranges(prefix: run.prefix, around: run.first, limit: 2).first(where: { $0.first <= last && $0.first + $0.count > run.first }) {
+        let nearby = try ranges(prefix: run.prefix, around: run.first, limit: 2)
+        if let overlap = nearby.first(where: { $0.first <= last && $0.first + $0.count > run.first }) {
             throw DatabaseError(resultCode: .SQLITE_CONSTRAINT, message:
                 "the identity map already has \(run.prefix)\(max(run.first, overlap.first)): the object was inserted twice")
         }
         let mapped = try mappedSingly(prefix: run.prefix, numbers: run.first...last)
         if let uri = mapped.first {
             throw DatabaseError(resultCode: .SQLITE_CONSTRAINT, message: "the identity map already has \(uri): the object was inserted twice")
+        }
+        // The run that ends just before, on the rows just before, grows instead: a peer's
+        // one-object saves replayed one by one stay one run, and growing it rewrites one page
+        // (its count) where a new run would write two (the run and its row index).
+        if let before = nearby.first(where: { $0.first + $0.count == run.first && $0.root == run.root && $0.key + $0.count == run.key }) {
+            try db.cachedStatement(sql: "UPDATE Z_FERRY_RANGE SET Z_COUNT = ? WHERE Z_PREFIX = ? AND Z_FIRST = ?")
+                .execute(arguments: [before.count + run.count, run.prefix, before.first])
+            return
         }
         try writeRun(prefix: run.prefix, first: run.first, count: run.count, root: run.root, key: run.key)
     }

@@ -26,7 +26,10 @@ struct PushStreamClientTests {
 
     init() throws {
         store = try SQLiteStore(path: directory.file("served.sqlite"), model: Self.model)
-        api = FerryAPI(endpoint: try ReplicationEndpoint(store: store), tokens: AccessTokens([(Self.token, .peer)]), maxBodyBytes: 1 << 20)
+        // Room for every push of `concurrentPushes` at once (a stream holds one of the bodies the whole
+        // time): past the limit the server rightly answers 503, which that test is not about.
+        api = FerryAPI(endpoint: try ReplicationEndpoint(store: store), tokens: AccessTokens([(Self.token, .peer)]), maxBodyBytes: 1 << 20,
+                       maxConcurrentBodies: 16)
     }
 
     /// The paths the server was asked for, in order.
@@ -34,27 +37,40 @@ struct PushStreamClientTests {
         let list = Mutex<[String]>([])
     }
 
-    /// The API's router, counting requests by path; with `hidingStreams`, the stream route answers 404 (a peer from before it).
+    /// The API's router, counting requests by path; with `hidingStreams`, the stream route answers 404 (a peer from before it);
+    /// the first `stallingStreams` streams take pushes and never answer (a peer stopped, or stuck in its replay).
     struct Counting: HTTPResponder {
         let inner: RouterResponder<FerryRequestContext>
         let paths: Paths
         let hidingStreams: Bool
+        let stallingStreams: Int
 
         func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
-            paths.list.withLock { $0.append(request.uri.path) }
-            if hidingStreams, request.uri.path == "/v1/changesets/stream" { return Response(status: .notFound) }
+            let streamsBefore = paths.list.withLock { list in
+                defer { list.append(request.uri.path) }
+                return list.count { $0 == "/v1/changesets/stream" }
+            }
+            guard request.uri.path == "/v1/changesets/stream" else { return try await inner.respond(to: request, context: context) }
+            if hidingStreams { return Response(status: .notFound) }
+            if streamsBefore < stallingStreams {
+                return Response(status: .ok, body: ResponseBody { writer in
+                    for try await _ in request.body {}  // reads every push until the client drops the stream, answers none
+                    try await writer.finish(nil)
+                })
+            }
             return try await inner.respond(to: request, context: context)
         }
     }
 
     /// Runs `body` with a client of the API served live on a loopback port, and the paths it was asked for.
-    func withLiveServer(hidingStreams: Bool = false, idleLimit: Duration = .seconds(10),
+    func withLiveServer(hidingStreams: Bool = false, stallingStreams: Int = 0, idleLimit: Duration = .seconds(10), timeout: TimeInterval = 30,
                         _ body: @Sendable (PeerClient, @Sendable () -> [String]) async throws -> Void) async throws {
         let paths = Paths()
-        let app = Application(responder: Counting(inner: api.router().buildResponder(), paths: paths, hidingStreams: hidingStreams))
+        let app = Application(responder: Counting(inner: api.router().buildResponder(), paths: paths, hidingStreams: hidingStreams,
+                                                  stallingStreams: stallingStreams))
         try await app.test(.live) { client in
             let port = try #require(client.port)
-            let peer = PeerClient(baseURLs: [try #require(URL(string: "http://127.0.0.1:\(port)"))], token: Self.token, timeout: 30,
+            let peer = PeerClient(baseURLs: [try #require(URL(string: "http://127.0.0.1:\(port)"))], token: Self.token, timeout: timeout,
                                   trust: .systemStore, streamIdleLimit: idleLimit)
             try await body(peer) { paths.list.withLock { $0 } }
         }
@@ -117,6 +133,32 @@ struct PushStreamClientTests {
             #expect(try await peer.push([line(origin, 3)]).applied == 1)
             #expect(paths() == ["/v1/changesets/stream", "/v1/changesets/stream"], "\(paths())")
         }
+    }
+
+    @Test("A push the peer takes but never answers fails as unreachable once the request timeout has passed; the next push opens a new stream")
+    func unansweredPushFails() async throws {
+        let origin = UUID()
+        try await withLiveServer(stallingStreams: 1, idleLimit: .milliseconds(500), timeout: 1) { peer, paths async throws in
+            // Bounded here, so that a push that never ends fails this test instead of hanging the run.
+            let push = Task { try await peer.push([line(origin, 1)]) }
+            let bound = Task {
+                try await Task.sleep(for: .seconds(10))
+                push.cancel()
+            }
+            let started = ContinuousClock.now
+            let outcome = await push.result
+            let waited = ContinuousClock.now - started
+            bound.cancel()
+            guard case .failure(PeerError.unreachable(let detail)) = outcome else {
+                Issue.record("the unanswered push ended with \(outcome) after \(waited)")
+                return
+            }
+            #expect(detail.contains("no answer to a push within"), "\(detail)")
+            #expect(waited >= .seconds(1) && waited < .seconds(3), "the request timeout is 1 s, looked at every 0.25 s: \(waited)")
+            #expect(try await peer.push([line(origin, 1)]).applied == 1)
+            #expect(paths() == ["/v1/changesets/stream", "/v1/changesets/stream"], "\(paths())")
+        }
+        #expect(try store.historyState().vector[origin] == 1)
     }
 
     @Test("Pushes at once to one peer all succeed: one on the stream, the others as requests")

@@ -79,7 +79,8 @@ public struct PeerClient: Sendable {
 
     /// ``init(baseURLs:token:timeout:trust:)`` with the push stream's idle limit set (tests shorten it).
     package init(baseURLs: [URL], token: String, timeout: TimeInterval, trust: PeerTrust, streamIdleLimit: Duration) {
-        self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout), streamIdleLimit: streamIdleLimit)
+        self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout), streamIdleLimit: streamIdleLimit,
+                  answerLimit: .milliseconds(Int64(timeout * 1000)))
     }
 
     /// A client for the peer at `baseURL` that sends its requests through `transport`.
@@ -92,15 +93,20 @@ public struct PeerClient: Sendable {
         self.init(baseURLs: baseURLs, token: token, transport: transport, streamIdleLimit: .seconds(Self.streamIdleLimit))
     }
 
-    /// A client whose push stream (``PushStream``) closes after `streamIdleLimit` without a push.
-    package init(baseURLs: [URL], token: String, transport: any PeerTransport, streamIdleLimit: Duration) {
+    /// A client whose push stream (``PushStream``) closes after `streamIdleLimit` without a push, and
+    /// whose push on it fails when its answer has not come after `answerLimit` (a request's timeout).
+    package init(baseURLs: [URL], token: String, transport: any PeerTransport, streamIdleLimit: Duration,
+                 answerLimit: Duration = .seconds(Self.defaultTimeout)) {
         precondition(!baseURLs.isEmpty, "a peer needs at least one URL")
         self.baseURLs = baseURLs
         self.token = token
         self.transport = transport
         self.inUse = URLInUse()
-        self.pushStream = PushStream(idleLimit: streamIdleLimit)
+        self.pushStream = PushStream(idleLimit: streamIdleLimit, answerLimit: answerLimit)
     }
+
+    /// Seconds a request may go without data unless the caller says otherwise.
+    static let defaultTimeout: TimeInterval = 30
 
     /// Seconds a push stream stays open without a push (at most half the request timeout).
     static let streamIdleLimit: TimeInterval = 10

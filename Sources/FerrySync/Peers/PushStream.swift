@@ -17,9 +17,17 @@ import FerryStore
 ///
 /// A stream idle for ``idleLimit`` is closed, and one open for ``longestLife`` is closed after its
 /// next push, so that neither side holds a request for long; the next push opens a new one.
+///
+/// A push whose answer has not come after ``answerLimit`` fails as its request would have failed
+/// for want of data (`unreachable`), and its stream is dropped: the HTTP client's read timeout
+/// only starts once a request has been sent whole, which a stream's never is, so without this a
+/// peer that stopped answering (stopped, or stuck in its replay) held the push, and every round
+/// queued behind it, for good.
 final class PushStream: Sendable {
     /// How long an open stream may wait for its next push before it is closed.
     let idleLimit: Duration
+    /// How long a push waits for its answer (the client's request timeout).
+    let answerLimit: Duration
     /// How long a stream is used before a new one is opened.
     static let longestLife: Duration = .seconds(600)
 
@@ -33,8 +41,9 @@ final class PushStream: Sendable {
 
     private let state = Mutex(State())
 
-    init(idleLimit: Duration) {
+    init(idleLimit: Duration, answerLimit: Duration) {
         self.idleLimit = idleLimit
+        self.answerLimit = answerLimit
     }
 
     /// Sends `batch` (change-set lines, each ending with a newline) on the stream, opening one with
@@ -42,7 +51,8 @@ final class PushStream: Sendable {
     /// 200 with the batch's ``ApplyReport``, or the status and error of its refusal (401 or 403 when
     /// the stream itself was refused for the token).
     /// - Returns: nil when the stream cannot carry this push (send it as a request instead).
-    /// - Throws: the failure to reach the peer when opening.
+    /// - Throws: the failure to reach the peer when opening; `unreachable` when the answer has not
+    ///   come within ``answerLimit``.
     func push(_ batch: Data, open: () async throws(PeerError) -> PeerStreamChannel?) async throws(PeerError) -> PeerResponse? {
         let taken: Connection?? = state.withLock { state in
             guard !state.busy, !state.unsupported else { return .none }
@@ -66,12 +76,18 @@ final class PushStream: Sendable {
         guard let connection else { return nil }
         var piece = batch
         piece.append(0x0A)  // the empty line that ends the batch
-        let answer = await withTaskCancellationHandler {
+        let exchanged = await withTaskCancellationHandler {
             await connection.exchange(piece)
         } onCancel: {
             connection.close(abort: true)
         }
-        guard let answer else { return nil }  // cut before the answer: the request sends it again
+        let answer: Data
+        switch exchanged {
+        case .answer(let line): answer = line
+        case .cut: return nil  // cut before the answer: the request sends it again
+        case .timedOut:
+            throw .unreachable("POST /v1/changesets/stream: no answer to a push within \(answerLimit); the stream was closed")
+        }
         if let status = Self.refusalStatus(of: answer) {
             connection.close(abort: false)  // (the peer ends its answer after a refusal)
             return PeerResponse(status: status, body: answer)
@@ -94,7 +110,7 @@ final class PushStream: Sendable {
             return .unavailable
         }
         if channel.status == 200 {
-            let connection = Connection(channel, idleLimit: idleLimit)
+            let connection = Connection(channel, idleLimit: idleLimit, answerLimit: answerLimit)
             state.withLock { $0.connection = connection }
             return .opened(connection)
         }
@@ -136,11 +152,21 @@ final class PushStream: Sendable {
     }
 }
 
+/// What a push on a stream got.
+private enum Exchange {
+    /// The peer's answer line.
+    case answer(Data)
+    /// The stream ended first (lost, dropped, or busy): the push can go as a request.
+    case cut
+    /// No answer came within the answer limit: the stream was closed.
+    case timedOut
+}
+
 /// One open push stream: sends a batch, waits for its answer line.
 private final class Connection: Sendable {
     private struct State {
-        /// The push waiting for its answer line.
-        var waiting: CheckedContinuation<Data?, Never>?
+        /// The push waiting for its answer line, and since when.
+        var waiting: (continuation: CheckedContinuation<Exchange, Never>, since: ContinuousClock.Instant)?
         var ended = false
         var lastUse = ContinuousClock.now
     }
@@ -149,11 +175,13 @@ private final class Connection: Sendable {
     private let state = Mutex(State())
     private let opened = ContinuousClock.now
 
-    init(_ channel: PeerStreamChannel, idleLimit: Duration) {
+    init(_ channel: PeerStreamChannel, idleLimit: Duration, answerLimit: Duration) {
         self.channel = channel
-        // Reads the answer line by line, and closes the stream once it has been idle for idleLimit.
+        // Reads the answer line by line; closes the stream once it has been idle for idleLimit, or
+        // once a push has waited answerLimit for its answer (checked by the same timer, so that a
+        // push starts no task of its own).
         Task { [self] in await readAnswers() }
-        Task { [self] in await closeWhenIdle(after: idleLimit) }
+        Task { [self] in await watch(idleLimit: idleLimit, answerLimit: answerLimit) }
     }
 
     /// Whether the stream can take a push.
@@ -167,35 +195,35 @@ private final class Connection: Sendable {
         state.withLock { $0.lastUse = .now }
     }
 
-    /// Sends `piece` and waits for the next answer line; nil when the stream ended first.
-    func exchange(_ piece: Data) async -> Data? {
+    /// Sends `piece` and waits for the next answer line.
+    func exchange(_ piece: Data) async -> Exchange {
         await withCheckedContinuation { continuation in
             let accepted = state.withLock { state in
                 guard !state.ended, state.waiting == nil else { return false }
-                state.waiting = continuation
+                state.waiting = (continuation, .now)
                 return true
             }
             guard accepted else {
-                continuation.resume(returning: nil)
+                continuation.resume(returning: .cut)
                 return
             }
             channel.send(piece)
         }
     }
 
-    /// Ends the stream (with `abort`, drops the request at once); a push waiting gets nil.
+    /// Ends the stream (with `abort`, drops the request at once); a push waiting gets `cut`.
     func close(abort: Bool) {
         end()
         channel.close(abort)
     }
 
-    private func end() {
+    private func end(_ outcome: Exchange = .cut) {
         let waiting = state.withLock { state in
             state.ended = true
             defer { state.waiting = nil }
             return state.waiting
         }
-        waiting?.resume(returning: nil)
+        waiting?.continuation.resume(returning: outcome)
     }
 
     private func readAnswers() async {
@@ -224,17 +252,27 @@ private final class Connection: Sendable {
             defer { state.waiting = nil }
             return state.waiting
         }
-        waiting?.resume(returning: line)
+        waiting?.continuation.resume(returning: .answer(line))
         return waiting != nil
     }
 
-    private func closeWhenIdle(after limit: Duration) async {
+    /// Closes the stream once it has gone `idleLimit` without a push, or once a push has waited
+    /// `answerLimit` for its answer (that push then gets `timedOut`); looks every half of the
+    /// shorter, so a push waits at most half as long again.
+    private func watch(idleLimit: Duration, answerLimit: Duration) async {
         while true {
-            try? await Task.sleep(for: limit / 2)
-            let (ended, idle) = state.withLock { state in
-                (state.ended, state.waiting == nil && ContinuousClock.now - state.lastUse >= limit)
+            try? await Task.sleep(for: min(idleLimit, answerLimit) / 2)
+            let (ended, idle, unanswered) = state.withLock { state in
+                let now = ContinuousClock.now
+                return (state.ended, state.waiting == nil && now - state.lastUse >= idleLimit,
+                        state.waiting.map { now - $0.since >= answerLimit } ?? false)
             }
             if ended { return }
+            if unanswered {
+                end(.timedOut)
+                channel.close(true)
+                return
+            }
             if idle {
                 close(abort: false)
                 return

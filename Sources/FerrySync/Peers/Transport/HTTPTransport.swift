@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import AsyncHTTPClient
 import FerryStore
 import NIOCore
@@ -118,15 +119,43 @@ final class HTTPTransport: PeerTransport {
         } catch {
             throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
         }
-        http.body = .stream(FileChunks(file: file, size: size), length: .known(size))
+        let progress = FileChunks.Progress()
+        http.body = .stream(FileChunks(file: file, size: size, progress: progress), length: .known(size))
         let place = "\(request.method) \(request.url.path)"
-        do {
-            // No deadline for the whole request (a snapshot may take long on a slow link); the read timeout still applies.
-            let response = try await client.execute(http, timeout: .hours(24))
-            let body = try await response.body.collect(upTo: 1 << 20)
-            return PeerResponse(status: Int(response.status.code), body: Data(body.readableBytesView))
-        } catch {
-            throw Self.peerError(error, place: place, trust: trust)
+        // No deadline for the whole request (a snapshot may take long on a slow link), and the read
+        // timeout only starts once the body is sent: a peer that stops taking the body (a relay
+        // stopped, or stuck) would hold the upload for ever. So it fails once the client has asked
+        // for no chunk of the file for the timeout (AsyncHTTPClient's write timeout is no help: it
+        // times the sender's silence, and stops while the peer is not reading).
+        let client = self.client
+        let sent = http
+        let seconds = timeout
+        let limit = UInt64(seconds * 1_000_000_000)
+        let outcome: Result<PeerResponse, any Error> = await withTaskGroup(of: Result<PeerResponse, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    let response = try await client.execute(sent, timeout: .hours(24))
+                    let body = try await response.body.collect(upTo: 1 << 20)
+                    return .success(PeerResponse(status: Int(response.status.code), body: Data(body.readableBytesView)))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                while progress.isRecent(within: limit) {
+                    try? await Task.sleep(for: .milliseconds(Int64(limit / 4_000_000)))
+                    if Task.isCancelled { return nil }
+                }
+                return .failure(PeerError.unreachable("\(place): the peer took no bytes of the upload for \(seconds) s"))
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(CancellationError())
+        }
+        switch outcome {
+        case .success(let response): return response
+        case .failure(let error as PeerError): throw error
+        case .failure(let error): throw Self.peerError(error, place: place, trust: trust)
         }
     }
 
@@ -137,8 +166,10 @@ final class HTTPTransport: PeerTransport {
         let place = "\(request.method) \(request.url.path)"
         let response: HTTPClientResponse
         do {
-            // No deadline short enough to cut a stream in use; ``PushStream`` closes idle and old streams.
-            response = try await client.execute(http, timeout: .hours(24))
+            // The deadline bounds the wait for the answer's head only (AsyncHTTPClient stops applying it
+            // then), so it never cuts a stream in use; the read timeout never applies (the request is
+            // never sent whole), so ``PushStream`` bounds each answer, and closes idle and old streams.
+            response = try await client.execute(http, timeout: .milliseconds(Int64(timeout * 1000)))
         } catch {
             writer.finish()
             throw Self.peerError(error, place: place, trust: trust)
@@ -202,13 +233,29 @@ struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let file: FileHandle
     let size: Int64
+    /// When the client last asked for a chunk.
+    let progress: Progress
     static let chunkBytes = 1 << 20
+
+    /// When the client last asked for a chunk (it asks as the connection takes the bytes before).
+    final class Progress: Sendable {
+        private let lastAsked = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+
+        func note() { lastAsked.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+        /// Whether the client asked for a chunk within the last `nanoseconds`.
+        func isRecent(within nanoseconds: UInt64) -> Bool {
+            DispatchTime.now().uptimeNanoseconds &- lastAsked.load(ordering: .relaxed) < nanoseconds
+        }
+    }
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let file: FileHandle
         var left: Int64
+        let progress: Progress
 
         mutating func next() async throws -> ByteBuffer? {
+            progress.note()
             guard left > 0 else { return nil }
             let count = Int(Swift.min(left, Int64(FileChunks.chunkBytes)))
             let file = self.file
@@ -219,5 +266,5 @@ struct FileChunks: AsyncSequence, Sendable {
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file, left: size) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(file: file, left: size, progress: progress) }
 }

@@ -11,6 +11,31 @@ import FerryTestSupport
 /// again may help, instead of flattening it into a string.
 @Suite("Store failures keep their cause", .blocking)
 struct StoreFailureTests {
+    @Test("A URI of another store that the identity map cannot be read for fails as a store failure, not as a URI of another store")
+    func unreadableMapIsAStoreFailure() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("map.sqlite")
+        let store = try SQLiteStore(path: path, model: try SampleModels.load("OrgChart"), options: .init(busyTimeout: 0.05))
+        let container = try PersistentContainer(store: store)
+        let foreign = "x-coredata://6F1C2A3B-0000-4000-8000-00000000000A/Person/p1"
+        #expect(throws: ContextError.invalidURI(.foreignStore(foreign, expected: store.identifier)), "nothing of that store reached this one") {
+            try container.managedObjectID(forURIString: foreign)
+        }
+        // The map's tables go (a damaged file, as far as this store can tell): its look-up fails.
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "DROP TABLE Z_FERRY_OBJECT; DROP TABLE Z_FERRY_RANGE")
+        }
+        do {
+            _ = try container.managedObjectID(forURIString: foreign)
+            Issue.record("the look-up read a map that is not there")
+        } catch .storeFailed(let failure) {
+            #expect(failure.message.contains(foreign) && failure.message.contains("no such table"), "\(failure)")
+            #expect(failure.cause != nil, "the read's error was not kept")
+        } catch {
+            Issue.record("a failed read reported as \(error)")
+        }
+    }
+
     @Test("A save that meets another writer's lock past the busy timeout fails as transient, with SQLite's BUSY as its cause")
     func busyIsTransient() throws {
         let directory = TemporaryDirectory()

@@ -104,7 +104,8 @@ public final class PersistentContainer: Sendable {
     /// stores (change sets and `ferry dump` name objects by origin URI). Like Core
     /// Data it does not check that the row exists; ``ManagedObjectContext/existingObject(with:)`` does.
     /// - Throws: ``ContextError/invalidURI(_:)`` for a malformed or temporary URI,
-    ///   a URI of another store that never reached this one, or an unknown entity.
+    ///   a URI of another store that never reached this one, or an unknown entity;
+    ///   ``ContextError/storeFailed(_:)`` when the store could not be read to look it up.
     public func managedObjectID(forURIString uri: String) throws(ContextError) -> ObjectID {
         let components: ObjectURIComponents
         switch ObjectURIComponents.parse(uri) {
@@ -121,7 +122,15 @@ public final class PersistentContainer: Sendable {
             throw ContextError.invalidURI(.malformed(uri, "entity '\(entity.name)' is abstract, so no object has it as its entity"))
         }
         // Origin URIs: an object that came from another store, or one of ours brought back on a new row.
-        if let mapped = try? store.localObjectID(forOriginURI: uri) {
+        // (A failed read is said as such: it once read as "belongs to another store".)
+        let mapped: ObjectID?
+        do {
+            mapped = try store.localObjectID(forOriginURI: uri)
+        } catch {
+            let failure = StoreFailure(error)
+            throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isTransient: failure.isTransient))
+        }
+        if let mapped {
             return mapped
         }
         guard storeID == store.identifier else {

@@ -23,6 +23,9 @@ public enum ContextError: Error, Sendable, Hashable, CustomStringConvertible {
     case detachedObject(String)
     /// A URI could not be resolved.
     case invalidURI(ObjectURIError)
+    /// The store could not be read to answer (a failed read, not a misuse): trying again may help
+    /// when the failure says it is transient.
+    case storeFailed(StoreFailure)
     /// The class registered for an entity does not match what was asked for.
     case wrongClass(entity: String, expected: String, actual: String)
 
@@ -50,6 +53,8 @@ public enum ContextError: Error, Sendable, Hashable, CustomStringConvertible {
             "object \(uri) is no longer registered with a context (the context was reset, or the object was deleted and saved)"
         case .invalidURI(let error):
             error.description
+        case .storeFailed(let failure):
+            "the store could not be read: \(failure)"
         case .wrongClass(let entity, let expected, let actual):
             "entity '\(entity)' is registered with class \(actual), not \(expected)"
         }

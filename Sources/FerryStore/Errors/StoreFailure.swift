@@ -44,9 +44,14 @@ public struct StoreFailure: Error, Sendable, CustomStringConvertible, Expressibl
     }
 }
 
-extension StoreFailure: Equatable {
+extension StoreFailure: Hashable {
     /// Failures are equal when they say the same and agree on retrying (causes are not compared).
     public static func == (lhs: StoreFailure, rhs: StoreFailure) -> Bool {
         lhs.message == rhs.message && lhs.isTransient == rhs.isTransient
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(message)
+        hasher.combine(isTransient)
     }
 }

@@ -12,6 +12,23 @@ public enum BoundedWaiting {
         ProcessInfo.processInfo.environment["FERRY_TEST_PROCESS_TIMEOUT"].flatMap(TimeInterval.init) ?? 300
     }()
 
+    /// Runs `operation` in a task of its own, cancelled if it is still running after `bound`:
+    /// how it ended, and how long it took. For a test whose subject must end by itself (a
+    /// timeout under test), so that one that does not fails the test instead of hanging the run.
+    public static func outcome<Success: Sendable>(within bound: Duration, of operation: @escaping @Sendable () async throws -> Success) async
+        -> (result: Result<Success, any Error>, waited: Duration) {
+        let task = Task { try await operation() }
+        let canceller = Task {
+            try await Task.sleep(for: bound)
+            task.cancel()
+        }
+        let started = ContinuousClock.now
+        let result = await task.result
+        let waited = ContinuousClock.now - started
+        canceller.cancel()
+        return (result, waited)
+    }
+
     /// Waits until `process` has ended, up to `timeout` seconds; whether it ended.
     public static func waitForExit(_ process: Process, timeout: TimeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

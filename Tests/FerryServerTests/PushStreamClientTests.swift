@@ -154,16 +154,7 @@ struct PushStreamClientTests {
     func unansweredPushFails(stall: Stall, failure: String) async throws {
         let origin = UUID()
         try await withLiveServer(stall: stall, idleLimit: .milliseconds(500), timeout: 1) { peer, paths async throws in
-            // Bounded here, so that a push that never ends fails this test instead of hanging the run.
-            let push = Task { try await peer.push([line(origin, 1)]) }
-            let bound = Task {
-                try await Task.sleep(for: .seconds(10))
-                push.cancel()
-            }
-            let started = ContinuousClock.now
-            let outcome = await push.result
-            let waited = ContinuousClock.now - started
-            bound.cancel()
+            let (outcome, waited) = await BoundedWaiting.outcome(within: .seconds(10)) { try await peer.push([line(origin, 1)]) }
             guard case .failure(PeerError.unreachable(let detail)) = outcome else {
                 Issue.record("the unanswered push ended with \(outcome) after \(waited)")
                 return

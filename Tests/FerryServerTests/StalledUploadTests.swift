@@ -37,16 +37,9 @@ struct StalledUploadTests {
             defer { releaser.finish() }
             let port = try #require(client.port)
             let peer = PeerClient(baseURL: try #require(URL(string: "http://127.0.0.1:\(port)")), token: "peer-token", timeout: 1)
-            // Bounded here, so that an upload that never ends fails this test instead of hanging the run.
-            let upload = Task { try await peer.uploadSnapshot(SnapshotFile(handle: handle, size: 64 << 20), of: UUID()) }
-            let bound = Task {
-                try await Task.sleep(for: .seconds(15))
-                upload.cancel()
+            let (outcome, waited) = await BoundedWaiting.outcome(within: .seconds(15)) {
+                try await peer.uploadSnapshot(SnapshotFile(handle: handle, size: 64 << 20), of: UUID())
             }
-            let started = ContinuousClock.now
-            let outcome = await upload.result
-            let waited = ContinuousClock.now - started
-            bound.cancel()
             guard case .failure(PeerError.unreachable(let detail)) = outcome else {
                 Issue.record("the stalled upload ended with \(outcome) after \(waited)")
                 return

@@ -26,8 +26,9 @@ struct PushStreamClientTests {
 
     init() throws {
         store = try SQLiteStore(path: directory.file("served.sqlite"), model: Self.model)
-        // Room for every push of `concurrentPushes` at once (a stream holds one of the bodies the whole
-        // time): past the limit the server rightly answers 503, which that test is not about.
+        // Room for every push of `concurrentPushes` at once (the stream's batch takes a slot while it is
+        // applied, as each request does): past the limit the server rightly answers 503, which that
+        // test is not about.
         api = FerryAPI(endpoint: try ReplicationEndpoint(store: store), tokens: AccessTokens([(Self.token, .peer)]), maxBodyBytes: 1 << 20,
                        maxConcurrentBodies: 16)
     }

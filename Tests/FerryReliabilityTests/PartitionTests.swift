@@ -32,6 +32,8 @@ struct PartitionTests {
 
     /// `ferry put` as an application would do it: a save that meets a conflict (the daemon applied
     /// a change to the same object between the read and the save) is tried again.
+    /// Any other failure says what the store held and what its daemon logged (a full run once had
+    /// C refuse one of A's objects as "another store's" right after C's dump showed it; not reproduced).
     static func put(on peer: DaemonPeer, _ operations: String) throws {
         for attempt in 1...10 {
             do {
@@ -39,6 +41,9 @@ struct PartitionTests {
                 return
             } catch let error as DaemonPeerError where error.description.contains(#""error":"conflict""#) && attempt < 10 {
                 Thread.sleep(forTimeInterval: 0.2)
+            } catch {
+                let dump = (try? peer.dump()) ?? "(the dump failed too)"
+                throw DaemonPeerError(description: "\(error)\n\(peer.name)'s dump now:\n\(dump)\n\(peer.name)'s log:\n\(peer.logExcerpt(characters: 3000))")
             }
         }
     }

@@ -38,9 +38,6 @@ public struct FerryAPI: Sendable {
     let connections: ConnectionGauge?
     let control: (any SyncControl)?
     let metrics: PrometheusCollectorRegistry?
-    /// How long a push stream may go without a batch before this side ends it (``PushStreamRoute``;
-    /// tests shorten it).
-    package var streamIdleLimit = PushStreamRoute.idleLimit
 
     /// An API over `endpoint`, accepting `tokens`, refusing bodies over
     /// `maxBodyBytes` with 413 and pushes past `maxConcurrentBodies` held at once with 503,
@@ -87,7 +84,7 @@ public struct FerryAPI: Sendable {
         }
         let pull = PullRoute(gate: gate)
         let push = PushRoute(gate: gate, maxBodyBytes: maxBodyBytes, bodySlots: bodySlots)
-        let stream = PushStreamRoute(push: push, idleLimit: streamIdleLimit)
+        let stream = PushStreamRoute(push: push)
         let snapshot = SnapshotRoute(gate: gate)
         router.group("v1")
             .add(middleware: BearerAuthentication(tokens: tokens))

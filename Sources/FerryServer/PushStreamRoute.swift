@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Hummingbird
 import Logging
 import NIOCore
@@ -23,18 +22,8 @@ import FerrySync
 /// refused batch is read. The answer also ends when the request's body ends, and when the daemon
 /// shuts down: a batch being applied then stops between change sets (what was applied stays
 /// applied; its sender, which may get no line for it, sends the rest again).
-///
-/// It also ends once the stream has gone ``idleLimit`` without a batch while none was being
-/// applied. A sender closes its idle streams after 10 s, so this only ends streams whose sender
-/// is gone without a word (a machine that lost power, a path that dropped): without it each such
-/// stream held a connection and a task of this daemon until it stopped.
 struct PushStreamRoute: Sendable {
     let push: PushRoute
-    /// How long a stream may go without a batch before this side ends it.
-    var idleLimit: Duration = Self.idleLimit
-
-    /// Six times a sender's own idle limit (``PushStream``: 10 s at most).
-    static let idleLimit: Duration = .seconds(60)
 
     /// The byte that ends a line, and (on a line of its own) a batch.
     private static let newline = UInt8(ascii: "\n")
@@ -49,68 +38,20 @@ struct PushStreamRoute: Sendable {
         // A store that is not open refuses the stream itself (503), not its first batch.
         _ = try await push.gate.endpointOrUnavailable()
         let push = self.push
-        let idleLimit = self.idleLimit
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: ResponseBody { writer in
             // The task that applies a batch writes its answer line itself: handing the line to another
             // task to write woke one more thread per push, on a processor the store's readers want at
-            // that moment (docs/PERFORMANCE.md, "Ninth look at W4"). The daemon's shutdown, or a stream
-            // idle past the limit, cancels the reading and applying (between change sets); the answer
-            // then ends.
+            // that moment (docs/PERFORMANCE.md, "Ninth look at W4"). The daemon's shutdown cancels the
+            // reading and applying (between change sets); the answer then ends.
             let answers = AnswerWriter(writer)
-            let activity = StreamActivity()
             await cancelWhenGracefulShutdown {
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        await Self.apply(request.body, push: push, allowedOrigins: allowedOrigins, activity: activity, logger: logger) { line in
-                            try await answers.write(line)
-                        }
-                    }
-                    group.addTask { await activity.waitUntilIdle(for: idleLimit) }
-                    await group.next()
-                    group.cancelAll()
+                await Self.apply(request.body, push: push, allowedOrigins: allowedOrigins, logger: logger) { line in
+                    try await answers.write(line)
                 }
             }
-            if activity.endedIdle { logger.debug("push stream ended: no batch for \(idleLimit)") }
             writer = answers.writer
             try await writer.finish(nil)
         })
-    }
-
-    /// When a stream last had a batch, and whether one is being applied: what ends a stream whose
-    /// sender is gone. The applying task notes each batch; a timer looks every half of the limit.
-    private final class StreamActivity: Sendable {
-        private struct State {
-            var lastBatch = ContinuousClock.now
-            var applying = false
-            var endedIdle = false
-        }
-
-        private let state = Mutex(State())
-
-        func batchBegins() { state.withLock { $0.applying = true } }
-
-        func batchEnds() {
-            state.withLock { state in
-                state.applying = false
-                state.lastBatch = .now
-            }
-        }
-
-        /// Whether the stream was ended for going without a batch.
-        var endedIdle: Bool { state.withLock { $0.endedIdle } }
-
-        /// Returns once the stream has gone `limit` without a batch (none being applied), or when cancelled.
-        func waitUntilIdle(for limit: Duration) async {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: limit / 2)
-                let idle = state.withLock { state in
-                    guard !Task.isCancelled, !state.applying, ContinuousClock.now - state.lastBatch >= limit else { return false }
-                    state.endedIdle = true
-                    return true
-                }
-                if idle { return }
-            }
-        }
     }
 
     /// The response's writer while the task that applies batches writes their answers: that task
@@ -129,13 +70,11 @@ struct PushStreamRoute: Sendable {
 
     /// Reads `body` batch by batch, applies each, and hands `answer` its report line; after a refused
     /// batch, its error line, and nothing more is read. Ends when the body ends, or the task is cancelled.
-    private static func apply(_ body: RequestBody, push: PushRoute, allowedOrigins: Set<UUID>?, activity: StreamActivity, logger: Logger,
+    private static func apply(_ body: RequestBody, push: PushRoute, allowedOrigins: Set<UUID>?, logger: Logger,
                               answer: (String) async throws -> Void) async {
         var batches = BatchReader(body: body, maxBytes: push.maxBodyBytes)
         do {
             while let lines = try await batches.next() {
-                activity.batchBegins()
-                defer { activity.batchEnds() }
                 guard push.bodySlots.take() else { throw PushRoute.busy(push.bodySlots) }
                 let report: ApplyReport
                 do {

@@ -38,7 +38,7 @@ struct PushStreamClientTests {
         let list = Mutex<[String]>([])
     }
 
-    /// How the first streams a test's server is asked for stall (a peer stopped, or stuck in its replay).
+    /// How the first streams a test's server is asked for stall (a peer whose process or machine stopped).
     enum Stall: Sendable {
         /// The first `count` streams take pushes and never answer one.
         case answers(count: Int)

@@ -7,7 +7,7 @@ import FerryStore
 import FerrySync
 import FerryTestSupport
 
-/// A snapshot upload to a peer that stops taking its body (a relay stopped, or stuck) fails after
+/// A snapshot upload to a peer that stops taking its body (a relay whose process or machine stopped) fails after
 /// the client's timeout without a byte written: uploads have no deadline (a snapshot may take long
 /// on a slow link) and the read timeout only starts once the body is sent, so without the write
 /// timeout the upload waited for ever.

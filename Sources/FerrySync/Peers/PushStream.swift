@@ -21,8 +21,9 @@ import FerryStore
 /// A push whose answer has not come after ``answerLimit`` fails as its request would have failed
 /// for want of data (`unreachable`), and its stream is dropped: the HTTP client's read timeout
 /// only starts once a request has been sent whole, which a stream's never is, so without this a
-/// peer that stopped answering (stopped, or stuck in its replay) held the push, and every round
-/// queued behind it, for good.
+/// peer that stopped answering without closing the connection (a stopped process, a paused
+/// machine) held the push, and every round queued behind it, for good. (A peer whose process
+/// still runs closes a stream it has read nothing on for 60 s, its connections' idle timeout.)
 final class PushStream: Sendable {
     /// How long an open stream may wait for its next push before it is closed.
     let idleLimit: Duration

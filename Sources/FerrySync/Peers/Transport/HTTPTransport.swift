@@ -124,7 +124,7 @@ final class HTTPTransport: PeerTransport {
         let place = "\(request.method) \(request.url.path)"
         // No deadline for the whole request (a snapshot may take long on a slow link), and the read
         // timeout only starts once the body is sent: a peer that stops taking the body (a relay
-        // stopped, or stuck) would hold the upload for ever. So it fails once the client has asked
+        // stopped, or its machine paused) would hold the upload for ever. So it fails once the client has asked
         // for no chunk of the file for the timeout (AsyncHTTPClient's write timeout is no help: it
         // times the sender's silence, and stops while the peer is not reading).
         let client = self.client

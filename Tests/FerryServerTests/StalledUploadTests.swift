@@ -7,10 +7,10 @@ import FerryStore
 import FerrySync
 import FerryTestSupport
 
-/// A snapshot upload to a peer that stops taking its body (a relay whose process or machine stopped) fails after
-/// the client's timeout without a byte written: uploads have no deadline (a snapshot may take long
-/// on a slow link) and the read timeout only starts once the body is sent, so without the write
-/// timeout the upload waited for ever.
+/// A snapshot upload to a peer that stops taking its body (a relay whose process or machine
+/// stopped) fails once the client has asked for no chunk of the file for its timeout: uploads have
+/// no deadline (a snapshot may take long on a slow link) and the read timeout only starts once the
+/// body is sent, so before that bound the upload waited for ever.
 @Suite("Stalled snapshot upload")
 struct StalledUploadTests {
     /// Answers nothing and reads nothing until `release` ends.

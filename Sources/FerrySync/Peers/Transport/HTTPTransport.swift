@@ -130,7 +130,7 @@ final class HTTPTransport: PeerTransport {
         let client = self.client
         let sent = http
         let seconds = timeout
-        let limit = UInt64(seconds * 1_000_000_000)
+        let limit = Duration.milliseconds(Int64(seconds * 1000))
         let outcome: Result<PeerResponse, any Error> = await withTaskGroup(of: Result<PeerResponse, any Error>?.self) { group in
             group.addTask {
                 do {
@@ -143,7 +143,7 @@ final class HTTPTransport: PeerTransport {
             }
             group.addTask {
                 while progress.isRecent(within: limit) {
-                    try? await Task.sleep(for: .milliseconds(Int64(limit / 4_000_000)))
+                    try? await Task.sleep(for: limit / 4)
                     if Task.isCancelled { return nil }
                 }
                 return .failure(PeerError.unreachable("\(place): the peer took no bytes of the upload for \(seconds) s"))
@@ -239,13 +239,13 @@ struct FileChunks: AsyncSequence, Sendable {
 
     /// When the client last asked for a chunk (it asks as the connection takes the bytes before).
     final class Progress: Sendable {
-        private let lastAsked = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+        private let lastAsked = Mutex(ContinuousClock.now)
 
-        func note() { lastAsked.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+        func note() { lastAsked.withLock { $0 = .now } }
 
-        /// Whether the client asked for a chunk within the last `nanoseconds`.
-        func isRecent(within nanoseconds: UInt64) -> Bool {
-            DispatchTime.now().uptimeNanoseconds &- lastAsked.load(ordering: .relaxed) < nanoseconds
+        /// Whether the client asked for a chunk within the last `limit`.
+        func isRecent(within limit: Duration) -> Bool {
+            ContinuousClock.now - lastAsked.withLock { $0 } < limit
         }
     }
 

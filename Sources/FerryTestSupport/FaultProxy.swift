@@ -65,9 +65,18 @@ public final class FaultProxy: Sendable {
     private let listener: Int32
     private let state: Mutex<State>
 
+    /// Runs on each accepted connection's thread before it is served (tests of the proxy hold it there).
+    private let beforeServing: (@Sendable () -> Void)?
+
     /// Starts a proxy on a free port of 127.0.0.1 that forwards to `upstreamPort` there.
-    public init(upstreamPort: Int, plan: FaultPlan = .none, seed: UInt64) throws {
+    public convenience init(upstreamPort: Int, plan: FaultPlan = .none, seed: UInt64) throws {
+        try self.init(upstreamPort: upstreamPort, plan: plan, seed: seed, beforeServing: nil)
+    }
+
+    /// The same, with `beforeServing` run on each accepted connection's thread before it is served.
+    package init(upstreamPort: Int, plan: FaultPlan = .none, seed: UInt64, beforeServing: (@Sendable () -> Void)?) throws {
         self.upstreamPort = upstreamPort
+        self.beforeServing = beforeServing
         self.state = Mutex(State(plan: plan, random: SeededGenerator(seed: seed)))
         let (descriptor, port) = try LoopbackSocket.bound(listening: 64, reuseAddress: true)
         self.port = port
@@ -126,9 +135,16 @@ public final class FaultProxy: Sendable {
                 if errno == EINTR { continue }
                 return
             }
+            // Tracked under the same lock that cuts the link: a connection accepted just before a
+            // partition is reset by it (tracked later, on its own thread, it once escaped the cut and
+            // carried a partitioned daemon's pushes across).
             let refused = state.withLock { state -> Bool in
-                if state.partitioned { state.counts[.partitioned, default: 0] += 1 }
-                return state.partitioned
+                if state.partitioned {
+                    state.counts[.partitioned, default: 0] += 1
+                    return true
+                }
+                state.open.insert(client)
+                return false
             }
             if refused {
                 close(client)
@@ -166,13 +182,16 @@ public final class FaultProxy: Sendable {
         }
     }
 
+    /// Serves an accepted connection (`client`, tracked already).
     private func serve(client: Int32) {
-        track(client)
         defer { untrack(client); close(client) }
+        beforeServing?()
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard upstream >= 0 else { return }
-        track(upstream)
-        defer { untrack(upstream); close(upstream) }
+        defer { close(upstream) }
+        // Not connected at all once the link is cut: the client's side was reset by the cut.
+        guard trackUnlessPartitioned(upstream) else { return }
+        defer { untrack(upstream) }
         var address = LoopbackSocket.address(port: upstreamPort)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -279,8 +298,13 @@ public final class FaultProxy: Sendable {
         shutdown(upstream, Int32(SHUT_RDWR))
     }
 
-    private func track(_ descriptor: Int32) {
-        state.withLock { _ = $0.open.insert(descriptor) }
+    /// Tracks `descriptor` (a partition then shuts it); false, untracked, when the link is cut.
+    private func trackUnlessPartitioned(_ descriptor: Int32) -> Bool {
+        state.withLock { state in
+            guard !state.partitioned else { return false }
+            state.open.insert(descriptor)
+            return true
+        }
     }
 
     private func untrack(_ descriptor: Int32) {

@@ -287,6 +287,26 @@ struct IdentityTests {
         let stranger = "x-coredata://\(UUID().uuidString)/Person/p1"
         #expect(throws: ContextError.self) { try context.existingObject(withURI: stranger) }
     }
+
+    @Test("An origin URI of an object deleted here is a deleted object, not another store's", arguments: Replica.Kind.allCases)
+    func deletedHere(kind: Replica.Kind) throws {
+        let a = try Replica(model: ReplayTests.model, kind: kind)
+        let b = try Replica(model: ReplayTests.model, kind: kind)
+        let ann = try a.context.make("Person", ["name": "Ann"])
+        try a.context.save()
+        try b.pull(from: a)
+        let origin = ann.objectID.uriString
+        // Deleted on B by B's own save (as a cascade replayed from elsewhere would delete it).
+        b.context.delete(try #require(try b.object(origin)))
+        try b.context.save()
+        #expect(throws: ContextError.objectInaccessible(origin)) { try b.container.managedObjectID(forURIString: origin) }
+        #expect(ContextError.objectInaccessible(origin).description.contains("no longer exists"))
+        // A URI of a store nothing came from is still another store's.
+        let stranger = "x-coredata://\(UUID().uuidString)/Person/p1"
+        #expect(throws: ContextError.invalidURI(.foreignStore(stranger, expected: b.store.identifier))) {
+            try b.container.managedObjectID(forURIString: stranger)
+        }
+    }
 }
 
 @Suite("Held change sets and clocks")

@@ -105,6 +105,8 @@ public final class PersistentContainer: Sendable {
     /// Data it does not check that the row exists; ``ManagedObjectContext/existingObject(with:)`` does.
     /// - Throws: ``ContextError/invalidURI(_:)`` for a malformed or temporary URI,
     ///   a URI of another store that never reached this one, or an unknown entity;
+    ///   ``ContextError/objectInaccessible(_:)`` for an object that came from another store
+    ///   and was deleted here (its row is gone; this store keeps its tombstone);
     ///   ``ContextError/storeFailed(_:)`` when the store could not be read to look it up.
     public func managedObjectID(forURIString uri: String) throws(ContextError) -> ObjectID {
         let components: ObjectURIComponents
@@ -134,9 +136,22 @@ public final class PersistentContainer: Sendable {
             return mapped
         }
         guard storeID == store.identifier else {
+            // An object that came from elsewhere and was deleted here has no row left to name.
+            if try isBuriedHere(uri) { throw ContextError.objectInaccessible(uri) }
             throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))
         }
         return ObjectID.permanent(entityName: entity.name, store: storeID, primaryKey: key)
+    }
+
+    /// Whether this store deleted the object `uri` names (a replica keeps its tombstone).
+    private func isBuriedHere(_ uri: String) throws(ContextError) -> Bool {
+        guard let replica = store as? any ReplicaStore else { return false }
+        do {
+            return try replica.tombstone(of: uri) != nil
+        } catch {
+            let failure = StoreFailure(error)
+            throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isTransient: failure.isTransient))
+        }
     }
 
     /// Same as ``managedObjectID(forURIString:)`` for a URL.

@@ -141,7 +141,11 @@ extension InMemoryStore: ReplicaStore {
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {
         let uri = try aliases(of: [uri])[uri] ?? uri
         let found = try lookUp(originURIs: [uri])
-        return found.mapped[uri] ?? found.own[uri]
+        if let mapped = found.mapped[uri] {
+            // As in the SQLite store: an object from elsewhere whose row is gone (deleted here) has none.
+            return try rows(for: [mapped])[mapped] != nil ? mapped : nil
+        }
+        return found.own[uri]
     }
 
     public func ownObjectID(forURI uri: String) -> ObjectID? {

@@ -24,9 +24,20 @@ public final class InProcessDaemon: Sendable {
             listening.finish()
         }
         self.group = group
-        task = Task { try await group.run() }
+        let task = Task {
+            // A daemon that ends before it listens (its port taken, say) ends the wait for its port too.
+            defer { listening.finish() }
+            try await group.run()
+        }
+        self.task = task
         guard let port = await ports.first(where: { _ in true }) else {
-            throw DaemonPeerError(description: "\(peer.name)'s in-process daemon ended before it listened")
+            // (Or this wait was cancelled while the daemon was still starting: it stops too.)
+            task.cancel()
+            let why = switch await task.result {
+            case .success: "without an error"
+            case .failure(let error): "with: \(error)"
+            }
+            throw DaemonPeerError(description: "\(peer.name)'s in-process daemon ended before it listened, \(why)")
         }
         self.port = port
     }

@@ -11,6 +11,33 @@ import FerryTestSupport
 /// metrics system, so a second daemon in one process ended it.
 @Suite("Daemons in process", .blocking)
 struct InProcessDaemonTests {
+    @Test("A daemon that cannot listen (its port taken) fails its start at once, saying why, instead of waiting for ever")
+    func portTaken() async throws {
+        let peer = try DaemonPeer(name: "taken", model: ReplicationTests.model, pullInterval: 3600)
+        // Another listener on the daemon's port, as when another program took it after the peer chose it.
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(holder >= 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(peer.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0 && listen(holder, 4) == 0, "cannot take port \(peer.port): errno \(errno)")
+
+        let (result, waited) = await BoundedWaiting.outcome(within: .seconds(30)) { try await InProcessDaemon(peer) }
+        switch result {
+        case .success(let daemon):
+            Issue.record("the daemon started on a port another socket listens on")
+            try await daemon.stop()
+        case .failure(let error):
+            #expect("\(error)".contains("ended before it listened") && "\(error)".contains("in use"), "\(error)")
+        }
+        #expect(waited < .seconds(20), "the start took \(waited) to fail")
+    }
+
     @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly")
     func twoDaemonsReplicate() async throws {
         let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 3600)

@@ -217,7 +217,7 @@ public final class FaultProxy: Sendable {
         var delay: TimeInterval = 0
         while true {
             let count = read(client, &buffer, buffer.count)
-            if count <= 0 { return }
+            if count <= 0 || isPartitioned { return }
             if Self.startsRequest(buffer[0..<count]) {
                 let (fault, hold, cut) = draw()
                 delay = fault == .delay ? hold : 0
@@ -255,7 +255,7 @@ public final class FaultProxy: Sendable {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let count = read(upstream, &buffer, buffer.count)
-            if count <= 0 { return false }
+            if count <= 0 || isPartitioned { return false }
             let (allowed, reset, delay, fault) = connection.takeResponseBytes(buffer[0..<count])
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             guard Self.writeAll(buffer[0..<allowed], to: client) else { return false }
@@ -297,6 +297,10 @@ public final class FaultProxy: Sendable {
         }
         shutdown(upstream, Int32(SHUT_RDWR))
     }
+
+    /// Whether the link is cut: bytes read from either side then go nowhere (a cut shuts the
+    /// connection's sockets too, but bytes already read, or already queued, would still pass).
+    private var isPartitioned: Bool { state.withLock { $0.partitioned } }
 
     /// Tracks `descriptor` (a partition then shuts it); false, untracked, when the link is cut.
     private func trackUnlessPartitioned(_ descriptor: Int32) -> Bool {

@@ -38,7 +38,8 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// (objects born here are named by their own URI). Empty by default.
     func originURIs() throws -> [ObjectID: String]
     /// The local ID of the object an origin URI names, when it came from another
-    /// store (or was brought back on a new row); nil otherwise. Nil by default.
+    /// store (or was brought back on a new row) and its row is still here; nil otherwise.
+    /// Nil by default.
     func localObjectID(forOriginURI uri: String) throws -> ObjectID?
     /// The current rows for these IDs; IDs whose row does not exist are absent.
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]

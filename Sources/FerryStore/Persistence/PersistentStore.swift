@@ -37,9 +37,10 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// The origin URI of every object here that was inserted in another store
     /// (objects born here are named by their own URI). Empty by default.
     func originURIs() throws -> [ObjectID: String]
-    /// The local ID of the object an origin URI names, when it came from another
-    /// store (or was brought back on a new row) and its row is still here; nil otherwise.
-    /// Nil by default.
+    /// The local ID an origin URI names: for an object from another store (or one of this
+    /// store's brought back on a new row), its row's, while the row is here; for an object
+    /// born here, the one its URI names. Nil when the object never arrived, or came from
+    /// elsewhere and was deleted here. Nil by default.
     func localObjectID(forOriginURI uri: String) throws -> ObjectID?
     /// The current rows for these IDs; IDs whose row does not exist are absent.
     func rows(for ids: [ObjectID]) throws -> [ObjectID: RowSnapshot]

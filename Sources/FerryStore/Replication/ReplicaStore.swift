@@ -79,8 +79,8 @@ public protocol ReplicaStore: PersistentStore {
 
     // MARK: Merge metadata
 
-    /// The local ID of an object named by origin URI; nil when it never arrived, and when an object
-    /// from another store was deleted here (its row is gone).
+    /// The local ID of an object named by origin URI (see ``PersistentStore/localObjectID(forOriginURI:)``);
+    /// nil when it never arrived, and when an object from another store was deleted here.
     func localObjectID(forOriginURI uri: String) throws -> ObjectID?
     /// The ID a URI of this store's own namespace names by itself (no lookup).
     func ownObjectID(forURI uri: String) -> ObjectID?

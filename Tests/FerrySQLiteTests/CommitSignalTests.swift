@@ -77,6 +77,30 @@ struct CommitSignalTests {
         #expect(await listener.wait(for: 1) == 1, "the other connection's save was not signalled exactly once")
     }
 
+    @Test("A watcher that cannot open its connection when armed keeps trying, then signals, and sees later commits")
+    func connectionOpenedLate() async throws {
+        let (directory, watched, other) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
+        // The first three opens fail, as an open that meets the file busy would.
+        let opens = Atomic<Int>(0)
+        let watcher = CommitWatcher(path: watched.path, openConnection: { path in
+            guard opens.add(1, ordering: .relaxed).newValue > 3 else { throw DatabaseError(resultCode: .SQLITE_BUSY) }
+            return try WatchLoop.openReadOnly(path)
+        })
+        let listener = Listener(watcher.commits())
+        let context = other.newContext()
+        try context.make("Person", ["name": "Jane"])
+        try context.save()
+        #expect(await listener.wait(for: 1) >= 1, "a commit made while the watcher could not open its connection was never signalled")
+        #expect(watcher.statistics.connectionRetries >= 2)
+        // Then it watches as usual.
+        try await Task.sleep(for: .milliseconds(200))
+        let before = listener.signals
+        try context.make("Person", ["name": "June"])
+        try context.save()
+        #expect(await listener.wait(for: before + 1) == before + 1, "a later commit was not signalled once")
+    }
+
     @Test("A commit is seen at its announcement, and its many writes to the log do not wake the watcher each")
     func announcedCommitWakesOnce() async throws {
         let (directory, watched, other) = try Self.twoConnections()

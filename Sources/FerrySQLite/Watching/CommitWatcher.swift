@@ -31,9 +31,11 @@ final class CommitWatcher: Sendable {
     private let loop: WatchLoop?
 
     /// Watches the store file at `path`; the watching thread runs until the watcher is released.
-    /// `readVersion`: how the thread reads `data_version` (tests pass a slow one).
-    init(path: String, readVersion: @escaping @Sendable (DatabaseQueue) -> Int64? = WatchLoop.dataVersion(on:)) {
-        loop = WatchLoop(path: path, readVersion: readVersion)
+    /// `readVersion`: how the thread reads `data_version` (tests pass a slow one); `openConnection`:
+    /// how it opens its connection (tests make it fail).
+    init(path: String, readVersion: @escaping @Sendable (DatabaseQueue) -> Int64? = WatchLoop.dataVersion(on:),
+         openConnection: @escaping @Sendable (String) throws -> DatabaseQueue = WatchLoop.openReadOnly) {
+        loop = WatchLoop(path: path, readVersion: readVersion, openConnection: openConnection)
         loop?.start { [weak self] in self?.broadcast() }
     }
 

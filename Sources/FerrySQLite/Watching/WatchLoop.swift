@@ -34,6 +34,8 @@ final class WatchLoop: Sendable {
         var announcedCommits = 0
         /// Commits seen by a check.
         var checkedCommits = 0
+        /// Failed tries to open the watcher's connection after it was armed without one.
+        var connectionRetries = 0
     }
 
     private let walName: [UInt8]
@@ -44,8 +46,13 @@ final class WatchLoop: Sendable {
     /// Written to by ``stop()`` to wake the thread.
     private let stopPipe: (read: Int32, write: Int32)
     private let stopped = Atomic<Bool>(false)
-    /// The watcher's own connection, for `PRAGMA data_version`.
-    private let connection: DatabaseQueue
+    /// The store file's path.
+    private let path: String
+    /// The watcher's own connection, for `PRAGMA data_version`, when it could be opened at once
+    /// (else the thread opens it: ``openWhenPossible()``).
+    private let initialConnection: DatabaseQueue?
+    /// How the connection is opened (``openReadOnly(_:)``; tests make it fail).
+    private let openConnection: @Sendable (String) throws -> DatabaseQueue
     /// How `data_version` is read on `connection` (``dataVersion(on:)``; tests slow it down).
     private let readVersion: @Sendable (DatabaseQueue) -> Int64?
     /// `data_version` when the watcher was armed.
@@ -76,12 +83,14 @@ final class WatchLoop: Sendable {
     /// How often `data_version` is read when inotify cannot be used.
     static let fallbackInterval = 50
 
-    /// Arms a watcher of the store file at `path`; nil when its connection or pipe cannot be made.
-    /// `readVersion` reads `data_version` on the watcher's connection (tests pass a slow one).
-    init?(path: String, readVersion: @escaping @Sendable (DatabaseQueue) -> Int64? = WatchLoop.dataVersion(on:)) {
-        var configuration = Configuration()
-        configuration.readonly = true
-        guard let connection = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+    /// Arms a watcher of the store file at `path`; nil when its pipe cannot be made (no file
+    /// descriptor left). A connection that cannot be opened now (the file busy, say) does not stop
+    /// it: the thread opens it as soon as it can, and then signals once, as a commit may have come
+    /// meanwhile. (It once made the watcher nil, and its subscribers waited for ever, told nothing.)
+    /// `readVersion` reads `data_version` on the watcher's connection (tests pass a slow one);
+    /// `openConnection` opens that connection (tests make it fail).
+    init?(path: String, readVersion: @escaping @Sendable (DatabaseQueue) -> Int64? = WatchLoop.dataVersion(on:),
+          openConnection: @escaping @Sendable (String) throws -> DatabaseQueue = WatchLoop.openReadOnly) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return nil }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
@@ -90,7 +99,8 @@ final class WatchLoop: Sendable {
         let url = URL(fileURLWithPath: path)
         walName = Array((url.lastPathComponent + "-wal").utf8)
         announcer = CommitAnnouncer(storePath: path)
-        self.connection = connection
+        self.path = path
+        self.openConnection = openConnection
         self.readVersion = readVersion
         let folder = url.deletingLastPathComponent().path
         let writes = FolderWatch(folder: folder, mask: FolderWatch.writesAndNewFiles)
@@ -104,8 +114,32 @@ final class WatchLoop: Sendable {
             self.writes = nil
             self.announcements = nil
         }
-        initialVersion = readVersion(connection)
+        // (After the watches: a commit from here on changes the version read now, or is heard.)
+        let connection = try? openConnection(path)
+        initialConnection = connection
+        initialVersion = connection.flatMap(readVersion)
         initialMark = announcer.currentMark()
+    }
+
+    /// A read-only connection to the store file at `path`.
+    static func openReadOnly(_ path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
+    /// The watcher's connection, tried every 1 ms at first, then less often (up to every 0.1 s),
+    /// until it opens; nil once the watcher is stopped.
+    private func openWhenPossible() -> DatabaseQueue? {
+        var delay: UInt64 = 1_000_000
+        while !stopped.load(ordering: .relaxed) {
+            if let opened = try? openConnection(path) { return opened }
+            counters.withLock { $0.connectionRetries += 1 }
+            var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)]
+            if Self.wait(on: &fds, nanoseconds: delay) > 0 { return nil }
+            delay = min(delay * 2, 100_000_000)
+        }
+        return nil
     }
 
     var statistics: Statistics { counters.withLock { $0 } }
@@ -136,6 +170,17 @@ final class WatchLoop: Sendable {
             announcements?.close()
         }
         var lastVersion = initialVersion
+        let connection: DatabaseQueue
+        if let initialConnection {
+            connection = initialConnection
+        } else {
+            // Armed without its connection: a commit may come before it opens, so the subscribers
+            // are told once it has (they read the store; a signal too many costs a read).
+            guard let opened = openWhenPossible() else { return }
+            connection = opened
+            lastVersion = readVersion(opened)
+            onCommit()
+        }
         /// Reads `data_version`; true (and remembered) when it changed.
         func changed() -> Bool {
             counters.withLock { $0.checks += 1 }

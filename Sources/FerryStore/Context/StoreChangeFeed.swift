@@ -66,16 +66,38 @@ final class StoreChangeFeed: Sendable {
     }
 
     private func run(store: any ReplicaStore, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
-        var rank = startRank
-        var signals = commits.makeAsyncIterator()
+        await Self.follow(from: startRank, signals: commits,
+                          read: { rank in try await Self.offPool { [self] in try readRound(store: store, after: rank) } },
+                          publish: broadcaster.publish)
+    }
+
+    /// Reads what is new at once, then after each signal, until the task is cancelled or the
+    /// signals end: `read` gives the events after a rank and the last rank it read. A read that
+    /// fails (the file busy, say) is tried again after a pause (10 ms, doubling up to 1 s) rather
+    /// than left for the next commit, which may never come: it was, and a commit's event could
+    /// wait for ever.
+    static func follow(from start: Int64, signals: AsyncStream<Void>,
+                       read: (Int64) async throws -> (events: [ObjectChangeEvent], last: Int64),
+                       publish: (ObjectChangeEvent) -> Void) async {
+        var rank = start
+        var iterator = signals.makeAsyncIterator()
+        var failures = 0
         while !Task.isCancelled {
             while !Task.isCancelled {
-                let from = rank
-                guard let (events, last) = try? await Self.offPool({ [self] in try readRound(store: store, after: from) }), last != rank else { break }
-                for event in events { broadcaster.publish(event) }
-                rank = last
+                let round: (events: [ObjectChangeEvent], last: Int64)
+                do {
+                    round = try await read(rank)
+                    failures = 0
+                } catch {
+                    failures += 1
+                    try? await Task.sleep(for: .milliseconds(10 << min(failures - 1, 6)))
+                    continue
+                }
+                guard round.last != rank else { break }
+                for event in round.events { publish(event) }
+                rank = round.last
             }
-            guard await signals.next() != nil else { return }
+            guard await iterator.next() != nil else { return }
         }
     }
 

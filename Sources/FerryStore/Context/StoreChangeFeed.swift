@@ -73,7 +73,7 @@ final class StoreChangeFeed: Sendable {
 
     /// Reads what is new at once, then after each signal, until the task is cancelled or the
     /// signals end: `read` gives the events after a rank and the last rank it read. A read that
-    /// fails (the file busy, say) is tried again after a pause (10 ms, doubling up to 1 s) rather
+    /// fails (the file busy, say) is tried again after a pause (10 ms, doubling up to 0.64 s) rather
     /// than left for the next commit, which may never come: it was, and a commit's event could
     /// wait for ever.
     static func follow(from start: Int64, signals: AsyncStream<Void>,

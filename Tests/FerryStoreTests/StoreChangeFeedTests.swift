@@ -9,6 +9,20 @@ import FerryTestSupport
 struct StoreChangeFeedTests {
     struct Busy: Error {}
 
+    @Test("One container's slow read holds up no other container's feed")
+    func feedsReadApart() async throws {
+        let slow = StoreChangeFeed()
+        let other = StoreChangeFeed()
+        let blocking = Task { try await slow.offPool { Thread.sleep(forTimeInterval: 3); return 0 } }
+        try await Task.sleep(for: .milliseconds(100))  // (the slow read has the first feed's queue)
+        let started = ContinuousClock.now
+        let answer = try await other.offPool { 1 }
+        let waited = ContinuousClock.now - started
+        #expect(answer == 1)
+        #expect(waited < .seconds(2), "another feed's read waited \(waited) behind a slow one")
+        _ = try await blocking.value
+    }
+
     @Test("A read that fails is tried again, without waiting for another commit; what it then reads is told once")
     func failedReadIsRetried() async throws {
         let (signals, commits) = AsyncStream<Void>.makeStream()

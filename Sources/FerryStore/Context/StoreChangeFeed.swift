@@ -22,7 +22,10 @@ final class StoreChangeFeed: Sendable {
     private enum Ownership { case own, other, undecided }
 
     private let state = Mutex(State())
-    private static let queue = DispatchQueue(label: "ferry.store-change-feed")
+    /// Where this feed's reads run: a queue of its own, so that one container's slow read (or its wait
+    /// to tell its own saves apart) holds up no other container's events. (One queue for every feed of
+    /// the process once did.)
+    private let queue = DispatchQueue(label: "ferry.store-change-feed")
     /// How long a change set of this store waits to be told apart while one of this container's saves is under way.
     private static let decisionLimit: Duration = .seconds(2)
 
@@ -67,7 +70,7 @@ final class StoreChangeFeed: Sendable {
 
     private func run(store: any ReplicaStore, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
         await Self.follow(from: startRank, signals: commits,
-                          read: { rank in try await Self.offPool { [self] in try readRound(store: store, after: rank) } },
+                          read: { rank in try await offPool { [self] in try readRound(store: store, after: rank) } },
                           publish: broadcaster.publish)
     }
 
@@ -129,7 +132,8 @@ final class StoreChangeFeed: Sendable {
         }
     }
 
-    private static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `work` on this feed's queue, off Swift's shared pool.
+    func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result { try work() }) }
         }

@@ -5,24 +5,24 @@ import Glibc
 
 /// TCP sockets on 127.0.0.1 for the harness's own servers and for finding free ports.
 enum LoopbackSocket {
-    /// A new TCP socket bound to a port of 127.0.0.1 the kernel picks, listening with
+    /// A new TCP socket bound to `port` of 127.0.0.1 (0: one the kernel picks), listening with
     /// `backlog` when given (nil: bound only, to learn a free port). The caller closes it.
     /// - Parameter reuseAddress: sets `SO_REUSEADDR` first (a proxy restarted on a port
     ///   in TIME_WAIT).
-    static func bound(listening backlog: Int32?, reuseAddress: Bool = false) throws -> (descriptor: Int32, port: Int) {
+    static func bound(port: Int = 0, listening backlog: Int32?, reuseAddress: Bool = false) throws -> (descriptor: Int32, port: Int) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw DaemonPeerError(description: "socket() failed") }
         if reuseAddress {
             var yes: Int32 = 1
             setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         }
-        var address = address(port: 0)
+        var address = address(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard bound == 0, backlog.map({ listen(descriptor, $0) == 0 }) ?? true else {
             close(descriptor)
-            throw DaemonPeerError(description: "cannot \(backlog == nil ? "bind" : "listen") on 127.0.0.1")
+            throw DaemonPeerError(description: "cannot \(backlog == nil ? "bind" : "listen") on 127.0.0.1:\(port)")
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
@@ -43,15 +43,10 @@ enum LoopbackSocket {
         let ephemeralStart = range.first ?? 32768
         let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
         for _ in 0..<200 {
-            let port = Int.random(in: candidates)
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else { throw DaemonPeerError(description: "socket() failed") }
-            defer { close(descriptor) }
-            var address = address(port: port)
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            if let (descriptor, port) = try? bound(port: Int.random(in: candidates), listening: nil) {
+                close(descriptor)
+                return port
             }
-            if bound == 0 { return port }
         }
         // (A crowded range: fall back to one the kernel picks.)
         let (descriptor, port) = try bound(listening: nil)

@@ -4,7 +4,7 @@ import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
-import FerryTestSupport
+@testable import FerryTestSupport
 
 /// Daemons assembled inside the test process (`Daemon.assemble`): no `ferry run`
 /// process. Before the assembly existed, `Daemon.run` bootstrapped the process-wide
@@ -15,17 +15,8 @@ struct InProcessDaemonTests {
     func portTaken() async throws {
         let peer = try DaemonPeer(name: "taken", model: ReplicationTests.model, pullInterval: 3600)
         // Another listener on the daemon's port, as when another program took it after the peer chose it.
-        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(holder >= 0)
+        let (holder, _) = try LoopbackSocket.bound(port: peer.port, listening: 4)
         defer { close(holder) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(peer.port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(bound == 0 && listen(holder, 4) == 0, "cannot take port \(peer.port): errno \(errno)")
 
         let (result, waited) = await BoundedWaiting.outcome(within: .seconds(30)) { try await InProcessDaemon(peer) }
         switch result {

@@ -125,29 +125,23 @@ public final class PersistentContainer: Sendable {
         }
         // Origin URIs: an object that came from another store, or one of ours brought back on a new row.
         // (A failed read is said as such: it once read as "belongs to another store".)
-        let mapped: ObjectID?
-        do {
-            mapped = try store.localObjectID(forOriginURI: uri)
-        } catch {
-            let failure = StoreFailure(error)
-            throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isTransient: failure.isTransient))
-        }
-        if let mapped {
+        if let mapped = try lookingUp(uri, { try store.localObjectID(forOriginURI: uri) }) {
             return mapped
         }
         guard storeID == store.identifier else {
             // An object that came from elsewhere and was deleted here has no row left to name.
-            if try isBuriedHere(uri) { throw ContextError.objectInaccessible(uri) }
+            if let replica = store as? any ReplicaStore, try lookingUp(uri, { try replica.tombstone(of: uri) }) != nil {
+                throw ContextError.objectInaccessible(uri)
+            }
             throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))
         }
         return ObjectID.permanent(entityName: entity.name, store: storeID, primaryKey: key)
     }
 
-    /// Whether this store deleted the object `uri` names (a replica keeps its tombstone).
-    private func isBuriedHere(_ uri: String) throws(ContextError) -> Bool {
-        guard let replica = store as? any ReplicaStore else { return false }
+    /// Runs one of the store's reads about `uri`; its failure is a store failure that says so.
+    private func lookingUp<T>(_ uri: String, _ read: () throws -> T) throws(ContextError) -> T {
         do {
-            return try replica.tombstone(of: uri) != nil
+            return try read()
         } catch {
             let failure = StoreFailure(error)
             throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isTransient: failure.isTransient))

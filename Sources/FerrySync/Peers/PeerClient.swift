@@ -66,13 +66,13 @@ public struct PeerClient: Sendable {
     /// A client for the peer at `baseURL`, presenting `token`; a request may go `timeout`
     /// seconds without data (and take four times that in all). `trust` says how the peer's
     /// HTTPS certificate is checked.
-    public init(baseURL: URL, token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
+    public init(baseURL: URL, token: String, timeout: TimeInterval = PeerClient.defaultTimeout, trust: PeerTrust = .systemStore) {
         self.init(baseURLs: [baseURL], token: token, timeout: timeout, trust: trust)
     }
 
     /// A client for a peer reached at any of `baseURLs` (at least one), failing over from one to
     /// the next; otherwise as ``init(baseURL:token:timeout:trust:)``.
-    public init(baseURLs: [URL], token: String, timeout: TimeInterval = 30, trust: PeerTrust = .systemStore) {
+    public init(baseURLs: [URL], token: String, timeout: TimeInterval = PeerClient.defaultTimeout, trust: PeerTrust = .systemStore) {
         self.init(baseURLs: baseURLs, token: token, timeout: timeout, trust: trust,
                   streamIdleLimit: .milliseconds(Int64(min(Self.streamIdleLimit, timeout / 2) * 1000)))
     }
@@ -80,7 +80,7 @@ public struct PeerClient: Sendable {
     /// ``init(baseURLs:token:timeout:trust:)`` with the push stream's idle limit set (tests shorten it).
     package init(baseURLs: [URL], token: String, timeout: TimeInterval, trust: PeerTrust, streamIdleLimit: Duration) {
         self.init(baseURLs: baseURLs, token: token, transport: HTTPTransport(trust: trust, timeout: timeout), streamIdleLimit: streamIdleLimit,
-                  answerLimit: .milliseconds(Int64(timeout * 1000)))
+                  answerLimit: .seconds(timeout))
     }
 
     /// A client for the peer at `baseURL` that sends its requests through `transport`.
@@ -106,7 +106,7 @@ public struct PeerClient: Sendable {
     }
 
     /// Seconds a request may go without data unless the caller says otherwise.
-    static let defaultTimeout: TimeInterval = 30
+    public static let defaultTimeout: TimeInterval = 30
 
     /// Seconds a push stream stays open without a push (at most half the request timeout).
     static let streamIdleLimit: TimeInterval = 10

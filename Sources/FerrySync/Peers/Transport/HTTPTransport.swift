@@ -130,7 +130,7 @@ final class HTTPTransport: PeerTransport {
         let client = self.client
         let sent = http
         let seconds = timeout
-        let limit = Duration.milliseconds(Int64(seconds * 1000))
+        let limit = Duration.seconds(seconds)
         let outcome: Result<PeerResponse, any Error> = await withTaskGroup(of: Result<PeerResponse, any Error>?.self) { group in
             group.addTask {
                 do {

@@ -118,6 +118,15 @@ public enum Daemon {
                 "changes": .string(migration.changes.joined(separator: "; ")), "ms": .string(String(format: "%.1f", migration.seconds * 1000)),
             ])
         }
+        // A daemon commits for as long as it runs: its log is given its working size now, so
+        // that its commits (and those of every process on the file) overwrite it, not append.
+        do {
+            let added = try store.preallocateLog()
+            if added > 0 { logger.debug("gave the write-ahead log its working size", metadata: ["bytes_added": .stringConvertible(added)]) }
+        } catch {
+            logger.warning("could not give the write-ahead log its working size; commits append to it until it has grown (each sync a little slower)",
+                           metadata: ["why": .string(error.description)])
+        }
         let trust = try OriginTrust(store: store, policy: configuration.trust)
         let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins,
                                                trust: trust, observer: trustObserver(logger))

@@ -38,6 +38,11 @@ struct InProcessDaemonTests {
         let runningB = try await InProcessDaemon(b)
         let runningA = try await InProcessDaemon(a)
         #expect(runningA.port == a.port && runningB.port == b.port)
+        // Each daemon gave its store's write-ahead log its working size (1,200 frames of 4 KiB pages).
+        for peer in [a, b] {
+            let logSize = (try? FileManager.default.attributesOfItem(atPath: peer.store + "-wal"))?[.size] as? Int ?? 0
+            #expect(logSize >= 1_200 * 4_096, "\(peer.store)-wal holds \(logSize) bytes")
+        }
 
         // A save on A's file in this process (another connection than the daemon's own).
         let model = try XcodeModelReader.read(at: a.model)

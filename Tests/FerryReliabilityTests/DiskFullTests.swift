@@ -53,22 +53,24 @@ struct DiskFullTests {
     @Test("A full disk and then a read-only store: reported, reads still served, nothing half-done, recovery on its own",
           .enabled(if: DiskFullTests.canMount, "needs root to mount a small tmpfs"))
     func fullThenReadOnly() throws {
-        // B's store (and only the store: its log must stay writable) on a 24 MB tmpfs.
+        // B's store (and only the store: its log must stay writable) on a 64 MB tmpfs (room for the big change set below once space returns: its rows, and its log).
         let folder = TemporaryDirectory(prefix: "ferry-peer-b-tmpfs")
-        try Self.mount(folder.path, options: "size=24m")
+        try Self.mount(folder.path, options: "size=64m")
         defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
         let (a, b) = try DaemonPeer.startedPair(model: Self.model, bStoreFolder: folder.path)
-        let people = { (prefix: String, count: Int) in
-            "[" + (0..<count).map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#(String(repeating: "x", count: 200))"}}"# }
+        let people = { (prefix: String, count: Int, nameLength: Int) in
+            "[" + (0..<count).map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#(String(repeating: "x", count: nameLength))"}}"# }
                 .joined(separator: ",") + "]"
         }
-        try a.put(people("first", 10))
+        try a.put(people("first", 10, 200))
         #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
 
         // 1. The disk fills up.
         let filler = Self.fill(folder.path)
         let before = try b.dump()
-        try a.put(people("big", 3000))
+        // About 7.5 MB of rows: more than the room B's daemon gave its write-ahead log at start
+        // (about 5 MB of zeros, `SQLiteStore.preallocateLog()`), which a commit can use on a full disk.
+        try a.put(people("big", 3000, 2500))
         let reported = DaemonPeer.waitUntil(timeout: 20) { b.log().contains("disk is full") }
         #expect(reported, "B did not log the full disk:\n\(b.log().suffix(2000))")
         #expect(b.isRunning, "B ended: \(b.processState)")
@@ -100,9 +102,9 @@ struct DiskFullTests {
         // answers pushes with 503 (A keeps its change sets), tries again with backoff, and once
         // the file system is writable opens the store and catches up by itself.
         b.stop()
-        try b.put(people("offline", 5))  // saved while B's daemon is down: only B has these
+        try b.put(people("offline", 5, 200))  // saved while B's daemon is down: only B has these
         try Self.remount(folder.path, "ro")
-        try a.put(people("late", 100))
+        try a.put(people("late", 100, 200))
         try b.start()
         let health = try FerryProcess.curl("GET", b.url + "/healthz", token: nil)
         // (healthz needs no token: it says the store is not open, not where it is or why; status, with the admin token, says why.)

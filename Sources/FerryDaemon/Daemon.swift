@@ -56,6 +56,20 @@ public enum Daemon {
         }
     }
 
+    /// A running daemon commits for as long as it runs: its store's log is given its working size
+    /// at once, so that its commits (and those of every process on the file) overwrite the log
+    /// instead of appending to it. A one-shot command (`sync-now`, `status`) would write the zeros
+    /// only for its log to be deleted when it closes the store, so it does not.
+    private static func preallocateLog(of store: SQLiteStore, logger: Logger) {
+        do {
+            let added = try store.preallocateLog()
+            if added > 0 { logger.debug("gave the write-ahead log its working size", metadata: ["bytes_added": .stringConvertible(added)]) }
+        } catch {
+            logger.warning("could not give the write-ahead log its working size; commits append to it until it has grown (each sync a little slower)",
+                           metadata: ["why": .string(error.description)])
+        }
+    }
+
     /// Reads the model, the tokens file and the peers' token files.
     static func readSettings(_ configuration: Configuration) throws(DaemonError) -> Settings {
         let versions: ModelVersions
@@ -94,9 +108,11 @@ public enum Daemon {
     }
 
     /// Opens (or creates) the store and sets up its endpoint and the peers' coordinator.
+    /// `forRunning`: for a daemon that runs on (not a one-shot command), whose store's log is then
+    /// given its working size (``SQLiteStore/preallocateLog()``).
     /// - Throws: ``StoreError/unavailable(path:reason:)`` when the store's surroundings keep it
     ///   shut for now; any other error when it cannot be used as configured.
-    static func openStore(_ settings: Settings, logger: Logger) throws -> Parts {
+    static func openStore(_ settings: Settings, forRunning: Bool = false, logger: Logger) throws -> Parts {
         let configuration = settings.configuration
         let directory = URL(fileURLWithPath: configuration.store.path).deletingLastPathComponent().path
         do {
@@ -118,15 +134,7 @@ public enum Daemon {
                 "changes": .string(migration.changes.joined(separator: "; ")), "ms": .string(String(format: "%.1f", migration.seconds * 1000)),
             ])
         }
-        // A daemon commits for as long as it runs: its log is given its working size now, so
-        // that its commits (and those of every process on the file) overwrite it, not append.
-        do {
-            let added = try store.preallocateLog()
-            if added > 0 { logger.debug("gave the write-ahead log its working size", metadata: ["bytes_added": .stringConvertible(added)]) }
-        } catch {
-            logger.warning("could not give the write-ahead log its working size; commits append to it until it has grown (each sync a little slower)",
-                           metadata: ["why": .string(error.description)])
-        }
+        if forRunning { preallocateLog(of: store, logger: logger) }
         let trust = try OriginTrust(store: store, policy: configuration.trust)
         let endpoint = try ReplicationEndpoint(store: store, maximumOrigins: configuration.sync.maxOrigins,
                                                trust: trust, observer: trustObserver(logger))

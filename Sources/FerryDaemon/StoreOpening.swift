@@ -117,7 +117,7 @@ actor StoreOpening: SyncControl {
     /// surroundings, also a try at a read-only view (serving reads until the next try).
     private func attempt() async throws(DaemonError) -> Attempt {
         do {
-            let opened = try Daemon.openStore(settings, logger: logger)
+            let opened = try Daemon.openStore(settings, forRunning: true, logger: logger)
             parts = opened
             unavailability = nil
             readOnlyView = nil

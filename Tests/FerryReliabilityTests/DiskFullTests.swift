@@ -119,8 +119,10 @@ struct DiskFullTests {
         let push = try FerryProcess.curl("POST", b.url + "/v1/changesets", token: b.peerToken, body: try #require(a.history().last) + "\n")
         #expect(push.status == 503 && push.body.contains("read-only file system"), "push: \(push)")
         // A pulls what only B had from the read-only view.
-        let offlineReachedA = try DaemonPeer.waitUntil(timeout: 20) { try a.dump().contains("offline xxx") }
-        #expect(offlineReachedA, "A did not get B's offline objects from the read-only view:\n\(a.log().suffix(1500))")
+        // (Polled: a long deadline costs nothing when it comes at once. In one full run on a crowded
+        // machine, 20 s passed without it; both logs are printed when it does not come.)
+        let offlineReachedA = try DaemonPeer.waitUntil(timeout: 60) { try a.dump().contains("offline xxx") }
+        #expect(offlineReachedA, "A did not get B's offline objects from the read-only view:\nA:\n\(a.log().suffix(3000))\nB:\n\(b.log().suffix(3000))")
         #expect(b.log().contains("read-only file system"), "B's log does not name the cause:\n\(b.log().suffix(1000))")
         // A's pushes are refused (503) and kept: A reports the failure and holds its change sets.
         var statusA = ""

@@ -28,6 +28,8 @@ actor StoreOpening: SyncControl {
     private(set) var unavailability: StoreUnavailable?
     /// A read-only view of the store serving reads while it cannot be opened for writing.
     private var readOnlyView: ReplicationEndpoint?
+    /// Why the last try at a read-only view failed, when it did.
+    private var readOnlyViewProblem: String?
     private let openGauge = Gauge(label: "ferry_store_open")
 
     init(settings: Daemon.Settings, notifier: SystemdNotifier, logger: Logger) {
@@ -74,6 +76,8 @@ actor StoreOpening: SyncControl {
             case .unavailable(let reason):
                 if readOnlyView != nil && !hadView {
                     logger.notice("serving pulls from a read-only view of the store meanwhile")
+                } else if readOnlyView == nil && hadView {
+                    logger.warning("the read-only view of the store could not be opened again (\(readOnlyViewProblem ?? "no reason given")); pulls are refused until it or the store opens")
                 }
                 if reason != previous {
                     logger.error("\(reason); still trying")
@@ -143,11 +147,17 @@ actor StoreOpening: SyncControl {
     /// writable (``SQLiteStore/Options/readOnly``).
     private func openReadOnlyView() -> ReplicationEndpoint? {
         let path = settings.configuration.store.path
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard FileManager.default.fileExists(atPath: path) else {
+            readOnlyViewProblem = "no store file"
+            return nil
+        }
         do {
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
-            return try ReplicationEndpoint(store: store)
+            let view = try ReplicationEndpoint(store: store)
+            readOnlyViewProblem = nil
+            return view
         } catch {
+            readOnlyViewProblem = "\(error)"
             logger.debug("no read-only view of the store either: \(error)")
             return nil
         }

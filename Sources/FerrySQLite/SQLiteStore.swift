@@ -377,7 +377,7 @@ public final class SQLiteStore: PersistentStore {
     /// Gives the write-ahead log its working size up front (about 5 MB of zeros at 4 KiB
     /// pages), so that each durable commit overwrites blocks the log file has instead of
     /// appending: a sync that must also make a file's new size durable costs a second
-    /// device flush (0.15–0.4 ms per commit where it was measured). A log that has once
+    /// device flush (0.14–0.24 ms per commit where it was measured). A log that has once
     /// grown is reused by SQLite after each checkpoint, so this matters for a fresh log:
     /// a store's first thousand pages of commits after it was opened by nothing else.
     ///

@@ -7,7 +7,7 @@ import FerryStore
 ///
 /// Each commit syncs the log (`synchronous=FULL`). When its frames lie past the
 /// log's end, that sync must also make the file's new size and blocks durable:
-/// on ext4 a journal commit and a second device flush, some 0.15–0.4 ms more per
+/// on ext4 a journal commit and a second device flush, some 0.14–0.24 ms more per
 /// commit on this project's machines (docs/PERFORMANCE.md, "Thirteenth look at
 /// W4"). SQLite starts its log again from the beginning after a checkpoint has
 /// copied all of it, so a log that once grew to its working size is overwritten

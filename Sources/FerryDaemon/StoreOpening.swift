@@ -28,8 +28,6 @@ actor StoreOpening: SyncControl {
     private(set) var unavailability: StoreUnavailable?
     /// A read-only view of the store serving reads while it cannot be opened for writing.
     private var readOnlyView: ReplicationEndpoint?
-    /// Why the last try at a read-only view failed, when it did.
-    private var readOnlyViewProblem: String?
     private let openGauge = Gauge(label: "ferry_store_open")
 
     init(settings: Daemon.Settings, notifier: SystemdNotifier, logger: Logger) {
@@ -76,8 +74,6 @@ actor StoreOpening: SyncControl {
             case .unavailable(let reason):
                 if readOnlyView != nil && !hadView {
                     logger.notice("serving pulls from a read-only view of the store meanwhile")
-                } else if readOnlyView == nil && hadView {
-                    logger.warning("the read-only view of the store could not be opened again (\(readOnlyViewProblem ?? "no reason given")); pulls are refused until it or the store opens")
                 }
                 if reason != previous {
                     logger.error("\(reason); still trying")
@@ -147,18 +143,17 @@ actor StoreOpening: SyncControl {
     /// writable (``SQLiteStore/Options/readOnly``).
     private func openReadOnlyView() -> ReplicationEndpoint? {
         let path = settings.configuration.store.path
-        guard FileManager.default.fileExists(atPath: path) else {
-            readOnlyViewProblem = "no store file"
-            return nil
-        }
         do {
+            guard FileManager.default.fileExists(atPath: path) else { throw StoreError.cannotOpen(path: path, reason: "no store file") }
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
-            let view = try ReplicationEndpoint(store: store)
-            readOnlyViewProblem = nil
-            return view
+            return try ReplicationEndpoint(store: store)
         } catch {
-            readOnlyViewProblem = "\(error)"
-            logger.debug("no read-only view of the store either: \(error)")
+            // (`readOnlyView` is still the previous try's: losing it refuses pulls from now on, which is worth a warning.)
+            if readOnlyView != nil {
+                logger.warning("the read-only view of the store could not be opened again (\(error)); pulls are refused until it or the store opens")
+            } else {
+                logger.debug("no read-only view of the store either: \(error)")
+            }
             return nil
         }
     }

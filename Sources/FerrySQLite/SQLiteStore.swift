@@ -393,10 +393,7 @@ public final class SQLiteStore: PersistentStore {
     public func preallocateLog() throws(StoreError) -> Int64 {
         guard !isReadOnly else { return 0 }
         do {
-            switch try LogPreallocation.extend(pool, logPath: path + "-wal") {
-            case .largeEnough: return 0
-            case .extended(let from, let to): return to - from
-            }
+            return try LogPreallocation.extend(pool, logPath: path + "-wal")
         } catch let failure as StoreFailure {
             throw StoreError.storeFailure(failure)
         } catch {

@@ -30,40 +30,33 @@ enum LogPreallocation {
     /// while the background checkpoint copies it.
     static let frames = Int(BackgroundCheckpointer.sqliteDefaultThreshold) + 200
 
-    /// What ``extend(_:logPath:frames:)`` did.
-    enum Outcome: Equatable {
-        /// The log was this large already (bytes).
-        case largeEnough(Int64)
-        /// The log was extended from `from` to `to` bytes.
-        case extended(from: Int64, to: Int64)
-    }
-
-    /// Extends the log at `logPath` with zeros to hold `frames` frames of the
-    /// store's page size, synced before the write lock is let go. A failure (a full
-    /// disk) cuts the file back to its size before, and is thrown.
-    static func extend(_ pool: DatabasePool, logPath: String, frames: Int = frames) throws -> Outcome {
+    /// Extends the log at `logPath` with zeros to hold ``frames`` frames of the
+    /// store's page size, synced before the write lock is let go; the bytes added (0
+    /// when the log was that large already). A failure (a full disk) cuts the file
+    /// back to its size before, and is thrown.
+    static func extend(_ pool: DatabasePool, logPath: String) throws -> Int64 {
         try pool.writeWithoutTransaction { db in
-            var outcome = Outcome.largeEnough(0)
+            var added: Int64 = 0
             try db.inTransaction(.immediate) {
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
                 // The log's header, then each frame: a 24-byte header and a page.
-                let target = Int64(32 + frames * (24 + pageSize))
-                outcome = try zeroFill(logPath, to: target)
+                added = try zeroFill(logPath, to: Int64(32 + frames * (24 + pageSize)))
                 return .commit
             }
-            return outcome
+            return added
         }
     }
 
-    /// Writes zeros from the end of the file at `path` up to `target` bytes and syncs them.
-    private static func zeroFill(_ path: String, to target: Int64) throws -> Outcome {
+    /// Writes zeros from the end of the file at `path` up to `target` bytes and syncs them;
+    /// the bytes written.
+    private static func zeroFill(_ path: String, to target: Int64) throws -> Int64 {
         let descriptor = open(path, O_WRONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw failure("open", path) }
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw failure("stat", path) }
         let start = Int64(status.st_size)
-        guard start < target else { return .largeEnough(start) }
+        guard start < target else { return 0 }
         let zeros = [UInt8](repeating: 0, count: 256 << 10)
         var offset = start
         do {
@@ -79,7 +72,7 @@ enum LogPreallocation {
             _ = ftruncate(descriptor, off_t(start))
             throw error
         }
-        return .extended(from: start, to: target)
+        return target - start
     }
 
     private static func failure(_ operation: String, _ path: String) -> StoreFailure {

@@ -31,6 +31,8 @@ public enum Daemon {
         public let endpoint: ReplicationEndpoint
         public let coordinator: SyncCoordinator
         public let tokens: AccessTokens
+        /// The store itself, for closing it when the daemon stops (``StoreClosing``).
+        let store: SQLiteStore
     }
 
     /// What the daemon reads besides the store: the model, the server's tokens, and each peer's token.
@@ -143,7 +145,7 @@ public enum Daemon {
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,
                                           onGone: goneHandler(settings.bootstrap))
         endpoint.askPeersForKeys { await coordinator.learnKeysFromPeers() }
-        return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens)
+        return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens, store: store)
     }
 
     /// Counts and logs refused change sets (never their bodies) and the keys learned or refused.
@@ -342,7 +344,9 @@ public enum Daemon {
         var sync = SyncLoop(parts: .afterOpening(opening), pullInterval: configuration.sync.pullInterval, history: configuration.history,
                             notifier: notifier, logger: logger)
         for peer in configuration.peers { sync.snapshotUploads[peer.name] = peer.snapshotUploadInterval }
-        var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: app), .init(service: sync)],
+        // (A graceful shutdown stops the services in the reverse of this order: the store closes last.)
+        var groupConfiguration = ServiceGroupConfiguration(services: [.init(service: StoreClosing(opening: opening, logger: logger)),
+                                                                      .init(service: app), .init(service: sync)],
                                                            gracefulShutdownSignals: stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = ShutdownBounds.graceful
         groupConfiguration.maximumCancellationDuration = ShutdownBounds.cancellation

@@ -158,6 +158,19 @@ actor StoreOpening: SyncControl {
         }
     }
 
+    /// Closes the store, if it is open (``SQLiteStore/close()``: its write-ahead log copied into
+    /// the file and removed); requests and rounds after it fail. Called once the services using it
+    /// have stopped.
+    func closeStore() {
+        guard let store = parts?.store else { return }
+        do {
+            try store.close()
+            logger.debug("store \(store.path) closed")
+        } catch {
+            logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
+        }
+    }
+
     /// Sleeps `seconds`, pinging the watchdog on its interval meanwhile (waiting is not a hang).
     private func sleep(seconds: TimeInterval) async throws {
         var left = Duration.milliseconds(Int64(seconds * 1000))

@@ -57,6 +57,8 @@ public final class SQLiteStore: PersistentStore {
     public let signing: ChangeSetSigning
     /// Wakes ``commits()``'s subscribers; made on the first subscription.
     private let watcher = Mutex<CommitWatcher?>(nil)
+    /// Set by ``close()``.
+    private let isClosed = Atomic<Bool>(false)
 
     /// How to open a store.
     public struct Options: Sendable {
@@ -194,10 +196,42 @@ public final class SQLiteStore: PersistentStore {
     }
 
     deinit {
-        // First, so that the pool's writer is the last connection to close (see ReadConnections.close).
+        if !isClosed.load(ordering: .acquiring) { closeOtherConnections() }
+    }
+
+    /// Closes the store: its other connections first, then its writer, last and alone, so that
+    /// SQLite copies the write-ahead log into the file and removes it. The file alone then holds
+    /// every commit (a copy of it, or a view that cannot read the log: an immutable one on a
+    /// read-only file system). Releasing the store does the same, but only if nothing holds it
+    /// any more before the process ends: a process that ends while its store is open leaves the
+    /// log beside the file (the next open reads it; nothing is lost). A long-running owner (the
+    /// daemon) calls this when it stops. Reads and saves after it fail; a second call does nothing.
+    /// - Throws: ``StoreError/storeFailure(_:)`` when the writer cannot close (a statement of it
+    ///   still running); the store's other connections are closed by then, and the writer stays open.
+    public func close() throws(StoreError) {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        closeOtherConnections()
+        // The pool's own readers first: `DatabasePool.close()` closes its writer before them.
+        pool.releaseMemory()
+        do {
+            try pool.close()
+        } catch {
+            throw StoreError.storeFailure(StoreFailure("cannot close the store \(path): \(Self.describe(error))", cause: error))
+        }
+    }
+
+    /// Closes every connection but the pool's, and waits for them: the read connections (see
+    /// ReadConnections.close), the commit watcher's thread (bounded: a watcher that did not end in
+    /// time leaves the log, which the next open reads), and the background checkpointer's (whose
+    /// checkpoint under way is let finish).
+    private func closeOtherConnections() {
         readers.close()
+        watcher.withLock { $0 }?.close(timeout: 5)
         // Reentrant: the last reference to a store may go inside one of its own pool's writes.
-        if let checkpointer { pool.unsafeReentrantWrite { db in checkpointer.uninstall(from: db) } }
+        if let checkpointer {
+            pool.unsafeReentrantWrite { db in checkpointer.uninstall(from: db) }
+            checkpointer.close()
+        }
     }
 
     // MARK: - PersistentStore

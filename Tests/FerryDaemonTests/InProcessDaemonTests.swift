@@ -29,7 +29,7 @@ struct InProcessDaemonTests {
         #expect(waited < .seconds(20), "the start took \(waited) to fail")
     }
 
-    @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly")
+    @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly, closing their stores")
     func twoDaemonsReplicate() async throws {
         let a = try DaemonPeer(name: "a", model: ReplicationTests.model, pullInterval: 3600)
         let b = try DaemonPeer(name: "b", model: ReplicationTests.model, pullInterval: 3600)
@@ -44,23 +44,29 @@ struct InProcessDaemonTests {
             #expect(logSize >= 1_200 * 4_096, "\(peer.store)-wal holds \(logSize) bytes")
         }
 
-        // A save on A's file in this process (another connection than the daemon's own).
-        let model = try XcodeModelReader.read(at: a.model)
-        let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
-        let reader = try SQLiteStore(path: b.store, model: model)
-        let person = try writer.make("Person", ["name": "In-process Ann"])
-        try writer.save()
-        let uri = person.objectID.uriString
-        var found = false
-        // Polled, so a long deadline costs nothing when it arrives: in the full suite on a slow
-        // machine the daemons' tasks share two cores with every other test.
-        let deadline = ContinuousClock.now + .seconds(120)
-        while !found, ContinuousClock.now < deadline {
-            found = try reader.localObjectID(forOriginURI: uri) != nil
-            if !found { try await Task.sleep(for: .milliseconds(10)) }
+        do {
+            // A save on A's file in this process (another connection than the daemon's own).
+            let model = try XcodeModelReader.read(at: a.model)
+            let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
+            let reader = try SQLiteStore(path: b.store, model: model)
+            let person = try writer.make("Person", ["name": "In-process Ann"])
+            try writer.save()
+            let uri = person.objectID.uriString
+            var found = false
+            // Polled, so a long deadline costs nothing when it arrives: in the full suite on a slow
+            // machine the daemons' tasks share two cores with every other test.
+            let deadline = ContinuousClock.now + .seconds(120)
+            while !found, ContinuousClock.now < deadline {
+                found = try reader.localObjectID(forOriginURI: uri) != nil
+                if !found { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(found, "B's store never showed A's save")
         }
-        #expect(found, "B's store never showed A's save")
         try await runningA.stop()
         try await runningB.stop()
+        // Each stopped daemon closed its store (the test's own stores are gone too): one file each.
+        for peer in [a, b] {
+            #expect(!FileManager.default.fileExists(atPath: peer.store + "-wal"), "\(peer.name)'s daemon left its log beside the store")
+        }
     }
 }

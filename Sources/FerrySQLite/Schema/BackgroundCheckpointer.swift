@@ -83,6 +83,20 @@ final class BackgroundCheckpointer: Sendable {
         if let previous { Unmanaged<BackgroundCheckpointer>.fromOpaque(previous).release() }
     }
 
+    /// Waits for the checkpoint under way, if any, and closes the queue's connection (a checkpoint
+    /// still queued then does nothing). Called by the store once ``uninstall(from:)`` has run,
+    /// before its own connections close: SQLite copies the log into the file and removes it only
+    /// when the connection that closes last is the only one open, which the writer then is.
+    func close() {
+        isInstalled.store(false, ordering: .releasing)
+        queue.sync {
+            connection.withLock { connection in
+                try? connection?.close()
+                connection = nil
+            }
+        }
+    }
+
     /// Waits until the checkpoints queued so far have run.
     func waitForQueuedCheckpoints() {
         queue.sync {}

@@ -45,6 +45,16 @@ final class CommitWatcher: Sendable {
         for continuation in continuations { continuation.finish() }
     }
 
+    /// Stops the watching thread and waits until it has closed its connection to the store (at
+    /// most `timeout` seconds; false when it had not by then). Subscribers' streams end.
+    @discardableResult
+    func close(timeout: TimeInterval = 5) -> Bool {
+        let ended = loop?.stopAndWait(timeout: timeout) ?? true
+        let continuations = subscribers.withLock { $0.continuations.values }
+        for continuation in continuations { continuation.finish() }
+        return ended
+    }
+
     /// What the watching thread did so far (zeros where it could not start).
     var statistics: WatchLoop.Statistics { loop?.statistics ?? WatchLoop.Statistics() }
 

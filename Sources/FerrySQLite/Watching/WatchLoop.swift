@@ -46,6 +46,10 @@ final class WatchLoop: Sendable {
     /// Written to by ``stop()`` to wake the thread.
     private let stopPipe: (read: Int32, write: Int32)
     private let stopped = Atomic<Bool>(false)
+    /// True from ``start(onCommit:)`` until the thread ends.
+    private let isRunning = Atomic<Bool>(false)
+    /// Signalled once as the thread ends, its connection closed.
+    private let ended = DispatchSemaphore(value: 0)
     /// The store file's path.
     private let path: String
     /// The watcher's own connection, for `PRAGMA data_version`, when it could be opened at once
@@ -151,23 +155,43 @@ final class WatchLoop: Sendable {
     }
 
     func start(onCommit: @escaping @Sendable () -> Void) {
+        isRunning.store(true, ordering: .releasing)
         let thread = Thread { [self] in run(onCommit: onCommit) }
         thread.name = "ferry-commit-watcher"
         thread.start()
     }
 
+    deinit {
+        // (Here, not when the thread ends: ``stop()`` may write to the pipe after that.)
+        close(stopPipe.read)
+        close(stopPipe.write)
+    }
+
+    /// Asks the thread to end; it does soon after, and closes its connection as it ends.
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         var byte: UInt8 = 1
         _ = write(stopPipe.write, &byte, 1)
     }
 
+    /// Stops the thread and waits until it has ended and closed its connection to the store, at
+    /// most `timeout` seconds (true when it did). The store waits so before its own connections
+    /// close: SQLite copies the write-ahead log into the file and removes it only when the last
+    /// connection to close can write, and the watcher's is read-only.
+    func stopAndWait(timeout: TimeInterval) -> Bool {
+        stop()
+        guard isRunning.load(ordering: .acquiring) else { return true }
+        guard ended.wait(timeout: .now() + timeout) == .success else { return false }
+        ended.signal()  // (for any other waiter)
+        return true
+    }
+
     private func run(onCommit: @Sendable () -> Void) {
         defer {
-            close(stopPipe.read)
-            close(stopPipe.write)
             writes?.close()
             announcements?.close()
+            isRunning.store(false, ordering: .releasing)
+            ended.signal()
         }
         var lastVersion = initialVersion
         let connection: DatabaseQueue
@@ -181,6 +205,8 @@ final class WatchLoop: Sendable {
             lastVersion = readVersion(opened)
             onCommit()
         }
+        // Closed before the thread says it ended (``stopAndWait(timeout:)``), not whenever the last reference goes.
+        defer { try? connection.close() }
         /// Reads `data_version`; true (and remembered) when it changed.
         func changed() -> Bool {
             counters.withLock { $0.checks += 1 }

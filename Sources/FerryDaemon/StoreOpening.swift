@@ -146,6 +146,10 @@ actor StoreOpening: SyncControl {
         do {
             guard FileManager.default.fileExists(atPath: path) else { throw StoreError.cannotOpen(path: path, reason: "no store file") }
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
+            // (Said once, as the first view opens: a fresh one is opened at every try.)
+            if let limitation = store.readOnlyViewLimitation, readOnlyView == nil {
+                logger.warning("the read-only view of the store \(limitation)")
+            }
             return try ReplicationEndpoint(store: store)
         } catch {
             // (`readOnlyView` is still the previous try's: losing it refuses pulls from now on, which is worth a warning.)
@@ -161,13 +165,21 @@ actor StoreOpening: SyncControl {
     /// Closes the store, if it is open (``SQLiteStore/close()``: its write-ahead log copied into
     /// the file and removed); requests and rounds after it fail. Called once the services using it
     /// have stopped.
-    func closeStore() {
+    func closeStore() async {
         guard let store = parts?.store else { return }
-        do {
-            try store.close()
-            logger.debug("store \(store.path) closed")
-        } catch {
-            logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
+        let logger = logger
+        // (On a thread of its own: closing waits for the store's other connections, and for its
+        // writer's last checkpoint and sync, which Swift's shared pool must not.)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                do {
+                    try store.close()
+                    logger.debug("store \(store.path) closed")
+                } catch {
+                    logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
+                }
+                done.resume()
+            }
         }
     }
 

@@ -48,8 +48,12 @@ public final class SQLiteStore: PersistentStore {
     let pool: DatabasePool
     /// The connections ``read(_:)`` runs on (the pool's readers when all are busy).
     private let readers: ReadConnections
-    /// The folder of a store opened immutable on a read-only file system: reads stop when it turns writable.
-    private let immutableFolder: String?
+    /// The folder of a store opened read-only on a read-only file system: reads stop when it turns writable.
+    private let readOnlyFolder: String?
+    /// What a read-only view on a read-only file system cannot read, when it cannot read everything:
+    /// a write-ahead log left beside the file without its -shm file (the view reads the file alone).
+    /// Nil for every other store.
+    public let readOnlyViewLimitation: String?
     /// Checkpoints the write-ahead log off the saving thread (writable stores only).
     let checkpointer: BackgroundCheckpointer?
     let layout: StoreLayout
@@ -74,8 +78,11 @@ public final class SQLiteStore: PersistentStore {
         /// or migrated, and saves fail. The store must exist and have been made with exactly
         /// this model. On a read-only file system, where SQLite cannot create the -wal and
         /// -shm files even a reader needs, the file is opened as immutable (SQLite's
-        /// `immutable=1`: what the last checkpoint left in the file); its reads fail once the
-        /// file system is writable again, as another process could then change the file.
+        /// `immutable=1`: what the last checkpoint left in the file) — unless a write-ahead log
+        /// and its -shm file were left beside it (a process that ended with the store open),
+        /// which SQLite then reads, indexing the log in memory; a log left without its -shm
+        /// cannot be read, and ``SQLiteStore/readOnlyViewLimitation`` says so. Its reads fail
+        /// once the file system is writable again, as another process could then change the file.
         public var readOnly: Bool
         /// Earlier versions of the model (the other versions of its `.xcdatamodeld` bundle, see
         /// ``XcodeModelReader/readVersions(at:)``). A store last opened with one of them migrates to
@@ -130,17 +137,29 @@ public final class SQLiteStore: PersistentStore {
         configuration.label = "Ferry"
         configuration.prepareDatabase { db in try SQLFunctions.register(on: db) }
         var openPath = path
-        var immutableFolder: String?
+        var readOnlyFolder: String?
+        var unreadLog: String?
         if options.readOnly {
             guard exists else { throw StoreError.cannotOpen(path: path, reason: "no store file here to open read-only") }
             configuration.readonly = true
             if Self.isOnReadOnlyFileSystem(directory) {
-                guard sqlite3_compileoption_used("USE_URI") == 1 else {
+                guard sqlite3_compileoption_used("USE_URI") == 1 else {  // (for `immutable=1`)
                     throw StoreError.unavailable(path: path, reason: "the file system is read-only, and this SQLite library cannot open a file as immutable (it was built without URI file names)")
                 }
-                let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
-                openPath = "file:\(escaped)?immutable=1"
-                immutableFolder = directory
+                readOnlyFolder = directory
+                let log = Self.fileSize(path + "-wal")
+                if log > Self.walHeaderBytes, FileManager.default.fileExists(atPath: path + "-shm") {
+                    // A log left by a process that ended with the store open (a crash, a power
+                    // cut): SQLite reads it, indexing it in this process's memory since its -shm
+                    // cannot be written. Opened as immutable, the view would miss its commits.
+                    unreadLog = nil
+                } else {
+                    let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+                    openPath = "file:\(escaped)?immutable=1"
+                    unreadLog = log > Self.walHeaderBytes
+                        ? "cannot read the store's write-ahead log (\(path)-wal, \(log) bytes; its -shm file is missing): commits it holds are not served until the store opens"
+                        : nil
+                }
             }
         }
         do {
@@ -168,7 +187,8 @@ public final class SQLiteStore: PersistentStore {
         self.path = path
         self.isReadOnly = options.readOnly
         self.migration = opened.migration
-        self.immutableFolder = immutableFolder
+        self.readOnlyFolder = readOnlyFolder
+        self.readOnlyViewLimitation = unreadLog
         self.layout = StoreLayout(model: model, mapping: opened.mapping, storeIdentifier: opened.identifier)
         // The archive's versions not given already (none for a store never opened with another version:
         // no model text is read). A damaged archive leaves only the given versions: change sets of
@@ -461,7 +481,7 @@ public final class SQLiteStore: PersistentStore {
     // MARK: - Helpers
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
-        if let immutableFolder, !Self.isOnReadOnlyFileSystem(immutableFolder) {
+        if let readOnlyFolder, !Self.isOnReadOnlyFileSystem(readOnlyFolder) {
             throw StoreError.unavailable(path: path, reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
         }
         return try passingStoreErrors { try readers.read(body, otherwise: { try pool.read(body) }) }
@@ -473,7 +493,7 @@ public final class SQLiteStore: PersistentStore {
     /// `pread`s per received change set in W4); the writer's cache still holds them. The read waits
     /// while a save writes, as the replay's own save would.
     func readOnWriter<T>(_ body: (Database) throws -> T) throws -> T {
-        guard immutableFolder == nil else { return try read(body) }
+        guard readOnlyFolder == nil else { return try read(body) }
         return try passingStoreErrors {
             try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.deferred) { try body(db) } }
         }
@@ -523,6 +543,14 @@ public final class SQLiteStore: PersistentStore {
     /// on that word, so every commit is synced: `FULL`.
     private static func makeCommitsDurable(_ pool: DatabasePool) throws {
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+    }
+
+    /// The size of a write-ahead log's header: a log no longer than this holds no commit.
+    static let walHeaderBytes = 32
+
+    /// The size of the file at `path` (0 when there is none).
+    static func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
     /// Whether `folder` is on a file system mounted read-only.

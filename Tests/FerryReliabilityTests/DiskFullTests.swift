@@ -184,4 +184,45 @@ struct DiskFullTests {
         }
         #expect(try SQLiteStore(path: path, model: model).changeSetLines().count == 1)
     }
+
+    @Test("On a read-only file system a view reads the write-ahead log a crash left with its -shm; without the -shm it says what it cannot read",
+          .enabled(if: DiskFullTests.canMount, "needs root to mount a small tmpfs"))
+    func readOnlyViewOfCrashedStore() throws {
+        let model = try SampleModels.load("OrgChart")
+        let source = TemporaryDirectory(prefix: "ferry-crashed")
+        let path = source.file("store.sqlite")
+        let folder = TemporaryDirectory(prefix: "ferry-ro-crash")
+        try Self.mount(folder.path, options: "size=8m")
+        defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
+        let withIndex = folder.file("with-shm.sqlite")
+        let withoutIndex = folder.file("without-shm.sqlite")
+        do {
+            let store = try SQLiteStore(path: path, model: model)
+            let context = try PersistentContainer(store: store).newContext()
+            try context.make("Person", ["name": "In the file", "id": Int64(1)])
+            try context.save()
+            try store.checkpoint(truncating: true)
+            for id in 2...3 {
+                try context.make("Person", ["name": "Only in the log", "id": Int64(id)])
+                try context.save()
+            }
+            // What a crash leaves (the store still open): the file, its log and its -shm.
+            for suffix in ["", "-wal", "-shm"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: withIndex + suffix) }
+            for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: withoutIndex + suffix) }
+        }
+        try Self.remount(folder.path, "ro")
+        func people(_ store: SQLiteStore) throws -> Int {
+            try PersistentContainer(store: store).newContext().count(for: FetchRequest(entityName: "Person"))
+        }
+        let view = try SQLiteStore(path: withIndex, model: model, options: .init(createIfMissing: false, readOnly: true))
+        #expect(try people(view) == 3, "the view missed the commits in the log")
+        #expect(try view.changeSetLines().count == 3)
+        #expect(view.readOnlyViewLimitation == nil)
+        let blind = try SQLiteStore(path: withoutIndex, model: model, options: .init(createIfMissing: false, readOnly: true))
+        #expect(try people(blind) == 1, "what the file alone holds")
+        let limitation = try #require(blind.readOnlyViewLimitation, "the view did not say it cannot read the log")
+        #expect(limitation.contains("without-shm.sqlite-wal") && limitation.contains("-shm file is missing"), "\(limitation)")
+        try Self.remount(folder.path, "rw")
+        #expect(throws: StoreError.self) { try view.changeSetLines() }  // writable again: the view stops reading
+    }
 }

@@ -55,6 +55,15 @@ func openInProcess(_ configuration: Configuration, label: String) throws -> Daem
     }
 }
 
+/// Closes what ``openInProcess(_:label:)`` opened, leaving the store as one file.
+func closeInProcess(_ parts: Daemon.Parts) throws {
+    do {
+        try parts.close()
+    } catch {
+        throw CLIError(error.description)
+    }
+}
+
 /// What a long-running command (`ferry run`, `ferry relay`) does first: logs to standard error at
 /// `LOG_LEVEL` (default info), and the process's metrics into one Prometheus registry, served at /metrics.
 func bootstrapServiceLogsAndMetrics() -> PrometheusCollectorRegistry {
@@ -129,6 +138,7 @@ struct SyncNowCommand: AsyncParsableCommand {
         let results = await parts.coordinator.round(peer: peer) { line in
             if showProgress { StandardError.write(line) }
         }
+        try closeInProcess(parts)
         for result in results { print(result.summary) }
         if results.contains(where: { $0.error != nil }) { throw ExitCode(1) }
     }
@@ -177,6 +187,7 @@ struct StatusCommand: AsyncParsableCommand {
             let parts = try openInProcess(configuration, label: "ferry-status")
             var local = await parts.coordinator.status()
             local.daemon = "not running"
+            try closeInProcess(parts)
             print(local.json)
         } catch {
             // Something listens but does not answer as the daemon should (e.g. its certificate is not trusted here).

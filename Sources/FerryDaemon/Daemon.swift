@@ -33,6 +33,13 @@ public enum Daemon {
         public let tokens: AccessTokens
         /// The store itself, for closing it when the daemon stops (``StoreClosing``).
         let store: SQLiteStore
+
+        /// Closes the store (``SQLiteStore/close()``), leaving it as one file. What a one-shot
+        /// command that opened these parts does when it is done: its process may end before the
+        /// parts are released, and a store still open at the end leaves its log beside the file.
+        public func close() throws(StoreError) {
+            try store.close()
+        }
     }
 
     /// What the daemon reads besides the store: the model, the server's tokens, and each peer's token.

@@ -75,7 +75,7 @@ struct ReplicationTests {
         #expect(vector.count == 2 && vector.values.allSatisfy { $0 == 1 }, "\(vector)")
     }
 
-    @Test("sync-now goes through the running daemon, and runs in-process when none runs")
+    @Test("sync-now goes through the running daemon, and runs in-process when none runs, leaving the store as one file")
     func syncNow() throws {
         let (a, b) = try pair(pullInterval: 3600)
         b.stop()  // B is down: A's push fails and backs off
@@ -86,6 +86,11 @@ struct ReplicationTests {
         #expect(offline.standardError.contains("no daemon answers"))
         #expect(offline.standardOutput.contains("a: ok; pulled 1 applied"), "\(offline.standardOutput)")
         #expect(try converged(a, b, containing: 1))
+        // Done in its own process, it leaves B's store as one file; so does `status` with no daemon.
+        #expect(!FileManager.default.fileExists(atPath: b.store + "-wal"), "sync-now left the store's write-ahead log")
+        let localStatus = try FerryProcess.run(["status", "--config", b.configuration])
+        #expect(localStatus.status == 0 && localStatus.standardOutput.contains(#""daemon":"not running""#), "\(localStatus)")
+        #expect(!FileManager.default.fileExists(atPath: b.store + "-wal"), "status left the store's write-ahead log")
 
         // With B's daemon running, `sync-now` asks it (an admin request) and prints its per-peer answer.
         try b.start()

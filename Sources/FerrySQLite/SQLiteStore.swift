@@ -460,12 +460,14 @@ public final class SQLiteStore: PersistentStore {
     /// A signal after each commit to the store file from now on — a save or a replay through
     /// this process or any other on the same file, all seen the same way — without polling the
     /// store (see ``CommitWatcher``). A burst of commits while the subscriber was busy reads as
-    /// one signal; what changed is read from the store. Ends when the store is released.
+    /// one signal; what changed is read from the store. Ends when the store is closed or
+    /// released (at once for a store already closed).
     ///
     /// ```swift
     /// for await _ in store.commits() { let vector = try store.historyState().vector … }
     /// ```
     public func commits() -> AsyncStream<Void> {
+        if isClosed.load(ordering: .acquiring) { return AsyncStream { $0.finish() } }
         let watcher = self.watcher.withLock { watcher in
             if let watcher { return watcher }
             let made = CommitWatcher(path: path)

@@ -79,6 +79,8 @@ struct ReplicationTests {
     func syncNow() throws {
         let (a, b) = try pair(pullInterval: 3600)
         b.stop()  // B is down: A's push fails and backs off
+        // A daemon stopped by SIGTERM closes its store: the file alone holds it (its log was left behind before).
+        #expect(!FileManager.default.fileExists(atPath: b.store + "-wal"), "the stopped daemon left the store's write-ahead log")
         try a.put("[\(Self.person("ann", 1, "Ann"))]")
         // With no daemon for B, `sync-now` on B syncs in its own process.
         let offline = try FerryProcess.run(["sync-now", "--config", b.configuration])

@@ -138,8 +138,8 @@ struct SyncNowCommand: AsyncParsableCommand {
         let results = await parts.coordinator.round(peer: peer) { line in
             if showProgress { StandardError.write(line) }
         }
-        try closeInProcess(parts)
         for result in results { print(result.summary) }
+        try closeInProcess(parts)
         if results.contains(where: { $0.error != nil }) { throw ExitCode(1) }
     }
 

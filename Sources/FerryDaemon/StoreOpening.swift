@@ -144,7 +144,6 @@ actor StoreOpening: SyncControl {
     private func openReadOnlyView() -> ReplicationEndpoint? {
         let path = settings.configuration.store.path
         do {
-            guard FileManager.default.fileExists(atPath: path) else { throw StoreError.cannotOpen(path: path, reason: "no store file") }
             let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
             // (Said once, as the first view opens: a fresh one is opened at every try.)
             if let limitation = store.readOnlyViewLimitation, readOnlyView == nil {
@@ -166,15 +165,15 @@ actor StoreOpening: SyncControl {
     /// the file and removed); requests and rounds after it fail. Called once the services using it
     /// have stopped.
     func closeStore() async {
-        guard let store = parts?.store else { return }
+        guard let parts else { return }
         let logger = logger
         // (On a thread of its own: closing waits for the store's other connections, and for its
         // writer's last checkpoint and sync, which Swift's shared pool must not.)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread {
                 do {
-                    try store.close()
-                    logger.debug("store \(store.path) closed")
+                    try parts.close()
+                    logger.debug("store \(parts.configuration.store.path) closed")
                 } catch {
                     logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
                 }

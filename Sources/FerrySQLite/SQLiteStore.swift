@@ -148,17 +148,16 @@ public final class SQLiteStore: PersistentStore {
                 }
                 readOnlyFolder = directory
                 let log = Self.fileSize(path + "-wal")
-                if log > Self.walHeaderBytes, FileManager.default.fileExists(atPath: path + "-shm") {
-                    // A log left by a process that ended with the store open (a crash, a power
-                    // cut): SQLite reads it, indexing it in this process's memory since its -shm
-                    // cannot be written. Opened as immutable, the view would miss its commits.
-                    unreadLog = nil
-                } else {
+                let logHoldsCommits = log > Self.walHeaderBytes
+                // A log left by a process that ended with the store open (a crash, a power cut) is
+                // read by SQLite when its -shm is there too, indexed in this process's memory since
+                // the -shm cannot be written. Otherwise the file is opened as immutable: it alone is read.
+                if !logHoldsCommits || !FileManager.default.fileExists(atPath: path + "-shm") {
                     let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
                     openPath = "file:\(escaped)?immutable=1"
-                    unreadLog = log > Self.walHeaderBytes
-                        ? "cannot read the store's write-ahead log (\(path)-wal, \(log) bytes; its -shm file is missing): commits it holds are not served until the store opens"
-                        : nil
+                    if logHoldsCommits {
+                        unreadLog = "cannot read the store's write-ahead log (\(path)-wal, \(log) bytes; its -shm file is missing): commits it holds are not served until the store opens"
+                    }
                 }
             }
         }

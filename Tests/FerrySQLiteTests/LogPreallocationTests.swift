@@ -13,9 +13,7 @@ struct LogPreallocationTests {
     /// The log's size once given: its header, then the frames (a 24-byte header and a 4 KiB page each).
     static let preallocatedBytes = 32 + LogPreallocation.frames * (24 + 4096)
 
-    func fileSize(_ path: String) -> Int {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? -1
-    }
+    func fileSize(_ path: String) -> Int { SQLiteStore.fileSize(path) }
 
     func count(_ store: SQLiteStore) throws -> Int {
         try store.count(FetchRequest(entityName: "Person"))

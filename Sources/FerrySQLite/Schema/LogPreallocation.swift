@@ -40,7 +40,7 @@ enum LogPreallocation {
             try db.inTransaction(.immediate) {
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
                 // The log's header, then each frame: a 24-byte header and a page.
-                added = try zeroFill(logPath, to: Int64(32 + frames * (24 + pageSize)))
+                added = try zeroFill(logPath, to: Int64(SQLiteStore.walHeaderBytes + frames * (24 + pageSize)))
                 return .commit
             }
             return added

@@ -41,8 +41,7 @@ final class CommitWatcher: Sendable {
 
     deinit {
         loop?.stop()
-        let continuations = subscribers.withLock { $0.continuations.values }
-        for continuation in continuations { continuation.finish() }
+        finishSubscribers()
     }
 
     /// Stops the watching thread and waits until it has closed its connection to the store (at
@@ -50,9 +49,13 @@ final class CommitWatcher: Sendable {
     @discardableResult
     func close(timeout: TimeInterval = 5) -> Bool {
         let ended = loop?.stopAndWait(timeout: timeout) ?? true
+        finishSubscribers()
+        return ended
+    }
+
+    private func finishSubscribers() {
         let continuations = subscribers.withLock { $0.continuations.values }
         for continuation in continuations { continuation.finish() }
-        return ended
     }
 
     /// What the watching thread did so far (zeros where it could not start).

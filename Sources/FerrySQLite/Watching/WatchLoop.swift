@@ -46,9 +46,7 @@ final class WatchLoop: Sendable {
     /// Written to by ``stop()`` to wake the thread.
     private let stopPipe: (read: Int32, write: Int32)
     private let stopped = Atomic<Bool>(false)
-    /// True from ``start(onCommit:)`` until the thread ends.
-    private let isRunning = Atomic<Bool>(false)
-    /// Signalled once as the thread ends, its connection closed.
+    /// Signalled as the thread ends, its connection closed (and again by each waiter, for the next).
     private let ended = DispatchSemaphore(value: 0)
     /// The store file's path.
     private let path: String
@@ -155,7 +153,6 @@ final class WatchLoop: Sendable {
     }
 
     func start(onCommit: @escaping @Sendable () -> Void) {
-        isRunning.store(true, ordering: .releasing)
         let thread = Thread { [self] in run(onCommit: onCommit) }
         thread.name = "ferry-commit-watcher"
         thread.start()
@@ -174,15 +171,14 @@ final class WatchLoop: Sendable {
         _ = write(stopPipe.write, &byte, 1)
     }
 
-    /// Stops the thread and waits until it has ended and closed its connection to the store, at
-    /// most `timeout` seconds (true when it did). The store waits so before its own connections
-    /// close: SQLite copies the write-ahead log into the file and removes it only when the last
-    /// connection to close can write, and the watcher's is read-only.
+    /// Stops the thread (started: ``start(onCommit:)``) and waits until it has ended and closed
+    /// its connection to the store, at most `timeout` seconds (true when it did). The store waits
+    /// so before its own connections close: SQLite copies the write-ahead log into the file and
+    /// removes it only when the last connection to close can write, and the watcher's is read-only.
     func stopAndWait(timeout: TimeInterval) -> Bool {
         stop()
-        guard isRunning.load(ordering: .acquiring) else { return true }
         guard ended.wait(timeout: .now() + timeout) == .success else { return false }
-        ended.signal()  // (for any other waiter)
+        ended.signal()
         return true
     }
 
@@ -190,7 +186,6 @@ final class WatchLoop: Sendable {
         defer {
             writes?.close()
             announcements?.close()
-            isRunning.store(false, ordering: .releasing)
             ended.signal()
         }
         var lastVersion = initialVersion

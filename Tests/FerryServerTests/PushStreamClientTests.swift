@@ -44,6 +44,8 @@ struct PushStreamClientTests {
         case answers(count: Int)
         /// The first `count` streams get no answer at all, not even its head.
         case heads(count: Int)
+        /// Every stream's answers each come `delay` late (a peer slow to apply).
+        case slowAnswers(delay: Duration)
     }
 
     /// The API's router, counting requests by path; with `hidingStreams`, the stream route answers 404 (a peer from before it);
@@ -70,6 +72,13 @@ struct PushStreamClientTests {
             case .heads(let count) where streamsBefore < count:
                 for try await _ in request.body {}  // the same, before the answer's head
                 return Response(status: .ok)
+            case .slowAnswers(let delay):
+                var response = try await inner.respond(to: request, context: context)
+                response.body = response.body.map { piece in
+                    try await Task.sleep(for: delay)
+                    return piece
+                }
+                return response
             default:
                 break
             }
@@ -138,16 +147,34 @@ struct PushStreamClientTests {
         }
     }
 
+    // The limit is far above the time between two pushes one after the other, even on a loaded
+    // machine (at 0.2 s, a full suite on two cores once took longer between them), and the wait is
+    // well past it and the half-limit the idle watch looks at.
     @Test("An idle stream is closed after the idle limit; the next push opens a new one")
     func idleStreamCloses() async throws {
         let origin = UUID()
-        try await withLiveServer(idleLimit: .milliseconds(200)) { peer, paths async throws in
+        try await withLiveServer(idleLimit: .seconds(1)) { peer, paths async throws in
             #expect(try await peer.push([line(origin, 1)]).applied == 1)
             #expect(try await peer.push([line(origin, 2)]).applied == 1)
-            try await Task.sleep(for: .milliseconds(700))
+            try await Task.sleep(for: .milliseconds(2500))
             #expect(try await peer.push([line(origin, 3)]).applied == 1)
             #expect(paths() == ["/v1/changesets/stream", "/v1/changesets/stream"], "\(paths())")
         }
+    }
+
+    // Each push takes longer than the idle limit, and the next comes 0.6 s after its answer: past
+    // the watch's next look (every 0.5 s), well within the limit counted from the answer.
+    @Test("A push answered after longer than the idle limit keeps its stream: idle time counts from the answer")
+    func slowAnswerKeepsTheStream() async throws {
+        let origin = UUID()
+        try await withLiveServer(stall: .slowAnswers(delay: .milliseconds(1200)), idleLimit: .seconds(1)) { peer, paths async throws in
+            for sequence in 1...3 {
+                #expect(try await peer.push([line(origin, sequence)]).applied == 1)
+                try await Task.sleep(for: .milliseconds(600))
+            }
+            #expect(paths() == ["/v1/changesets/stream"], "\(paths())")
+        }
+        #expect(try store.historyState().vector[origin] == 3)
     }
 
     @Test("A push the peer takes but never answers fails as unreachable once the request timeout has passed; the next push opens a new stream",

@@ -133,10 +133,7 @@ final class PushStream: Sendable {
         let dropped: Connection? = state.withLock { state in
             state.busy = false
             guard let current = state.connection, current === connection else { return nil }
-            guard !current.isUsable || current.age > Self.longestLife else {
-                current.touch()
-                return nil
-            }
+            guard !current.isUsable || current.age > Self.longestLife else { return nil }
             state.connection = nil
             return current
         }
@@ -169,6 +166,9 @@ private final class Connection: Sendable {
         /// The push waiting for its answer line, and since when.
         var waiting: (continuation: CheckedContinuation<Exchange, Never>, since: ContinuousClock.Instant)?
         var ended = false
+        /// When the stream last had nothing to do: its opening, or the last answer. Set with `waiting`
+        /// cleared, under one lock, so that the idle watch never sees a stream just answered as idle
+        /// since before its push.
         var lastUse = ContinuousClock.now
     }
 
@@ -190,11 +190,6 @@ private final class Connection: Sendable {
 
     /// How long ago it was opened.
     var age: Duration { ContinuousClock.now - opened }
-
-    /// Notes a push's end: the idle time counts from here.
-    func touch() {
-        state.withLock { $0.lastUse = .now }
-    }
 
     /// Sends `piece` and waits for the next answer line.
     func exchange(_ piece: Data) async -> Exchange {
@@ -250,7 +245,10 @@ private final class Connection: Sendable {
 
     private func deliver(_ line: Data) -> Bool {
         let waiting = state.withLock { state in
-            defer { state.waiting = nil }
+            defer {
+                state.waiting = nil
+                state.lastUse = .now
+            }
             return state.waiting
         }
         waiting?.continuation.resume(returning: .answer(line))

@@ -204,6 +204,42 @@ struct CommitSignalTests {
         #expect(statistics.checkedCommits >= 2, "\(statistics)")
     }
 
+    // In a full run on a loaded machine, "A writer that does not announce…" once saw its second plain
+    // commit at such a change (another connection opening the log, which SQLite run as root
+    // `fchown`s), before its scheduled check, and counted it as announced.
+    @Test("A commit first seen at a change of the log's metadata that left no mark is signalled, and counted as checked, not announced")
+    func commitSeenAtUnmarkedChange() async throws {
+        let (directory, watched, _) = try Self.twoConnections()
+        defer { withExtendedLifetime(directory) {} }
+        /// While `hiding`, every read of `data_version` gives the last value read before: no check sees a commit.
+        final class Hiding: Sendable {
+            let hiding = Atomic<Bool>(false)
+            let last = Mutex<Int64?>(nil)
+            func read(_ connection: DatabaseQueue) -> Int64? {
+                if hiding.load(ordering: .acquiring) { return last.withLock { $0 } }
+                let version = WatchLoop.dataVersion(on: connection)
+                last.withLock { $0 = version }
+                return version
+            }
+        }
+        let hiding = Hiding()
+        let watcher = CommitWatcher(path: watched.path) { hiding.read($0) }
+        let listener = Listener(watcher.commits())
+        let plain = try DatabaseQueue(path: directory.file("shared.sqlite"))
+        hiding.hiding.store(true, ordering: .releasing)
+        try await plain.write { db in try db.execute(sql: "CREATE TABLE elsewhere (x INTEGER)") }
+        // The checks after the commit's writes (half a second at most) all find nothing.
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(listener.signals == 0)
+        hiding.hiding.store(false, ordering: .releasing)
+        var status = stat()
+        #expect(stat(watched.path + "-wal", &status) == 0)
+        #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
+        #expect(await listener.wait(for: 1) == 1, "the commit was not signalled at the read after the log's change")
+        let statistics = watcher.statistics
+        #expect(statistics.announcedCommits == 0 && statistics.checkedCommits == 1, "\(statistics)")
+    }
+
     @Test("A save by another process (ferry put) on the same file signals")
     func otherProcess() async throws {
         let directory = TemporaryDirectory()

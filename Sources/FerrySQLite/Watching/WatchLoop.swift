@@ -28,11 +28,14 @@ final class WatchLoop: Sendable {
         var wakeUps = 0
         /// Reads of `data_version`.
         var checks = 0
-        /// Announcements heard (a commit may also be seen by a check just before its announcement).
+        /// Changes of the log's metadata heard: announcements (a commit may also be seen by a check
+        /// just before its announcement), and others (see ``checkedCommits``).
         var announcements = 0
-        /// Commits seen at their announcement.
+        /// Commits seen at their announcement (a new mark on the log).
         var announcedCommits = 0
-        /// Commits seen by a check.
+        /// Commits seen otherwise: by a scheduled check, or by the read after a change of the log's
+        /// metadata that left no new mark (another connection opening the log, as root; an
+        /// announcement on a log whose times only its owner may set).
         var checkedCommits = 0
         /// Failed tries to open the watcher's connection after it was armed without one.
         var connectionRetries = 0
@@ -229,9 +232,10 @@ final class WatchLoop: Sendable {
         var unannouncedSince: UInt64?
         // The last announcement's mark on the log's modification time.
         var lastMark = initialMark
-        /// Notes a commit seen; `signalled` when its subscribers were told already.
-        func seen(announced: Bool, at now: UInt64, signalled: Bool = false) {
-            counters.withLock { announced ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
+        /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
+        /// came with its announcement's mark (for the statistics only).
+        func seen(announced: Bool, at now: UInt64, signalled: Bool = false, marked: Bool = false) {
+            counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
             if !announced { unannouncedSince = now }
             if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
@@ -268,7 +272,7 @@ final class WatchLoop: Sendable {
                 if signalled { onCommit() }
                 unannouncedSince = nil
                 if changed() {
-                    seen(announced: true, at: current, signalled: signalled)
+                    seen(announced: true, at: current, signalled: signalled, marked: isNewMark)
                     continue
                 }
             } else if let since = unannouncedSince, current - since > Self.announcementDelay {

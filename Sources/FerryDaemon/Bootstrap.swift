@@ -98,8 +98,12 @@ enum Bootstrap {
             }
             try old.checkpoint(truncating: true)
             try new.checkpoint(truncating: true)
+            try old.close()
+            try new.close()
         }
-        // Both stores are closed and fully checkpointed here. The old file gets its second name first
+        // Both stores are closed and fully checkpointed here. (A process that opens the store's path
+        // meanwhile and meets the rename between the file and its log notices and opens the new file:
+        // SQLiteStore.openPool.) The old file gets its second name first
         // (a hard link: the store's path never goes missing, so nothing opening it meanwhile creates an
         // empty store there), then its emptied log goes, then the new file replaces it in one rename.
         let previous = "\(storePath).before-bootstrap-\(ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-"))"

@@ -101,6 +101,10 @@ public final class SQLiteStore: PersistentStore {
         /// no change set its peers would refuse); one that never had a key records unsigned ones.
         public var signingKey: StoreSigningKey?
 
+        /// Runs once the pool's writer has made its first read, before the open checks that the
+        /// file is still the one at the path (tests replace it there).
+        var afterConnecting: (@Sendable () -> Void)?
+
         /// Creates options.
         public init(createIfMissing: Bool = true, busyTimeout: TimeInterval = 10, newStoreIdentifier: UUID? = nil,
                     readOnly: Bool = false, earlierModels: [ManagedObjectModel] = [],
@@ -161,13 +165,9 @@ public final class SQLiteStore: PersistentStore {
                 }
             }
         }
-        do {
-            pool = try DatabasePool(path: openPath, configuration: configuration)
-            readers = ReadConnections(path: openPath, configuration: configuration, limit: configuration.maximumReaderCount)
-            if !options.readOnly { try Self.makeCommitsDurable(pool) }
-        } catch {
-            throw Self.openFailure(error, path: path)
-        }
+        pool = try Self.openPool(openPath: openPath, path: path, configuration: configuration, durable: !options.readOnly,
+                                 afterConnecting: options.afterConnecting)
+        readers = ReadConnections(path: openPath, configuration: configuration, limit: configuration.maximumReaderCount)
         let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier,
                                  earlierModelHashes: Set(options.earlierModels.map(\.versionHash)), progress: options.migrationProgress)
         let opened = try options.readOnly ? opener.openReadOnly() : opener.open()
@@ -536,14 +536,6 @@ public final class SQLiteStore: PersistentStore {
             return .unavailable(path: path, reason: reason)
         }
         return .cannotOpen(path: path, reason: reason)
-    }
-
-    /// GRDB sets `synchronous=NORMAL` on a pool's writer (WAL commits then reach the disk
-    /// only at the next checkpoint, so a power cut can take back transactions that had
-    /// returned). Ferry acknowledges applied change sets to peers, which may purge them
-    /// on that word, so every commit is synced: `FULL`.
-    private static func makeCommitsDurable(_ pool: DatabasePool) throws {
-        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
     }
 
     /// The size of a write-ahead log's header: a log no longer than this holds no commit.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import Logging
 import FerryModel
 import FerryStore
@@ -50,7 +51,11 @@ enum Bootstrap {
         let path = "\(storePath).bootstrap-\(UUID().uuidString)"
         do {
             try await client.downloadSnapshot(to: path)
-            let installed = try SQLiteStore.installSnapshot(at: path, model: model, earlierModels: earlierModels)
+            // (On NIO's thread pool: checking and installing a large snapshot takes a while, and the
+            // daemon goes on serving meanwhile on Swift's shared pool.)
+            let installed = try await NIOThreadPool.singleton.runIfActive {
+                try SQLiteStore.installSnapshot(at: path, model: model, earlierModels: earlierModels)
+            }
             return Prepared(peer: peer, path: path, installed: installed)
         } catch {
             SQLiteStore.removeFiles(at: path)

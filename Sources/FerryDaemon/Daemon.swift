@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
@@ -275,8 +276,10 @@ public enum Daemon {
             }
             lastBootstrap = Date()
             do {
-                let report = try Bootstrap.complete(prepared, storePath: configuration.store.path, model: model,
-                                                    earlierModels: settings.earlierModels, logger: logger)
+                let (storePath, earlierModels) = (configuration.store.path, settings.earlierModels)
+                let report = try await NIOThreadPool.singleton.runIfActive {
+                    try Bootstrap.complete(prepared, storePath: storePath, model: model, earlierModels: earlierModels, logger: logger)
+                }
                 Counter(label: "ferry_bootstraps_total", dimensions: [("result", "ok")]).increment()
                 logger.notice("\(report)")
             } catch {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Metrics
+import NIOPosix
 import ServiceLifecycle
 import FerryStore
 import FerrySQLite
@@ -29,6 +30,8 @@ actor StoreOpening: SyncControl {
     /// A read-only view of the store serving reads while it cannot be opened for writing.
     private var readOnlyView: ReplicationEndpoint?
     private let openGauge = Gauge(label: "ferry_store_open")
+    /// Set by ``closeStore()``: a store that opens after it is closed at once.
+    private var isClosed = false
 
     init(settings: Daemon.Settings, notifier: SystemdNotifier, logger: Logger) {
         self.settings = settings
@@ -117,7 +120,15 @@ actor StoreOpening: SyncControl {
     /// surroundings, also a try at a read-only view (serving reads until the next try).
     private func attempt() async throws(DaemonError) -> Attempt {
         do {
-            let opened = try Daemon.openStore(settings, forRunning: true, logger: logger)
+            // On NIO's thread pool, not Swift's shared one: an open syncs (the log's working size, a
+            // new store's schema) and may migrate a large store for minutes.
+            let (settings, logger) = (self.settings, self.logger)
+            let opened = try await NIOThreadPool.singleton.runIfActive { try Daemon.openStore(settings, forRunning: true, logger: logger) }
+            if isClosed {
+                // Stopped while it opened (the open is not cut short): closed as ``closeStore()`` would have.
+                await Self.close(opened, logger: logger)
+                throw DaemonError(description: "the daemon stopped while its store was opening")
+            }
             parts = opened
             unavailability = nil
             readOnlyView = nil
@@ -130,7 +141,7 @@ actor StoreOpening: SyncControl {
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "open")]).increment()
             openGauge.record(0)
             // A fresh view each time: an older one stops reading once its file system turns writable.
-            readOnlyView = openReadOnlyView()
+            readOnlyView = await openReadOnlyView()
             await gate.stillUnavailable(problem.reason, readOnlyView: readOnlyView)
             return .unavailable(problem.reason)
         } catch {
@@ -141,10 +152,12 @@ actor StoreOpening: SyncControl {
     /// A read-only view of the store, when one can be opened (an existing store made with
     /// this model); nil otherwise. Its reads stop by themselves if the file system turns
     /// writable (``SQLiteStore/Options/readOnly``).
-    private func openReadOnlyView() -> ReplicationEndpoint? {
-        let path = settings.configuration.store.path
+    private func openReadOnlyView() async -> ReplicationEndpoint? {
+        let (path, model) = (settings.configuration.store.path, settings.model)
         do {
-            let store = try SQLiteStore(path: path, model: settings.model, options: .init(createIfMissing: false, readOnly: true))
+            let store = try await NIOThreadPool.singleton.runIfActive {
+                try SQLiteStore(path: path, model: model, options: .init(createIfMissing: false, readOnly: true))
+            }
             // (Said once, as the first view opens: a fresh one is opened at every try.)
             if let limitation = store.readOnlyViewLimitation, readOnlyView == nil {
                 logger.warning("the read-only view of the store \(limitation)")
@@ -165,10 +178,14 @@ actor StoreOpening: SyncControl {
     /// the file and removed); requests and rounds after it fail. Called once the services using it
     /// have stopped.
     func closeStore() async {
+        isClosed = true
         guard let parts else { return }
-        let logger = logger
-        // (On a thread of its own: closing waits for the store's other connections, and for its
-        // writer's last checkpoint and sync, which Swift's shared pool must not.)
+        await Self.close(parts, logger: logger)
+    }
+
+    /// Closes `parts`' store on a thread of its own: closing waits for the store's other
+    /// connections, and for its writer's last checkpoint and sync, which Swift's shared pool must not.
+    private static func close(_ parts: Daemon.Parts, logger: Logger) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread {
                 do {

@@ -1,9 +1,12 @@
 import Foundation
+import Logging
+import Synchronization
 import Testing
 import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
+import FerryDaemon
 @testable import FerryTestSupport
 
 /// Daemons assembled inside the test process (`Daemon.assemble`): no `ferry run`
@@ -69,4 +72,51 @@ struct InProcessDaemonTests {
             #expect(!FileManager.default.fileExists(atPath: peer.store + "-wal"), "\(peer.name)'s daemon left its log beside the store")
         }
     }
+
+    @Test("The daemon opens its store on NIO's thread pool, not on Swift's shared pool or its caller's executor: a long open (a sync, a migration) holds none of their threads")
+    func opensOffThePool() async throws {
+        let peer = try DaemonPeer(name: "off-pool", model: ReplicationTests.model, pullInterval: 3600)
+        // The peer's store has no signing key yet: the open makes one and says so, on the thread that opens.
+        let heard = ThreadsHeard()
+        let logger = Logger(label: "off-pool") { _ in heard }
+        let group = try await Daemon.assemble(try Configuration.load(path: peer.configuration), logger: logger)
+        let threads = heard.threads(saying: "made the store's signing key")
+        #expect(threads.count == 1 && threads.allSatisfy { $0.contains("TP-#") }, "the store was opened on \(threads)")
+        let running = Task { try await group.run() }
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(!FileManager.default.fileExists(atPath: peer.store + "-wal"), "the daemon left its log beside the store")
+    }
 }
+
+/// A log handler that notes each message with the name of the thread that logged it.
+final class ThreadsHeard: LogHandler, Sendable {
+    private let heard = Mutex<[(message: String, thread: String)]>([])
+
+    /// The threads that logged a message containing `text`.
+    func threads(saying text: String) -> [String] {
+        heard.withLock { $0.filter { $0.message.contains(text) }.map(\.thread) }
+    }
+
+    func log(event: LogEvent) {
+        // (Linux names each thread in /proc; pthread_getname_np is not in Swift's Glibc module.)
+        let thread = ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        heard.withLock { $0.append(("\(event.message)", thread)) }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+}
+

@@ -1,6 +1,6 @@
 import Foundation
-import NIOPosix
 import Logging
+import NIOPosix
 import FerryModel
 import FerryStore
 import FerrySQLite

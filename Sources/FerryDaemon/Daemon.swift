@@ -1,9 +1,9 @@
 import Foundation
-import NIOPosix
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import NIOCore
+import NIOPosix
 import Logging
 import Metrics
 import Prometheus

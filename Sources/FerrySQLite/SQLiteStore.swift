@@ -48,6 +48,8 @@ public final class SQLiteStore: PersistentStore {
     let pool: DatabasePool
     /// The connections ``read(_:)`` runs on (the pool's readers when all are busy).
     private let readers: ReadConnections
+    /// The file the store opened (nil: it created it), for ``refuseWritesToReplacedFile()``.
+    let openedFile: FileIdentity?
     /// The folder of a store opened read-only on a read-only file system: reads stop when it turns writable.
     private let readOnlyFolder: String?
     /// What a read-only view on a read-only file system cannot read, when it cannot read everything:
@@ -165,8 +167,8 @@ public final class SQLiteStore: PersistentStore {
                 }
             }
         }
-        pool = try Self.openPool(openPath: openPath, path: path, configuration: configuration, durable: !options.readOnly,
-                                 afterConnecting: options.afterConnecting)
+        (pool, openedFile) = try Self.openPool(openPath: openPath, path: path, configuration: configuration, durable: !options.readOnly,
+                                               afterConnecting: options.afterConnecting)
         readers = ReadConnections(path: openPath, configuration: configuration, limit: configuration.maximumReaderCount)
         let opener = StoreOpener(pool: pool, path: path, model: model, newIdentifier: options.newStoreIdentifier,
                                  earlierModelHashes: Set(options.earlierModels.map(\.versionHash)), progress: options.migrationProgress)
@@ -399,7 +401,8 @@ public final class SQLiteStore: PersistentStore {
             // (Compressed before taking the writer, which the application's saves wait for.)
             let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
             return try pool.writeWithoutTransaction { db in
-                try db.inCachedTransaction(.immediate) { try writer.write(request, compressedBody: compressedBody, in: db) }
+                try refuseWritesToReplacedFile()
+                return try db.inCachedTransaction(.immediate) { try writer.write(request, compressedBody: compressedBody, in: db) }
             }
         } catch let error as SaveError {
             throw error

@@ -275,7 +275,10 @@ extension SQLiteStore: ReplicaStore {
 
     func write(_ body: (Database) throws -> Void) throws {
         do {
-            try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.immediate) { try body(db) } }
+            try pool.writeWithoutTransaction { db in
+                try refuseWritesToReplacedFile()
+                try db.inCachedTransaction(.immediate) { try body(db) }
+            }
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

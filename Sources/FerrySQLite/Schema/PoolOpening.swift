@@ -35,12 +35,13 @@ extension SQLiteStore {
     /// writer's first read: when it changed (or the open failed and it changed), the connection is
     /// closed and the open starts again, on the new file.
     ///
+    /// - Returns: the pool, and the identity of the file it opened (nil for a file it created).
     /// - Parameters:
     ///   - durable: sets `synchronous=FULL` on the writer (see ``makeCommitsDurable``).
     ///   - afterConnecting: runs between the first read and the second look at the file (tests
     ///     replace the file there).
     static func openPool(openPath: String, path: String, configuration: Configuration, durable: Bool,
-                         afterConnecting: (@Sendable () -> Void)? = nil) throws(StoreError) -> DatabasePool {
+                         afterConnecting: (@Sendable () -> Void)? = nil) throws(StoreError) -> (pool: DatabasePool, file: FileIdentity?) {
         for _ in 1...opensAcrossReplacement {
             let before = FileIdentity(path: path)
             // (No identity before: the store is being created, which a replacement never races.)
@@ -57,7 +58,7 @@ extension SQLiteStore {
                 throw openFailure(error, path: path)
             }
             afterConnecting?()
-            guard replaced() else { return pool }
+            guard replaced() else { return (pool, before) }
             try? pool.close()
         }
         throw .cannotOpen(path: path, reason: "the file was replaced (renamed over) while it was being opened, \(opensAcrossReplacement) times in a row; "
@@ -71,4 +72,17 @@ extension SQLiteStore {
     private static func makeCommitsDurable(_ db: Database) throws {
         try db.execute(sql: "PRAGMA synchronous = FULL")
     }
+
+    /// Throws when the file at the store's path is no longer the one this store opened: a daemon
+    /// started it again from a snapshot (its bootstrap renames the new file over the old). The
+    /// store's connections still write to the old file, kept as `STORE.before-bootstrap-DATE`, so a
+    /// save now would never reach the store at the path; it is refused instead, and the store must
+    /// be opened again. Called under the write lock, before each write transaction (a `stat`).
+    func refuseWritesToReplacedFile() throws(StoreError) {
+        guard let openedFile, FileIdentity(path: path) != openedFile else { return }
+        throw .unavailable(path: path, reason: "the store's file was replaced after this process opened it (a daemon started the store again "
+                           + "from a peer's snapshot, docs/SYNC.md \"Snapshots\"); this handle still holds the old file, where nothing "
+                           + "more is written — open the store again")
+    }
 }
+

@@ -48,7 +48,7 @@ public final class SQLiteStore: PersistentStore {
     let pool: DatabasePool
     /// The connections ``read(_:)`` runs on (the pool's readers when all are busy).
     private let readers: ReadConnections
-    /// The file the store opened (nil: it created it), for ``refuseWritesToReplacedFile()``.
+    /// The file the store opened, for ``refuseWritesToReplacedFile()``.
     let openedFile: FileIdentity?
     /// The folder of a store opened read-only on a read-only file system: reads stop when it turns writable.
     private let readOnlyFolder: String?

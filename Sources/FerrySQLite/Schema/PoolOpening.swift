@@ -35,7 +35,7 @@ extension SQLiteStore {
     /// writer's first read: when it changed (or the open failed and it changed), the connection is
     /// closed and the open starts again, on the new file.
     ///
-    /// - Returns: the pool, and the identity of the file it opened (nil for a file it created).
+    /// - Returns: the pool, and the identity of the file it opened.
     /// - Parameters:
     ///   - durable: sets `synchronous=FULL` on the writer (see ``makeCommitsDurable``).
     ///   - afterConnecting: runs between the first read and the second look at the file (tests
@@ -58,7 +58,8 @@ extension SQLiteStore {
                 throw openFailure(error, path: path)
             }
             afterConnecting?()
-            guard replaced() else { return (pool, before) }
+            // (A file the open created is the one it opened.)
+            guard replaced() else { return (pool, before ?? FileIdentity(path: path)) }
             try? pool.close()
         }
         throw .cannotOpen(path: path, reason: "the file was replaced (renamed over) while it was being opened, \(opensAcrossReplacement) times in a row; "
@@ -74,15 +75,18 @@ extension SQLiteStore {
     }
 
     /// Throws when the file at the store's path is no longer the one this store opened: a daemon
-    /// started it again from a snapshot (its bootstrap renames the new file over the old). The
-    /// store's connections still write to the old file, kept as `STORE.before-bootstrap-DATE`, so a
-    /// save now would never reach the store at the path; it is refused instead, and the store must
-    /// be opened again. Called under the write lock, before each write transaction (a `stat`).
+    /// started it again from a snapshot (its bootstrap renames the new file over the old), or the
+    /// file was removed. The store's connections still write to the old file (kept as
+    /// `STORE.before-bootstrap-DATE` after a bootstrap, whose log the swap unlinked), so a save now
+    /// would never reach the store at the path; it is refused instead, and the store must be opened
+    /// again. Called under the write lock, before each write transaction (a `stat`).
     func refuseWritesToReplacedFile() throws(StoreError) {
-        guard let openedFile, FileIdentity(path: path) != openedFile else { return }
-        throw .unavailable(path: path, reason: "the store's file was replaced after this process opened it (a daemon started the store again "
-                           + "from a peer's snapshot, docs/SYNC.md \"Snapshots\"); this handle still holds the old file, where nothing "
-                           + "more is written — open the store again")
+        guard let openedFile else { return }
+        let current = FileIdentity(path: path)
+        guard current != openedFile else { return }
+        let what = current == nil ? "removed" : "replaced (a daemon started the store again from a peer's snapshot, docs/SYNC.md \"Snapshots\")"
+        throw .unavailable(path: path, reason: "the store's file was \(what) after this process opened it; this handle still holds the old "
+                           + "file, where nothing more is written — open the store again")
     }
 }
 

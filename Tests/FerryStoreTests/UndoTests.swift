@@ -19,7 +19,8 @@ struct UndoTests {
 
     @Test("Each event is a group: undo reverts the last, redo applies it again", arguments: TestStoreKind.allCases)
     func groupsByEvent(kind: TestStoreKind) throws {
-        let (_, context) = try context(kind)
+        let (test, context) = try context(kind)
+        defer { withExtendedLifetime(test) {} }  // (it owns the store's folder)
         let ann = try context.make("Member", ["name": "Ann"])
         try context.save()  // a save ends what can be undone
         #expect(context.undoManager?.canUndo == false)
@@ -49,7 +50,8 @@ struct UndoTests {
 
     @Test("An explicit group spans events; nested groups close with the outermost", arguments: TestStoreKind.allCases)
     func explicitGroups(kind: TestStoreKind) throws {
-        let (_, context) = try context(kind)
+        let (test, context) = try context(kind)
+        defer { withExtendedLifetime(test) {} }  // (it owns the store's folder)
         let undo = try #require(context.undoManager)
         let team = try context.make("Team", ["name": "Core"])
         try context.processPendingChanges()
@@ -77,7 +79,8 @@ struct UndoTests {
 
     @Test("Relationships come back on both sides; a delete comes back with what its delete rules changed", arguments: TestStoreKind.allCases)
     func relationshipsAndDeletes(kind: TestStoreKind) throws {
-        let (_, context) = try context(kind)
+        let (test, context) = try context(kind)
+        defer { withExtendedLifetime(test) {} }  // (it owns the store's folder)
         let core = try context.make("Team", ["name": "Core"])
         let web = try context.make("Team", ["name": "Web"])
         let ann = try context.make("Member", ["name": "Ann", "team": core])
@@ -135,7 +138,8 @@ struct UndoTests {
 
     @Test("The levels limit drops the oldest groups", arguments: TestStoreKind.allCases)
     func levels(kind: TestStoreKind) throws {
-        let (_, context) = try context(kind, levels: 2)
+        let (test, context) = try context(kind, levels: 2)
+        defer { withExtendedLifetime(test) {} }  // (it owns the store's folder)
         let team = try context.make("Team", ["name": "0"])
         try context.processPendingChanges()
         for name in ["1", "2", "3"] {

@@ -13,13 +13,24 @@ struct StoreChangeFeedTests {
     func feedsReadApart() async throws {
         let slow = StoreChangeFeed()
         let other = StoreChangeFeed()
-        let blocking = Task { try await slow.offPool { Thread.sleep(forTimeInterval: 3); return 0 } }
+        // The other feed's read must end while the slow one still runs: a fixed bound on its wait (2 s
+        // of a 3 s read) was once passed under a loaded run, where starting any thread took long.
+        final class Ended: Sendable { let value = Atomic<Bool>(false) }
+        let slowEnded = Ended()
+        let blocking = Task {
+            try await slow.offPool {
+                Thread.sleep(forTimeInterval: 6)
+                slowEnded.value.store(true, ordering: .releasing)
+                return 0
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))  // (the slow read has the first feed's queue)
         let started = ContinuousClock.now
         let answer = try await other.offPool { 1 }
         let waited = ContinuousClock.now - started
         #expect(answer == 1)
-        #expect(waited < .seconds(2), "another feed's read waited \(waited) behind a slow one")
+        let endedFirst = slowEnded.value.load(ordering: .acquiring)
+        #expect(!endedFirst, "another feed's read waited \(waited), until the slow one had ended")
         _ = try await blocking.value
     }
 

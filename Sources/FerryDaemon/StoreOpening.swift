@@ -183,18 +183,16 @@ actor StoreOpening: SyncControl {
         await Self.close(parts, logger: logger)
     }
 
-    /// Closes `parts`' store on a thread of its own: closing waits for the store's other
-    /// connections, and for its writer's last checkpoint and sync, which Swift's shared pool must not.
+    /// Closes `parts`' store on NIO's thread pool, as it was opened: closing waits for the store's
+    /// other connections, and for its writer's last checkpoint and sync, which Swift's shared pool
+    /// must not. (Cancelled before it starts, it does nothing: the log stays, and the next open reads it.)
     private static func close(_ parts: Daemon.Parts, logger: Logger) async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                do {
-                    try parts.close()
-                    logger.debug("store \(parts.configuration.store.path) closed")
-                } catch {
-                    logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
-                }
-                done.resume()
+        _ = try? await NIOThreadPool.singleton.runIfActive {
+            do {
+                try parts.close()
+                logger.debug("store \(parts.configuration.store.path) closed")
+            } catch {
+                logger.warning("\(error); its write-ahead log stays beside it and is read when it opens again")
             }
         }
     }

@@ -400,10 +400,7 @@ public final class SQLiteStore: PersistentStore {
         do {
             // (Compressed before taking the writer, which the application's saves wait for.)
             let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
-            return try pool.writeWithoutTransaction { db in
-                try refuseWritesToReplacedFile()
-                return try db.inCachedTransaction(.immediate) { try writer.write(request, compressedBody: compressedBody, in: db) }
-            }
+            return try writeTransaction { db in try writer.write(request, compressedBody: compressedBody, in: db) }
         } catch let error as SaveError {
             throw error
         } catch {
@@ -500,6 +497,16 @@ public final class SQLiteStore: PersistentStore {
         guard readOnlyFolder == nil else { return try read(body) }
         return try passingStoreErrors {
             try pool.writeWithoutTransaction { db in try db.inCachedTransaction(.deferred) { try body(db) } }
+        }
+    }
+
+    /// Runs `body` in an immediate transaction on the writer: what every save and every write of
+    /// the history goes through. Its errors pass as they are; a replaced store file refuses it first
+    /// (``refuseWritesToReplacedFile()``).
+    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.writeWithoutTransaction { db in
+            try refuseWritesToReplacedFile()
+            return try db.inCachedTransaction(.immediate) { try body(db) }
         }
     }
 

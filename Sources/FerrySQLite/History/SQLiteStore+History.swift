@@ -275,10 +275,7 @@ extension SQLiteStore: ReplicaStore {
 
     func write(_ body: (Database) throws -> Void) throws {
         do {
-            try pool.writeWithoutTransaction { db in
-                try refuseWritesToReplacedFile()
-                try db.inCachedTransaction(.immediate) { try body(db) }
-            }
+            try writeTransaction(body)
         } catch {
             throw StoreError.storeFailure(Self.failure(error))
         }

@@ -79,7 +79,8 @@ extension SQLiteStore {
     /// file was removed. The store's connections still write to the old file (kept as
     /// `STORE.before-bootstrap-DATE` after a bootstrap, whose log the swap unlinked), so a save now
     /// would never reach the store at the path; it is refused instead, and the store must be opened
-    /// again. Called under the write lock, before each write transaction (a `stat`).
+    /// again. Called under the write lock, before each save and each write of the history (a
+    /// `stat`: ``writeTransaction(_:)``).
     func refuseWritesToReplacedFile() throws(StoreError) {
         guard let openedFile else { return }
         let current = FileIdentity(path: path)

@@ -242,7 +242,9 @@ struct ChangeRecorder {
             }
         }
         for deleted in repairDeletes { writer.append(ObjectChange(kind: .delete, uri: deleted.uri, entity: deleted.entity)) }
-        let sequence = try log.lastSequence(of: store) + 1
+        // One read of the vector gives both this store's next number and the change set's dependencies.
+        var dependencies = try log.vector()
+        let sequence = (dependencies.removeValue(forKey: store) ?? 0) + 1
         let signer: (any ChangeSetSigner)?
         switch signing {
         case .unsigned: signer = nil
@@ -258,7 +260,7 @@ struct ChangeRecorder {
         case .unavailable(let reason): throw SigningKeyError(reason)
         }
         let body = try writer.finishBytes(origin: store, sequence: sequence, timestamp: timestamp, contextName: contextName,
-                                          modelHash: layout.modelVersionHash, dependencies: try log.vector().filter { $0.key != store },
+                                          modelHash: layout.modelVersionHash, dependencies: dependencies,
                                           signer: signer, begun: signatureBegun)
         try log.append(origin: store, sequence: sequence, timestamp: timestamp, bodyBytes: body, compressedPrefix: compressedPrefix,
                        status: HistorySchema.applied)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,28 +32,41 @@ enum LoopbackSocket {
         return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    /// A port of 127.0.0.1 that nothing listens on now, for a daemon to bind later.
+    /// A port of 127.0.0.1 that nothing listens on now, for a daemon to bind later, and that this
+    /// process has not handed out before.
     ///
     /// Taken below the kernel's ephemeral range (`ip_local_port_range`), where it
     /// hands out ports to `bind(0)` and to outgoing connections: a port found free
     /// there could be taken by any client connection of a parallel test before the
     /// daemon binds it ("Address already in use", seen once in a full run).
+    ///
+    /// A port is free here only until its daemon binds it, so two peers made before either
+    /// starts could draw the same one: twenty-odd draws from some 22,000 ports meet about once
+    /// in a hundred fleets (the fleet test failed so, "Address already in use", beside two
+    /// spinning processes). Every port handed out is remembered and never handed out again.
     static func freePortForLater() throws -> Int {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
             .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
         let ephemeralStart = range.first ?? 32768
         let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
         for _ in 0..<200 {
-            if let (descriptor, port) = try? bound(port: Int.random(in: candidates), listening: nil) {
-                close(descriptor)
-                return port
-            }
+            let port = Int.random(in: candidates)
+            guard !handedOut.withLock({ $0.contains(port) }),
+                  let (descriptor, bound) = try? bound(port: port, listening: nil) else { continue }
+            close(descriptor)
+            if handedOut.withLock({ $0.insert(bound).inserted }) { return bound }
         }
-        // (A crowded range: fall back to one the kernel picks.)
-        let (descriptor, port) = try bound(listening: nil)
-        close(descriptor)
-        return port
+        // (A crowded range: fall back to ones the kernel picks, still never the same twice.)
+        for _ in 0..<200 {
+            let (descriptor, port) = try bound(listening: nil)
+            close(descriptor)
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw DaemonPeerError(description: "no free port of 127.0.0.1 left that this process has not handed out already")
     }
+
+    /// The ports ``freePortForLater()`` has handed out in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
 
     /// The address of `port` on 127.0.0.1.
     static func address(port: Int) -> sockaddr_in {

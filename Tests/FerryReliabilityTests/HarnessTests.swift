@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import FerryTestTraits
-import FerryTestSupport
+@testable import FerryTestSupport
 
 /// The harness's waits end: a child process that hangs fails the test that
 /// started it, and a test run that hangs is ended by `scripts/with-deadline`
@@ -41,6 +41,20 @@ struct HarnessTests {
         #expect(passed.status == 3)
         let refused = try FerryProcess.run(executable: script, ["soon", "true"], timeout: 60)
         #expect(refused.status == 2 && refused.standardError.contains("whole number"))
+    }
+
+    @Test("Ports chosen for daemons to bind later are never handed out twice, so peers made before either starts cannot share one")
+    func portsNeverRepeat() throws {
+        // 1,500 draws from the ~22,000 ports below the ephemeral range: drawn independently, some 50
+        // pairs would be the same port (a fleet's 23 draws met once in a stress run: "Address already in use").
+        let ports = try (0..<1_500).map { _ in try DaemonPeer.freePort() }
+        let repeated = Dictionary(grouping: ports, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        #expect(repeated.isEmpty, "handed out more than once: \(repeated.prefix(10))")
+        // And none from the kernel's ephemeral range, where outgoing connections take theirs.
+        let ephemeral = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let inEphemeral = ports.filter { ephemeral.count == 2 && (ephemeral[0]...ephemeral[1]).contains($0) }
+        #expect(inEphemeral.isEmpty, "in the ephemeral range \(ephemeral): \(inEphemeral.prefix(5))")
     }
 }
 

@@ -12,12 +12,15 @@ import Testing
 /// then failed for want of a thread, not for anything the code under test did (three did
 /// in full runs on a slow day, and each passed alone).
 ///
-/// Under this trait a test case runs on threads of its own (a task executor preference for
-/// a concurrent dispatch queue, whose threads are not the cooperative pool's), after it has
-/// taken one of a few permits: as many such tests run at once as there are permits
-/// (`FERRY_TEST_BLOCKING_WIDTH`, 2 unless set), as many as the pool let run before, so the
-/// machine is not loaded with every daemon test at once. The pool is left to the tests
-/// that wait by suspending.
+/// Under this trait a test case runs on a concurrent dispatch queue (a task executor
+/// preference), after it has taken one of a few permits: as many such tests run at once as
+/// there are permits (`FERRY_TEST_BLOCKING_WIDTH`, 2 unless set), so the machine is not
+/// loaded with every daemon test at once. The queue's jobs run on libdispatch's default
+/// pool, which adds a thread when one of its threads blocks in the kernel (a wait on a
+/// process, a sleep); on Linux Swift's global executor runs on that same pool, so the trait
+/// keeps blocked waits from holding the pool's few threads, not computing tests from
+/// taking them. A task that must run promptly whatever the rest of the run does gets a
+/// thread of its own: ``task(_:)``.
 ///
 /// ```swift
 /// @Suite("Replication between ferry run processes", .blocking)
@@ -44,20 +47,26 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
 }
 
 extension BlockingTrait {
-    /// Whether the calling code runs where the trait puts a test: on its own threads, not
-    /// the cooperative pool's.
-    public static var isRunningOnItsThreads: Bool { BlockingWork.executor.isCurrent }
+    /// Whether the calling code runs where the trait puts a test (its queue, not the cooperative
+    /// pool's), or where it puts a task started through ``task(_:)`` (a thread of its own).
+    public static var isRunningOnItsThreads: Bool { BlockingWork.executor.isCurrent || ThreadTaskExecutor.isCurrent }
 
     /// How many test cases under the trait may run at once (`FERRY_TEST_BLOCKING_WIDTH`, 2 unless set).
     public static var permits: Int { BlockingWork.permits }
 
-    /// Starts `body` as a task on the trait's threads instead of Swift's cooperative pool: for a
-    /// task a test starts and then waits on within a bound (a listener counting signals). In a full
-    /// run the pool's threads can be busy with other suites' work for seconds, and a task waiting
-    /// for one of them misses the bound though nothing is wrong (`Task.detached` waits there).
+    /// Starts `body` as a task on a thread of its own (``ThreadTaskExecutor``), which ends with
+    /// the task: for a task a test starts and then waits on within a bound (a listener counting
+    /// signals). In a full run every thread of Swift's pool and of the trait's queue (on Linux,
+    /// one pool of libdispatch's: about one running job per core) can be busy with other suites'
+    /// work for tens of seconds, and a task waiting for one of them misses the bound though
+    /// nothing is wrong (`Task.detached` waits there, and so did a task on the trait's queue).
     @discardableResult
     public static func task<Success: Sendable>(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
-        Task(executorPreference: BlockingWork.executor, operation: body)
+        let executor = ThreadTaskExecutor(name: "ferry-test-task")
+        return Task(executorPreference: executor) {
+            defer { executor.stop() }
+            return await body()
+        }
     }
 }
 

@@ -60,7 +60,7 @@ struct HarnessTests {
 
 /// The `.blocking` trait: tests that wait on processes leave Swift's cooperative pool to the
 /// tests that suspend, and only a few of them run at once.
-@Suite("Test harness: blocking tests run on threads of their own", .blocking)
+@Suite("Test harness: where blocking tests and the tasks they start run", .blocking)
 struct BlockingTraitTests {
     @Test("A synchronous test runs on the trait's threads, not the cooperative pool's")
     func synchronousTest() {
@@ -75,10 +75,25 @@ struct BlockingTraitTests {
         #expect(BlockingTrait.isRunningOnItsThreads)
     }
 
-    @Test("A task a test starts through the trait runs on the trait's threads, as Task.detached does not")
+    @Test("A task a test starts through the trait runs on a thread of its own, as Task.detached does not")
     func startedTask() async {
         #expect(await BlockingTrait.task { BlockingTrait.isRunningOnItsThreads }.value)
         #expect(await Task.detached { BlockingTrait.isRunningOnItsThreads }.value == false)
+    }
+
+    @Test("A task a test starts through the trait runs at once while every thread of libdispatch's default pool computes")
+    func startedTaskRunsWhileThePoolComputes() async {
+        // As in the first tens of seconds of a full run: more computing jobs than cores on the
+        // default queue, which (on Linux) Swift's pool and the trait's queue run on too.
+        let spinners = ProcessInfo.processInfo.activeProcessorCount + 2
+        let until = Date().addingTimeInterval(2)
+        for _ in 0..<spinners {
+            DispatchQueue.global().async { while Date() < until {} }
+        }
+        usleep(100_000)  // (blocking on purpose: a suspension would wait behind the spinners to resume)
+        let asked = Date()
+        let ran = await BlockingTrait.task { Date() }.value
+        #expect(ran.timeIntervalSince(asked) < 1, "the task ran \(ran.timeIntervalSince(asked)) s after it was started, behind the computing jobs")
     }
 
     /// How many cases of ``atMostPermitsAtOnce(case:)`` are running, and the most that ever were.

@@ -9,8 +9,8 @@ import Synchronization
 /// many jobs at once as there are cores, and adds threads only for workers blocked in the
 /// kernel, not for workers that compute. In a full test run hundreds of tests start at once and
 /// keep two cores computing for tens of seconds, and a job enqueued there meanwhile waits its
-/// turn behind them: a task counting a store's commit signals missed three of five commits so
-/// within 10 s each, and read them as fewer (its stream keeps one signal pending).
+/// turn behind them: a task counting a store's commit signals heard a commit later than its
+/// test's 10 s bound, and counted it and the next as one (its stream keeps one signal pending).
 final class ThreadTaskExecutor: TaskExecutor {
     private struct Queue: ~Copyable {
         var jobs: [UnownedJob] = []

@@ -42,19 +42,18 @@ enum LoopbackSocket {
     ///
     /// A port is free here only until its daemon binds it, so two peers made before either
     /// starts could draw the same one: twenty-odd draws from some 22,000 ports meet about once
-    /// in a hundred fleets (the fleet test failed so, "Address already in use", beside two
-    /// spinning processes). Every port handed out is remembered and never handed out again.
+    /// in a hundred fleets (the likeliest reading of a fleet test that failed with "Address already
+    /// in use" beside two spinning processes). Every port handed out is remembered and never
+    /// handed out again.
     static func freePortForLater() throws -> Int {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
             .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
         let ephemeralStart = range.first ?? 32768
         let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
         for _ in 0..<200 {
-            let port = Int.random(in: candidates)
-            guard !handedOut.withLock({ $0.contains(port) }),
-                  let (descriptor, bound) = try? bound(port: port, listening: nil) else { continue }
+            guard let (descriptor, port) = try? bound(port: Int.random(in: candidates), listening: nil) else { continue }
             close(descriptor)
-            if handedOut.withLock({ $0.insert(bound).inserted }) { return bound }
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
         }
         // (A crowded range: fall back to ones the kernel picks, still never the same twice.)
         for _ in 0..<200 {

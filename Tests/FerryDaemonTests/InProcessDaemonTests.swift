@@ -121,4 +121,3 @@ final class ThreadsHeard: LogHandler, Sendable {
         set {}
     }
 }
-

@@ -46,7 +46,7 @@ struct HarnessTests {
     @Test("Ports chosen for daemons to bind later are never handed out twice, so peers made before either starts cannot share one")
     func portsNeverRepeat() throws {
         // 1,500 draws from the ~22,000 ports below the ephemeral range: drawn independently, some 50
-        // pairs would be the same port (a fleet's 23 draws met once in a stress run: "Address already in use").
+        // pairs would be the same port (the likeliest reading of a fleet run that failed with "Address already in use").
         let ports = try (0..<1_500).map { _ in try DaemonPeer.freePort() }
         let repeated = Dictionary(grouping: ports, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
         #expect(repeated.isEmpty, "handed out more than once: \(repeated.prefix(10))")

@@ -90,4 +90,3 @@ extension SQLiteStore {
                            + "file, where nothing more is written — open the store again")
     }
 }
-

@@ -29,6 +29,31 @@ public enum BoundedWaiting {
         return (result, waited)
     }
 
+    /// Waits for `task` to end, at most `timeout`: how it ended, or nil when it had not by then.
+    /// A task that does not end when cancelled cannot be made to end, so it is left running; the
+    /// caller fails its test with that instead of waiting for ever. The wait is raced by two
+    /// unstructured tasks: a task group would itself wait for a child that never ends.
+    public static func result<Success: Sendable>(of task: Task<Success, any Error>, within timeout: Duration) async
+        -> Result<Success, any Error>? {
+        // Cancelled once the task ends, so that no sleep outlives a wait that went well.
+        let deadline = Task { try await Task.sleep(for: timeout) }
+        return await withCheckedContinuation { continuation in
+            let resumed = ResumedOnce()
+            let resume = { @Sendable (outcome: Result<Success, any Error>?) in
+                guard !resumed.flag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+                continuation.resume(returning: outcome)
+            }
+            Task {
+                resume(await task.result)
+                deadline.cancel()
+            }
+            Task {
+                _ = await deadline.result
+                resume(nil)  // (nothing once the task's end was told)
+            }
+        }
+    }
+
     /// Waits until `process` has ended, up to `timeout` seconds; whether it ended.
     public static func waitForExit(_ process: Process, timeout: TimeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
@@ -48,6 +73,11 @@ public enum BoundedWaiting {
             FileHandle.standardError.write(Data("ferry tests: process \(process.processIdentifier) still counts as running 30 s after SIGKILL\n".utf8))
         }
     }
+}
+
+/// Whether a continuation raced by two tasks was resumed.
+private final class ResumedOnce: Sendable {
+    let flag = Atomic<Bool>(false)
 }
 
 /// Reads a pipe to its end on a thread of its own.

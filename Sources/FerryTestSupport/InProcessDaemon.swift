@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 import ServiceLifecycle
 import FerryDaemon
 
@@ -49,37 +48,9 @@ public final class InProcessDaemon: Sendable {
     ///   than the run hanging (as one full run did; docs/RELIABILITY.md, "Findings, in short").
     public func stop(timeout: TimeInterval = DaemonPeer.stopTimeout) async throws {
         await group.triggerGracefulShutdown()
-        let task = self.task
-        // Cancelled once the daemon ends, so that no sleep outlives a stop that went well.
-        let deadline = Task { try await Task.sleep(for: .seconds(timeout)) }
-        // Raced by two unstructured tasks: a task group would itself wait for a daemon that never ends.
-        let ended: Result<Bool, any Error> = await withCheckedContinuation { continuation in
-            let resumed = ResumedOnce()
-            let resume = { @Sendable (outcome: Result<Bool, any Error>) in
-                guard !resumed.flag.exchange(true, ordering: .acquiringAndReleasing) else { return }
-                continuation.resume(returning: outcome)
-            }
-            Task {
-                do {
-                    try await task.value
-                    resume(.success(true))
-                } catch {
-                    resume(.failure(error))
-                }
-                deadline.cancel()
-            }
-            Task {
-                _ = await deadline.result
-                resume(.success(false))  // (nothing once the daemon's end was told)
-            }
-        }
-        guard try ended.get() else {
+        guard let ended = await BoundedWaiting.result(of: task, within: .seconds(timeout)) else {
             throw DaemonPeerError(description: "the in-process daemon did not end within \(Int(timeout)) s of a graceful stop: one of its tasks does not end when cancelled")
         }
+        try ended.get()
     }
-}
-
-/// Whether a continuation raced by two tasks was resumed.
-private final class ResumedOnce: Sendable {
-    let flag = Atomic<Bool>(false)
 }

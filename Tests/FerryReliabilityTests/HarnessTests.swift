@@ -53,8 +53,66 @@ struct HarnessTests {
         // And none from the kernel's ephemeral range, where outgoing connections take theirs.
         let ephemeral = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
             .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-        let inEphemeral = ports.filter { ephemeral.count == 2 && (ephemeral[0]...ephemeral[1]).contains($0) }
+        try #require(ephemeral.count == 2, "the ephemeral range is not two numbers: \(ephemeral)")
+        let inEphemeral = ports.filter { (ephemeral[0]...ephemeral[1]).contains($0) }
         #expect(inEphemeral.isEmpty, "in the ephemeral range \(ephemeral): \(inEphemeral.prefix(5))")
+    }
+
+    @Test("A wait for a task that does not end when cancelled gives up at its deadline; a task that ends is told as it ended")
+    func waitForATaskGivesUp() async throws {
+        // What an in-process daemon's stop waits on: a task of the daemon that ignores its cancellation once
+        // hung a full run (docs/RELIABILITY.md). This one waits on a continuation only the test resumes.
+        let held = HeldContinuation()
+        let stuck = Task<Int, any Error> {
+            await withCheckedContinuation { held.hold($0) }
+            return 1
+        }
+        stuck.cancel()
+        // A backstop, so that a wait that does not give up fails this test (told the task's end 20 s
+        // late) instead of hanging the run.
+        let backstop = Task {
+            try await Task.sleep(for: .seconds(20))
+            held.release()
+        }
+        defer { backstop.cancel() }
+        let started = ContinuousClock.now
+        let outcome = await BoundedWaiting.result(of: stuck, within: .milliseconds(300))
+        let waited = ContinuousClock.now - started
+        #expect(outcome == nil, "a task that never ended was told as ended: \(String(describing: outcome))")
+        #expect(waited >= .milliseconds(300) && waited < .seconds(10), "gave up after \(waited), not at its 0.3 s deadline")
+        held.release()
+        #expect(try await stuck.value == 1)
+
+        let ends = Task<Int, any Error> { 7 }
+        let ended = await BoundedWaiting.result(of: ends, within: .seconds(30))
+        #expect(try ended?.get() == 7)
+        struct Refused: Error {}
+        let fails = Task<Int, any Error> { throw Refused() }
+        let failed = await BoundedWaiting.result(of: fails, within: .seconds(30))
+        #expect(throws: Refused.self) { try failed?.get() }
+        // A task that ends is told at once, not at the deadline.
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+}
+
+/// A continuation a task waits on until the test lets it go (it does not end when cancelled).
+private final class HeldContinuation: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<Void, Never>?, released: Bool)>((nil, false))
+
+    func hold(_ continuation: CheckedContinuation<Void, Never>) {
+        let resumeNow = state.withLock { state -> Bool in
+            if state.released { return true }
+            state.continuation = continuation
+            return false
+        }
+        if resumeNow { continuation.resume() }
+    }
+
+    func release() {
+        state.withLock { state in
+            state.released = true
+            return state.continuation.take()
+        }?.resume()
     }
 }
 

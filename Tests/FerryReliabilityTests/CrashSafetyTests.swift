@@ -33,7 +33,7 @@ struct CrashSafetyTests {
         }
     }
 
-    @Test("Killed 24 times while pulling, pushing and replaying: every change set once, files sound, replicas equal")
+    @Test("Killed while pulling, pushing and replaying (24 times; FERRY_CRASH_KILLS sets how many): every change set once, files sound, replicas equal")
     func killsAtRandomMoments() throws {
         let environment = ProcessInfo.processInfo.environment
         let kills = environment["FERRY_CRASH_KILLS"].flatMap(Int.init) ?? 24

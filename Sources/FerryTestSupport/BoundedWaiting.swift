@@ -33,13 +33,13 @@ public enum BoundedWaiting {
     /// A task that does not end when cancelled cannot be made to end, so it is left running; the
     /// caller fails its test with that instead of waiting for ever. The wait is raced by two
     /// unstructured tasks: a task group would itself wait for a child that never ends.
-    public static func result<Success: Sendable>(of task: Task<Success, any Error>, within timeout: Duration) async
-        -> Result<Success, any Error>? {
+    public static func result<Success: Sendable, Failure: Error>(of task: Task<Success, Failure>, within timeout: Duration) async
+        -> Result<Success, Failure>? {
         // Cancelled once the task ends, so that no sleep outlives a wait that went well.
         let deadline = Task { try await Task.sleep(for: timeout) }
         return await withCheckedContinuation { continuation in
             let resumed = ResumedOnce()
-            let resume = { @Sendable (outcome: Result<Success, any Error>?) in
+            let resume = { @Sendable (outcome: Result<Success, Failure>?) in
                 guard !resumed.flag.exchange(true, ordering: .acquiringAndReleasing) else { return }
                 continuation.resume(returning: outcome)
             }

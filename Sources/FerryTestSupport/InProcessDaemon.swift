@@ -14,6 +14,9 @@ public final class InProcessDaemon: Sendable {
 
     /// Assembles and starts the daemon of `peer`'s configuration; returns once it listens.
     /// `logLevel`: what its log keeps (it goes to this process's standard error).
+    /// - Throws: ``DaemonPeerError`` when the daemon ends before it listens, or has not listened
+    ///   within ``DaemonPeer/startTimeout`` seconds (it is then cancelled, and not waited for),
+    ///   as for a `ferry run` process.
     public init(_ peer: DaemonPeer, logLevel: Logger.Level = .warning) async throws {
         let (ports, listening) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "in-process-\(peer.name)")
@@ -29,7 +32,20 @@ public final class InProcessDaemon: Sendable {
             try await group.run()
         }
         self.task = task
-        guard let port = await ports.first(where: { _ in true }) else {
+        // The wait has a deadline, as every wait of the harness does (``BoundedWaiting``): a start that
+        // never ends nor listens fails the test instead of hanging the run.
+        let waitingForPort = Task { await ports.first(where: { _ in true }) }
+        let listened = await withTaskCancellationHandler {
+            await BoundedWaiting.result(of: waitingForPort, within: .seconds(DaemonPeer.startTimeout))
+        } onCancel: {
+            waitingForPort.cancel()
+        }
+        guard let listened else {
+            waitingForPort.cancel()
+            task.cancel()
+            throw DaemonPeerError(description: "\(peer.name)'s in-process daemon did not listen within \(Int(DaemonPeer.startTimeout)) s (cancelled)")
+        }
+        guard case .success(let port?) = listened else {
             // (Or this wait was cancelled while the daemon was still starting: it stops too.)
             task.cancel()
             let why = switch await task.result {

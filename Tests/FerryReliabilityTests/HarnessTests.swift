@@ -92,6 +92,16 @@ struct HarnessTests {
         #expect(throws: Refused.self) { try failed?.get() }
         // A task that ends is told at once, not at the deadline.
         #expect(ContinuousClock.now - started < .seconds(20))
+
+        // What an in-process daemon's start waits on: the first port its stream yields. One that yields
+        // none is given up at the deadline; cancelled, the wait ends.
+        let (ports, _) = AsyncStream<Int>.makeStream()
+        let waitingForPort = Task { await ports.first(where: { _ in true }) }
+        let silent = ContinuousClock.now
+        let port = await BoundedWaiting.result(of: waitingForPort, within: .milliseconds(300))
+        #expect(port == nil && ContinuousClock.now - silent >= .milliseconds(300), "\(String(describing: port))")
+        waitingForPort.cancel()
+        #expect(await waitingForPort.value == nil)
     }
 }
 

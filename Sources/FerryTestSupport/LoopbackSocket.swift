@@ -46,12 +46,8 @@ enum LoopbackSocket {
     /// in use" beside two spinning processes). Every port handed out is remembered and never
     /// handed out again.
     static func freePortForLater() throws -> Int {
-        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
-        let ephemeralStart = range.first ?? 32768
-        let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
         for _ in 0..<200 {
-            guard let (descriptor, port) = try? bound(port: Int.random(in: candidates), listening: nil) else { continue }
+            guard let (descriptor, port) = try? bound(port: Int.random(in: portsBelowEphemeral), listening: nil) else { continue }
             close(descriptor)
             if handedOut.withLock({ $0.insert(port).inserted }) { return port }
         }
@@ -66,6 +62,15 @@ enum LoopbackSocket {
 
     /// The ports ``freePortForLater()`` has handed out in this process.
     private static let handedOut = Mutex<Set<Int>>([])
+
+    /// The ports ``freePortForLater()`` draws from: from 10,000 up to the kernel's ephemeral
+    /// range (read once per process; 32768 when it cannot be read).
+    private static let portsBelowEphemeral: Range<Int> = {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
+        let ephemeralStart = range.first ?? 32768
+        return 10_000..<max(10_001, min(ephemeralStart, 65_536))
+    }()
 
     /// The address of `port` on 127.0.0.1.
     static func address(port: Int) -> sockaddr_in {

@@ -55,14 +55,27 @@ enum ReplicationWorkload {
         print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)", peakMegabytes, settings.count))
     }
 
-    /// Prints which `ferry` the processes run, and warns when it is not a release build
-    /// (without one next to this binary the debug build is used, ~3x slower).
+    /// Prints which `ferry` the processes run, and warns when it may not be a release build:
+    /// when this benchmark is a debug build, or when no `ferry` lies next to it and the
+    /// repository's debug build is used instead (~3x slower). A `ferry` next to a release
+    /// benchmark is taken as built with it, wherever the pair was copied (`scripts/alternate-w4`).
     private static func announceFerryExecutable() throws {
         let ferry = try FerryProcess.executable().path
         print("  ferry: \(ferry)")
-        if !ferry.contains("/release/") {
-            FileHandle.standardError.write(Data("warning: \(ferry) is not a release build; build one beside this binary (swift build -c release --product ferry)\n".utf8))
+        let besideThisBinary = URL(fileURLWithPath: ferry).deletingLastPathComponent().standardizedFileURL
+            == URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().standardizedFileURL
+        if !besideThisBinary || !isReleaseBuild {
+            FileHandle.standardError.write(Data("warning: \(ferry) may not be a release build; run a release FerryBenchmarks with a release ferry beside it (swift build -c release --product ferry)\n".utf8))
         }
+    }
+
+    /// Whether this benchmark was compiled without `DEBUG` (SwiftPM's release configuration).
+    private static var isReleaseBuild: Bool {
+        #if DEBUG
+        return false
+        #else
+        return true
+        #endif
     }
 
     /// One `ferry sync-now` of a new peer named `name` from `a`: seconds, and the process's peak resident memory in MB.

@@ -91,7 +91,7 @@ public struct FerryAPI: Sendable {
             .get("state") { _, _ in try await state() }
             .get("changesets") { request, context in
                 try context.require(.pull)
-                return try await pull.answer(request)
+                return try await pull.answer(request, logger: context.logger)
             }
             .post("changesets") { request, context in
                 try context.require(.push)
@@ -103,7 +103,7 @@ public struct FerryAPI: Sendable {
             }
             .post("changesets/pull") { request, context in
                 try context.require(.pull)
-                return try await pull.answerPost(request)
+                return try await pull.answerPost(request, logger: context.logger)
             }
             .get("snapshot") { _, context in
                 try context.require(.pull)

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import CompressNIO
 import FerryStore
 import FerrySync
@@ -45,6 +46,9 @@ package struct PullRoute: Sendable {
     /// answer of a catch-up is waited for, so the smaller it is the sooner replay starts
     /// (at 4 MiB, a third of W3's catch-up of 100,000 objects went to waiting for it).
     package static let answerBytes = 1 << 20
+    /// The most of a large change set made and written at a time, when the store gives it in
+    /// pieces (``ChangeSetPage/Line``): a slow caller then holds this much of it, not all of it.
+    static let pieceBytes = 256 << 10
 
     /// zlib's fastest level for pull answers: change sets (long runs of repeated URIs) still
     /// shrink about 15× (17× at the default level), in half the CPU time (0.11 s instead of
@@ -52,7 +56,7 @@ package struct PullRoute: Sendable {
     package static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
 
     /// The answer to a GET pull (vector and limit in the query).
-    func answer(_ request: Request) async throws -> Response {
+    func answer(_ request: Request, logger: Logger) async throws -> Response {
         let vector: VersionVector
         do {
             // A form-encoded query writes spaces as '+', which never occurs in a vector's JSON otherwise.
@@ -65,11 +69,11 @@ package struct PullRoute: Sendable {
         guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
             throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
         }
-        return try await answer(request, after: vector, limit: limit)
+        return try await answer(request, after: vector, limit: limit, logger: logger)
     }
 
     /// The answer to a POST pull (`{"after": VECTOR, "limit": N}` in the body).
-    func answerPost(_ request: Request) async throws -> Response {
+    func answerPost(_ request: Request, logger: Logger) async throws -> Response {
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: Self.maximumRequestBytes)
@@ -85,10 +89,10 @@ package struct PullRoute: Sendable {
         guard (1...Self.maximumLimit).contains(query.limit) else {
             throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found \(query.limit)")
         }
-        return try await answer(request, after: query.after, limit: query.limit)
+        return try await answer(request, after: query.after, limit: query.limit, logger: logger)
     }
 
-    private func answer(_ request: Request, after vector: VersionVector, limit: Int) async throws -> Response {
+    private func answer(_ request: Request, after vector: VersionVector, limit: Int, logger: Logger) async throws -> Response {
         let endpoint = try await gate.readableEndpointOrUnavailable()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: ChangeSetPage
@@ -104,6 +108,14 @@ package struct PullRoute: Sendable {
             // Each chunk is compressed as it goes (a sync flush), so the answer still streams.
             let compressor = gzip ? CompressionAlgorithm.gzip(configuration: Self.answerCompression).compressor : nil
             try compressor?.startStream()
+            func send(_ buffer: inout ByteBuffer) async throws {
+                if let compressor {
+                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
+                } else {
+                    try await writer.write(buffer)
+                }
+                buffer.clear()
+            }
             var page = first
             var asked = min(limit, Self.firstPageSize)
             var sent = 0
@@ -113,11 +125,22 @@ package struct PullRoute: Sendable {
                 var full = false
                 for line in page.lines {
                     // A change set larger than an answer goes alone: after others, it waits for the next answer.
-                    if bytes + buffer.readableBytes > 0, line.utf8.count >= Self.answerBytes {
+                    if bytes > 0 || buffer.readableBytes > 0, line.byteCount >= Self.answerBytes {
                         full = true
                         break
                     }
-                    buffer.writeString(line)
+                    if let text = line.text {
+                        buffer.writeString(text)
+                    } else {
+                        // A large line the store gives in pieces is sent so: each piece is written
+                        // (and waits for the caller to take it) before the next is made.
+                        var pieces = line.pieces()
+                        while let piece = try Self.next(of: &pieces, logger: logger) {
+                            buffer.writeBytes(piece)
+                            bytes += buffer.readableBytes
+                            try await send(&buffer)
+                        }
+                    }
                     buffer.writeInteger(UInt8(ascii: "\n"))
                     if bytes + buffer.readableBytes >= Self.answerBytes {
                         full = true
@@ -125,11 +148,7 @@ package struct PullRoute: Sendable {
                     }
                 }
                 bytes += buffer.readableBytes
-                if let compressor {
-                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
-                } else {
-                    try await writer.write(buffer)
-                }
+                try await send(&buffer)
                 sent += page.lines.count
                 guard !full, sent < limit, page.lines.count == asked, bytes < Self.answerBytes else { break }
                 let bytesPerChangeSet = max(1, bytes / sent)
@@ -147,6 +166,17 @@ package struct PullRoute: Sendable {
         var headers: HTTPFields = [.contentType: "application/x-ndjson"]
         if gzip { headers[.contentEncoding] = "gzip" }
         return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// The next piece of a large line; a damaged one is logged (the answer is then cut short, its
+    /// head sent already: the caller sees a failed pull and tries again later).
+    private static func next(of pieces: inout any LinePieces, logger: Logger) throws -> [UInt8]? {
+        do {
+            return try pieces.next(maximumBytes: pieceBytes)
+        } catch {
+            logger.error("a pull answer was cut short: \(error)")
+            throw error
+        }
     }
 
     /// Whether the caller takes gzip (`Accept-Encoding: gzip`, not `gzip;q=0`).

@@ -47,6 +47,11 @@ public final class RawConnection: Sendable {
 
     /// Reads what arrives within `timeout` seconds (up to `limit` bytes), or until the other side closes.
     public func read(timeout: TimeInterval, limit: Int = 1 << 20) -> String {
+        String(decoding: readBytes(timeout: timeout, limit: limit), as: UTF8.self)
+    }
+
+    /// ``read(timeout:limit:)``'s bytes as they came (a gzip body is not text).
+    public func readBytes(timeout: TimeInterval, limit: Int = 1 << 20) -> [UInt8] {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         let deadline = Date().addingTimeInterval(timeout)
@@ -57,9 +62,9 @@ public final class RawConnection: Sendable {
             guard poll(&poller, 1, Int32(remaining * 1000)) > 0 else { break }
             let count = recv(descriptor, &buffer, buffer.count, 0)
             if count <= 0 { break }
-            received += buffer[0..<count]
+            received += buffer[0..<min(count, limit - received.count)]
         }
-        return String(decoding: received, as: UTF8.self)
+        return received
     }
 
     /// Closes the connection.

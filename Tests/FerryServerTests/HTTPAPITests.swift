@@ -6,7 +6,7 @@ import HummingbirdTesting
 import NIOCore
 import FerryModel
 import FerryStore
-import FerrySQLite
+@testable import FerrySQLite
 import FerrySync
 import FerryTestSupport
 @testable import FerryServer
@@ -182,6 +182,39 @@ struct HTTPAPITests {
         }
         #expect(answers == [[1, 2], [3], [4]], "\(answers) (\(sizes) bytes)")
         #expect(sizes[1] > 2 << 20, "\(sizes)")
+        // The large one is sent a piece at a time (the store gives it so); the answer is its line, byte for byte, gzip or not.
+        let page = try store.changeSetPage(after: [:], cursor: 0, limit: 10)
+        #expect(page.lines.count == 4 && page.lines[2].text == nil, "the large change set was held whole")
+        let large = try store.changeSetLines()[2] + "\n"
+        let alone = #"{"after":{"\#(store.identifier.uuidString)":2},"limit":10000}"#
+        let plain = try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: alone))
+        #expect(plain.body == large, "\(plain.body.utf8.count) bytes against \(large.utf8.count)")
+        let compressed = try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: alone),
+                                           headers: [.acceptEncoding: "gzip"])
+        var packed = compressed.bytes
+        let unpacked = String(buffer: try packed.decompress(with: .gzip()))
+        #expect(compressed.headers[.contentEncoding] == "gzip" && unpacked == large)
+    }
+
+    @Test("A large change set damaged in the store ends its pull answer short with an error; the next request is answered")
+    func damagedLargeChangeSet() async throws {
+        let context = try PersistentContainer(store: store).newContext()
+        for index in 0..<16_000 { try context.make("Person", ["id": Int64(10_000 + index), "name": "Large \(index)"]) }
+        try context.save()  // change set 3, over 2 MiB
+        try store.write { db in
+            try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_BODY = substr(Z_BODY, 1, length(Z_BODY) / 2) WHERE Z_SEQ = 3")
+        }
+        let after = #"{"after":{"\#(store.identifier.uuidString)":2},"limit":10000}"#
+        // The head went before the damage was met: the answer's body fails (a cut connection, to a
+        // peer), with the cause; no whole line of it arrives.
+        do {
+            let answer = try await request(.post, "/v1/changesets/pull", token: Self.peerToken, body: ByteBuffer(string: after))
+            Issue.record("a pull of a damaged change set was answered whole: \(answer.status), \(answer.body.utf8.count) bytes")
+        } catch {
+            #expect("\(error)".contains("its compressed form ends after") && "\(error)".contains("the store file is damaged"), "\(error)")
+        }
+        let health = try await request(.get, "/healthz")
+        #expect(health.status == 200)
     }
 
     @Test("A malformed push is refused whole with 400, and nothing of it is applied")

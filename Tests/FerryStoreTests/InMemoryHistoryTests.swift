@@ -47,7 +47,8 @@ struct InMemoryHistoryTests {
         }
         let first = try store.changeSetPage(after: [:], cursor: 0, limit: 2)
         let second = try store.changeSetPage(after: [:], cursor: first.cursor, limit: 2)
-        #expect(first.lines.count == 2 && second.lines.count == 2 && Set(first.lines).isDisjoint(with: second.lines))
+        let (firstLines, secondLines) = (try first.texts(), try second.texts())
+        #expect(firstLines.count == 2 && secondLines.count == 2 && Set(firstLines).isDisjoint(with: secondLines))
         #expect(try store.purgeChangeSets(acknowledgedBy: [[store.identifier: 3], [store.identifier: 4]]) == 3)
         #expect(throws: HistoryError.purged(origin: store.identifier, needed: 1, purgedThrough: 3)) {
             try store.changeSetLines(after: [:], limit: nil)

@@ -265,16 +265,23 @@ struct HistoryLog {
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).
     func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
-        try page(after: vector, cursor: 0, limit: limit).lines
+        try changeSets(after: vector, cursor: 0, limit: limit, StoredBody.text).lines
     }
 
-    /// The change sets not covered by `vector` with a rank above `cursor`, in
-    /// rank order, and the rank of the last one (the cursor for the next page).
-    func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws -> (lines: [String], cursor: Int64) {
+    /// The change sets not covered by `vector` with a rank above `cursor`, in rank order, and the
+    /// rank of the last one (the cursor for the next page). A large one stays in its stored form,
+    /// made into text a piece at a time as it is read (``StoredBody/line(_:)``).
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws -> (lines: [ChangeSetPage.Line], cursor: Int64) {
+        try changeSets(after: vector, cursor: cursor, limit: limit, StoredBody.line)
+    }
+
+    /// ``page(after:cursor:limit:)``, each stored body made into a `Line` by `line`.
+    private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?,
+                                  _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {
         for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
         }
-        var result: [String] = []
+        var result: [Line] = []
         guard let first = try firstUncoveredRank(by: vector) else { return ([], cursor) }
         let start = max(cursor, first - 1)
         var last = start
@@ -284,7 +291,7 @@ struct HistoryLog {
             guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
-            result.append(try StoredBody.text(row[2]))
+            result.append(try line(row[2]))
             last = row[3]
             if let limit, result.count >= limit { break }
         }

@@ -20,7 +20,8 @@ extension SQLiteStore {
 
     /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
     /// taken in after position `cursor` (0 for the start), and the cursor for
-    /// the next page. Serving a long history page by page keeps memory flat.
+    /// the next page. Serving a long history page by page keeps memory flat; a
+    /// line of 1 MiB or more stays compressed until it is read, a piece at a time.
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         let store = identifier
         let page = try read { db in try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit) }

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import CompressNIO
 import NIOCore
+import FerryStore
 
 /// How a change set's body is kept in `Z_FERRY_CHANGESET.Z_BODY`: a body of at least
 /// ``smallestCompressed`` bytes as a BLOB of its length (4 bytes, big-endian: a stream cut short
@@ -57,6 +58,101 @@ enum StoredBody {
         default:
             throw StoredBodyError()
         }
+    }
+
+    /// Bodies at least this long (inflated) are read in pieces when a page is served
+    /// (``line(_:)``): a pull answer's size, past which such a change set goes alone.
+    static let piecewiseLength = 1 << 20
+
+    /// The body as a page's line: a compressed body of at least ``piecewiseLength`` bytes stays
+    /// compressed, inflated a piece at a time as it is read (``InflatingPieces``); any other is text.
+    /// - Throws: ``StoredBodyError`` for a body that is neither text nor a compressed stream.
+    static func line(_ value: DatabaseValue) throws -> ChangeSetPage.Line {
+        guard case .blob(let data) = value.storage, data.count > 4 else { return ChangeSetPage.Line(try text(value)) }
+        let length = data.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+        guard length >= piecewiseLength else { return ChangeSetPage.Line(try text(value)) }
+        let stream = ByteBuffer(bytes: data.dropFirst(4))
+        return ChangeSetPage.Line(byteCount: length) { InflatingPieces(stream: stream, length: length) }
+    }
+}
+
+/// A compressed body's text, inflated a piece at a time: what a reading holds is the compressed
+/// stream, zlib's state (some 40 KB) and the piece not yet taken.
+struct InflatingPieces: LinePieces {
+    private var stream: ByteBuffer
+    private let length: Int
+    private var decompressor: (any NIODecompressor)?
+    /// Inflated bytes not given yet.
+    private var pending = ByteBuffer()
+    /// Bytes inflated so far.
+    private var inflated = 0
+
+    init(stream: ByteBuffer, length: Int) {
+        self.stream = stream
+        self.length = length
+    }
+
+    mutating func next(maximumBytes: Int) throws -> [UInt8]? {
+        let wanted = max(maximumBytes, 1)
+        var piece: [UInt8] = []
+        while piece.count < wanted {
+            if pending.readableBytes == 0 {
+                guard inflated < length else {
+                    try checkNothingFollows()
+                    break
+                }
+                try inflate(upTo: wanted - piece.count)
+            }
+            let taken = min(wanted - piece.count, pending.readableBytes)
+            pending.withUnsafeReadableBytes { piece.append(contentsOf: $0.prefix(taken)) }
+            pending.moveReaderIndex(forwardBy: taken)
+        }
+        return piece.isEmpty ? nil : piece
+    }
+
+    /// Inflates the next bytes (about `capacity` of them) into `pending`.
+    private mutating func inflate(upTo capacity: Int) throws {
+        let decompressor = try startedDecompressor()
+        pending.clear()
+        pending.reserveCapacity(min(capacity, length - inflated))
+        do {
+            try stream.decompressStream(to: &pending, with: decompressor)
+        } catch let error as CompressNIOError where error == .bufferOverflow || error == .inputBufferOverflow {
+            // `pending` is full, or the stream is used up: the lengths tell below.
+        } catch {
+            throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated) of \(length) bytes (\(error))")
+        }
+        inflated += pending.readableBytes
+        guard pending.readableBytes > 0 else {
+            throw LinePiecesError(detail: "its compressed form ends after \(inflated) of \(length) bytes")
+        }
+        guard inflated <= length else {
+            throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
+        }
+    }
+
+    /// Once the recorded length is given: no byte may follow it.
+    private mutating func checkNothingFollows() throws {
+        guard stream.readableBytes > 0, let decompressor else { return }
+        var extra = ByteBuffer()
+        extra.reserveCapacity(16)
+        do {
+            try stream.decompressStream(to: &extra, with: decompressor)
+        } catch let error as CompressNIOError where error == .bufferOverflow || error == .inputBufferOverflow {
+        } catch {
+            throw LinePiecesError(detail: "its compressed form does not inflate after its \(length) bytes (\(error))")
+        }
+        guard extra.readableBytes == 0 else {
+            throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
+        }
+    }
+
+    private mutating func startedDecompressor() throws -> any NIODecompressor {
+        if let decompressor { return decompressor }
+        let started = StoredBody.algorithm.decompressor
+        try started.startStream()
+        decompressor = started
+        return started
     }
 }
 

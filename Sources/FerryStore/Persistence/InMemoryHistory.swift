@@ -71,8 +71,14 @@ struct InMemoryHistory: Sendable {
 
     // MARK: - Reading
 
-    /// One page of the change sets `vector` does not cover, after rank `cursor`.
+    /// One page of the change sets `vector` does not cover, after rank `cursor` (every line held whole).
     func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws(HistoryError) -> ChangeSetPage {
+        let (lines, last) = try bodies(after: vector, cursor: cursor, limit: limit)
+        return ChangeSetPage(lines: lines.map(ChangeSetPage.Line.init), cursor: last)
+    }
+
+    /// The bodies of the change sets `vector` does not cover, after rank `cursor`, and the rank of the last.
+    func bodies(after vector: VersionVector, cursor: Int64 = 0, limit: Int?) throws(HistoryError) -> (lines: [String], cursor: Int64) {
         for (origin, through) in purged where vector[origin, default: 0] < through {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: through)
         }
@@ -83,7 +89,7 @@ struct InMemoryHistory: Sendable {
             last = record.rank
             if let limit, lines.count >= limit { break }
         }
-        return ChangeSetPage(lines: lines, cursor: last)
+        return (lines, last)
     }
 
     /// The origin URI of a row: its own URI unless it was named otherwise.

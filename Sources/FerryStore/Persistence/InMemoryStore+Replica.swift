@@ -24,7 +24,7 @@ extension InMemoryStore: ReplicaStore {
     }
 
     public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
-        try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: 0, limit: limit).lines }
+        try state.withLock { state throws(HistoryError) in try state.history.bodies(after: vector, limit: limit).lines }
     }
 
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {

@@ -28,7 +28,8 @@ public protocol ReplicaStore: PersistentStore {
     func recordOriginKey(_ key: OriginKey) throws
     /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
     func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
-    /// One page of those lines, after position `cursor` (0 to start).
+    /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
+    /// in pieces (``ChangeSetPage/Line``), so that serving it holds little of it at a time.
     /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
     func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage
     /// Drops what `policy` allows: change sets every peer has and old enough, tombstones past the
@@ -123,19 +124,6 @@ public protocol ReplicaStore: PersistentStore {
     /// Whether an object (of the constraint's entity or a subentity) holds any of these attribute
     /// values of `constraint`, in its properties' order. A default answers with fetch requests.
     func holdsAny(of keys: [[AttributeValue]], for constraint: UniquenessConstraint) throws -> Bool
-}
-
-/// One page of a store's history.
-public struct ChangeSetPage: Sendable, Equatable {
-    /// The change sets, as canonical JSON lines.
-    public var lines: [String]
-    /// Where the next page starts.
-    public var cursor: Int64
-
-    public init(lines: [String], cursor: Int64) {
-        self.lines = lines
-        self.cursor = cursor
-    }
 }
 
 /// How many received change sets wait, and how many were quarantined (``ReplicaStore/backlog()``).

@@ -1,0 +1,71 @@
+// A serving peer's memory while slow peers pull one large change set (docs/RELIABILITY.md §10):
+// one save of N Person objects on A (default 400,000: a change set of about 60 MB of text),
+// `ferry run` serving it, then P connections (default 10) that each ask for it (gzip, as peers
+// do, or not with --identity) and read only the answer's first kilobytes. Prints A's resident
+// memory before the pullers and with them, per puller, against the change set's size.
+//
+//     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
+//     .build/release/FerryBenchmarks --slow-pullers [--count N] [--runs P] [--identity]
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+enum SlowPullersWorkload {
+    static func run(count: Int, pullers: Int, gzip: Bool, model: ManagedObjectModel) throws {
+        print("Slow pullers: \(pullers) peers pull one change set of \(count) Person objects from `ferry run` (\(gzip ? "gzip" : "identity")) and stop reading")
+        let a = try DaemonPeer(name: "a", model: SampleModels.path("OrgChart"), pullInterval: 3600)
+        var settings = Settings(arguments: [])
+        settings.count = count
+        settings.batch = count
+        let made = try ferryInsert(settings, model: model, path: a.store)
+        let lineBytes = try {
+            let store = try SQLiteStore(path: a.store, model: model)
+            defer { try? store.close() }
+            return try store.changeSetPage(after: [:], cursor: 0, limit: 1).lines.first?.byteCount ?? 0
+        }()
+        print(String(format: "  the change set: %.1f MB of text, saved in %.1f s", Double(lineBytes) / 1_048_576, made))
+        try a.start()
+        defer { _ = a.stop() }
+        let body = #"{"after":{},"limit":10000}"#
+        let request = "POST /v1/changesets/pull HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(a.peerToken)\r\n"
+            + "Content-Type: application/json\r\nAccept-Encoding: \(gzip ? "gzip" : "identity")\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+
+        // One whole pull first, read to its end: what serving it once leaves behind is in the baseline.
+        let whole = try RawConnection(port: a.port)
+        whole.send(request.replacingOccurrences(of: "Host: 127.0.0.1\r\n", with: "Host: 127.0.0.1\r\nConnection: close\r\n"))
+        let wholeBytes = whole.readBytes(timeout: 120, limit: .max).count
+        whole.close()
+        Thread.sleep(forTimeInterval: 1)
+        let before = try residentMegabytes(of: a)
+
+        var connections: [RawConnection] = []
+        defer { connections.forEach { $0.close() } }
+        var firstBytes: [Int] = []
+        for _ in 0..<pullers {
+            let connection = try RawConnection(port: a.port)
+            connection.shrinkReceiveBuffer()
+            connection.send(request)
+            firstBytes.append(connection.readBytes(timeout: 5, limit: 4096).count)
+            connections.append(connection)
+        }
+        // The daemon has sent what the sockets take and waits on each; its memory settles.
+        var samples: [Double] = []
+        for _ in 0..<20 {
+            Thread.sleep(forTimeInterval: 0.25)
+            samples.append(try residentMegabytes(of: a))
+        }
+        let with = samples.max() ?? 0
+        print(String(format: "  one whole pull: %.1f MB on the wire; every puller had the answer's head (%@ bytes read each)",
+                     Double(wholeBytes) / 1_048_576, Set(firstBytes).sorted().map(String.init).joined(separator: ", ")))
+        print(String(format: "  A's resident memory: %.0f MB before, %.0f MB with %d slow pullers (the most in 5 s): %.1f MB per puller, %.2f× the change set's %.1f MB",
+                     before, with, pullers, (with - before) / Double(pullers), (with - before) / Double(pullers) / (Double(lineBytes) / 1_048_576),
+                     Double(lineBytes) / 1_048_576))
+    }
+
+    static func residentMegabytes(of peer: DaemonPeer) throws -> Double {
+        guard let bytes = peer.residentMemory else { throw DaemonPeerError(description: "\(peer.name) is not running:\n\(peer.logExcerpt())") }
+        return Double(bytes) / 1_048_576
+    }
+}

@@ -7,6 +7,7 @@
 //     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
 //     .build/release/FerryBenchmarks --slow-pullers [--count N] [--runs P] [--identity]
 import Foundation
+import GRDBSQLite
 import FerryModel
 import FerryStore
 import FerrySQLite
@@ -25,7 +26,14 @@ enum SlowPullersWorkload {
             defer { try? store.close() }
             return try store.changeSetPage(after: [:], cursor: 0, limit: 1).lines.first?.byteCount ?? 0
         }()
-        print(String(format: "  the change set: %.1f MB of text, saved in %.1f s", Double(lineBytes) / 1_048_576, made))
+        let storedBytes = try {
+            let raw = try RawDatabase(path: a.store)
+            let statement = try raw.prepare("SELECT length(Z_BODY) FROM Z_FERRY_CHANGESET")
+            defer { sqlite3_finalize(statement) }
+            return sqlite3_step(statement) == SQLITE_ROW ? Int(sqlite3_column_int64(statement, 0)) : 0
+        }()
+        print(String(format: "  the change set: %.1f MB of text, %.1f MB as stored (compressed), saved in %.1f s",
+                     Double(lineBytes) / 1_048_576, Double(storedBytes) / 1_048_576, made))
         try a.start()
         defer { _ = a.stop() }
         let body = #"{"after":{},"limit":10000}"#

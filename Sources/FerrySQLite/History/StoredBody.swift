@@ -76,16 +76,25 @@ enum StoredBody {
     }
 }
 
-/// A compressed body's text, inflated a piece at a time: what a reading holds is the compressed
-/// stream, zlib's state (some 40 KB) and the piece not yet taken.
+/// A compressed body's text, inflated a piece at a time: what a reading holds is zlib's state
+/// (some 40 KB), the compressed bytes it is inflating (64 KB at most, copied from the stored form,
+/// which readings share and never change) and the piece not yet taken.
 struct InflatingPieces: LinePieces {
-    private var stream: ByteBuffer
+    /// The stored form (zlib stream), shared with every other reading of the line.
+    private let stream: ByteBuffer
     private let length: Int
     private var decompressor: (any NIODecompressor)?
+    /// How much of `stream` went into `input` so far.
+    private var consumed = 0
+    /// Compressed bytes being inflated (a copy, so that inflating does not copy `stream` whole).
+    private var input = ByteBuffer()
     /// Inflated bytes not given yet.
     private var pending = ByteBuffer()
     /// Bytes inflated so far.
     private var inflated = 0
+
+    /// Compressed bytes copied into `input` at a time.
+    private static let inputBytes = 64 << 10
 
     init(stream: ByteBuffer, length: Int) {
         self.stream = stream
@@ -101,7 +110,16 @@ struct InflatingPieces: LinePieces {
                     try checkNothingFollows()
                     break
                 }
-                try inflate(upTo: wanted - piece.count)
+                pending.clear()
+                pending.reserveCapacity(min(wanted - piece.count, length - inflated))
+                try inflateIntoPending()
+                inflated += pending.readableBytes
+                guard pending.readableBytes > 0 else {
+                    throw LinePiecesError(detail: "its compressed form ends after \(inflated) of \(length) bytes")
+                }
+                guard inflated <= length else {
+                    throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
+                }
             }
             let taken = min(wanted - piece.count, pending.readableBytes)
             pending.withUnsafeReadableBytes { piece.append(contentsOf: $0.prefix(taken)) }
@@ -110,39 +128,43 @@ struct InflatingPieces: LinePieces {
         return piece.isEmpty ? nil : piece
     }
 
-    /// Inflates the next bytes (about `capacity` of them) into `pending`.
-    private mutating func inflate(upTo capacity: Int) throws {
+    /// Inflates into `pending` until it is full or the stored form is used up.
+    private mutating func inflateIntoPending() throws {
         let decompressor = try startedDecompressor()
-        pending.clear()
-        pending.reserveCapacity(min(capacity, length - inflated))
-        do {
-            try stream.decompressStream(to: &pending, with: decompressor)
-        } catch let error as CompressNIOError where error == .bufferOverflow || error == .inputBufferOverflow {
-            // `pending` is full, or the stream is used up: the lengths tell below.
-        } catch {
-            throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated) of \(length) bytes (\(error))")
+        while pending.writableBytes > 0 {
+            if input.readableBytes == 0 {
+                guard takeInput() else { return }
+            }
+            do {
+                try input.decompressStream(to: &pending, with: decompressor)
+                if input.readableBytes > 0 { return }  // the stream's end, with bytes after it
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                return  // `pending` is full
+            } catch let error as CompressNIOError where error == .inputBufferOverflow {
+                // `input` is used up: take more.
+            } catch {
+                throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated + pending.readableBytes) of \(length) bytes (\(error))")
+            }
         }
-        inflated += pending.readableBytes
-        guard pending.readableBytes > 0 else {
-            throw LinePiecesError(detail: "its compressed form ends after \(inflated) of \(length) bytes")
-        }
-        guard inflated <= length else {
-            throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
-        }
+    }
+
+    /// Copies the next compressed bytes into `input`; false when none are left.
+    private mutating func takeInput() -> Bool {
+        let count = min(Self.inputBytes, stream.readableBytes - consumed)
+        guard count > 0, let slice = stream.getSlice(at: stream.readerIndex + consumed, length: count) else { return false }
+        input.clear()
+        input.writeImmutableBuffer(slice)
+        consumed += count
+        return true
     }
 
     /// Once the recorded length is given: no byte may follow it.
     private mutating func checkNothingFollows() throws {
-        guard stream.readableBytes > 0, let decompressor else { return }
-        var extra = ByteBuffer()
-        extra.reserveCapacity(16)
-        do {
-            try stream.decompressStream(to: &extra, with: decompressor)
-        } catch let error as CompressNIOError where error == .bufferOverflow || error == .inputBufferOverflow {
-        } catch {
-            throw LinePiecesError(detail: "its compressed form does not inflate after its \(length) bytes (\(error))")
-        }
-        guard extra.readableBytes == 0 else {
+        guard input.readableBytes > 0 || consumed < stream.readableBytes else { return }
+        pending.clear()
+        pending.reserveCapacity(16)
+        try inflateIntoPending()
+        guard pending.readableBytes == 0 else {
             throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
         }
     }

@@ -239,6 +239,10 @@ public actor SyncCoordinator {
                     Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
                     level = .error
                 }
+                if case .changeSetTooLarge = error {
+                    // Trying again does not help until an operator raises the peer's limit.
+                    level = .error
+                }
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
                 if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
             } else {

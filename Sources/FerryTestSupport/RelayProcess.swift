@@ -29,7 +29,7 @@ public final class RelayProcess: @unchecked Sendable {
     /// token to every relay they list).
     public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
                 unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil,
-                maxConcurrentBodies: Int = 8, certificate: (certificate: String, key: String)? = nil) throws {
+                maxConcurrentBodies: Int = 8, maxBodyBytes: Int? = nil, certificate: (certificate: String, key: String)? = nil) throws {
         tls = certificate != nil
         self.name = name
         directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
@@ -50,7 +50,7 @@ public final class RelayProcess: @unchecked Sendable {
               port: \(port)
               tokens_file: tokens
               max_concurrent_bodies: \(maxConcurrentBodies)
-            \(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
+            \(maxBodyBytes.map { "  max_body_bytes: \($0)\n" } ?? "")\(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
               unknown_origins: \(unknownOrigins)
 
             """
@@ -63,6 +63,16 @@ public final class RelayProcess: @unchecked Sendable {
             for (key, value) in retention.sorted(by: { $0.key < $1.key }) { text += "  \(key): \(value)\n" }
         }
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+    }
+
+    /// Sets `server.max_body_bytes` in the relay's configuration, read at its next start (the
+    /// relay must have been made with a `maxBodyBytes`).
+    public func setMaxBodyBytes(_ bytes: Int) throws {
+        let text = try String(contentsOfFile: configuration, encoding: .utf8)
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("max_body_bytes:") }) else {
+            throw DaemonPeerError(description: "\(name): its configuration sets no max_body_bytes to change")
+        }
+        try text.replacingOccurrences(of: String(line), with: "  max_body_bytes: \(bytes)").write(toFile: configuration, atomically: true, encoding: .utf8)
     }
 
     /// Adds a line to the relay's tokens file (`push TOKEN origins=UUID`, …), read at its next start.

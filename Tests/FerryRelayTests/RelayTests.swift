@@ -34,6 +34,48 @@ struct RelayTests {
     }
 }
 
+/// A change set larger than a relay takes in one request.
+@Suite("Relay body limit", .blocking, .serialized)
+struct RelayBodyLimitTests {
+    @Test("a change set larger than the relay's max_body_bytes: the sender's status and log say so and what lets it through; raised, it flows with what came after it")
+    func changeSetLargerThanTheRelayTakes() throws {
+        let cluster = try RelayFixtures.cluster()
+        let peers = try RelayFixtures.peers(["a", "b"])
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers),
+                                     maxBodyBytes: 1 << 20)
+        try relay.start()
+        for peer in peers {
+            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+            try peer.start()
+        }
+        let (a, b) = (peers[0], peers[1])
+        // One change set of some 2.3 MB of text (16,000 objects in one save), then a small one.
+        let people = (0..<16_000).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#($0),"name":"big \#($0)"}}"# }
+        _ = try a.put("[" + people.joined(separator: ",") + "]")
+        try RelayFixtures.save("after the big one", on: a)
+        var lastError = ""
+        let told = try DaemonPeer.waitUntil(timeout: 30) {
+            let status = try FerryProcess.curl("GET", a.url + "/v1/status", token: a.adminToken)
+            let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
+            lastError = ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
+            return lastError.contains("refuses the next change set to push")
+        }
+        #expect(told, "a's status: \(lastError)")
+        #expect(lastError.contains("server.max_body_bytes is raised above 2.") && lastError.contains("a relay pulls nothing"), "\(lastError)")
+        #expect(a.log().contains("error ferry: [FerryDaemon] sync with relay failed: the peer refuses the next change set"), "\(a.logExcerpt())")
+        #expect(try !b.dump().contains("after the big one"))
+
+        _ = relay.stop()
+        try relay.setMaxBodyBytes(16 << 20)
+        try relay.start()
+        let flowed = try DaemonPeer.waitUntil(timeout: 60) {
+            let dump = try b.dump()
+            return dump.contains("after the big one") && dump.contains("big 15999")
+        }
+        #expect(flowed, "nothing flowed once the relay's limit was raised: \(a.logExcerpt()) \(relay.log().suffix(2000))")
+    }
+}
+
 /// The relay's database going away and coming back.
 @Suite("Relay database outage", .blocking, .serialized)
 struct RelayDatabaseOutageTests {

@@ -19,6 +19,11 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     /// This side's store failed (disk full, read-only, I/O error): nothing of the batch was
     /// taken in, and the next round tries again. The failure keeps the store's error as its cause.
     case localStore(StoreFailure)
+    /// The peer refused (413) a push of one change set alone, of `bytes` bytes: larger than the
+    /// request body it takes (`server.max_body_bytes`, the peer's `message`). Nothing this store has
+    /// after it reaches the peer by pushes until the peer's limit is raised above it (a daemon peer
+    /// may still pull it; a relay pulls nothing).
+    case changeSetTooLarge(bytes: Int, message: String)
 
     public var description: String {
         switch self {
@@ -29,6 +34,10 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
         case .failed(let status, let message): "the peer answered \(status): \(message)"
         case .badAnswer(let detail): "the peer's answer was not understood: \(detail)"
         case .localStore(let detail): "this store could not take the change sets: \(detail)"
+        case .changeSetTooLarge(let bytes, let message):
+            "the peer refuses the next change set to push, \(Self.megabytes(bytes)) MB alone, as larger than the request body it takes "
+                + "(it answered 413: \(message)); nothing made after it reaches the peer by pushes until the peer's "
+                + "server.max_body_bytes is raised above \(Self.megabytes(bytes)) MB (a daemon peer may still pull it; a relay pulls nothing)"
         }
     }
 
@@ -37,8 +46,12 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
         switch self {
         case .notListening, .unreachable, .localStore: true
         case .failed(let status, _): status >= 500 || status == 429 || status == 408
-        case .unauthorized, .badAnswer: false
+        case .unauthorized, .badAnswer, .changeSetTooLarge: false
         }
+    }
+
+    private static func megabytes(_ bytes: Int) -> String {
+        String(format: "%.1f", Double(bytes) / 1_048_576)
     }
 }
 

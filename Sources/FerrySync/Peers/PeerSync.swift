@@ -102,7 +102,7 @@ public struct PeerSync: Sendable {
     private static func stillPushes(after error: PeerError) -> Bool {
         switch error {
         case .notListening, .unreachable, .unauthorized: false
-        case .failed, .badAnswer, .localStore: true
+        case .failed, .badAnswer, .localStore, .changeSetTooLarge: true
         }
     }
 
@@ -211,7 +211,13 @@ public struct PeerSync: Sendable {
             if let cut = lines.firstIndex(where: { bytes += $0.utf8.count + 1; return bytes > Self.requestBytes }), cut > 0 {
                 lines.removeSubrange(cut...)
             }
-            let report = try await push(lines, offeringKeys: !offeredKeys)
+            let report: ApplyReport
+            do {
+                report = try await push(lines, offeringKeys: !offeredKeys)
+            } catch PeerError.failed(status: 413, let message) where lines.count == 1 {
+                // Alone, it cannot be sent in smaller requests: say what would let it through.
+                throw PeerError.changeSetTooLarge(bytes: lines[0].utf8.count, message: message)
+            }
             offeredKeys = true
             result.pushed.add(report)
             result.peerVector = report.vector

@@ -29,6 +29,10 @@ public final class DaemonPeer: @unchecked Sendable {
     public var trustSettings: [String: String] = [:] {
         didSet { try? writeConfiguration() }
     }
+    /// Scalar keys added to the configuration's `server` section (`max_body_bytes`, …); written at the next configuration change.
+    public var serverSettings: [String: String] = [:] {
+        didSet { try? writeConfiguration() }
+    }
     private let pullInterval: Double
     private let maxBackoff: Double
 
@@ -167,7 +171,7 @@ public final class DaemonPeer: @unchecked Sendable {
               host: 127.0.0.1
               port: \(port)
               tokens_file: tokens
-            \(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" + ($0.caFile.map { "    ca_file: \($0)\n" } ?? "") } ?? "")sync:
+            \(serverSettings.sorted(by: { $0.key < $1.key }).map { "  \($0.key): \($0.value)\n" }.joined())\(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" + ($0.caFile.map { "    ca_file: \($0)\n" } ?? "") } ?? "")sync:
               pull_interval: \(pullInterval)
               batch_size: 200
               request_timeout: 10

@@ -345,6 +345,29 @@ public final class DaemonPeer: @unchecked Sendable {
         return result
     }
 
+    /// A `ferry put` operations array inserting OrgChart's Person `prefix N` (id N) for each N of `range`.
+    public static func people(_ prefix: String, _ range: Range<Int>) -> String {
+        "[" + range.map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#($0)"}}"# }
+            .joined(separator: ",") + "]"
+    }
+
+    /// The `last_error` of the daemon's first peer in its status document (`GET /v1/status`), "" when none.
+    public func lastSyncError() throws -> String {
+        let status = try FerryProcess.curl("GET", url + "/v1/status", token: adminToken)
+        let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
+        return ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
+    }
+
+    /// Waits up to `timeout` seconds for ``lastSyncError()`` to contain `text`; the last one read.
+    /// - Throws: ``DaemonPeerError`` with the last error read and the log's end when it never did.
+    public func waitForSyncError(containing text: String, timeout: TimeInterval = 30) throws -> String {
+        var lastError = ""
+        guard try Self.waitUntil(timeout: timeout, { lastError = try lastSyncError(); return lastError.contains(text) }) else {
+            throw DaemonPeerError(description: "\(name)'s status never said \"\(text)\" within \(Int(timeout)) s; its last error: \(lastError)\n\(logExcerpt())")
+        }
+        return lastError
+    }
+
     /// Saves the objects of one `ferry put` operations array; returns each ref's permanent URI.
     @discardableResult
     public func put(_ operations: String) throws -> [String: String] {

@@ -50,17 +50,9 @@ struct RelayBodyLimitTests {
         }
         let (a, b) = (peers[0], peers[1])
         // One change set of some 2.3 MB of text (16,000 objects in one save), then a small one.
-        let people = (0..<16_000).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#($0),"name":"big \#($0)"}}"# }
-        _ = try a.put("[" + people.joined(separator: ",") + "]")
+        _ = try a.put(DaemonPeer.people("big", 0..<16_000))
         try RelayFixtures.save("after the big one", on: a)
-        var lastError = ""
-        let told = try DaemonPeer.waitUntil(timeout: 30) {
-            let status = try FerryProcess.curl("GET", a.url + "/v1/status", token: a.adminToken)
-            let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
-            lastError = ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
-            return lastError.contains("refuses the next change set to push")
-        }
-        #expect(told, "a's status: \(lastError)")
+        let lastError = try a.waitForSyncError(containing: "refuses the next change set to push")
         #expect(lastError.contains("server.max_body_bytes is raised above 2.") && lastError.contains("a relay pulls nothing"), "\(lastError)")
         #expect(a.log().contains("error ferry: [FerryDaemon] sync with relay failed: the peer refuses the next change set"), "\(a.logExcerpt())")
         #expect(try !b.dump().contains("after the big one"))

@@ -10,18 +10,13 @@ import FerryTestSupport
 struct LargeChangeSetTests {
     static let model = SampleModels.path("OrgChart")
 
-    static func people(_ prefix: String, _ range: Range<Int>) -> String {
-        "[" + range.map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#($0)"}}"# }
-            .joined(separator: ",") + "]"
-    }
-
     @Test("Ten clients that ask for one large change set and never read it: the daemon holds a small part of it for each, not a copy")
     func greedyPullsOfOneLargeChangeSet() throws {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600)
         try a.start()
         defer { _ = a.stop() }
         // One change set of some 14 MB of text (100,000 objects in one save); stored compressed, some 20 times smaller.
-        _ = try a.put(Self.people("big-", 0..<100_000))
+        _ = try a.put(DaemonPeer.people("big-", 0..<100_000))
         let request = "GET /v1/changesets?after=%7B%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(a.peerToken)\r\n"
         // Warm up: the whole answer read to its end, so what serving it leaves behind counts in the baseline.
         let warm = try RawConnection(port: a.port)
@@ -65,23 +60,16 @@ struct LargeChangeSetTests {
         try a.start()
         defer { _ = a.stop(); _ = b.stop() }
         // One change set of some 2.3 MB of text (16,000 objects in one save): pushed alone, over B's 1 MiB.
-        _ = try a.put(Self.people("big-", 0..<16_000))
-        _ = try a.put(Self.people("after-", 0..<1))
-        var lastError = ""
-        let told = try DaemonPeer.waitUntil(timeout: 30) {
-            let status = try FerryProcess.curl("GET", a.url + "/v1/status", token: a.adminToken)
-            let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
-            lastError = ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
-            return lastError.contains("refuses the next change set to push")
-        }
-        #expect(told, "a's status: \(lastError)\n\(a.logExcerpt())")
+        _ = try a.put(DaemonPeer.people("big-", 0..<16_000))
+        _ = try a.put(DaemonPeer.people("after-", 0..<1))
+        let lastError = try a.waitForSyncError(containing: "refuses the next change set to push")
         #expect(lastError.contains("server.max_body_bytes is raised above 2.") && lastError.contains("a daemon peer may still pull it"), "\(lastError)")
         #expect(try !b.dump().contains("after- 0"))
         // B pulls what A could not push (here at once; on its schedule otherwise), and A's pushes go on.
         let pulled = try FerryProcess.run(["sync-now", "--config", b.configuration])
         #expect(pulled.status == 0, "\(pulled.standardError)")
         #expect(try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() })
-        _ = try a.put(Self.people("later-", 0..<1))
+        _ = try a.put(DaemonPeer.people("later-", 0..<1))
         #expect(try DaemonPeer.waitUntil(timeout: 20) { try b.dump().contains("later- 0") }, "\(a.logExcerpt())")
     }
 }

@@ -11,11 +11,6 @@ import Synchronization
 struct SlowClientTests {
     static let model = SampleModels.path("OrgChart")
 
-    static func people(_ prefix: String, _ range: Range<Int>) -> String {
-        "[" + range.map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#($0)"}}"# }
-            .joined(separator: ",") + "]"
-    }
-
     @Test("Five clients sending push bodies a byte a second do not hold up the peers' own syncing")
     func slowBodies() throws {
         let (a, b) = try DaemonPeer.startedPair(model: Self.model)
@@ -38,7 +33,7 @@ struct SlowClientTests {
 
         for round in 0..<3 {
             let started = Date()
-            try a.put(Self.people("r\(round)-", 0..<50))
+            try a.put(DaemonPeer.people("r\(round)-", 0..<50))
             let synced = try DaemonPeer.waitUntil(timeout: 10) { try a.dump() == b.dump() }
             #expect(synced, "round \(round): B did not take A's save while slow clients were connected (B \(b.isRunning ? "running" : "stopped"))")
             print("slow bodies: round \(round) reached B in \(String(format: "%.2f", Date().timeIntervalSince(started))) s (including the put)")
@@ -55,7 +50,7 @@ struct SlowClientTests {
         let started = Date()
         let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         // About 20,000 objects of history on B (≈ 4.5 MB of change sets).
-        for save in 0..<10 { try b.put(Self.people("h\(save)-", 0..<2000)) }
+        for save in 0..<10 { try b.put(DaemonPeer.people("h\(save)-", 0..<2000)) }
         #expect(try DaemonPeer.waitUntil(timeout: 60) { try a.dump() == b.dump() })
         print("greedy pulls: 20,000 objects written on B and replicated to A in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
         // Warm up: one full pull read to the end, so caches and buffers count in the baseline.
@@ -78,8 +73,8 @@ struct SlowClientTests {
         let stalled = try #require(b.residentMemory)
 
         // Meanwhile the peers keep syncing both ways.
-        try a.put(Self.people("a-", 0..<20))
-        try b.put(Self.people("b-", 0..<20))
+        try a.put(DaemonPeer.people("a-", 0..<20))
+        try b.put(DaemonPeer.people("b-", 0..<20))
         let synced = try DaemonPeer.waitUntil(timeout: 15) { try a.dump() == b.dump() }
         #expect(synced, "the peers stopped syncing while greedy clients held pulls open")
         // The unread answers were real: each began with a 200 and change sets.

@@ -43,7 +43,9 @@ enum SlowPullersWorkload {
         // One whole pull first, read to its end: what serving it once leaves behind is in the baseline.
         let whole = try RawConnection(port: a.port)
         whole.send(request.replacingOccurrences(of: "Host: 127.0.0.1\r\n", with: "Host: 127.0.0.1\r\nConnection: close\r\n"))
+        let pullStarted = DispatchTime.now().uptimeNanoseconds
         let wholeBytes = whole.readBytes(timeout: 120, limit: .max).count
+        let pullSeconds = Double(DispatchTime.now().uptimeNanoseconds - pullStarted) / 1e9
         whole.close()
         Thread.sleep(forTimeInterval: 1)
         let before = try residentMegabytes(of: a)
@@ -65,8 +67,8 @@ enum SlowPullersWorkload {
             samples.append(try residentMegabytes(of: a))
         }
         let with = samples.max() ?? 0
-        print(String(format: "  one whole pull: %.1f MB on the wire; every puller had the answer's head (%@ bytes read each)",
-                     Double(wholeBytes) / 1_048_576, Set(firstBytes).sorted().map(String.init).joined(separator: ", ")))
+        print(String(format: "  one whole pull: %.1f MB on the wire in %.2f s; every puller had the answer's head (%@ bytes read each)",
+                     Double(wholeBytes) / 1_048_576, pullSeconds, Set(firstBytes).sorted().map(String.init).joined(separator: ", ")))
         print(String(format: "  A's resident memory: %.0f MB before, %.0f MB with %d slow pullers (the most in 5 s): %.1f MB per puller, %.2f× the change set's %.1f MB",
                      before, with, pullers, (with - before) / Double(pullers), (with - before) / Double(pullers) / (Double(lineBytes) / 1_048_576),
                      Double(lineBytes) / 1_048_576))

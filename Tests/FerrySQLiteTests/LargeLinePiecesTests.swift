@@ -89,4 +89,45 @@ struct LargeLinePiecesTests {
         }
         #expect(throws: LinePiecesError.self) { try large.wholeText() }
     }
+
+    @Test("Randomly damaged stored forms (bytes flipped, cut, grown) read as the line or as an error, never as another line")
+    func randomDamage() throws {
+        let (directory, store) = try storeWithLargeChangeSet()
+        defer { withExtendedLifetime(directory) {} }
+        let line = Array(try store.changeSetLines()[1].utf8)
+        let stored = try store.read { db in try Data.fetchOne(db, sql: "SELECT Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_SEQ = 2") }
+        let original = try #require(stored)
+        var random = SeededGenerator(seed: 20_261_129)
+        // Per kind of damage: how many rounds read as the line, how many were refused.
+        var read = [0, 0, 0, 0]
+        var refused = [0, 0, 0, 0]
+        for round in 0..<200 {
+            let kind = round % 4
+            var damaged = [UInt8](original)
+            switch kind {
+            case 0:  // a few bytes flipped anywhere, the length header and the zlib trailer included
+                for _ in 0..<Int.random(in: 1...4, using: &random) {
+                    damaged[Int.random(in: 0..<damaged.count, using: &random)] ^= UInt8.random(in: 1...255, using: &random)
+                }
+            case 1:  // cut anywhere after the length header
+                damaged.removeLast(Int.random(in: 1..<(damaged.count - 4), using: &random))
+            case 2:  // bytes added at the end
+                damaged += (0..<Int.random(in: 1...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            default:  // one byte flipped within the zlib trailer (the stream's check of what it inflates to)
+                damaged[damaged.count - Int.random(in: 1...4, using: &random)] ^= 0x5A
+            }
+            do {
+                let pieces = try pieces(of: try StoredBody.line(Data(damaged).databaseValue), maximumBytes: 100_000)
+                #expect(pieces.flatMap { $0 } == line, "round \(round): a damaged stored form read as another line")
+                read[kind] += 1
+            } catch {
+                #expect(error is LinePiecesError, "round \(round): \(error)")
+                refused[kind] += 1
+            }
+        }
+        print("random damage (flipped, cut, grown, trailer): refused \(refused), read as the line \(read)")
+        // Every flip and every cut is found, the trailer's check included; bytes after a whole stream are not read.
+        #expect(refused[0] == 50 && refused[1] == 50 && refused[3] == 50, "refused \(refused)")
+        #expect(read[2] == 50, "read \(read)")
+    }
 }

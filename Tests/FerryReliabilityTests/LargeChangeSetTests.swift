@@ -49,6 +49,36 @@ struct LargeChangeSetTests {
         #expect(a.isRunning)
     }
 
+    @Test("A large change set pulled through a link that cuts and resets answers mid-way arrives whole, once; the serving daemon keeps serving")
+    func largePullThroughFaults() throws {
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600, maxBackoff: 1)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.3, maxBackoff: 1)
+        // At first every answer to B is cut inside its body, or reset, at a random byte.
+        let toA = try FaultProxy(upstreamPort: a.port, plan: .init(truncateResponse: 0.6, reset: 0.4), seed: 20_261_129)
+        defer { toA.stop() }
+        try a.connect(to: b)
+        try b.connect(to: a, via: toA.url)
+        // A's change set is made before either starts, so that B's first round already asks for it.
+        #expect(try a.ferry(["init"]).status == 0)
+        _ = try a.put(DaemonPeer.people("big-", 0..<16_000))
+        try a.start()
+        try b.start()
+        defer { _ = a.stop(); _ = b.stop() }
+        func failedPulls() -> Int {
+            b.log().split(separator: "\n").filter { $0.contains("sync with a failed") && $0.contains("POST /v1/changesets/pull") }.count
+        }
+        let cut = try DaemonPeer.waitUntil(timeout: 30) { failedPulls() >= 3 }
+        #expect(cut, "B's pulls of the large change set were not cut: \(toA.counts)\n\(b.logExcerpt())")
+        #expect(try !b.dump().contains("big- 0"), "B took something of an answer that was cut")
+        // Then half of them are.
+        toA.setPlan(.init(truncateResponse: 0.3, reset: 0.2))
+        let converged = try DaemonPeer.waitUntil(timeout: 90) { try a.dump() == b.dump() }
+        #expect(converged, "B did not get the large change set whole: \(toA.counts)\n\(b.logExcerpt())")
+        #expect(try b.changeSetLog().entries.count == 1, "B took the change set other than once")
+        #expect(a.isRunning && b.isRunning)
+        print("large pull through faults: \(failedPulls()) pulls failed (\(toA.counts)); converged")
+    }
+
     @Test("A change set larger than the peer's max_body_bytes is named in the pusher's status with what lets it through; the peer still pulls it")
     func largerThanThePeerTakes() throws {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600, maxBackoff: 2)

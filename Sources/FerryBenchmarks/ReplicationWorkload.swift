@@ -79,7 +79,7 @@ enum ReplicationWorkload {
     }
 
     /// One `ferry sync-now` of a new peer named `name` from `a`: seconds, and the process's peak resident memory in MB.
-    private static func syncNow(from a: DaemonPeer, into name: String, settings: Settings) throws -> (seconds: Double, peakMegabytes: Double) {
+    static func syncNow(from a: DaemonPeer, into name: String, settings: Settings) throws -> (seconds: Double, peakMegabytes: Double) {
         let b = try DaemonPeer(name: name, model: SampleModels.path("OrgChart"), pullInterval: 3600)
         try b.connect(to: a)
         guard try FerryProcess.run(["init", "--config", b.configuration]).status == 0 else { throw RawSQLiteError.failed("init B") }

@@ -1,8 +1,9 @@
 // A serving peer's memory while slow peers pull one large change set (docs/RELIABILITY.md §10):
-// one save of N Person objects on A (default 400,000: a change set of about 60 MB of text),
+// one save of N Person objects on A (default 400,000: a change set of 86.9 MB of text),
 // `ferry run` serving it, then P connections (default 10) that each ask for it (gzip, as peers
 // do, or not with --identity) and read only the answer's first kilobytes. Prints A's resident
-// memory before the pullers and with them, per puller, against the change set's size.
+// memory before the pullers and with them, per puller, against the change set's size; and
+// first, what a new peer's `ferry sync-now` of it takes (seconds, peak resident memory).
 //
 //     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
 //     .build/release/FerryBenchmarks --slow-pullers [--count N] [--runs P] [--identity]
@@ -47,6 +48,10 @@ enum SlowPullersWorkload {
         let wholeBytes = whole.readBytes(timeout: 120, limit: .max).count
         let pullSeconds = Double(DispatchTime.now().uptimeNanoseconds - pullStarted) / 1e9
         whole.close()
+
+        // What taking it in costs a peer: a new store's `ferry sync-now` from A (the whole line held, decoded and replayed).
+        let taken = try ReplicationWorkload.syncNow(from: a, into: "b", settings: settings)
+        print(String(format: "  a new peer's sync-now of it: %.1f s, peak resident memory %.0f MB", taken.seconds, taken.peakMegabytes))
         Thread.sleep(forTimeInterval: 1)
         let before = try residentMegabytes(of: a)
 

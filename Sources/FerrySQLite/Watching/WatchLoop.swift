@@ -85,6 +85,11 @@ final class WatchLoop: Sendable {
     static let afterCommitSchedule: [Int] = [2_000, 10_000, 50_000, 250_000, 500_000]
     /// How long after a commit a check saw its announcement may still come, in nanoseconds.
     static let announcementDelay: UInt64 = 1_000_000
+    /// How long after a commit a check saw an announcement is still taken as possibly that
+    /// commit's, in nanoseconds: read first instead of signalled at once, so that a commit whose
+    /// writer was held up between its commit and its announcement (past ``announcementDelay``, as
+    /// on a loaded machine) is not signalled twice.
+    static let lateAnnouncementWindow: UInt64 = 1_000_000_000
     /// How often `data_version` is read when inotify cannot be used.
     static let fallbackInterval = 50
 
@@ -230,13 +235,19 @@ final class WatchLoop: Sendable {
         var writerAnnounces = false
         // When a check saw the last commit (nil once its announcement came, or did not in time).
         var unannouncedSince: UInt64?
+        // When a check saw the last commit, until an announcement comes however late (the
+        // announcement is then read first: see ``lateAnnouncementWindow``).
+        var checkedWithoutAnnouncement: UInt64?
         // The last announcement's mark on the log's modification time.
         var lastMark = initialMark
         /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
         /// came with its announcement's mark (for the statistics only).
         func seen(announced: Bool, at now: UInt64, signalled: Bool = false, marked: Bool = false) {
             counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
-            if !announced { unannouncedSince = now }
+            if !announced {
+                unannouncedSince = now
+                checkedWithoutAnnouncement = now
+            }
             if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName, buffer: &events)
@@ -262,15 +273,17 @@ final class WatchLoop: Sendable {
                 writerAnnounces = true
                 // A mark not seen before says a commit was announced (``CommitAnnouncer``): the subscribers
                 // are told first, and `data_version` is read after, off their path. Unless a check saw a
-                // commit whose announcement had not come yet (this is likely that one's: read first, so
-                // that one commit is signalled once). Other changes of the log's metadata leave no new
-                // mark, and are read first as before.
+                // commit whose announcement had not come yet, even past `announcementDelay` (this is
+                // likely that one's: read first, so that one commit is signalled once). Other changes of
+                // the log's metadata leave no new mark, and are read first as before.
                 let mark = announcer.currentMark()
                 let isNewMark = mark != nil && mark != lastMark
                 if let mark { lastMark = mark }
-                let signalled = isNewMark && unannouncedSince == nil
+                let lateForACheckedCommit = checkedWithoutAnnouncement.map { current - $0 <= Self.lateAnnouncementWindow } ?? false
+                let signalled = isNewMark && unannouncedSince == nil && !lateForACheckedCommit
                 if signalled { onCommit() }
                 unannouncedSince = nil
+                checkedWithoutAnnouncement = nil
                 if changed() {
                     seen(announced: true, at: current, signalled: signalled, marked: isNewMark)
                     continue

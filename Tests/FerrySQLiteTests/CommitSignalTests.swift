@@ -184,15 +184,22 @@ struct CommitSignalTests {
         #expect(statistics.announcedCommits + statistics.checkedCommits == 2, "\(statistics)")
     }
 
-    @Test("A writer that does not announce its commits (plain SQLite) is seen, before and after announced ones")
-    func unannouncedWriter() async throws {
-        let (directory, watched, other) = try Self.twoConnections()
-        defer { withExtendedLifetime(directory) {} }
+    /// ``twoConnections()``, a plain SQLite connection on the same file (a writer that does not
+    /// announce), and a listener of the watched store that has heard one plain commit.
+    static func plainCommitHeard() async throws -> (TemporaryDirectory, SQLiteStore, PersistentContainer, DatabaseQueue, Listener) {
+        let (directory, watched, other) = try twoConnections()
         let plain = try DatabaseQueue(path: directory.file("shared.sqlite"))
         try await plain.write { db in try db.execute(sql: "CREATE TABLE elsewhere (x INTEGER)") }
         let listener = Listener(watched)
         try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
         #expect(await listener.wait(for: 1) == 1, "a plain SQLite commit was not signalled")
+        return (directory, watched, other, plain, listener)
+    }
+
+    @Test("A writer that does not announce its commits (plain SQLite) is seen, before and after announced ones")
+    func unannouncedWriter() async throws {
+        let (directory, watched, other, plain, listener) = try await Self.plainCommitHeard()
+        defer { withExtendedLifetime(directory) {} }
         // An announced commit, then a plain one: the watcher expects announcements by then, and
         // must still see the plain commit by its checks.
         let context = other.newContext()
@@ -212,14 +219,9 @@ struct CommitSignalTests {
     // announcement was signalled as a new commit.
     @Test("An announcement that comes long after a check saw its commit is not signalled again; the next announced commit is")
     func lateAnnouncement() async throws {
-        let (directory, watched, other) = try Self.twoConnections()
-        defer { withExtendedLifetime(directory) {} }
-        let plain = try DatabaseQueue(path: directory.file("shared.sqlite"))
-        try await plain.write { db in try db.execute(sql: "CREATE TABLE elsewhere (x INTEGER)") }
-        let listener = Listener(watched)
         // A commit no announcement follows at once: a check sees it.
-        try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
-        #expect(await listener.wait(for: 1) == 1, "the commit was not signalled")
+        let (directory, watched, other, _, listener) = try await Self.plainCommitHeard()
+        defer { withExtendedLifetime(directory) {} }
         // Its announcement, 50 times later than `announcementDelay`.
         try await Task.sleep(for: .milliseconds(50))
         CommitAnnouncer(storePath: watched.path).announce()

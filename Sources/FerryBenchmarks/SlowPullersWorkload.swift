@@ -38,12 +38,14 @@ enum SlowPullersWorkload {
         try a.start()
         defer { _ = a.stop() }
         let body = #"{"after":{},"limit":10000}"#
-        let request = "POST /v1/changesets/pull HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(a.peerToken)\r\n"
-            + "Content-Type: application/json\r\nAccept-Encoding: \(gzip ? "gzip" : "identity")\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        func request(closing: Bool) -> String {
+            "POST /v1/changesets/pull HTTP/1.1\r\nHost: 127.0.0.1\r\n\(closing ? "Connection: close\r\n" : "")Authorization: Bearer \(a.peerToken)\r\n"
+                + "Content-Type: application/json\r\nAccept-Encoding: \(gzip ? "gzip" : "identity")\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
 
         // One whole pull first, read to its end: what serving it once leaves behind is in the baseline.
         let whole = try RawConnection(port: a.port)
-        whole.send(request.replacingOccurrences(of: "Host: 127.0.0.1\r\n", with: "Host: 127.0.0.1\r\nConnection: close\r\n"))
+        whole.send(request(closing: true))
         let pullStarted = DispatchTime.now().uptimeNanoseconds
         let wholeBytes = whole.readBytes(timeout: 120, limit: .max).count
         let pullSeconds = Double(DispatchTime.now().uptimeNanoseconds - pullStarted) / 1e9
@@ -61,7 +63,7 @@ enum SlowPullersWorkload {
         for _ in 0..<pullers {
             let connection = try RawConnection(port: a.port)
             connection.shrinkReceiveBuffer()
-            connection.send(request)
+            connection.send(request(closing: false))
             firstBytes.append(connection.readBytes(timeout: 5, limit: 4096).count)
             connections.append(connection)
         }

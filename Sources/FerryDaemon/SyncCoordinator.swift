@@ -234,14 +234,16 @@ public actor SyncCoordinator {
             Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
             if let error = result.error {
                 var level = Logger.Level.warning
-                if case .localStore = error {
+                switch error {
+                case .localStore:
                     // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
                     Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
                     level = .error
-                }
-                if case .changeSetTooLarge = error {
+                case .changeSetTooLarge:
                     // Trying again does not help until an operator raises the peer's limit.
                     level = .error
+                default:
+                    break
                 }
                 logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
                 if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }

@@ -23,6 +23,20 @@ enum RelayFixtures {
         }
     }
 
+    /// Peers "a" and "b" started and syncing through one relay (started, trusting both, with
+    /// `server.max_body_bytes` when given) over a fresh cluster, which stops when it is released.
+    static func pairThroughRelay(maxBodyBytes: Int? = nil) throws -> (cluster: PostgresCluster, relay: RelayProcess, a: DaemonPeer, b: DaemonPeer) {
+        let cluster = try cluster()
+        let peers = try peers(["a", "b"])
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try keys(of: peers), maxBodyBytes: maxBodyBytes)
+        try relay.start()
+        for peer in peers {
+            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+            try peer.start()
+        }
+        return (cluster, relay, peers[0], peers[1])
+    }
+
     /// The origins and keys of `peers`, for a relay's `trust.keys`.
     static func keys(of peers: [DaemonPeer]) throws -> [(origin: String, key: String)] {
         try peers.map { try $0.identity() }.map { (origin: $0.store, key: $0.key) }

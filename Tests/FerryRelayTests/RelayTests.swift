@@ -9,19 +9,11 @@ import FerryTestSupport
 struct RelayTests {
     @Test("two daemons replicate through a relay: saves on each reach the other, the relay holds each change set once")
     func replicateThroughRelay() throws {
-        let cluster = try RelayFixtures.cluster()
-        let peers = try RelayFixtures.peers(["a", "b"])
-        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers))
-        try relay.start()
-        for peer in peers {
-            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
-            try peer.start()
-        }
-        let (a, b) = (peers[0], peers[1])
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay()
         try RelayFixtures.save("from a", on: a)
         try RelayFixtures.save("from b", on: b)
         let converged = try DaemonPeer.waitUntil(timeout: 30) {
-            let dumps = try peers.map { try $0.dump() }
+            let dumps = try [a, b].map { try $0.dump() }
             return dumps[0] == dumps[1] && dumps[0].contains("from a") && dumps[0].contains("from b")
         }
         #expect(converged, "a and b did not converge through the relay: \(a.logExcerpt()) \(b.logExcerpt()) \(relay.log().suffix(2000))")
@@ -39,16 +31,8 @@ struct RelayTests {
 struct RelayBodyLimitTests {
     @Test("a change set larger than the relay's max_body_bytes: the sender's status and log say so and what lets it through; raised, it flows with what came after it")
     func changeSetLargerThanTheRelayTakes() throws {
-        let cluster = try RelayFixtures.cluster()
-        let peers = try RelayFixtures.peers(["a", "b"])
-        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers),
-                                     maxBodyBytes: 1 << 20)
-        try relay.start()
-        for peer in peers {
-            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
-            try peer.start()
-        }
-        let (a, b) = (peers[0], peers[1])
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20)
+        defer { withExtendedLifetime(cluster) {} }  // (the relay's database stops with it)
         // One change set of some 2.3 MB of text (16,000 objects in one save), then a small one.
         _ = try a.put(DaemonPeer.people("big", 0..<16_000))
         try RelayFixtures.save("after the big one", on: a)
@@ -73,15 +57,7 @@ struct RelayBodyLimitTests {
 struct RelayDatabaseOutageTests {
     @Test("while PostgreSQL is down the relay answers 503 (health too) and daemons keep their saves; once it is back, the relay serves again by itself and everything flows")
     func outage() throws {
-        let cluster = try RelayFixtures.cluster()
-        let peers = try RelayFixtures.peers(["a", "b"])
-        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try RelayFixtures.keys(of: peers))
-        try relay.start()
-        for peer in peers {
-            try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
-            try peer.start()
-        }
-        let (a, b) = (peers[0], peers[1])
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay()
         try RelayFixtures.save("before the outage", on: a)
         #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("before the outage") })
 

@@ -43,8 +43,7 @@ enum StoredBody {
         case .string(let text):
             return text
         case .blob(let data):
-            guard data.count > 4 else { throw StoredBodyError() }
-            let length = data.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+            guard let length = recordedLength(data) else { throw StoredBodyError() }
             var input = ByteBuffer(bytes: data.dropFirst(4))
             let inflated: ByteBuffer
             do {
@@ -60,6 +59,13 @@ enum StoredBody {
         }
     }
 
+    /// The inflated length a compressed body records in its first 4 bytes; nil when it is too short
+    /// to hold them and a stream.
+    private static func recordedLength(_ data: Data) -> Int? {
+        guard data.count > 4 else { return nil }
+        return data.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+    }
+
     /// Bodies at least this long (inflated) are read in pieces when a page is served
     /// (``line(_:)``): a pull answer's size, past which such a change set goes alone.
     static let piecewiseLength = 1 << 20
@@ -68,9 +74,9 @@ enum StoredBody {
     /// compressed, inflated a piece at a time as it is read (``InflatingPieces``); any other is text.
     /// - Throws: ``StoredBodyError`` for a body that is neither text nor a compressed stream.
     static func line(_ value: DatabaseValue) throws -> ChangeSetPage.Line {
-        guard case .blob(let data) = value.storage, data.count > 4 else { return ChangeSetPage.Line(try text(value)) }
-        let length = data.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-        guard length >= piecewiseLength else { return ChangeSetPage.Line(try text(value)) }
+        guard case .blob(let data) = value.storage, let length = recordedLength(data), length >= piecewiseLength else {
+            return ChangeSetPage.Line(try text(value))
+        }
         let stream = ByteBuffer(bytes: data.dropFirst(4))
         return ChangeSetPage.Line(byteCount: length) { InflatingPieces(stream: stream, length: length) }
     }

@@ -233,21 +233,16 @@ final class WatchLoop: Sendable {
         // The file's writer announces its commits: the last commit seen was announced, or a
         // check saw it just before its announcement came.
         var writerAnnounces = false
-        // When a check saw the last commit (nil once its announcement came, or did not in time).
-        var unannouncedSince: UInt64?
-        // When a check saw the last commit, until an announcement comes however late (the
-        // announcement is then read first: see ``lateAnnouncementWindow``).
-        var checkedWithoutAnnouncement: UInt64?
+        // When a check saw the last commit, until an announcement comes (however late: one within
+        // ``lateAnnouncementWindow`` is read first, as likely that commit's).
+        var checkedAt: UInt64?
         // The last announcement's mark on the log's modification time.
         var lastMark = initialMark
         /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
         /// came with its announcement's mark (for the statistics only).
         func seen(announced: Bool, at now: UInt64, signalled: Bool = false, marked: Bool = false) {
             counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
-            if !announced {
-                unannouncedSince = now
-                checkedWithoutAnnouncement = now
-            }
+            if !announced { checkedAt = now }
             if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName, buffer: &events)
@@ -279,19 +274,17 @@ final class WatchLoop: Sendable {
                 let mark = announcer.currentMark()
                 let isNewMark = mark != nil && mark != lastMark
                 if let mark { lastMark = mark }
-                let lateForACheckedCommit = checkedWithoutAnnouncement.map { current - $0 <= Self.lateAnnouncementWindow } ?? false
-                let signalled = isNewMark && unannouncedSince == nil && !lateForACheckedCommit
+                let lateForACheckedCommit = checkedAt.map { current - $0 <= Self.lateAnnouncementWindow } ?? false
+                let signalled = isNewMark && !lateForACheckedCommit
                 if signalled { onCommit() }
-                unannouncedSince = nil
-                checkedWithoutAnnouncement = nil
+                checkedAt = nil
                 if changed() {
                     seen(announced: true, at: current, signalled: signalled, marked: isNewMark)
                     continue
                 }
-            } else if let since = unannouncedSince, current - since > Self.announcementDelay {
-                // The commit a check saw was not announced: its writer does not announce.
+            } else if writerAnnounces, let since = checkedAt, current - since > Self.announcementDelay {
+                // The commit a check saw was not announced in time: its writer does not announce.
                 writerAnnounces = false
-                unannouncedSince = nil
             }
             if written {
                 followingWrite = true

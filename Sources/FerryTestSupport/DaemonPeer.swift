@@ -358,6 +358,15 @@ public final class DaemonPeer: @unchecked Sendable {
         return ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
     }
 
+    /// Whether the daemon's first peer has a `last_success` in its status document (`GET /v1/status`):
+    /// a sync round with it, push and pull, went through.
+    public func hasSynced() throws -> Bool {
+        let status = try FerryProcess.curl("GET", url + "/v1/status", token: adminToken)
+        let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
+        let success = (json?["peers"] as? [[String: Any]])?.first?["last_success"]
+        return success != nil && !(success is NSNull)
+    }
+
     /// Waits up to `timeout` seconds for ``lastSyncError()`` to contain `text`; the last one read.
     /// - Throws: ``DaemonPeerError`` with the last error read and the log's end when it never did.
     public func waitForSyncError(containing text: String, timeout: TimeInterval = 30) throws -> String {

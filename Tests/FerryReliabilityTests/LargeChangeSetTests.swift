@@ -86,9 +86,13 @@ struct LargeChangeSetTests {
         b.serverSettings = ["max_body_bytes": "1048576"]
         try a.connect(to: b)
         try b.connect(to: a)
-        try b.start()
+        // A first, so that B's first round (at its start) reaches A and B pulls next only in an hour:
+        // started the other way, B's first pull failed and its retry could take the change sets
+        // before the check below that A's push of them did not.
         try a.start()
+        try b.start()
         defer { _ = a.stop(); _ = b.stop() }
+        #expect(try DaemonPeer.waitUntil(timeout: 20) { try b.hasSynced() }, "B's first round with A did not go through: \(b.logExcerpt())")
         // One change set of some 2.3 MB of text (16,000 objects in one save): pushed alone, over B's 1 MiB.
         _ = try a.put(DaemonPeer.people("big-", 0..<16_000))
         _ = try a.put(DaemonPeer.people("after-", 0..<1))

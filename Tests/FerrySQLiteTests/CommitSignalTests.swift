@@ -239,21 +239,23 @@ struct CommitSignalTests {
     // In a full run on a loaded machine, "A writer that does not announce…" once saw its second plain
     // commit at such a change (another connection opening the log, which SQLite run as root
     // `fchown`s), before its scheduled check, and counted it as announced.
-    @Test("A commit first seen at a change of the log's metadata that left no mark is signalled, and counted as checked, not announced")
-    func commitSeenAtUnmarkedChange() async throws {
-        let (directory, watched, _) = try Self.twoConnections()
-        defer { withExtendedLifetime(directory) {} }
-        /// While `hiding`, every read of `data_version` gives the last value read before: no check sees a commit.
-        final class Hiding: Sendable {
-            let hiding = Atomic<Bool>(false)
-            let last = Mutex<Int64?>(nil)
-            func read(_ connection: DatabaseQueue) -> Int64? {
-                if hiding.load(ordering: .acquiring) { return last.withLock { $0 } }
-                let version = WatchLoop.dataVersion(on: connection)
-                last.withLock { $0 = version }
-                return version
-            }
+    /// While `hiding`, every read of `data_version` gives the last value read before: no check sees a commit.
+    final class Hiding: Sendable {
+        let hiding = Atomic<Bool>(false)
+        let last = Mutex<Int64?>(nil)
+        func read(_ connection: DatabaseQueue) -> Int64? {
+            if hiding.load(ordering: .acquiring) { return last.withLock { $0 } }
+            let version = WatchLoop.dataVersion(on: connection)
+            last.withLock { $0 = version }
+            return version
         }
+    }
+
+    /// A watcher of a store file and its listener, which has heard one commit of a plain SQLite
+    /// connection (returned), seen only at a change of the log's metadata that left no mark (a
+    /// `chmod` to the same mode, as another connection opening the log as root does).
+    static func commitSeenAtUnmarkedChange() async throws -> (TemporaryDirectory, SQLiteStore, CommitWatcher, Listener, DatabaseQueue) {
+        let (directory, watched, _) = try Self.twoConnections()
         let hiding = Hiding()
         let watcher = CommitWatcher(path: watched.path) { hiding.read($0) }
         let listener = Listener(watcher.commits())
@@ -268,8 +270,38 @@ struct CommitSignalTests {
         #expect(stat(watched.path + "-wal", &status) == 0)
         #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
         #expect(await listener.wait(for: 1) == 1, "the commit was not signalled at the read after the log's change")
+        return (directory, watched, watcher, listener, plain)
+    }
+
+    // In a full run on a loaded machine, "A writer that does not announce…" once saw its second plain
+    // commit at such a change (another connection opening the log, which SQLite run as root
+    // `fchown`s), before its scheduled check, and counted it as announced.
+    @Test("A commit first seen at a change of the log's metadata that left no mark is signalled, and counted as checked, not announced")
+    func commitSeenAtUnmarkedChange() async throws {
+        let (directory, _, watcher, _, _) = try await Self.commitSeenAtUnmarkedChange()
+        defer { withExtendedLifetime(directory) {} }
         let statistics = watcher.statistics
         #expect(statistics.announcedCommits == 0 && statistics.checkedCommits == 1, "\(statistics)")
+    }
+
+    // In a full run beside two spinning processes (sixteenth session), "An announcement that comes
+    // long after a check saw its commit…" found one signal too many: its watcher's thread ran late,
+    // and first read the plain commit at the change of the log's metadata its own connection's
+    // opening had made (as root), not by a check; only a check's sighting made a late announcement
+    // be read first, so the test's announcement was signalled as a second commit.
+    @Test("A commit first seen at a change of the log's metadata that left no mark, then announced late, is signalled once; the next commit is signalled")
+    func lateAnnouncementOfACommitSeenAtUnmarkedChange() async throws {
+        let (directory, watched, watcher, listener, plain) = try await Self.commitSeenAtUnmarkedChange()
+        defer { withExtendedLifetime((directory, watcher)) {} }  // (the watcher's thread ends with it)
+        try await Task.sleep(for: .milliseconds(50))
+        CommitAnnouncer(storePath: watched.path).announce()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(listener.signals == 1, "a late announcement of a commit already signalled was signalled again: \(listener.signals) signals")
+        try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
+        CommitAnnouncer(storePath: watched.path).announce()
+        #expect(await listener.wait(for: 2) == 2, "the next commit was not signalled: \(watcher.statistics)")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(listener.signals == 2, "\(listener.signals) signals")
     }
 
     @Test("A save by another process (ferry put) on the same file signals")

@@ -85,10 +85,11 @@ final class WatchLoop: Sendable {
     static let afterCommitSchedule: [Int] = [2_000, 10_000, 50_000, 250_000, 500_000]
     /// How long after a commit a check saw its announcement may still come, in nanoseconds.
     static let announcementDelay: UInt64 = 1_000_000
-    /// How long after a commit a check saw an announcement is still taken as possibly that
-    /// commit's, in nanoseconds: read first instead of signalled at once, so that a commit whose
-    /// writer was held up between its commit and its announcement (past ``announcementDelay``, as
-    /// on a loaded machine) is not signalled twice.
+    /// How long after a commit seen without its announcement (by a check, or at a change of the
+    /// log's metadata that left no mark) an announcement is still taken as possibly that commit's,
+    /// in nanoseconds: read first instead of signalled at once, so that a commit whose writer was
+    /// held up between its commit and its announcement (past ``announcementDelay``, as on a loaded
+    /// machine) is not signalled twice.
     static let lateAnnouncementWindow: UInt64 = 1_000_000_000
     /// How often `data_version` is read when inotify cannot be used.
     static let fallbackInterval = 50
@@ -233,16 +234,20 @@ final class WatchLoop: Sendable {
         // The file's writer announces its commits: the last commit seen was announced, or a
         // check saw it just before its announcement came.
         var writerAnnounces = false
-        // When a check saw the last commit, until an announcement comes (however late: one within
+        // When the last commit was seen without its announcement's mark (by a check, or at another
+        // change of the log's metadata), until an announcement comes (however late: one within
         // ``lateAnnouncementWindow`` is read first, as likely that commit's).
         var checkedAt: UInt64?
         // The last announcement's mark on the log's modification time.
         var lastMark = initialMark
         /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
-        /// came with its announcement's mark (for the statistics only).
-        func seen(announced: Bool, at now: UInt64, signalled: Bool = false, marked: Bool = false) {
+        /// came with its announcement's mark. Seen without that mark, its announcement may still come.
+        func seen(at now: UInt64, signalled: Bool = false, marked: Bool = false) {
             counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
-            if !announced { checkedAt = now }
+            // (Also when it was seen at a change of the log's metadata that left no mark, such as
+            // another connection opening the log: its own announcement, if any, is still to come,
+            // and was signalled as a second commit when only checks set this.)
+            if !marked { checkedAt = now }
             if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName, buffer: &events)
@@ -279,7 +284,7 @@ final class WatchLoop: Sendable {
                 if signalled { onCommit() }
                 checkedAt = nil
                 if changed() {
-                    seen(announced: true, at: current, signalled: signalled, marked: isNewMark)
+                    seen(at: current, signalled: signalled, marked: isNewMark)
                     continue
                 }
             } else if writerAnnounces, let since = checkedAt, current - since > Self.announcementDelay {
@@ -293,7 +298,7 @@ final class WatchLoop: Sendable {
             if let first = checks.first, first <= current {
                 checks.pass(current)
                 if changed() {
-                    seen(announced: false, at: current)
+                    seen(at: current)
                 } else if checks.isEmpty {
                     followingWrite = false
                 }

@@ -84,12 +84,24 @@ enum ReplicationWorkload {
         try b.connect(to: a)
         guard try FerryProcess.run(["init", "--config", b.configuration]).status == 0 else { throw RawSQLiteError.failed("init B") }
 
-        // B's peak memory comes from /usr/bin/time (Debian's `time`): the kernel's figure for a child
-        // of this process would include this process's own size, copied at fork before the exec.
+        let taken = try measuredFerry(["sync-now", "--config", b.configuration], describing: "sync-now on B", log: a.log())
+        let count = try FerryProcess.run(["query", "--config", b.configuration, "Person", "--count"]).standardOutput
+        guard Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) == settings.count else {
+            throw RawSQLiteError.failed("B has \(count) objects, not \(settings.count)")
+        }
+        return taken
+    }
+
+    /// Runs `ferry ARGUMENTS` (reading `input`, a file, when given): its seconds, and its peak resident
+    /// memory in MB. The peak comes from /usr/bin/time (Debian's `time`): the kernel's figure for a
+    /// child of this process would include this process's own size, copied at fork before the exec.
+    /// - Throws: when it fails, with what it printed (and `log`).
+    static func measuredFerry(_ arguments: [String], input: URL? = nil, describing what: String, log: String = "") throws -> (seconds: Double, peakMegabytes: Double) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-        process.arguments = ["-f", "peak-kb %M", try FerryProcess.executable().path, "sync-now", "--config", b.configuration]
+        process.arguments = ["-f", "peak-kb %M", try FerryProcess.executable().path] + arguments
         process.standardOutput = FileHandle.nullDevice
+        if let input { process.standardInput = try FileHandle(forReadingFrom: input) }
         let errors = Pipe()
         process.standardError = errors
         var report = Data()
@@ -101,11 +113,7 @@ enum ReplicationWorkload {
         let text = String(decoding: report, as: UTF8.self)
         guard process.terminationStatus == 0,
               let peak = text.split(separator: "\n").last(where: { $0.hasPrefix("peak-kb ") }).flatMap({ Double($0.dropFirst("peak-kb ".count)) }) else {
-            throw RawSQLiteError.failed("sync-now on B failed: \(text)\n\(a.log())")
-        }
-        let count = try FerryProcess.run(["query", "--config", b.configuration, "Person", "--count"]).standardOutput
-        guard Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) == settings.count else {
-            throw RawSQLiteError.failed("B has \(count) objects, not \(settings.count)")
+            throw RawSQLiteError.failed("\(what) failed: \(text)\n\(log)")
         }
         return (elapsed, peak / 1024)
     }

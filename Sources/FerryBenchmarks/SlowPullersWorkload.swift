@@ -54,6 +54,9 @@ enum SlowPullersWorkload {
         // What taking it in costs a peer: a new store's `ferry sync-now` from A (the whole line held, decoded and replayed).
         let taken = try ReplicationWorkload.syncNow(from: a, into: "b", settings: settings)
         print(String(format: "  a new peer's sync-now of it: %.1f s, peak resident memory %.0f MB", taken.seconds, taken.peakMegabytes))
+        // What making it costs: the same save by `ferry put` into a new store.
+        let put = try putPeak(count: count, model: SampleModels.path("OrgChart"))
+        print(String(format: "  the same save made by `ferry put` into a new store: %.1f s, peak resident memory %.0f MB", put.seconds, put.peakMegabytes))
         Thread.sleep(forTimeInterval: 1)
         let before = try residentMegabytes(of: a)
 
@@ -79,6 +82,18 @@ enum SlowPullersWorkload {
         print(String(format: "  A's resident memory: %.0f MB before, %.0f MB with %d slow pullers (the most in 5 s): %.1f MB per puller, %.2f× the change set's %.1f MB",
                      before, with, pullers, (with - before) / Double(pullers), (with - before) / Double(pullers) / (Double(lineBytes) / 1_048_576),
                      Double(lineBytes) / 1_048_576))
+    }
+
+    /// One `ferry put` of `count` Person objects (the save the workload made in-process) into a new
+    /// store: its seconds and peak resident memory.
+    static func putPeak(count: Int, model: String) throws -> (seconds: Double, peakMegabytes: Double) {
+        let directory = TemporaryDirectory()
+        let operations = URL(fileURLWithPath: directory.file("operations.json"))
+        try Data(DaemonPeer.people("big-", 0..<count).utf8).write(to: operations)
+        let store = directory.file("made.sqlite")
+        let made = try FerryProcess.run(["init", "--store", store, "--model", model])
+        guard made.status == 0 else { throw RawSQLiteError.failed("ferry init failed: \(made.standardError)") }
+        return try ReplicationWorkload.measuredFerry(["put", "--store", store, "--model", model, "-"], input: operations, describing: "ferry put")
     }
 
     static func residentMegabytes(of peer: DaemonPeer) throws -> Double {

@@ -80,10 +80,15 @@ public final class DaemonPeer: @unchecked Sendable {
     }
 
     /// The daemon's resident memory in bytes (`VmRSS` of /proc), while it runs.
-    public var residentMemory: Int? {
+    public var residentMemory: Int? { memoryFigure("VmRSS:") }
+
+    /// The most resident memory the daemon has had since it started, in bytes (`VmHWM` of /proc), while it runs.
+    public var peakResidentMemory: Int? { memoryFigure("VmHWM:") }
+
+    private func memoryFigure(_ name: String) -> Int? {
         guard let process, process.isRunning,
               let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
               let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
         return kilobytes * 1024
     }

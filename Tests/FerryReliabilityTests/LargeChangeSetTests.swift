@@ -49,6 +49,36 @@ struct LargeChangeSetTests {
         #expect(a.isRunning)
     }
 
+    @Test("A backlog of large change sets is pushed a request at a time, each read as it goes: the pusher holds about one of them, not the backlog")
+    func pushedBacklog() throws {
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600, maxBackoff: 1)
+        let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
+        // A pushes to B; B has no peer, so it takes A's change sets only as A pushes them (A's key pinned).
+        try a.connect(to: b)
+        #expect(try a.ferry(["init"]).status == 0)
+        try b.pin(a)
+        // Six change sets of some 5.8 MB of text each (40,000 objects a save), each over a push's 4 MiB.
+        for part in 0..<6 { _ = try a.put(DaemonPeer.people("big\(part)-", 0..<40_000)) }
+        let lines = try a.history()
+        let total = lines.reduce(0) { $0 + $1.utf8.count }
+        #expect(lines.count == 6 && total > 30 << 20, "\(lines.count) change sets, \(total) bytes")
+        try a.start()
+        defer { _ = a.stop(); _ = b.stop() }
+        // B is not running yet: A's rounds fail before they read a change set. Its peak so far is the baseline.
+        Thread.sleep(forTimeInterval: 1.5)
+        let baseline = try #require(a.peakResidentMemory)
+        try b.start()
+        let origin = try a.storeIdentifier()
+        let pushed = try DaemonPeer.waitUntil(timeout: 60) { try b.changeSetCount(of: origin) == 6 }
+        #expect(pushed, "B did not get A's 6 change sets: \(a.logExcerpt())")
+        let growth = try #require(a.peakResidentMemory) - baseline
+        print("pushed backlog: A's peak resident memory grew by \(growth >> 20) MiB while it pushed 6 change sets of \(total >> 20) MiB in all")
+        // Read whole on each round (the build before), the backlog alone is `total` (with 8 change sets: 149 MiB
+        // of growth for 45 MiB); read as it goes, a change set and its request (18 MiB).
+        #expect(growth < total, "A's peak grew by \(growth >> 20) MiB pushing \(total >> 20) MiB of change sets")
+        #expect(try a.dump() == b.dump())
+    }
+
     @Test("A large change set pulled through a link that cuts and resets answers mid-way arrives whole, once; the serving daemon keeps serving")
     func largePullThroughFaults() throws {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600, maxBackoff: 1)
@@ -67,7 +97,7 @@ struct LargeChangeSetTests {
         func failedPulls() -> Int {
             b.log().split(separator: "\n").filter { $0.contains("sync with a failed") && $0.contains("POST /v1/changesets/pull") }.count
         }
-        let cut = try DaemonPeer.waitUntil(timeout: 30) { failedPulls() >= 3 }
+        let cut = DaemonPeer.waitUntil(timeout: 30) { failedPulls() >= 3 }
         #expect(cut, "B's pulls of the large change set were not cut: \(toA.counts)\n\(b.logExcerpt())")
         #expect(try !b.dump().contains("big- 0"), "B took something of an answer that was cut")
         // Then half of them are.

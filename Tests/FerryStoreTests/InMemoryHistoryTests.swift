@@ -56,6 +56,28 @@ struct InMemoryHistoryTests {
         #expect(try store.changeSetLines(after: [store.identifier: 3], limit: nil).count == 2)
     }
 
+    @Test("A push's read takes the lines that fit its bytes, a newline after each, and always the first")
+    func boundedRead() throws {
+        let store = InMemoryStore(model: Self.model)
+        let context = try PersistentContainer(store: store).newContext()
+        for name in ["A", "B", "C", String(repeating: "D", count: 5_000), "E"] {
+            try context.make("Person", ["name": name])
+            try context.save()
+        }
+        let all = try store.changeSetLines(after: [:], limit: nil)
+        try #require(all.count == 5)
+        let sizes = all.map { $0.utf8.count + 1 }
+        func read(_ maximumBytes: Int, after vector: VersionVector = [:]) throws -> [String] {
+            try store.changeSetLines(after: vector, limit: nil, maximumBytes: maximumBytes)
+        }
+        #expect(try read(sizes[0] + sizes[1]) == Array(all[0..<2]))
+        #expect(try read(sizes[0] + sizes[1] - 1) == [all[0]])
+        #expect(try read(1) == [all[0]])
+        #expect(try read(1, after: [store.identifier: 3]) == [all[3]], "a large first line goes alone")
+        #expect(try read(sizes[2] + sizes[3] - 1, after: [store.identifier: 2]) == [all[2]])
+        #expect(try read(1 << 30) == all)
+    }
+
     @Test("Held change sets are kept in origin and sequence order until released")
     func held() throws {
         let store = InMemoryStore(model: Self.model)

@@ -264,8 +264,10 @@ struct HistoryLog {
 
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).
-    func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
-        try changeSets(after: vector, cursor: 0, limit: limit, StoredBody.text).lines
+    /// With `maximumBytes`, only the first ones whose texts, a newline after each, add up to at most
+    /// that many bytes (always the first): the others' bodies are not read.
+    func bodies(after vector: VersionVector, limit: Int? = nil, maximumBytes: Int? = nil) throws -> [String] {
+        try changeSets(after: vector, cursor: 0, limit: limit, maximumBytes: maximumBytes, StoredBody.text).lines
     }
 
     /// The change sets not covered by `vector` with a rank above `cursor`, in rank order, and the
@@ -275,8 +277,9 @@ struct HistoryLog {
         try changeSets(after: vector, cursor: cursor, limit: limit, StoredBody.line)
     }
 
-    /// ``page(after:cursor:limit:)``, each stored body made into a `Line` by `line`.
-    private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?,
+    /// ``page(after:cursor:limit:)``, each stored body made into a `Line` by `line`; with
+    /// `maximumBytes`, ending before a line that would take the texts past it (after the first).
+    private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil,
                                   _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {
         for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
@@ -285,12 +288,17 @@ struct HistoryLog {
         guard let first = try firstUncoveredRank(by: vector) else { return ([], cursor) }
         let start = max(cursor, first - 1)
         var last = start
+        var bytes = 0
         let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY, Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK"
         let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: [start])
         while let row = try rows.next() {
             guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
+            if let maximumBytes {
+                bytes += try StoredBody.length(row[2]) + 1
+                if bytes > maximumBytes, !result.isEmpty { break }
+            }
             result.append(try line(row[2]))
             last = row[3]
             if let limit, result.count >= limit { break }

@@ -18,6 +18,14 @@ extension SQLiteStore {
         return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit) }
     }
 
+    /// The first lines of ``changeSetLines(after:limit:)`` whose texts, a newline after each, add up
+    /// to at most `maximumBytes`, and always the first, however long: what one request may carry.
+    /// The lines past that are not read (a compressed body records its length: none is inflated).
+    public func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int) throws -> [String] {
+        let store = identifier
+        return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit, maximumBytes: maximumBytes) }
+    }
+
     /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
     /// taken in after position `cursor` (0 for the start), and the cursor for
     /// the next page. Serving a long history page by page keeps memory flat; a

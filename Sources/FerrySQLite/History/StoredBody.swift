@@ -59,6 +59,18 @@ enum StoredBody {
         }
     }
 
+    /// The length of the body's text, read without inflating it: a compressed body records it.
+    /// - Throws: ``StoredBodyError`` for a body that is neither text nor a compressed stream.
+    static func length(_ value: DatabaseValue) throws -> Int {
+        switch value.storage {
+        case .string(let text): return text.utf8.count
+        case .blob(let data):
+            guard let length = recordedLength(data) else { throw StoredBodyError() }
+            return length
+        default: throw StoredBodyError()
+        }
+    }
+
     /// The inflated length a compressed body records in its first 4 bytes; nil when it is too short
     /// to hold them and a stream.
     private static func recordedLength(_ data: Data) -> Int? {

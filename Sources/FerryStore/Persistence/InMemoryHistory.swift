@@ -78,13 +78,18 @@ struct InMemoryHistory: Sendable {
     }
 
     /// The bodies of the change sets `vector` does not cover, after rank `cursor`, and the rank of the last.
-    func bodies(after vector: VersionVector, cursor: Int64 = 0, limit: Int?) throws(HistoryError) -> (lines: [String], cursor: Int64) {
+    func bodies(after vector: VersionVector, cursor: Int64 = 0, limit: Int?, maximumBytes: Int? = nil) throws(HistoryError) -> (lines: [String], cursor: Int64) {
         for (origin, through) in purged where vector[origin, default: 0] < through {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: through)
         }
         var lines: [String] = []
         var last = cursor
+        var bytes = 0
         for record in records where record.rank > cursor && record.sequence > vector[record.origin, default: 0] {
+            if let maximumBytes {
+                bytes += record.body.utf8.count + 1
+                if bytes > maximumBytes, !lines.isEmpty { break }
+            }
             lines.append(record.body)
             last = record.rank
             if let limit, lines.count >= limit { break }

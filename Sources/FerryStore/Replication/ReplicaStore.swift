@@ -28,6 +28,10 @@ public protocol ReplicaStore: PersistentStore {
     func recordOriginKey(_ key: OriginKey) throws
     /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
     func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
+    /// The first of those lines whose texts, a newline after each, add up to at most `maximumBytes`,
+    /// and always the first, however long (what one push request may carry); the lines past them
+    /// are not read.
+    func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int) throws -> [String]
     /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
     /// in pieces (``ChangeSetPage/Line``), so that serving it holds little of it at a time.
     /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.

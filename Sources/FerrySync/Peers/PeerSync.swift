@@ -204,13 +204,11 @@ public struct PeerSync: Sendable {
             // A store has every change set of its own: none goes back to it, however old the vector.
             var query = remote
             if let store = result.peerStore { query[store] = Int64.max }
-            var lines = try await endpoint.lines(after: query, limit: batchSize)
+            // A request's body stays bounded (the peer refuses large ones with 413): at least one line, and
+            // only what goes is read (reading `batchSize` lines to send a few read a backlog of large
+            // change sets whole on every round).
+            let lines = try await endpoint.lines(after: query, limit: batchSize, maximumBytes: Self.requestBytes)
             guard !lines.isEmpty else { return }
-            // Keep a request's body bounded (the peer refuses large ones with 413): at least one line.
-            var bytes = 0
-            if let cut = lines.firstIndex(where: { bytes += $0.utf8.count + 1; return bytes > Self.requestBytes }), cut > 0 {
-                lines.removeSubrange(cut...)
-            }
             let report: ApplyReport
             do {
                 report = try await push(lines, offeringKeys: !offeredKeys)

@@ -83,6 +83,12 @@ public actor ReplicationEndpoint {
         try store.changeSetLines(after: vector, limit: limit)
     }
 
+    /// The first of those lines that add up to at most `maximumBytes` (a newline after each), and
+    /// always the first: what one push request carries. The rest are not read.
+    public func lines(after vector: VersionVector, limit: Int, maximumBytes: Int) throws -> [String] {
+        try store.changeSetLines(after: vector, limit: limit, maximumBytes: maximumBytes)
+    }
+
     /// One page of the change sets not covered by `vector`, after position `cursor` (0 to start).
     public func page(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         try store.changeSetPage(after: vector, cursor: cursor, limit: limit)

@@ -254,7 +254,9 @@ struct CommitSignalTests {
     /// A watcher of a store file and its listener, which has heard one commit of a plain SQLite
     /// connection (returned), seen only at a change of the log's metadata that left no mark (a
     /// `chmod` to the same mode, as another connection opening the log as root does).
-    static func commitSeenAtUnmarkedChange() async throws -> (TemporaryDirectory, SQLiteStore, CommitWatcher, Listener, DatabaseQueue) {
+    /// The listener's count before that commit is given too: 1 when the watcher could not open its
+    /// connection as it was armed (a busy file, on a loaded machine), and signalled once as it did.
+    static func commitSeenAtUnmarkedChange() async throws -> (TemporaryDirectory, SQLiteStore, CommitWatcher, Listener, DatabaseQueue, before: Int) {
         let (directory, watched, _) = try Self.twoConnections()
         let hiding = Hiding()
         let watcher = CommitWatcher(path: watched.path) { hiding.read($0) }
@@ -262,15 +264,18 @@ struct CommitSignalTests {
         let plain = try DatabaseQueue(path: directory.file("shared.sqlite"))
         hiding.hiding.store(true, ordering: .releasing)
         try await plain.write { db in try db.execute(sql: "CREATE TABLE elsewhere (x INTEGER)") }
-        // The checks after the commit's writes (half a second at most) all find nothing.
+        // The checks after the commit's writes (half a second at most) all find nothing. (In a full run
+        // beside two spinning processes, sixteenth session, one signal came meanwhile; the only way
+        // one can is the watcher's signal as it opens a connection it could not open when armed.)
         try await Task.sleep(for: .milliseconds(800))
-        #expect(listener.signals == 0)
+        let before = listener.signals
+        #expect(before == 0 || (before == 1 && watcher.statistics.connectionRetries > 0), "\(before) signals while checks could see nothing: \(watcher.statistics)")
         hiding.hiding.store(false, ordering: .releasing)
         var status = stat()
         #expect(stat(watched.path + "-wal", &status) == 0)
         #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
-        #expect(await listener.wait(for: 1) == 1, "the commit was not signalled at the read after the log's change")
-        return (directory, watched, watcher, listener, plain)
+        #expect(await listener.wait(for: before + 1) == before + 1, "the commit was not signalled at the read after the log's change: \(watcher.statistics)")
+        return (directory, watched, watcher, listener, plain, before)
     }
 
     // In a full run on a loaded machine, "A writer that does not announce…" once saw its second plain
@@ -278,7 +283,7 @@ struct CommitSignalTests {
     // `fchown`s), before its scheduled check, and counted it as announced.
     @Test("A commit first seen at a change of the log's metadata that left no mark is signalled, and counted as checked, not announced")
     func commitSeenAtUnmarkedChange() async throws {
-        let (directory, _, watcher, _, _) = try await Self.commitSeenAtUnmarkedChange()
+        let (directory, _, watcher, _, _, _) = try await Self.commitSeenAtUnmarkedChange()
         defer { withExtendedLifetime(directory) {} }
         let statistics = watcher.statistics
         #expect(statistics.announcedCommits == 0 && statistics.checkedCommits == 1, "\(statistics)")
@@ -291,17 +296,17 @@ struct CommitSignalTests {
     // be read first, so the test's announcement was signalled as a second commit.
     @Test("A commit first seen at a change of the log's metadata that left no mark, then announced late, is signalled once; the next commit is signalled")
     func lateAnnouncementOfACommitSeenAtUnmarkedChange() async throws {
-        let (directory, watched, watcher, listener, plain) = try await Self.commitSeenAtUnmarkedChange()
+        let (directory, watched, watcher, listener, plain, before) = try await Self.commitSeenAtUnmarkedChange()
         defer { withExtendedLifetime((directory, watcher)) {} }  // (the watcher's thread ends with it)
         try await Task.sleep(for: .milliseconds(50))
         CommitAnnouncer(storePath: watched.path).announce()
         try await Task.sleep(for: .milliseconds(300))
-        #expect(listener.signals == 1, "a late announcement of a commit already signalled was signalled again: \(listener.signals) signals")
+        #expect(listener.signals == before + 1, "a late announcement of a commit already signalled was signalled again: \(listener.signals - before) signals")
         try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
         CommitAnnouncer(storePath: watched.path).announce()
-        #expect(await listener.wait(for: 2) == 2, "the next commit was not signalled: \(watcher.statistics)")
+        #expect(await listener.wait(for: before + 2) == before + 2, "the next commit was not signalled: \(watcher.statistics)")
         try await Task.sleep(for: .milliseconds(100))
-        #expect(listener.signals == 2, "\(listener.signals) signals")
+        #expect(listener.signals == before + 2, "\(listener.signals - before) signals")
     }
 
     @Test("A save by another process (ferry put) on the same file signals")

@@ -3,7 +3,8 @@
 // `ferry run` serving it, then P connections (default 10) that each ask for it (gzip, as peers
 // do, or not with --identity) and read only the answer's first kilobytes. Prints A's resident
 // memory before the pullers and with them, per puller, against the change set's size; and
-// first, what a new peer's `ferry sync-now` of it takes (seconds, peak resident memory).
+// first, what a new peer's `ferry sync-now` of it takes and what the same save by `ferry put`
+// takes (seconds, peak resident memory).
 //
 //     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
 //     .build/release/FerryBenchmarks --slow-pullers [--count N] [--runs P] [--identity]

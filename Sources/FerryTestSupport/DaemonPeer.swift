@@ -358,17 +358,20 @@ public final class DaemonPeer: @unchecked Sendable {
 
     /// The `last_error` of the daemon's first peer in its status document (`GET /v1/status`), "" when none.
     public func lastSyncError() throws -> String {
+        (try firstPeerStatus()?["last_error"] as? String) ?? ""
+    }
+
+    /// The daemon's first peer in its status document (`GET /v1/status`), nil when it lists none.
+    private func firstPeerStatus() throws -> [String: Any]? {
         let status = try FerryProcess.curl("GET", url + "/v1/status", token: adminToken)
         let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
-        return ((json?["peers"] as? [[String: Any]])?.first?["last_error"] as? String) ?? ""
+        return (json?["peers"] as? [[String: Any]])?.first
     }
 
     /// Whether the daemon's first peer has a `last_success` in its status document (`GET /v1/status`):
     /// a sync round with it, push and pull, went through.
     public func hasSynced() throws -> Bool {
-        let status = try FerryProcess.curl("GET", url + "/v1/status", token: adminToken)
-        let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
-        let success = (json?["peers"] as? [[String: Any]])?.first?["last_success"]
+        let success = try firstPeerStatus()?["last_success"]
         return success != nil && !(success is NSNull)
     }
 

@@ -236,9 +236,6 @@ struct CommitSignalTests {
         #expect(listener.signals == 2, "\(listener.signals) signals")
     }
 
-    // In a full run on a loaded machine, "A writer that does not announce…" once saw its second plain
-    // commit at such a change (another connection opening the log, which SQLite run as root
-    // `fchown`s), before its scheduled check, and counted it as announced.
     /// While `hiding`, every read of `data_version` gives the last value read before: no check sees a commit.
     final class Hiding: Sendable {
         let hiding = Atomic<Bool>(false)

@@ -237,17 +237,16 @@ final class WatchLoop: Sendable {
         // When the last commit was seen without its announcement's mark (by a check, or at another
         // change of the log's metadata), until an announcement comes (however late: one within
         // ``lateAnnouncementWindow`` is read first, as likely that commit's).
-        var checkedAt: UInt64?
+        var unmarkedSeenAt: UInt64?
         // The last announcement's mark on the log's modification time.
         var lastMark = initialMark
         /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
         /// came with its announcement's mark. Seen without that mark, its announcement may still come.
         func seen(at now: UInt64, signalled: Bool = false, marked: Bool = false) {
             counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
-            // (Also when it was seen at a change of the log's metadata that left no mark, such as
-            // another connection opening the log: its own announcement, if any, is still to come,
-            // and was signalled as a second commit when only checks set this.)
-            if !marked { checkedAt = now }
+            // (By a check, or at a change of the log's metadata that left no mark, such as another
+            // connection opening the log: either way its own announcement may still come.)
+            if !marked { unmarkedSeenAt = now }
             if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName, buffer: &events)
@@ -272,23 +271,23 @@ final class WatchLoop: Sendable {
                 counters.withLock { $0.announcements += 1 }
                 writerAnnounces = true
                 // A mark not seen before says a commit was announced (``CommitAnnouncer``): the subscribers
-                // are told first, and `data_version` is read after, off their path. Unless a check saw a
-                // commit whose announcement had not come yet, even past `announcementDelay` (this is
+                // are told first, and `data_version` is read after, off their path. Unless a commit was seen
+                // without its announcement's mark within `lateAnnouncementWindow` (this is
                 // likely that one's: read first, so that one commit is signalled once). Other changes of
                 // the log's metadata leave no new mark, and are read first as before.
                 let mark = announcer.currentMark()
                 let isNewMark = mark != nil && mark != lastMark
                 if let mark { lastMark = mark }
-                let lateForACheckedCommit = checkedAt.map { current - $0 <= Self.lateAnnouncementWindow } ?? false
-                let signalled = isNewMark && !lateForACheckedCommit
+                let lateForAnUnmarkedCommit = unmarkedSeenAt.map { current - $0 <= Self.lateAnnouncementWindow } ?? false
+                let signalled = isNewMark && !lateForAnUnmarkedCommit
                 if signalled { onCommit() }
-                checkedAt = nil
+                unmarkedSeenAt = nil
                 if changed() {
                     seen(at: current, signalled: signalled, marked: isNewMark)
                     continue
                 }
-            } else if writerAnnounces, let since = checkedAt, current - since > Self.announcementDelay {
-                // The commit a check saw was not announced in time: its writer does not announce.
+            } else if writerAnnounces, let since = unmarkedSeenAt, current - since > Self.announcementDelay {
+                // The commit seen without its mark was not announced in time: its writer does not announce.
                 writerAnnounces = false
             }
             if written {

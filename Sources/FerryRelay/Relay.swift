@@ -111,7 +111,10 @@ struct RelayService: Service {
         try await trust.reload(from: database)
         let api = RelayAPI(database: database, fleet: fleet, tokens: tokens, trust: trust, signal: signal,
                            maxBodyBytes: configuration.server.maxBodyBytes,
-                           bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies), metrics: metrics, purges: purges,
+                           bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies),
+                           oversize: OversizeBodies(maxBytes: configuration.server.maxChangeSetBytes, slots: BodySlots(capacity: 1),
+                                                    setting: "server.max_change_set_bytes"),
+                           metrics: metrics, purges: purges,
                            pulls: pulls)
         let server = configuration.server
         let logger = self.logger
@@ -155,8 +158,9 @@ struct RelayService: Service {
         while true {
             do {
                 return try await cancelWhenGracefulShutdown { try await database.prepare() }
-            } catch let error as RelayError {
-                throw error
+            } catch let error where RelayDatabase.withinTransaction(error) is RelayError {
+                // (A refusal, such as a database of a newer schema: trying again cannot help.)
+                throw RelayDatabase.withinTransaction(error)
             } catch is CancellationError {
                 throw CancellationError()
             } catch {

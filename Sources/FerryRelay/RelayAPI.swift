@@ -18,6 +18,8 @@ import FerryServer
 /// - `POST /v1/changesets/pull` (`{"after","limit","wait_ms","store"}`) and `GET /v1/changesets`: what the
 ///   caller lacks, in causal order; with `wait_ms`, held until something arrives (a long poll);
 /// - `POST /v1/changesets`: change sets in; each checked (envelope and signature) before any is stored;
+///   a body past `server.max_body_bytes` is taken when it holds one change set alone, within
+///   `server.max_change_set_bytes`, one such body at a time;
 /// - `GET /v1/snapshot` / `PUT /v1/snapshot`: the newest snapshot a daemon uploaded (404 until one was);
 /// - `PUT /v1/keys`: a daemon's keys, of which the endorsed rotations are taken;
 /// - `GET /v1/status`: what the relay holds; `GET /metrics`.
@@ -29,6 +31,8 @@ struct RelayAPI: Sendable {
     let signal: ChangeSignal
     let maxBodyBytes: Int
     let bodySlots: BodySlots
+    /// Pushes of one change set larger than `maxBodyBytes`: up to `server.max_change_set_bytes`, one at a time.
+    let oversize: OversizeBodies
     let metrics: PrometheusCollectorRegistry?
     let purges: PurgeRecord
     let pulls: PullRecord
@@ -184,19 +188,70 @@ struct RelayAPI: Sendable {
             await signal.wait(beyond: seen, timeout: left)
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting)
         }
+        Counter(label: "ferry_relay_changesets_served_total").increment(by: answer.count)
+        if answer.contains(where: { $0.pieces > 0 }) {
+            return piecewiseAnswer(answer, gzip: PullRoute.acceptsGzip(request))
+        }
         var buffer = ByteBuffer()
         for changeSet in answer {
             var line = changeSet.line
             buffer.writeBuffer(&line)
             buffer.writeInteger(UInt8(ascii: "\n"))
         }
-        Counter(label: "ferry_relay_changesets_served_total").increment(by: answer.count)
         var headers: HTTPFields = [.contentType: "application/x-ndjson"]
         if PullRoute.acceptsGzip(request), buffer.readableBytes >= 1024 {
             buffer = try buffer.compress(with: .gzip(configuration: PullRoute.answerCompression))
             headers[.contentEncoding] = "gzip"
         }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: buffer))
+    }
+
+    /// An answer holding a change set stored in pieces (it goes alone: see ``RelayPull``), written a
+    /// piece at a time, each read from the database as the one before is taken by the caller (and
+    /// compressed as it goes, when the caller takes gzip): a slow puller holds a piece of it, not all of it.
+    /// A piece that is gone (retention dropped the change set meanwhile) or cannot be read cuts the answer
+    /// short; the caller sees a failed pull and asks again.
+    private func piecewiseAnswer(_ answer: [RelayDatabase.StoredChangeSet], gzip: Bool) -> Response {
+        let database = self.database
+        let body = ResponseBody { writer in
+            let compressor = gzip ? CompressionAlgorithm.gzip(configuration: PullRoute.answerCompression).compressor : nil
+            try compressor?.startStream()
+            func send(_ buffer: inout ByteBuffer) async throws {
+                if let compressor {
+                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
+                } else {
+                    try await writer.write(buffer)
+                }
+            }
+            for changeSet in answer {
+                if changeSet.pieces == 0 {
+                    var line = changeSet.line
+                    try await send(&line)
+                } else {
+                    for index in 0..<changeSet.pieces {
+                        let read = try await Self.withinDeadline {
+                            try await database.piece(of: changeSet.origin, sequence: changeSet.sequence, index: index)
+                        }
+                        guard var piece = read else {
+                            database.logger.warning("a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone (dropped by retention while it was sent)")
+                            throw RelayError("piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
+                        }
+                        try await send(&piece)
+                    }
+                }
+                var end = ByteBuffer(integer: UInt8(ascii: "\n"))
+                try await send(&end)
+            }
+            if let compressor {
+                var end = ByteBuffer()
+                try await writer.write(try end.compressStream(with: compressor, flush: .finish))
+                try compressor.finishStream()
+            }
+            try await writer.finish(nil)
+        }
+        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
+        if gzip { headers[.contentEncoding] = "gzip" }
+        return Response(status: .ok, headers: headers, body: body)
     }
 
     /// What retention dropped, read from the database at most every ``PurgedThrough/freshness``: on
@@ -214,7 +269,9 @@ struct RelayAPI: Sendable {
             throw APIError.busy("this relay holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
         defer { bodySlots.give() }
-        let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, pushableBy: allowedOrigins, logger: logger)
+        let (lines, tookOversizeSlot) = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, oversize: oversize)
+        defer { if tookOversizeSlot { oversize.slots.give() } }
+        try PushBodies.check(lines, pushableBy: allowedOrigins, logger: logger)
         let entries: [(envelope: ChangeSetEnvelope, line: String)]
         do {
             entries = try await RelayIngest.check(lines, verifier: trust.verifier)

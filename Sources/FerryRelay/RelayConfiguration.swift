@@ -41,6 +41,10 @@ public struct RelayConfiguration: Sendable, Equatable {
         public var tokensFile: String
         /// The largest push body taken, unpacked (default 16 MiB).
         public var maxBodyBytes = 16 << 20
+        /// The largest change set taken alone in a push, unpacked (default 256 MiB, at least
+        /// `maxBodyBytes`): a push body past `maxBodyBytes` is taken when it holds one change set,
+        /// one such body at a time (another meanwhile gets 503 with `Retry-After: 1`).
+        public var maxChangeSetBytes = 256 << 20
         /// Push bodies held at once; past it, 503 with `Retry-After: 1` (default 8).
         public var maxConcurrentBodies = 8
         /// HTTPS: the certificate chain and private key (PEM); nil for plain HTTP.
@@ -90,7 +94,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     static let sections: [String: Set<String>] = [
         "": ["database", "server", "trust", "retention"],
         "database": ["host", "port", "user", "password_file", "name", "tls", "connections"],
-        "server": ["host", "port", "tokens_file", "max_body_bytes", "max_concurrent_bodies", "tls"],
+        "server": ["host", "port", "tokens_file", "max_body_bytes", "max_change_set_bytes", "max_concurrent_bodies", "tls"],
         "trust": ["unknown_origins", "keys", "revoked"],
         "retention": ["keep", "peer_expiry", "interval"],
     ]
@@ -155,6 +159,14 @@ public struct RelayConfiguration: Sendable, Equatable {
         if let host = scalar("server", "host") { server.host = host }
         server.port = try integer("server", "port", 0...65535) ?? server.port
         server.maxBodyBytes = try integer("server", "max_body_bytes", 1024...(1 << 30)) ?? server.maxBodyBytes
+        if let largest = try integer("server", "max_change_set_bytes", 1024...(1 << 31)) {
+            guard largest >= server.maxBodyBytes else {
+                throw fail("server.max_change_set_bytes (\(largest)) must be at least server.max_body_bytes (\(server.maxBodyBytes)): it is what one change set alone may be, past the usual request body")
+            }
+            server.maxChangeSetBytes = largest
+        } else {
+            server.maxChangeSetBytes = max(server.maxChangeSetBytes, server.maxBodyBytes)
+        }
         server.maxConcurrentBodies = try integer("server", "max_concurrent_bodies", 1...1024) ?? server.maxConcurrentBodies
         if let node = sectionsSeen["server"]?["tls"] {
             guard let tls = node.mapping else { throw fail("server.tls must be a mapping with certificate and key") }

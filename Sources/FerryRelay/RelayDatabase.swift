@@ -13,6 +13,9 @@ import FerryStore
 /// - `ferry_changesets`: every change set taken in, keyed by origin and sequence number (so two
 ///   relays taking the same change set at once store it once), its line byte for byte, its clock,
 ///   its dependencies, and `position`, the order it arrived in;
+/// - `ferry_changeset_pieces`: the text of every change set of ``pieceBytes`` or more, in pieces of that
+///   size (its `ferry_changesets` row then holds an empty `line` and the count in `pieces`): a pull
+///   serves such a change set a piece at a time, so that a relay holds a piece per pull, not the whole;
 /// - `ferry_origins`: per origin, `contiguous` (every change set from the first to it is here: the
 ///   relay's version vector), and `purged` (the last one dropped by retention);
 /// - `ferry_peers`: per store that pulls, the vector it last pulled with and when (retention waits for them);
@@ -31,14 +34,33 @@ struct RelayDatabase: Sendable {
     /// The channel a push notifies on commit.
     static let channel = "ferry_changesets"
     /// The schema this relay writes; a database with a newer one is refused.
-    static let schemaVersion = 1
+    /// Schema 2 (2026-11-29) added `ferry_changeset_pieces` and the `pieces` and `size` columns of
+    /// `ferry_changesets`; a relay of schema 1 would serve a change set stored in pieces as an empty
+    /// line, so a relay of schema 2 marks the database as such, and older relays refuse to start on it.
+    static let schemaVersion = 2
+    /// Change sets of this many bytes or more are stored, and served, in pieces of this size.
+    static let pieceBytes = 1 << 20
 
     /// One stored change set, as a pull serves it.
     struct StoredChangeSet: Sendable {
         var origin: UUID
         var sequence: Int64
         var dependencies: VersionVector
+        /// Its text, or empty when it is stored in pieces.
         var line: ByteBuffer
+        /// How many pieces hold its text (0: `line` does).
+        var pieces: Int32 = 0
+        /// The length of its text.
+        var byteCount: Int
+
+        init(origin: UUID, sequence: Int64, dependencies: VersionVector, line: ByteBuffer, pieces: Int32 = 0, byteCount: Int? = nil) {
+            self.origin = origin
+            self.sequence = sequence
+            self.dependencies = dependencies
+            self.line = line
+            self.pieces = pieces
+            self.byteCount = byteCount ?? line.readableBytes
+        }
     }
 
     /// Creates the tables when missing; returns the database's UUID.
@@ -71,6 +93,25 @@ struct RelayDatabase: Sendable {
                     line bytea NOT NULL,
                     received timestamptz NOT NULL DEFAULT now(),
                     PRIMARY KEY (origin, seq))
+                """, logger: logger)
+            // Schema 2: large change sets in pieces. (Looked for first: an ALTER would wait for every running pull.)
+            let columns = try await connection.query("""
+                SELECT count(*) FROM pg_attribute WHERE attrelid = 'ferry_changesets'::regclass AND attname IN ('pieces', 'size') AND NOT attisdropped
+                """, logger: logger)
+            var present: Int64 = 0
+            for try await count in columns.decode(Int64.self) { present = count }
+            if present < 2 {
+                try await connection.query("ALTER TABLE ferry_changesets ADD COLUMN IF NOT EXISTS pieces integer NOT NULL DEFAULT 0", logger: logger)
+                try await connection.query("ALTER TABLE ferry_changesets ADD COLUMN IF NOT EXISTS size bigint NOT NULL DEFAULT 0", logger: logger)
+            }
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS ferry_changeset_pieces (
+                    origin uuid NOT NULL,
+                    seq bigint NOT NULL,
+                    index integer NOT NULL,
+                    data bytea NOT NULL,
+                    PRIMARY KEY (origin, seq, index),
+                    FOREIGN KEY (origin, seq) REFERENCES ferry_changesets (origin, seq) ON DELETE CASCADE)
                 """, logger: logger)
             try await connection.query("""
                 CREATE TABLE IF NOT EXISTS ferry_peers (
@@ -116,9 +157,16 @@ struct RelayDatabase: Sendable {
                 INSERT INTO ferry_relay (fleet, schema_version) VALUES (\(fresh), \(Self.schemaVersion)) ON CONFLICT DO NOTHING
                 """, logger: logger)
             let rows = try await connection.query("SELECT fleet, schema_version FROM ferry_relay", logger: logger)
-            for try await (fleet, version) in rows.decode((UUID, Int).self) {
+            var found: (fleet: UUID, version: Int)?
+            for try await (fleet, version) in rows.decode((UUID, Int).self) { found = (fleet, version) }
+            if let (fleet, version) = found {
                 guard version <= Self.schemaVersion else {
                     throw RelayError("the database holds relay tables of schema \(version); this Ferry writes schema \(Self.schemaVersion): upgrade Ferry on this relay")
+                }
+                if version < Self.schemaVersion {
+                    // (Relays of the older schema still running go on until they restart; docs/FLEET.md, "Upgrading relays".)
+                    try await connection.query("UPDATE ferry_relay SET schema_version = \(Self.schemaVersion)", logger: logger)
+                    logger.notice("upgraded the relay tables from schema \(version) to \(Self.schemaVersion); relays of an older Ferry now refuse this database")
                 }
                 return fleet
             }
@@ -183,13 +231,25 @@ struct RelayDatabase: Sendable {
         var dependencies: [String] = []
         var changeCounts: [Int32] = []
         var lines: [ByteBuffer] = []
+        var pieceCounts: [Int32] = []
+        var sizes: [Int64] = []
+        var large: [Key: String] = [:]
         for (envelope, line) in entries {
             origins.append(envelope.origin)
             sequences.append(envelope.sequence)
             clocks.append(envelope.timestamp.rawValue)
             dependencies.append(envelope.dependencies.isEmpty ? "" : ChangeSetCodec.encode(envelope.dependencies))
             changeCounts.append(Int32(clamping: envelope.changeCount))
-            lines.append(ByteBuffer(string: line))
+            let size = line.utf8.count
+            sizes.append(Int64(size))
+            if size >= Self.pieceBytes {
+                lines.append(ByteBuffer())
+                pieceCounts.append(Int32(clamping: (size + Self.pieceBytes - 1) / Self.pieceBytes))
+                large[Key(origin: envelope.origin, sequence: envelope.sequence)] = line
+            } else {
+                lines.append(ByteBuffer(string: line))
+                pieceCounts.append(0)
+            }
         }
         // Origins in one order in every transaction, so that two pushes lock them without deadlock.
         let touched = Array(Set(origins)).sorted { $0.uuidString < $1.uuidString }
@@ -203,14 +263,32 @@ struct RelayDatabase: Sendable {
                     """, logger: logger)
                 for try await _ in locked.decode((UUID, Int64).self) {}
                 let inserted = try await connection.query("""
-                    INSERT INTO ferry_changesets (origin, seq, hlc, deps, changes, line)
-                    SELECT * FROM unnest(\(origins)::uuid[], \(sequences)::int8[], \(clocks)::int8[], \(dependencies)::text[], \(changeCounts)::int4[], \(lines)::bytea[])
-                    ON CONFLICT DO NOTHING RETURNING changes
+                    INSERT INTO ferry_changesets (origin, seq, hlc, deps, changes, line, pieces, size)
+                    SELECT * FROM unnest(\(origins)::uuid[], \(sequences)::int8[], \(clocks)::int8[], \(dependencies)::text[], \(changeCounts)::int4[], \(lines)::bytea[],
+                                         \(pieceCounts)::int4[], \(sizes)::int8[])
+                    ON CONFLICT DO NOTHING RETURNING origin, seq, changes
                     """, logger: logger)
                 var result = StoreResult()
-                for try await changes in inserted.decode(Int32.self) {
+                var insertedLarge: [(Key, String)] = []
+                for try await (origin, sequence, changes) in inserted.decode((UUID, Int64, Int32).self) {
                     result.stored += 1
                     result.objects += Int(changes)
+                    if let line = large[Key(origin: origin, sequence: sequence)] { insertedLarge.append((Key(origin: origin, sequence: sequence), line)) }
+                }
+                // A large change set's text goes in a piece at a time (one piece's copy at a time, not the whole).
+                for (key, line) in insertedLarge {
+                    var index: Int32 = 0
+                    var start = line.utf8.startIndex
+                    while start < line.utf8.endIndex {
+                        let end = line.utf8.index(start, offsetBy: Self.pieceBytes, limitedBy: line.utf8.endIndex) ?? line.utf8.endIndex
+                        var piece = ByteBuffer()
+                        piece.writeBytes(line.utf8[start..<end])
+                        try await connection.query("""
+                            INSERT INTO ferry_changeset_pieces (origin, seq, index, data) VALUES (\(key.origin), \(key.sequence), \(index), \(piece))
+                            """, logger: logger)
+                        index += 1
+                        start = end
+                    }
                 }
                 result.duplicate = entries.count - result.stored
                 guard result.stored > 0 else { return result }
@@ -241,11 +319,25 @@ struct RelayDatabase: Sendable {
         while true {
             do {
                 return try await work()
-            } catch let error as PSQLError where attempt < 5 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
+            } catch let error where attempt < 5 && Self.isConflict(error) {
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(5 * attempt))
             }
         }
+    }
+
+    /// Whether `error` (or, from a transaction, the error within it) is PostgreSQL breaking a deadlock
+    /// or a serialization conflict.
+    static func isConflict(_ error: any Error) -> Bool {
+        guard let error = withinTransaction(error) as? PSQLError else { return false }
+        return ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "")
+    }
+
+    /// The error a transaction met: PostgresNIO's `withTransaction` throws its own error around the one
+    /// thrown in the transaction (or by its `BEGIN` or `COMMIT`); any other error as it is.
+    static func withinTransaction(_ error: any Error) -> any Error {
+        guard let wrapped = error as? PostgresTransactionError else { return error }
+        return wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? error
     }
 
     // MARK: - Serving change sets
@@ -279,21 +371,32 @@ struct RelayDatabase: Sendable {
         let origins = known.map(\.key)
         let sequences = known.map(\.value)
         let rows = try await client.query("""
-            SELECT c.origin, c.seq, c.deps, c.line FROM ferry_origins o
+            SELECT c.origin, c.seq, c.deps, c.line, c.pieces, c.size FROM ferry_origins o
             LEFT JOIN unnest(\(origins)::uuid[], \(sequences)::int8[]) AS v(origin, seq) ON v.origin = o.origin
             CROSS JOIN LATERAL (
-                SELECT x.origin, x.seq, x.position, x.deps, x.line FROM ferry_changesets x
+                SELECT x.origin, x.seq, x.position, x.deps, x.line, x.pieces, x.size FROM ferry_changesets x
                 WHERE x.origin = o.origin AND x.seq > coalesce(v.seq, 0) AND x.seq <= o.contiguous
                 ORDER BY x.seq LIMIT \(limit)) c
             WHERE o.contiguous > coalesce(v.seq, 0)
             ORDER BY c.position LIMIT \(limit)
             """, logger: logger)
         var result: [StoredChangeSet] = []
-        for try await (origin, sequence, deps, line) in rows.decode((UUID, Int64, String, ByteBuffer).self) {
+        for try await (origin, sequence, deps, line, pieces, size) in rows.decode((UUID, Int64, String, ByteBuffer, Int32, Int64).self) {
             let dependencies = deps.isEmpty ? [:] : ((try? ChangeSetCodec.decodeVector(deps)) ?? [:])
-            result.append(StoredChangeSet(origin: origin, sequence: sequence, dependencies: dependencies, line: line))
+            result.append(StoredChangeSet(origin: origin, sequence: sequence, dependencies: dependencies, line: line, pieces: pieces,
+                                          byteCount: pieces > 0 ? Int(clamping: size) : line.readableBytes))
         }
         return result
+    }
+
+    /// Piece `index` of a change set stored in pieces; nil when it is not there (retention dropped the
+    /// change set since its row was read).
+    func piece(of origin: UUID, sequence: Int64, index: Int32) async throws -> ByteBuffer? {
+        let rows = try await client.query("""
+            SELECT data FROM ferry_changeset_pieces WHERE origin = \(origin) AND seq = \(sequence) AND index = \(index)
+            """, logger: logger)
+        for try await data in rows.decode(ByteBuffer.self) { return data }
+        return nil
     }
 
     // MARK: - Keys
@@ -441,7 +544,7 @@ struct RelayDatabase: Sendable {
     func size() async throws -> (changeSets: Int64, bytes: Int64, origins: Int64) {
         let rows = try await client.query("""
             SELECT (SELECT coalesce(sum(contiguous - purged), 0)::int8 FROM ferry_origins),
-                   pg_total_relation_size('ferry_changesets')::int8,
+                   (pg_total_relation_size('ferry_changesets') + pg_total_relation_size('ferry_changeset_pieces'))::int8,
                    (SELECT count(*) FROM ferry_origins)::int8
             """, logger: logger)
         for try await (changeSets, bytes, origins) in rows.decode((Int64, Int64, Int64).self) { return (changeSets, bytes, origins) }

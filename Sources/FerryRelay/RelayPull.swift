@@ -27,9 +27,9 @@ enum RelayPull {
                     left.append(changeSet)
                     continue
                 }
-                if !answer.isEmpty, bytes + changeSet.line.readableBytes > maxBytes { return answer }
+                if !answer.isEmpty, bytes + changeSet.byteCount > maxBytes { return answer }
                 answer.append(changeSet)
-                bytes += changeSet.line.readableBytes + 1
+                bytes += changeSet.byteCount + 1
                 covered[changeSet.origin] = changeSet.sequence
                 progressed = true
             }

@@ -96,6 +96,82 @@ package enum PushBodies {
         return lines
     }
 
+    /// ``lines(of:maxBodyBytes:)``, except that a body past `maxBodyBytes` (as sent, or unpacked) is
+    /// read on, within `oversize.maxBytes`, when one of `oversize.slots` is free (503 busy otherwise),
+    /// and must then hold one change set alone (413 otherwise): how a relay takes a change set larger
+    /// than its usual request bodies, one at a time. Returns whether a slot was taken; the caller gives
+    /// it back once done with the lines (a failure here gives it back itself).
+    package static func lines(of request: Request, maxBodyBytes: Int,
+                              oversize: OversizeBodies) async throws(APIError) -> (lines: [String], tookOversizeSlot: Bool) {
+        var holding = false
+        func take() throws(APIError) {
+            guard oversize.slots.take() else {
+                throw .busy("this relay is taking another change set larger than server.max_body_bytes (\(maxBodyBytes) bytes), one at a time; send again shortly")
+            }
+            holding = true
+        }
+        let tooLarge = APIError.contentTooLarge(
+            "the request body is larger than \(oversize.setting) (\(oversize.maxBytes) bytes), the most this relay takes for one change set alone; raise it on the relays")
+        do throws(APIError) {
+            var body = ByteBuffer()
+            var limit = maxBodyBytes
+            do {
+                for try await var part in request.body {
+                    if body.readableBytes + part.readableBytes > limit {
+                        guard !holding else { throw tooLarge }
+                        try take()
+                        limit = oversize.maxBytes
+                        guard body.readableBytes + part.readableBytes <= limit else { throw tooLarge }
+                    }
+                    body.writeBuffer(&part)
+                }
+            } catch let error as APIError {
+                throw error
+            } catch {
+                throw APIError.badRequest("the request body could not be read: \(error)")
+            }
+            switch request.headers[.contentEncoding]?.lowercased() {
+            case nil, "identity":
+                break
+            case "gzip":
+                let packed = body
+                func unpack(within bound: Int) throws(APIError) -> ByteBuffer? {
+                    do {
+                        var copy = packed
+                        let unpacked = try copy.decompress(with: .gzip(), maxSize: bound)
+                        // (The library may stop a little past maxSize; the bound is checked here too.)
+                        return unpacked.readableBytes <= bound ? unpacked : nil
+                    } catch let error as CompressNIOError where error == .bufferOverflow {
+                        return nil
+                    } catch {
+                        throw .badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
+                    }
+                }
+                if let unpacked = try unpack(within: holding ? oversize.maxBytes : maxBodyBytes) {
+                    body = unpacked
+                } else {
+                    guard !holding else { throw tooLarge }
+                    try take()
+                    guard let unpacked = try unpack(within: oversize.maxBytes) else { throw tooLarge }
+                    body = unpacked
+                }
+            case let other?:
+                throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
+            }
+            let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+            guard !lines.isEmpty else {
+                throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
+            }
+            if holding, lines.count > 1 {
+                throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes) and holds \(lines.count) change sets; send fewer change sets per request (one change set alone may be up to \(oversize.setting), \(oversize.maxBytes) bytes)")
+            }
+            return (lines, holding)
+        } catch {
+            if holding { oversize.slots.give() }
+            throw error
+        }
+    }
+
     /// ``lines(of:maxBodyBytes:)``, refused whole (403, counted and logged without the body or the token)
     /// when a line is a change set of an origin outside `origins` (nil: any origin may be pushed).
     package static func lines(of request: Request, maxBodyBytes: Int, pushableBy origins: Set<UUID>?,
@@ -133,6 +209,21 @@ package enum PushBodies {
     }
 }
 
+/// How a push body larger than `server.max_body_bytes` may still be taken: one change set alone,
+/// within `maxBytes` (the setting named `setting`), while one of `slots` is free (a relay's
+/// `server.max_change_set_bytes`, one at a time).
+package struct OversizeBodies: Sendable {
+    package let maxBytes: Int
+    package let slots: BodySlots
+    package let setting: String
+
+    package init(maxBytes: Int, slots: BodySlots, setting: String) {
+        self.maxBytes = maxBytes
+        self.slots = slots
+        self.setting = setting
+    }
+}
+
 /// A count of what is in use out of a fixed capacity, taken and given back without waiting.
 package final class BodySlots: Sendable {
     package let capacity: Int
@@ -152,6 +243,9 @@ package final class BodySlots: Sendable {
         }
         return false
     }
+
+    /// How many are taken now.
+    package var inUse: Int { used.load(ordering: .relaxed) }
 
     /// Gives a taken slot back.
     package func give() {

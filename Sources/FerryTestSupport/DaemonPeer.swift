@@ -86,11 +86,8 @@ public final class DaemonPeer: @unchecked Sendable {
     public var peakResidentMemory: Int? { memoryFigure("VmHWM:") }
 
     private func memoryFigure(_ name: String) -> Int? {
-        guard let process, process.isRunning,
-              let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
-              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
-        return kilobytes * 1024
+        guard let process, process.isRunning else { return nil }
+        return ProcessMemory.figure(name, of: process.processIdentifier)
     }
 
     /// The daemon's limit of open file descriptors (`prlimit --nofile`), when a test lowers it.

@@ -29,7 +29,8 @@ public final class RelayProcess: @unchecked Sendable {
     /// token to every relay they list).
     public init(name: String, cluster: PostgresCluster, database: String, pinned: [(origin: String, key: String)] = [],
                 unknownOrigins: String = "refuse", retention: [String: String] = [:], sharingTokensWith other: RelayProcess? = nil,
-                maxConcurrentBodies: Int = 8, maxBodyBytes: Int? = nil, certificate: (certificate: String, key: String)? = nil) throws {
+                maxConcurrentBodies: Int = 8, maxBodyBytes: Int? = nil, maxChangeSetBytes: Int? = nil,
+                certificate: (certificate: String, key: String)? = nil) throws {
         tls = certificate != nil
         self.name = name
         directory = TemporaryDirectory(prefix: "ferry-relay-\(name)")
@@ -50,7 +51,7 @@ public final class RelayProcess: @unchecked Sendable {
               port: \(port)
               tokens_file: tokens
               max_concurrent_bodies: \(maxConcurrentBodies)
-            \(maxBodyBytes.map { "  max_body_bytes: \($0)\n" } ?? "")\(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
+            \(maxBodyBytes.map { "  max_body_bytes: \($0)\n" } ?? "")\(maxChangeSetBytes.map { "  max_change_set_bytes: \($0)\n" } ?? "")\(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
               unknown_origins: \(unknownOrigins)
 
             """
@@ -68,12 +69,28 @@ public final class RelayProcess: @unchecked Sendable {
     /// Sets `server.max_body_bytes` in the relay's configuration, read at its next start (the
     /// relay must have been made with a `maxBodyBytes`).
     public func setMaxBodyBytes(_ bytes: Int) throws {
-        let text = try String(contentsOfFile: configuration, encoding: .utf8)
-        guard let line = text.split(separator: "\n").first(where: { $0.contains("max_body_bytes:") }) else {
-            throw DaemonPeerError(description: "\(name): its configuration sets no max_body_bytes to change")
-        }
-        try text.replacingOccurrences(of: String(line), with: "  max_body_bytes: \(bytes)").write(toFile: configuration, atomically: true, encoding: .utf8)
+        try setServerSetting("max_body_bytes", to: bytes)
     }
+
+    /// Sets `server.max_change_set_bytes` in the relay's configuration, read at its next start (the
+    /// relay must have been made with a `maxChangeSetBytes`).
+    public func setMaxChangeSetBytes(_ bytes: Int) throws {
+        try setServerSetting("max_change_set_bytes", to: bytes)
+    }
+
+    private func setServerSetting(_ key: String, to value: Int) throws {
+        let text = try String(contentsOfFile: configuration, encoding: .utf8)
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("\(key):") }) else {
+            throw DaemonPeerError(description: "\(name): its configuration sets no \(key) to change")
+        }
+        try text.replacingOccurrences(of: String(line), with: "  \(key): \(value)").write(toFile: configuration, atomically: true, encoding: .utf8)
+    }
+
+    /// The relay's resident memory in bytes (`VmRSS` of /proc), while it runs.
+    public var residentMemory: Int? { processIdentifier.flatMap { ProcessMemory.figure("VmRSS:", of: $0) } }
+
+    /// The relay's peak resident memory in bytes (`VmHWM` of /proc), while it runs.
+    public var peakResidentMemory: Int? { processIdentifier.flatMap { ProcessMemory.figure("VmHWM:", of: $0) } }
 
     /// Adds a line to the relay's tokens file (`push TOKEN origins=UUID`, …), read at its next start.
     public func addToken(_ line: String) throws {

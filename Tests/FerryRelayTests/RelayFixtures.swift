@@ -25,10 +25,12 @@ enum RelayFixtures {
 
     /// Peers "a" and "b" started and syncing through one relay (started, trusting both, with
     /// `server.max_body_bytes` when given) over a fresh cluster, which stops when it is released.
-    static func pairThroughRelay(maxBodyBytes: Int? = nil) throws -> (cluster: PostgresCluster, relay: RelayProcess, a: DaemonPeer, b: DaemonPeer) {
+    static func pairThroughRelay(maxBodyBytes: Int? = nil, maxChangeSetBytes: Int? = nil) throws
+        -> (cluster: PostgresCluster, relay: RelayProcess, a: DaemonPeer, b: DaemonPeer) {
         let cluster = try cluster()
         let peers = try peers(["a", "b"])
-        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try keys(of: peers), maxBodyBytes: maxBodyBytes)
+        let relay = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: try keys(of: peers), maxBodyBytes: maxBodyBytes,
+                                     maxChangeSetBytes: maxChangeSetBytes)
         try relay.start()
         for peer in peers {
             try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken)

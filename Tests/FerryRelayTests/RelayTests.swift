@@ -26,29 +26,141 @@ struct RelayTests {
     }
 }
 
-/// A change set larger than a relay takes in one request.
+/// Change sets larger than a relay takes in one usual request.
 @Suite("Relay body limit", .blocking, .serialized)
 struct RelayBodyLimitTests {
-    @Test("a change set larger than the relay's max_body_bytes: the sender's status and log say so and what lets it through; raised, it flows with what came after it")
-    func changeSetLargerThanTheRelayTakes() throws {
+    @Test("a change set larger than the relay's max_body_bytes is taken alone, stored in pieces, and served whole, with what came after it")
+    func changeSetLargerThanABody() throws {
         let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20)
-        defer { withExtendedLifetime(cluster) {} }  // (the relay's database stops with it)
         // One change set of some 2.3 MB of text (16,000 objects in one save), then a small one.
         _ = try a.put(DaemonPeer.people("big", 0..<16_000))
         try RelayFixtures.save("after the big one", on: a)
+        let flowed = try DaemonPeer.waitUntil(timeout: 60) {
+            let dump = try b.dump()
+            return dump.contains("after the big one") && dump.contains("big 15999")
+        }
+        #expect(flowed, "the large change set did not pass the relay: \(a.logExcerpt()) \(relay.log().suffix(2000))")
+        #expect(try a.dump() == b.dump())
+        // Stored in pieces of 1 MiB (its row holds none of its text), and served back from them whole.
+        let pieces = try cluster.sql("SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM ferry_changeset_pieces", database: "ferry")
+        let stored = try cluster.sql("SELECT pieces, size, octet_length(line) FROM ferry_changesets WHERE pieces > 0", database: "ferry")
+        let big = try #require(try a.history().first)
+        #expect(pieces.trimmingCharacters(in: .whitespacesAndNewlines) == "3|\(big.utf8.count)", "\(pieces)")
+        #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == "3|\(big.utf8.count)|0", "\(stored)")
+        #expect(try RelayFixtures.pull(from: relay).lines.first == big)
+    }
+
+    @Test("change sets that fit the relay's max_body_bytes one by one but not together: the pusher sends fewer per request, and they flow")
+    func fewerPerRequest() throws {
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20)
+        defer { withExtendedLifetime(cluster) {} }
+        #expect(a.stop() == 0)
+        // Two change sets of some 0.7 MB each: one request of both (under the daemon's own 4 MiB) is past the relay's 1 MiB.
+        _ = try a.put(DaemonPeer.people("first", 0..<5_000))
+        _ = try a.put(DaemonPeer.people("second", 0..<5_000))
+        let sizes = try a.history().map(\.utf8.count)
+        #expect(sizes.count == 2 && sizes.allSatisfy { $0 < 1 << 20 } && sizes.reduce(0, +) > 1 << 20, "\(sizes)")
+        try a.start()
+        let flowed = try DaemonPeer.waitUntil(timeout: 60) {
+            let dump = try b.dump()
+            return dump.contains("first 4999") && dump.contains("second 4999")
+        }
+        #expect(flowed, "the two change sets did not reach b: \(a.logExcerpt()) \(relay.log().suffix(2000))")
+    }
+
+    @Test("a change set larger than the relay's max_change_set_bytes: the sender's status and log say so and what lets it through; raised, it flows with what came after it")
+    func changeSetLargerThanTheRelayTakes() throws {
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20, maxChangeSetBytes: 2 << 20)
+        defer { withExtendedLifetime(cluster) {} }  // (the relay's database stops with it)
+        _ = try a.put(DaemonPeer.people("big", 0..<16_000))
+        try RelayFixtures.save("after the big one", on: a)
         let lastError = try a.waitForSyncError(containing: "refuses the next change set to push")
-        #expect(lastError.contains("server.max_body_bytes is raised above 2.") && lastError.contains("a relay pulls nothing"), "\(lastError)")
+        #expect(lastError.contains("larger than server.max_change_set_bytes (2097152 bytes)") && lastError.contains("is raised above 2.")
+                && lastError.contains("a relay pulls nothing"), "\(lastError)")
         #expect(a.log().contains("error ferry: [FerryDaemon] sync with relay failed: the peer refuses the next change set"), "\(a.logExcerpt())")
         #expect(try !b.dump().contains("after the big one"))
 
         _ = relay.stop()
-        try relay.setMaxBodyBytes(16 << 20)
+        try relay.setMaxChangeSetBytes(16 << 20)
         try relay.start()
         let flowed = try DaemonPeer.waitUntil(timeout: 60) {
             let dump = try b.dump()
             return dump.contains("after the big one") && dump.contains("big 15999")
         }
         #expect(flowed, "nothing flowed once the relay's limit was raised: \(a.logExcerpt()) \(relay.log().suffix(2000))")
+    }
+
+    @Test("Ten clients that ask a relay for one large change set and never read it: the relay holds a piece of it for each, not a copy")
+    func greedyPullsFromARelay() throws {
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay()
+        defer { withExtendedLifetime(cluster) {} }
+        let before = try #require(relay.peakResidentMemory)
+        // One change set of some 14 MB of text (100,000 objects in one save).
+        _ = try a.put(DaemonPeer.people("big-", 0..<100_000))
+        #expect(try DaemonPeer.waitUntil(timeout: 120) { try b.dump().contains("big- 99999") }, "\(relay.log().suffix(2000))")
+        let size = try #require(try a.history().first?.utf8.count)
+        let takenIn = try #require(relay.peakResidentMemory) - before
+        print("a relay taking in one change set of \(size >> 10) KiB: peak resident memory +\(takenIn >> 10) KiB")
+
+        let request = "GET /v1/changesets?after=%7B%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(relay.peerToken)\r\n"
+        // Warm up: the whole answer read to its end, so what serving it leaves behind counts in the baseline.
+        let warm = try RawConnection(port: relay.port)
+        warm.send(request + "Connection: close\r\n\r\n")
+        let answer = warm.readBytes(timeout: 60, limit: 64 << 20).count
+        #expect(answer > size, "the warm-up pull got \(answer) bytes")
+        Thread.sleep(forTimeInterval: 1)
+        let baseline = try #require(relay.residentMemory)
+
+        var greedy: [RawConnection] = []
+        defer { greedy.forEach { $0.close() } }
+        for _ in 0..<10 {
+            let connection = try RawConnection(port: relay.port)
+            connection.shrinkReceiveBuffer()
+            connection.send(request + "\r\n")
+            greedy.append(connection)
+        }
+        for connection in greedy {
+            let head = connection.read(timeout: 10, limit: 4096)
+            #expect(head.hasPrefix("HTTP/1.1 200") && head.contains(#""changes""#), "a greedy pull was not answered: \(head.prefix(200))")
+        }
+        Thread.sleep(forTimeInterval: 2)
+        let stalled = try #require(relay.residentMemory)
+        let growth = stalled - baseline
+        // Read whole from the database, each unread answer would hold the line at least once; a piece at a
+        // time, each holds a piece (1 MiB) or two.
+        #expect(growth < 10 * answer / 4, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")
+        print("greedy pulls of one large change set from a relay: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
+        #expect(relay.isRunning)
+    }
+
+    @Test("a database of relay schema 1 is upgraded when a relay of this Ferry starts on it: what it held is served, and older relays are then refused")
+    func schemaUpgrade() throws {
+        let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20)
+        try RelayFixtures.save("before the upgrade", on: a)
+        #expect(try DaemonPeer.waitUntil(timeout: 30) { try b.dump().contains("before the upgrade") })
+        _ = relay.stop()
+        // Back to schema 1, as a relay of an earlier Ferry left it.
+        _ = try cluster.sql("""
+            ALTER TABLE ferry_changesets DROP COLUMN pieces, DROP COLUMN size; DROP TABLE ferry_changeset_pieces; UPDATE ferry_relay SET schema_version = 1
+            """, database: "ferry")
+        try relay.start()
+        #expect(relay.log().contains("upgraded the relay tables from schema 1 to 2"), "\(relay.log().suffix(2000))")
+        #expect(try cluster.sql("SELECT schema_version FROM ferry_relay", database: "ferry").trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+        // A new store gets what the database held before, and a large change set made after.
+        let c = try #require(try RelayFixtures.peers(["c"]).first)
+        try c.connect(name: "relay", urls: [relay.url], token: relay.peerToken)
+        try c.start()
+        _ = try a.put(DaemonPeer.people("big", 0..<16_000))
+        let flowed = try DaemonPeer.waitUntil(timeout: 60) {
+            let dump = try c.dump()
+            return dump.contains("before the upgrade") && dump.contains("big 15999")
+        }
+        #expect(flowed, "\(c.logExcerpt()) \(relay.log().suffix(2000))")
+        // A database of a newer schema than this Ferry's is refused, saying what to do.
+        _ = relay.stop()
+        _ = try cluster.sql("UPDATE ferry_relay SET schema_version = 3", database: "ferry")
+        #expect(throws: DaemonPeerError.self) { try relay.start() }
+        #expect(relay.log().contains("holds relay tables of schema 3; this Ferry writes schema 2: upgrade Ferry on this relay"), "\(relay.log().suffix(1000))")
     }
 }
 

@@ -37,4 +37,23 @@ struct JSONParserTests {
             #expect("\(error)".contains(message), "\(error)")
         }
     }
+    @Test("An object's array member read element by element and counted: the same count, the same strictness, and null in its place")
+    func countedArray() throws {
+        let text = #"{"changes":[{"a":1},{"b":[2,3]},{}],"seq":4,"x":{"changes":[1]}}"#
+        let (value, counted) = try JSONParser.parse(text, countingArray: "changes")
+        #expect(counted == JSONParser.CountedArray(count: 3, firstNonObject: nil))
+        #expect(value["changes"] == .null && value["seq"] == .integer(4))
+        #expect(value["x"]?["changes"] == .array([.integer(1)]), "only the top-level member is counted")
+        #expect(try JSONParser.parse(#"{"changes":[{},2,{},"s"]}"#, countingArray: "changes").counted == .init(count: 4, firstNonObject: 1))
+        #expect(try JSONParser.parse(#"{"changes":[]}"#, countingArray: "changes").counted == .init(count: 0, firstNonObject: nil))
+        // Not an array, or not there: parsed as usual, nothing counted.
+        let notArray = try JSONParser.parse(#"{"changes":"no"}"#, countingArray: "changes")
+        #expect(notArray.counted == nil && notArray.value["changes"] == .string("no"))
+        #expect(try JSONParser.parse("[1]", countingArray: "changes").counted == nil)
+        // The elements are checked as strictly as a whole parse checks them, and so is the object around them.
+        for bad in [#"{"changes":[{"a":1,"a":2}]}"#, #"{"changes":[{}],"changes":[]}"#, #"{"changes":[{},]}"#,
+                    #"{"changes":[{"a":"\x"}]}"#, #"{"changes":[{}]} x"#, "{\"changes\":[" + String(repeating: "[", count: 600)] {
+            #expect(throws: JSONParser.Failure.self, "\(bad)") { try JSONParser.parse(bad, countingArray: "changes") }
+        }
+    }
 }

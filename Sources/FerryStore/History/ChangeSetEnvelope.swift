@@ -22,8 +22,15 @@ public struct ChangeSetEnvelope: Sendable, Hashable {
     /// objects), nothing about the changes' contents, which need the model.
     /// - Throws: ``ChangeSetError`` naming the member that is wrong.
     public init(line: String) throws(ChangeSetError) {
+        // The changes are counted as they are parsed, not held: a relay reads the envelope of every
+        // change set it takes, some of hundreds of megabytes.
         let json: JSONValue
-        do { json = try JSONValue.parse(line) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
+        let changes: JSONParser.CountedArray?
+        do {
+            (json, changes) = try JSONParser.parse(line, countingArray: "changes")
+        } catch {
+            throw ChangeSetError.malformed("not JSON: \(InterchangeError.malformedJSON(line: nil, reason: error.message))")
+        }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
         guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
         guard ChangeSet.readableFormats.contains(Int(clamping: format)) else { throw ChangeSetError.unsupportedFormat(Int(clamping: format)) }
@@ -46,10 +53,8 @@ public struct ChangeSetEnvelope: Sendable, Hashable {
                 dependencies[store] = number
             }
         }
-        guard case .array(let changes)? = json["changes"] else { throw ChangeSetError.malformed("'changes' must be an array") }
-        for (index, change) in changes.enumerated() where change.objectMembers == nil {
-            throw ChangeSetError.malformed("changes[\(index)] must be an object")
-        }
+        guard let changes else { throw ChangeSetError.malformed("'changes' must be an array") }
+        if let index = changes.firstNonObject { throw ChangeSetError.malformed("changes[\(index)] must be an object") }
         self.init(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: clock), modelHash: modelHash,
                   dependencies: dependencies, changeCount: changes.count)
     }

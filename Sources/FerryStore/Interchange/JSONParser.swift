@@ -38,6 +38,39 @@ struct JSONParser {
         }.get()
     }
 
+    /// An array member of an object read an element at a time and dropped, only counted.
+    struct CountedArray: Equatable {
+        /// How many elements it has.
+        var count = 0
+        /// The index of its first element that is not an object, if any.
+        var firstNonObject: Int?
+    }
+
+    /// Parses `text` as ``parse(_:)`` does, except that when it is an object whose member `name` is an
+    /// array, that array's elements are parsed one at a time (as strictly) and dropped, only counted:
+    /// the member stands as `null` in the object returned, and its count comes as `counted` (nil when
+    /// there is no such member, or it is not an array). A change set's envelope is read so, without
+    /// holding a tree of all its changes (for a change set of hundreds of megabytes, many times its text).
+    static func parse(_ text: String, countingArray name: String) throws(Failure) -> (value: JSONValue, counted: CountedArray?) {
+        var text = text
+        return try text.withUTF8 { bytes in
+            Result { () throws(Failure) in
+                var parser = JSONParser(bytes: bytes)
+                parser.skipWhitespace()
+                var counted: CountedArray?
+                let value: JSONValue
+                if parser.position < bytes.count, bytes[parser.position] == UInt8(ascii: "{") {
+                    value = try parser.object(counting: name, into: &counted)
+                } else {
+                    value = try parser.value()
+                }
+                parser.skipWhitespace()
+                guard parser.position == bytes.count else { throw parser.failure("unexpected text after the JSON value") }
+                return (value, counted)
+            }
+        }.get()
+    }
+
     private init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
@@ -117,6 +150,13 @@ struct JSONParser {
     }
 
     private mutating func object() throws(Failure) -> JSONValue {
+        var unused: CountedArray?
+        return try object(counting: nil, into: &unused)
+    }
+
+    /// An object; when `counting` names a member whose value is an array, that array is read by
+    /// ``countedArray()`` into `counted` and the member stands as `null`.
+    private mutating func object(counting name: String?, into counted: inout CountedArray?) throws(Failure) -> JSONValue {
         try enter()
         position += 1
         var members: [(String, JSONValue)] = []
@@ -135,7 +175,12 @@ struct JSONParser {
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw failure("expected ':' after a key") }
             position += 1
             skipWhitespace()
-            members.append((key, try value()))
+            if let name, key == name, position < bytes.count, bytes[position] == UInt8(ascii: "[") {
+                counted = try countedArray()
+                members.append((key, .null))
+            } else {
+                members.append((key, try value()))
+            }
             skipWhitespace()
             guard position < bytes.count else { throw failure("the text ends inside an object") }
             if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
@@ -178,6 +223,31 @@ struct JSONParser {
             position += 1
             depth -= 1
             return .array(elements)
+        }
+    }
+
+    /// An array read an element at a time, each parsed as ``value()`` parses it and then dropped.
+    private mutating func countedArray() throws(Failure) -> CountedArray {
+        try enter()
+        position += 1
+        var counted = CountedArray()
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+            position += 1
+            depth -= 1
+            return counted
+        }
+        while true {
+            skipWhitespace()
+            if try value().objectMembers == nil, counted.firstNonObject == nil { counted.firstNonObject = counted.count }
+            counted.count += 1
+            skipWhitespace()
+            guard position < bytes.count else { throw failure("the text ends inside an array") }
+            if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+            guard bytes[position] == UInt8(ascii: "]") else { throw failure("expected ',' or ']' in an array") }
+            position += 1
+            depth -= 1
+            return counted
         }
     }
 

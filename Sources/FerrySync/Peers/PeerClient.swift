@@ -20,9 +20,9 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     /// taken in, and the next round tries again. The failure keeps the store's error as its cause.
     case localStore(StoreFailure)
     /// The peer refused (413) a push of one change set alone, of `bytes` bytes: larger than the
-    /// request body it takes (`server.max_body_bytes`, the peer's `message`). Nothing this store has
-    /// after it reaches the peer by pushes until the peer's limit is raised above it (a daemon peer
-    /// may still pull it; a relay pulls nothing).
+    /// request body it takes (a daemon's `server.max_body_bytes`, a relay's `server.max_change_set_bytes`;
+    /// the peer's `message` names it). Nothing this store has after it reaches the peer by pushes until
+    /// the peer's limit is raised above it (a daemon peer may still pull it; a relay pulls nothing).
     case changeSetTooLarge(bytes: Int, message: String)
 
     public var description: String {
@@ -36,8 +36,9 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
         case .localStore(let detail): "this store could not take the change sets: \(detail)"
         case .changeSetTooLarge(let bytes, let message):
             "the peer refuses the next change set to push, \(Self.megabytes(bytes)) MB alone, as larger than the request body it takes "
-                + "(it answered 413: \(message)); nothing made after it reaches the peer by pushes until the peer's "
-                + "server.max_body_bytes is raised above \(Self.megabytes(bytes)) MB (a daemon peer may still pull it; a relay pulls nothing)"
+                + "(it answered 413: \(message)); nothing made after it reaches the peer by pushes until the peer's limit "
+                + "(server.max_body_bytes on a daemon, server.max_change_set_bytes on a relay) is raised above \(Self.megabytes(bytes)) MB "
+                + "(a daemon peer may still pull it; a relay pulls nothing)"
         }
     }
 

@@ -189,6 +189,9 @@ public struct PeerSync: Sendable {
         // may need to ask for it.
         var peerVector = known
         var offeredKeys = false
+        // Most bytes per request: halved, for the rest of the round, each time the peer refuses a request
+        // of several change sets as too large (a peer whose server.max_body_bytes is under ``requestBytes``).
+        var requestBytes = Self.requestBytes
         while !Task.isCancelled {
             let remote: VersionVector
             if let peerVector {
@@ -207,14 +210,18 @@ public struct PeerSync: Sendable {
             // A request's body stays bounded (the peer refuses large ones with 413): at least one line, and
             // only what goes is read (reading `batchSize` lines to send a few read a backlog of large
             // change sets whole on every round).
-            let lines = try await endpoint.lines(after: query, limit: batchSize, maximumBytes: Self.requestBytes)
+            let lines = try await endpoint.lines(after: query, limit: batchSize, maximumBytes: requestBytes)
             guard !lines.isEmpty else { return }
             let report: ApplyReport
             do {
                 report = try await push(lines, offeringKeys: !offeredKeys)
-            } catch PeerError.failed(status: 413, let message) where lines.count == 1 {
+            } catch PeerError.failed(status: 413, let message) {
                 // Alone, it cannot be sent in smaller requests: say what would let it through.
-                throw PeerError.changeSetTooLarge(bytes: lines[0].utf8.count, message: message)
+                guard lines.count > 1 else { throw PeerError.changeSetTooLarge(bytes: lines[0].utf8.count, message: message) }
+                // Several: send fewer per request, as the peer asks.
+                requestBytes = max(1, lines.reduce(0) { $0 + $1.utf8.count + 1 } / 2)
+                progress("\(name): the peer refused \(lines.count) change sets in one request as too large; sending at most \(requestBytes) bytes per request")
+                continue
             }
             offeredKeys = true
             result.pushed.add(report)

@@ -28,7 +28,7 @@ struct RelayConfigurationTests {
     func everyKey() throws {
         let full = try parse("""
             database: {host: db.internal, port: 6543, user: relay, password_file: pg-password, name: fleet, tls: require, connections: 4}
-            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_concurrent_bodies: 2, tls: {certificate: tls/relay.pem, key: /etc/ferry/relay.key}}
+            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_change_set_bytes: 8192, max_concurrent_bodies: 2, tls: {certificate: tls/relay.pem, key: /etc/ferry/relay.key}}
             trust:
               unknown_origins: accept
               keys:
@@ -41,7 +41,7 @@ struct RelayConfigurationTests {
         #expect(full.database.passwordFile == "/etc/ferry/pg-password" && full.database.name == "fleet")
         #expect(full.database.tls == .require && full.database.connections == 4)
         #expect(full.server.host == "127.0.0.1" && full.server.port == 7501 && full.server.tokensFile == "/etc/ferry/tokens")
-        #expect(full.server.maxBodyBytes == 4096 && full.server.maxConcurrentBodies == 2)
+        #expect(full.server.maxBodyBytes == 4096 && full.server.maxChangeSetBytes == 8192 && full.server.maxConcurrentBodies == 2)
         #expect(full.server.tls == RelayConfiguration.TLS(certificate: "/etc/ferry/tls/relay.pem", key: "/etc/ferry/relay.key"))
         #expect(full.trust.unknownOrigins == .accept && !full.trust.trustsPeersOnFirstUse)
         #expect(full.trust.pinned.map(\.firstSequence) == [3] && full.trust.pinned.first?.origin == UUID(uuidString: Self.origin))
@@ -52,6 +52,10 @@ struct RelayConfigurationTests {
         #expect(least.database.host == "127.0.0.1" && least.database.port == 5432 && least.database.name == "ferry" && least.database.tls == .prefer)
         #expect(least.server.port == 7500 && least.trust.unknownOrigins == .refuse && least.trust.pinned.isEmpty)
         #expect(least.retention.keep == 7 * 24 * 3600)
+        #expect(least.server.maxBodyBytes == 16 << 20 && least.server.maxChangeSetBytes == 256 << 20)
+        // A max_body_bytes above the default max_change_set_bytes raises the latter with it.
+        let wide = try parse("database: {}\nserver: {tokens_file: t, max_body_bytes: 536870912}\n")
+        #expect(wide.server.maxChangeSetBytes == 512 << 20)
     }
 
     @Test("Each bad or missing key gets an error naming the file and the key")
@@ -75,6 +79,9 @@ struct RelayConfigurationTests {
             ("database: {host: [\n", "not valid YAML"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: {origin: x}}\n", "trust.keys must be a list"),
             ("database: {}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
+            ("database: {}\nserver: {tokens_file: t, max_body_bytes: 8192, max_change_set_bytes: 4096}\n",
+             "server.max_change_set_bytes (4096) must be at least server.max_body_bytes (8192)"),
+            ("database: {}\nserver: {tokens_file: t, max_change_set_bytes: 5000000000}\n", "server.max_change_set_bytes must be a whole number from 1024 to 2147483648"),
             ("database: {}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key 'server.tls.pin'"),
         ]
         for (text, expected) in cases {

@@ -180,8 +180,10 @@ struct RelayAPI: Sendable {
         var answer: [RelayDatabase.StoredChangeSet] = []
         while true {
             let seen = signal.generation
-            let candidates = try await databaseWork("read change sets") { try await database.changeSets(after: query.after, limit: query.limit) }
-            answer = RelayPull.causalOrder(candidates, after: query.after, maxBytes: PullRoute.answerBytes)
+            let candidates = try await databaseWork("read change sets") {
+                try await database.changeSets(after: query.after, limit: query.limit, maxBytes: PullRoute.answerBytes)
+            }
+            answer = try await withTexts(RelayPull.causalOrder(candidates, after: query.after, maxBytes: PullRoute.answerBytes))
             let left = deadline - ContinuousClock.now
             if !answer.isEmpty || left <= .zero || signal.isClosed || Task.isCancelled { break }
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting + 1)
@@ -194,7 +196,7 @@ struct RelayAPI: Sendable {
         }
         var buffer = ByteBuffer()
         for changeSet in answer {
-            var line = changeSet.line
+            guard var line = changeSet.line else { continue }  // (withTexts: never)
             buffer.writeBuffer(&line)
             buffer.writeInteger(UInt8(ascii: "\n"))
         }
@@ -204,6 +206,19 @@ struct RelayAPI: Sendable {
             headers[.contentEncoding] = "gzip"
         }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: buffer))
+    }
+
+    /// `answer` up to its first change set whose text the page did not read (one that starts past an
+    /// answer's bytes from the page's first, behind change sets this caller cannot take yet): those come
+    /// in the next answer. The first always goes: its text is read now when the page did not read it.
+    private func withTexts(_ answer: [RelayDatabase.StoredChangeSet]) async throws -> [RelayDatabase.StoredChangeSet] {
+        guard let cut = answer.firstIndex(where: { $0.pieces == 0 && $0.line == nil }) else { return answer }
+        guard cut == 0 else { return Array(answer[..<cut]) }
+        var first = answer[0]
+        let (origin, sequence) = (first.origin, first.sequence)
+        first.line = try await databaseWork("read a change set") { try await database.line(of: origin, sequence: sequence) }
+        // (Gone: retention dropped it meanwhile, and the caller's next pull hears so.)
+        return first.line == nil ? [] : [first]
     }
 
     /// An answer holding a change set stored in pieces (it goes alone: see ``RelayPull``), written a
@@ -225,7 +240,7 @@ struct RelayAPI: Sendable {
             }
             for changeSet in answer {
                 if changeSet.pieces == 0 {
-                    var line = changeSet.line
+                    guard var line = changeSet.line else { continue }  // (withTexts: never)
                     try await send(&line)
                 } else {
                     for index in 0..<changeSet.pieces {

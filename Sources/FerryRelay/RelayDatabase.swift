@@ -46,21 +46,12 @@ struct RelayDatabase: Sendable {
         var origin: UUID
         var sequence: Int64
         var dependencies: VersionVector
-        /// Its text, or empty when it is stored in pieces.
-        var line: ByteBuffer
+        /// Its text; nil when it is stored in pieces, or was not read (past a page's bytes).
+        var line: ByteBuffer?
         /// How many pieces hold its text (0: `line` does).
         var pieces: Int32 = 0
         /// The length of its text.
         var byteCount: Int
-
-        init(origin: UUID, sequence: Int64, dependencies: VersionVector, line: ByteBuffer, pieces: Int32 = 0, byteCount: Int? = nil) {
-            self.origin = origin
-            self.sequence = sequence
-            self.dependencies = dependencies
-            self.line = line
-            self.pieces = pieces
-            self.byteCount = byteCount ?? line.readableBytes
-        }
     }
 
     /// Creates the tables when missing; returns the database's UUID.
@@ -365,28 +356,48 @@ struct RelayDatabase: Sendable {
 
     /// At most `limit` change sets `vector` does not cover, each origin's in sequence and none past its
     /// contiguous number, in the order they arrived (which, per origin and for dependencies pushed in
-    /// one batch, is causal; ``RelayPull`` checks the rest).
-    func changeSets(after vector: VersionVector, limit: Int) async throws -> [StoredChangeSet] {
+    /// one batch, is causal; ``RelayPull`` checks the rest). The text is read only of those that start
+    /// within `maxBytes` of the page's first (the rest come with their sizes and dependencies only, for
+    /// ``RelayPull`` to order): a pull of a long backlog reads about one answer's worth, not `limit`
+    /// change sets whole.
+    func changeSets(after vector: VersionVector, limit: Int, maxBytes: Int) async throws -> [StoredChangeSet] {
         let known = Array(vector)
         let origins = known.map(\.key)
         let sequences = known.map(\.value)
+        // (`size` is 0 in rows stored by a relay of schema 1: their length is the line's.)
         let rows = try await client.query("""
-            SELECT c.origin, c.seq, c.deps, c.line, c.pieces, c.size FROM ferry_origins o
-            LEFT JOIN unnest(\(origins)::uuid[], \(sequences)::int8[]) AS v(origin, seq) ON v.origin = o.origin
-            CROSS JOIN LATERAL (
-                SELECT x.origin, x.seq, x.position, x.deps, x.line, x.pieces, x.size FROM ferry_changesets x
-                WHERE x.origin = o.origin AND x.seq > coalesce(v.seq, 0) AND x.seq <= o.contiguous
-                ORDER BY x.seq LIMIT \(limit)) c
-            WHERE o.contiguous > coalesce(v.seq, 0)
-            ORDER BY c.position LIMIT \(limit)
+            SELECT t.origin, t.seq, t.deps, CASE WHEN t.pieces = 0 AND t.running - t.bytes < \(Int64(maxBytes)) THEN t.line END, t.pieces, t.bytes
+            FROM (
+                SELECT c.origin, c.seq, c.deps, c.line, c.pieces, c.position, c.bytes,
+                       (sum(c.bytes) OVER (ORDER BY c.position ROWS UNBOUNDED PRECEDING))::int8 AS running
+                FROM ferry_origins o
+                LEFT JOIN unnest(\(origins)::uuid[], \(sequences)::int8[]) AS v(origin, seq) ON v.origin = o.origin
+                CROSS JOIN LATERAL (
+                    SELECT x.origin, x.seq, x.position, x.deps, x.line, x.pieces,
+                           CASE WHEN x.size > 0 THEN x.size ELSE octet_length(x.line)::int8 END AS bytes
+                    FROM ferry_changesets x
+                    WHERE x.origin = o.origin AND x.seq > coalesce(v.seq, 0) AND x.seq <= o.contiguous
+                    ORDER BY x.seq LIMIT \(limit)) c
+                WHERE o.contiguous > coalesce(v.seq, 0)
+                ORDER BY c.position LIMIT \(limit)) t
+            ORDER BY t.position
             """, logger: logger)
         var result: [StoredChangeSet] = []
-        for try await (origin, sequence, deps, line, pieces, size) in rows.decode((UUID, Int64, String, ByteBuffer, Int32, Int64).self) {
+        for try await (origin, sequence, deps, line, pieces, bytes) in rows.decode((UUID, Int64, String, ByteBuffer?, Int32, Int64).self) {
             let dependencies = deps.isEmpty ? [:] : ((try? ChangeSetCodec.decodeVector(deps)) ?? [:])
             result.append(StoredChangeSet(origin: origin, sequence: sequence, dependencies: dependencies, line: line, pieces: pieces,
-                                          byteCount: pieces > 0 ? Int(clamping: size) : line.readableBytes))
+                                          byteCount: Int(clamping: bytes)))
         }
         return result
+    }
+
+    /// The text of a change set stored whole; nil when it is not here (or is stored in pieces).
+    func line(of origin: UUID, sequence: Int64) async throws -> ByteBuffer? {
+        let rows = try await client.query("""
+            SELECT line FROM ferry_changesets WHERE origin = \(origin) AND seq = \(sequence) AND pieces = 0
+            """, logger: logger)
+        for try await line in rows.decode(ByteBuffer.self) { return line }
+        return nil
     }
 
     /// Piece `index` of a change set stored in pieces; nil when it is not there (retention dropped the

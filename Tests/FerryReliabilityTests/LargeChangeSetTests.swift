@@ -132,7 +132,7 @@ struct LargeChangeSetTests {
         _ = try a.put(DaemonPeer.people("big-", 0..<16_000))
         _ = try a.put(DaemonPeer.people("after-", 0..<1))
         let lastError = try a.waitForSyncError(containing: "refuses the next change set to push")
-        #expect(lastError.contains("server.max_body_bytes is raised above 2.") && lastError.contains("a daemon peer may still pull it"), "\(lastError)")
+        #expect(lastError.contains("(server.max_body_bytes on a daemon, server.max_change_set_bytes on a relay) is raised above 2.") && lastError.contains("a daemon peer may still pull it"), "\(lastError)")
         #expect(try !b.dump().contains("after- 0"))
         // B pulls what A could not push (here at once; on its schedule otherwise), and A's pushes go on.
         let pulled = try FerryProcess.run(["sync-now", "--config", b.configuration])

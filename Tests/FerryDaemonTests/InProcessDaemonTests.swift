@@ -21,8 +21,10 @@ struct InProcessDaemonTests {
         let (holder, _) = try LoopbackSocket.bound(port: peer.port, listening: 4)
         defer { close(holder) }
 
-        let (result, waited) = await BoundedWaiting.outcome(within: .seconds(30)) { try await InProcessDaemon(peer) }
-        // (Printed for docs/RELIABILITY.md's open row: 0.1–0.15 s alone; once 37.5 s in a full run.)
+        // Alone it fails in 0.1–0.25 s. In a full run its tasks may wait for Swift's pool, which the run's first
+        // 20–75 s keep busy (docs/RELIABILITY.md): it failed after 37.5 and 37.8 s, with some 500 tests ending in
+        // those seconds. The fault this guards, a start that waits for ever, runs into the deadline.
+        let (result, waited) = await BoundedWaiting.outcome(within: .seconds(100)) { try await InProcessDaemon(peer) }
         print("port taken: the start failed after \(waited)")
         switch result {
         case .success(let daemon):
@@ -31,7 +33,7 @@ struct InProcessDaemonTests {
         case .failure(let error):
             #expect("\(error)".contains("ended before it listened") && "\(error)".contains("in use"), "\(error)")
         }
-        #expect(waited < .seconds(20), "the start took \(waited) to fail")
+        #expect(waited < .seconds(90), "the start took \(waited) to fail")
     }
 
     @Test("Two daemons in one process: a save on A reaches B's store, woken by A's commit; both stop cleanly, closing their stores")

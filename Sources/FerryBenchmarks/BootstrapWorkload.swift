@@ -48,6 +48,7 @@ enum BootstrapWorkload {
         // The same store joining through a relay: the source's snapshot, uploaded to the relay beforehand
         // (what a daemon's snapshot_upload_interval does, not timed), taken by `ferry init --from-peer RELAY`.
         let cluster = try PostgresCluster(durable: true)
+        defer { withExtendedLifetime(cluster) {} }  // (the relay's database stops with it)
         try cluster.createDatabase("join")
         let relay = try RelayProcess(name: "join", cluster: cluster, database: "join")
         try relay.start()

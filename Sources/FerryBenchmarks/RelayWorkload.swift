@@ -42,6 +42,10 @@ enum RelayWorkload {
         let relay = try RelayProcess(name: "fanout", cluster: cluster, database: "fanout", pinned: keys)
         try relay.start()
         defer { relay.stop() }
+        // The peers own their folders (stores, configurations) and the cluster its server: without this, a
+        // release build releases them after their last use here, removing the stores the daemons and the
+        // writer below still use (the run failed so: "the store's file was removed after this process opened it").
+        defer { withExtendedLifetime((peers, cluster)) {} }
         for peer in peers { try peer.connect(name: "relay", urls: [relay.url], token: relay.peerToken) }
         var daemons: [InProcessDaemon] = []
         for peer in peers { daemons.append(try await InProcessDaemon(peer, logLevel: .error)) }
@@ -130,6 +134,7 @@ enum RelayWorkload {
         print(String(format: "ingest: %d peers push %d signed change sets of %d objects each at once (%d objects, %.1f MB), %d change sets per push",
                      peerCount, changeSets, objectsPerChangeSet, objects, Double(bytes) / 1_048_576, changeSetsPerPush))
         let cluster = try PostgresCluster(durable: true)
+        defer { withExtendedLifetime(cluster) {} }  // (the relays' database stops with it)
         let pinned = origins.map { (origin: $0.identifier.uuidString, key: $0.publicKey) }
         var rates: [Int: [Double]] = [1: [], 2: []]
         var cpu: [Int: [(relays: Double, database: Double)]] = [:]

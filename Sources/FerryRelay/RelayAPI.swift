@@ -228,16 +228,7 @@ struct RelayAPI: Sendable {
     /// short; the caller sees a failed pull and asks again.
     private func piecewiseAnswer(_ answer: [RelayDatabase.StoredChangeSet], gzip: Bool) -> Response {
         let database = self.database
-        let body = ResponseBody { writer in
-            let compressor = gzip ? CompressionAlgorithm.gzip(configuration: PullRoute.answerCompression).compressor : nil
-            try compressor?.startStream()
-            func send(_ buffer: inout ByteBuffer) async throws {
-                if let compressor {
-                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
-                } else {
-                    try await writer.write(buffer)
-                }
-            }
+        return StreamedAnswer.response(gzip: gzip) { send in
             for changeSet in answer {
                 if changeSet.pieces == 0 {
                     guard var line = changeSet.line else { continue }  // (withTexts: never)
@@ -257,16 +248,7 @@ struct RelayAPI: Sendable {
                 var end = ByteBuffer(integer: UInt8(ascii: "\n"))
                 try await send(&end)
             }
-            if let compressor {
-                var end = ByteBuffer()
-                try await writer.write(try end.compressStream(with: compressor, flush: .finish))
-                try compressor.finishStream()
-            }
-            try await writer.finish(nil)
         }
-        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
-        if gzip { headers[.contentEncoding] = "gzip" }
-        return Response(status: .ok, headers: headers, body: body)
     }
 
     /// What retention dropped, read from the database at most every ``PurgedThrough/freshness``: on

@@ -103,19 +103,7 @@ package struct PullRoute: Sendable {
         } catch {
             throw APIError.unavailable("the store cannot be read now: \(error)")
         }
-        let gzip = Self.acceptsGzip(request)
-        let body = ResponseBody { writer in
-            // Each chunk is compressed as it goes (a sync flush), so the answer still streams.
-            let compressor = gzip ? CompressionAlgorithm.gzip(configuration: Self.answerCompression).compressor : nil
-            try compressor?.startStream()
-            func send(_ buffer: inout ByteBuffer) async throws {
-                if let compressor {
-                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
-                } else {
-                    try await writer.write(buffer)
-                }
-                buffer.clear()
-            }
+        return StreamedAnswer.response(gzip: Self.acceptsGzip(request)) { send in
             var page = first
             var asked = min(limit, Self.firstPageSize)
             var sent = 0
@@ -156,16 +144,7 @@ package struct PullRoute: Sendable {
                 page = try await endpoint.page(after: vector, cursor: page.cursor, limit: asked)
                 if page.lines.isEmpty { break }
             }
-            if let compressor {
-                var end = ByteBuffer()
-                try await writer.write(try end.compressStream(with: compressor, flush: .finish))
-                try compressor.finishStream()
-            }
-            try await writer.finish(nil)
         }
-        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
-        if gzip { headers[.contentEncoding] = "gzip" }
-        return Response(status: .ok, headers: headers, body: body)
     }
 
     /// The next piece of a large line; a damaged one is logged (the answer is then cut short, its
@@ -186,5 +165,39 @@ package struct PullRoute: Sendable {
             let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             return fields.first == "gzip" && !fields.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
         }
+    }
+}
+
+/// A pull answer written as it is made: JSON lines (`application/x-ndjson`), compressed chunk by chunk
+/// when the caller takes gzip, each chunk with a sync flush so that the answer still streams. Shared by a
+/// daemon's pull route and a relay's.
+package enum StreamedAnswer {
+    /// A response whose body `write` makes, handing each buffer to `send` (which writes it, compressed
+    /// when `gzip`, waits for the caller to take it, and empties it).
+    package static func response(
+        gzip: Bool,
+        _ write: @escaping @Sendable (_ send: (inout ByteBuffer) async throws -> Void) async throws -> Void
+    ) -> Response {
+        let body = ResponseBody { writer in
+            let compressor = gzip ? CompressionAlgorithm.gzip(configuration: PullRoute.answerCompression).compressor : nil
+            try compressor?.startStream()
+            try await write { buffer in
+                if let compressor {
+                    try await writer.write(try buffer.compressStream(with: compressor, flush: .sync))
+                } else {
+                    try await writer.write(buffer)
+                }
+                buffer.clear()
+            }
+            if let compressor {
+                var end = ByteBuffer()
+                try await writer.write(try end.compressStream(with: compressor, flush: .finish))
+                try compressor.finishStream()
+            }
+            try await writer.finish(nil)
+        }
+        var headers: HTTPFields = [.contentType: "application/x-ndjson"]
+        if gzip { headers[.contentEncoding] = "gzip" }
+        return Response(status: .ok, headers: headers, body: body)
     }
 }

@@ -104,30 +104,12 @@ struct RelayBodyLimitTests {
         // Its text held about twice (the body, its line); parsed into a tree to read its envelope, it cost ten times its size.
         #expect(takenIn < 4 * size, "taking in a change set of \(size >> 10) KiB grew the relay's peak by \(takenIn >> 10) KiB")
 
-        let request = "GET /v1/changesets?after=%7B%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(relay.peerToken)\r\n"
-        // Warm up: the whole answer read to its end, so what serving it leaves behind counts in the baseline.
-        let warm = try RawConnection(port: relay.port)
-        warm.send(request + "Connection: close\r\n\r\n")
-        let answer = warm.readBytes(timeout: 60, limit: 64 << 20).count
+        let measured = try UnreadPulls.measure(port: relay.port, token: relay.peerToken) { relay.residentMemory }
+        let (answer, baseline, stalled, growth) = (measured.answerBytes, measured.baseline, measured.stalled, measured.growth)
         #expect(answer > size, "the warm-up pull got \(answer) bytes")
-        Thread.sleep(forTimeInterval: 1)
-        let baseline = try #require(relay.residentMemory)
-
-        var greedy: [RawConnection] = []
-        defer { greedy.forEach { $0.close() } }
-        for _ in 0..<10 {
-            let connection = try RawConnection(port: relay.port)
-            connection.shrinkReceiveBuffer()
-            connection.send(request + "\r\n")
-            greedy.append(connection)
-        }
-        for connection in greedy {
-            let head = connection.read(timeout: 10, limit: 4096)
+        for head in measured.heads {
             #expect(head.hasPrefix("HTTP/1.1 200") && head.contains(#""changes""#), "a greedy pull was not answered: \(head.prefix(200))")
         }
-        Thread.sleep(forTimeInterval: 2)
-        let stalled = try #require(relay.residentMemory)
-        let growth = stalled - baseline
         // Read whole from the database, each unread answer held the line nearly twice (26.9 MB each); a piece
         // at a time, each holds about three (the one in the socket's buffer, the next, the database's answer).
         #expect(growth < 10 * answer / 2, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")

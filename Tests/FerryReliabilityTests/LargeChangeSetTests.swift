@@ -17,31 +17,13 @@ struct LargeChangeSetTests {
         defer { _ = a.stop() }
         // One change set of some 14 MB of text (100,000 objects in one save); stored compressed, some 20 times smaller.
         _ = try a.put(DaemonPeer.people("big-", 0..<100_000))
-        let request = "GET /v1/changesets?after=%7B%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(a.peerToken)\r\n"
-        // Warm up: the whole answer read to its end, so what serving it leaves behind counts in the baseline.
-        let warm = try RawConnection(port: a.port)
-        warm.send(request + "Connection: close\r\n\r\n")
-        let answer = warm.readBytes(timeout: 60, limit: 64 << 20).count
+        let measured = try UnreadPulls.measure(port: a.port, token: a.peerToken) { a.residentMemory }
+        let (answer, baseline, stalled, growth) = (measured.answerBytes, measured.baseline, measured.stalled, measured.growth)
         #expect(answer > 12 << 20, "the warm-up pull got \(answer) bytes")
-        Thread.sleep(forTimeInterval: 1)
-        let baseline = try #require(a.residentMemory)
-
-        var greedy: [RawConnection] = []
-        defer { greedy.forEach { $0.close() } }
-        for _ in 0..<10 {
-            let connection = try RawConnection(port: a.port)
-            connection.shrinkReceiveBuffer()
-            connection.send(request + "\r\n")
-            greedy.append(connection)
-        }
         // Each was answered, and the daemon is now waiting for it to read.
-        for connection in greedy {
-            let head = connection.read(timeout: 10, limit: 4096)
+        for head in measured.heads {
             #expect(head.hasPrefix("HTTP/1.1 200") && head.contains(#""changes""#), "a greedy pull was not answered: \(head.prefix(200))")
         }
-        Thread.sleep(forTimeInterval: 2)
-        let stalled = try #require(a.residentMemory)
-        let growth = stalled - baseline
         // Built whole, each unread answer would hold the line at least once (the build before held it
         // about 1.1 times); a piece at a time, each holds the stored form and a piece.
         #expect(growth < 10 * answer / 2, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")

@@ -83,9 +83,9 @@ struct OversizePushBodyTests {
     @Test("While one body past max_body_bytes is being taken, another gets 503 with Retry-After; a small one still goes")
     func oneAtATime() async throws {
         let oversize = Self.slots()
-        try await Self.app(oversize, hold: .seconds(1)).test(.router) { client in
+        try await Self.app(oversize, hold: .seconds(3)).test(.router) { client in
             async let first = client.execute(uri: "/push", method: .post, body: ByteBuffer(string: Self.line(5000)))
-            // (The first holds the slot for a second once it has its body.)
+            // (The first holds the slot for three seconds once it has its body: time for the second under load.)
             var second: TestResponse?
             for _ in 0..<250 where second == nil {
                 try await Task.sleep(for: .milliseconds(20))

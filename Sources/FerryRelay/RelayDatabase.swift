@@ -13,8 +13,8 @@ import FerryStore
 /// - `ferry_changesets`: every change set taken in, keyed by origin and sequence number (so two
 ///   relays taking the same change set at once store it once), its line byte for byte, its clock,
 ///   its dependencies, and `position`, the order it arrived in;
-/// - `ferry_changeset_pieces`: the text of every change set of ``pieceBytes`` or more, in pieces of that
-///   size (its `ferry_changesets` row then holds an empty `line` and the count in `pieces`): a pull
+/// - `ferry_changeset_pieces`: the text of every change set of ``largeBytes`` or more, in pieces of
+///   ``pieceBytes`` (its `ferry_changesets` row then holds an empty `line` and the count in `pieces`): a pull
 ///   serves such a change set a piece at a time, so that a relay holds a piece per pull, not the whole;
 /// - `ferry_origins`: per origin, `contiguous` (every change set from the first to it is here: the
 ///   relay's version vector), and `purged` (the last one dropped by retention);
@@ -38,8 +38,11 @@ struct RelayDatabase: Sendable {
     /// `ferry_changesets`; a relay of schema 1 would serve a change set stored in pieces as an empty
     /// line, so a relay of schema 2 marks the database as such, and older relays refuse to start on it.
     static let schemaVersion = 2
-    /// Change sets of this many bytes or more are stored, and served, in pieces of this size.
-    static let pieceBytes = 1 << 20
+    /// Change sets of this many bytes or more (an answer's worth) are stored, and served, in pieces.
+    static let largeBytes = 1 << 20
+    /// The size of those pieces: about what a pull of such a change set holds of it at a time, besides
+    /// what its socket holds (the daemon's pull route writes 256 KiB at a time too).
+    static let pieceBytes = 256 << 10
 
     /// One stored change set, as a pull serves it.
     struct StoredChangeSet: Sendable {
@@ -233,7 +236,7 @@ struct RelayDatabase: Sendable {
             changeCounts.append(Int32(clamping: envelope.changeCount))
             let size = line.utf8.count
             sizes.append(Int64(size))
-            if size >= Self.pieceBytes {
+            if size >= Self.largeBytes {
                 lines.append(ByteBuffer())
                 pieceCounts.append(Int32(clamping: (size + Self.pieceBytes - 1) / Self.pieceBytes))
                 large[Key(origin: envelope.origin, sequence: envelope.sequence)] = line

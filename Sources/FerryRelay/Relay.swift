@@ -112,8 +112,7 @@ struct RelayService: Service {
         let api = RelayAPI(database: database, fleet: fleet, tokens: tokens, trust: trust, signal: signal,
                            maxBodyBytes: configuration.server.maxBodyBytes,
                            bodySlots: BodySlots(capacity: configuration.server.maxConcurrentBodies),
-                           oversize: OversizeBodies(maxBytes: configuration.server.maxChangeSetBytes, slots: BodySlots(capacity: 1),
-                                                    setting: "server.max_change_set_bytes"),
+                           oversize: OversizeBodies(maxBytes: configuration.server.maxChangeSetBytes),
                            metrics: metrics, purges: purges,
                            pulls: pulls)
         let server = configuration.server

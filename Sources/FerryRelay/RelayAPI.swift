@@ -191,8 +191,9 @@ struct RelayAPI: Sendable {
             Gauge(label: "ferry_relay_long_polls").record(signal.waiting)
         }
         Counter(label: "ferry_relay_changesets_served_total").increment(by: answer.count)
-        if answer.contains(where: { $0.pieces > 0 }) {
-            return piecewiseAnswer(answer, gzip: PullRoute.acceptsGzip(request))
+        // (A change set in pieces is larger than an answer: it goes alone, ``RelayPull``.)
+        if let large = answer.first, large.pieces > 0 {
+            return piecewiseAnswer(large, gzip: PullRoute.acceptsGzip(request))
         }
         var buffer = ByteBuffer()
         for changeSet in answer {
@@ -221,33 +222,26 @@ struct RelayAPI: Sendable {
         return first.line == nil ? [] : [first]
     }
 
-    /// An answer holding a change set stored in pieces (it goes alone: see ``RelayPull``), written a
-    /// piece at a time, each read from the database as the one before is taken by the caller (and
-    /// compressed as it goes, when the caller takes gzip): a slow puller holds a piece of it, not all of it.
-    /// A piece that is gone (retention dropped the change set meanwhile) or cannot be read cuts the answer
-    /// short; the caller sees a failed pull and asks again.
-    private func piecewiseAnswer(_ answer: [RelayDatabase.StoredChangeSet], gzip: Bool) -> Response {
+    /// The answer of one change set stored in pieces, written a piece at a time, each read from the
+    /// database as the one before is taken by the caller (and compressed as it goes, when the caller
+    /// takes gzip): a slow puller holds a piece of it, not all of it. A piece that is gone (retention
+    /// dropped the change set meanwhile) or cannot be read cuts the answer short; the caller sees a
+    /// failed pull and asks again.
+    private func piecewiseAnswer(_ changeSet: RelayDatabase.StoredChangeSet, gzip: Bool) -> Response {
         let database = self.database
         return StreamedAnswer.response(gzip: gzip) { send in
-            for changeSet in answer {
-                if changeSet.pieces == 0 {
-                    guard var line = changeSet.line else { continue }  // (withTexts: never)
-                    try await send(&line)
-                } else {
-                    for index in 0..<changeSet.pieces {
-                        let read = try await Self.withinDeadline {
-                            try await database.piece(of: changeSet.origin, sequence: changeSet.sequence, index: index)
-                        }
-                        guard var piece = read else {
-                            database.logger.warning("a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone (dropped by retention while it was sent)")
-                            throw RelayError("piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
-                        }
-                        try await send(&piece)
-                    }
+            for index in 0..<changeSet.pieces {
+                let read = try await Self.withinDeadline {
+                    try await database.piece(of: changeSet.origin, sequence: changeSet.sequence, index: index)
                 }
-                var end = ByteBuffer(integer: UInt8(ascii: "\n"))
-                try await send(&end)
+                guard var piece = read else {
+                    database.logger.warning("a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone (dropped by retention while it was sent)")
+                    throw RelayError("piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
+                }
+                try await send(&piece)
             }
+            var end = ByteBuffer(integer: UInt8(ascii: "\n"))
+            try await send(&end)
         }
     }
 

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 import FerryStore
+import FerryServer
 
 /// The relay's change sets in PostgreSQL: what every relay of a fleet shares.
 ///
@@ -38,8 +39,9 @@ struct RelayDatabase: Sendable {
     /// `ferry_changesets`; a relay of schema 1 would serve a change set stored in pieces as an empty
     /// line, so a relay of schema 2 marks the database as such, and older relays refuse to start on it.
     static let schemaVersion = 2
-    /// Change sets of this many bytes or more (an answer's worth) are stored, and served, in pieces.
-    static let largeBytes = 1 << 20
+    /// Change sets of this many bytes or more (an answer's worth: such a change set goes alone in an
+    /// answer, ``RelayPull``) are stored, and served, in pieces.
+    static let largeBytes = PullRoute.answerBytes
     /// The size of those pieces: about what a pull of such a change set holds of it at a time, besides
     /// what its socket holds (the daemon's pull route writes 256 KiB at a time too).
     static let pieceBytes = 256 << 10

@@ -65,65 +65,45 @@ package enum PushBodies {
     /// it says `Content-Encoding: gzip` (within the same bound; 415 for other encodings), split into
     /// lines (400 when there are none). Shared with the relay's push route.
     package static func lines(of request: Request, maxBodyBytes: Int) async throws(APIError) -> [String] {
-        var request = request
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.collectBody(upTo: maxBodyBytes)
-        } catch {
-            throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
-        }
-        var body = buffer
-        switch request.headers[.contentEncoding]?.lowercased() {
-        case nil, "identity":
-            break
-        case "gzip":
-            do {
-                body = try body.decompress(with: .gzip(), maxSize: maxBodyBytes)
-                // (The library may stop a little past maxSize; the limit is checked here too.)
-                guard body.readableBytes <= maxBodyBytes else { throw CompressNIOError.bufferOverflow }
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                throw APIError.contentTooLarge("the request body unpacks to more than server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
-            } catch {
-                throw APIError.badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
-            }
-        case let other?:
-            throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
-        }
-        let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
-        guard !lines.isEmpty else {
-            throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
-        }
-        return lines
+        try await lines(of: request, maxBodyBytes: maxBodyBytes, oversize: nil).lines
     }
 
-    /// ``lines(of:maxBodyBytes:)``, except that a body past `maxBodyBytes` (as sent, or unpacked) is
-    /// read on, within `oversize.maxBytes`, when one of `oversize.slots` is free (503 busy otherwise),
-    /// and must then hold one change set alone (413 otherwise): how a relay takes a change set larger
-    /// than its usual request bodies, one at a time. Returns whether a slot was taken; the caller gives
-    /// it back once done with the lines (a failure here gives it back itself).
+    /// ``lines(of:maxBodyBytes:)``, except that with `oversize`, a body past `maxBodyBytes` (as sent, or
+    /// unpacked) is read on, within `oversize.maxBytes`, when one of `oversize.slots` is free (503 busy
+    /// otherwise), and must then hold one change set alone (413 otherwise): how a relay takes a change
+    /// set larger than its usual request bodies, one at a time. Returns whether a slot was taken; the
+    /// caller gives it back once done with the lines (a failure here gives it back itself).
     package static func lines(of request: Request, maxBodyBytes: Int,
-                              oversize: OversizeBodies) async throws(APIError) -> (lines: [String], tookOversizeSlot: Bool) {
+                              oversize: OversizeBodies?) async throws(APIError) -> (lines: [String], tookOversizeSlot: Bool) {
         var holding = false
-        func take() throws(APIError) {
+        var limit = maxBodyBytes
+        /// Takes the oversize slot and raises the limit to it; false when there is none to take (none
+        /// offered, or this body holds it already).
+        func raiseLimit() throws(APIError) -> Bool {
+            guard let oversize, !holding else { return false }
             guard oversize.slots.take() else {
                 throw .busy("this relay is taking another change set larger than server.max_body_bytes (\(maxBodyBytes) bytes), one at a time; send again shortly")
             }
             holding = true
+            limit = oversize.maxBytes
+            return true
         }
-        let tooLarge = APIError.contentTooLarge(
-            "the request body is larger than \(oversize.setting) (\(oversize.maxBytes) bytes), the most this relay takes for one change set alone; raise it on the relays")
+        /// Why a body past `limit` is refused (`unpacked`: once unpacked).
+        func tooLarge(unpacked: Bool) -> APIError {
+            if let oversize, holding {
+                return .contentTooLarge("the request body is larger than server.max_change_set_bytes (\(oversize.maxBytes) bytes), the most this relay takes for one change set alone; raise it on the relays")
+            }
+            return .contentTooLarge("the request body \(unpacked ? "unpacks to more than" : "is larger than") server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+        }
         do throws(APIError) {
             var body = ByteBuffer()
-            var limit = maxBodyBytes
             do {
                 for try await var part in request.body {
                     if body.readableBytes + part.readableBytes > limit {
-                        guard !holding else { throw tooLarge }
-                        try take()
-                        limit = oversize.maxBytes
-                        guard body.readableBytes + part.readableBytes <= limit else { throw tooLarge }
+                        guard try raiseLimit(), body.readableBytes + part.readableBytes <= limit else { throw tooLarge(unpacked: false) }
                     }
-                    body.writeBuffer(&part)
+                    // (The first part is the buffer the rest are added to: a body of one part is not copied.)
+                    if body.readableBytes == 0 { body = part } else { body.writeBuffer(&part) }
                 }
             } catch let error as APIError {
                 throw error
@@ -135,26 +115,23 @@ package enum PushBodies {
                 break
             case "gzip":
                 let packed = body
-                func unpack(within bound: Int) throws(APIError) -> ByteBuffer? {
+                /// The body unpacked within `limit`; nil past it.
+                func unpack() throws(APIError) -> ByteBuffer? {
                     do {
                         var copy = packed
-                        let unpacked = try copy.decompress(with: .gzip(), maxSize: bound)
-                        // (The library may stop a little past maxSize; the bound is checked here too.)
-                        return unpacked.readableBytes <= bound ? unpacked : nil
+                        let unpacked = try copy.decompress(with: .gzip(), maxSize: limit)
+                        // (The library may stop a little past maxSize; the limit is checked here too.)
+                        return unpacked.readableBytes <= limit ? unpacked : nil
                     } catch let error as CompressNIOError where error == .bufferOverflow {
                         return nil
                     } catch {
                         throw .badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
                     }
                 }
-                if let unpacked = try unpack(within: holding ? oversize.maxBytes : maxBodyBytes) {
-                    body = unpacked
-                } else {
-                    guard !holding else { throw tooLarge }
-                    try take()
-                    guard let unpacked = try unpack(within: oversize.maxBytes) else { throw tooLarge }
-                    body = unpacked
-                }
+                var unpacked = try unpack()
+                if unpacked == nil, try raiseLimit() { unpacked = try unpack() }
+                guard let unpacked else { throw tooLarge(unpacked: true) }
+                body = unpacked
             case let other?:
                 throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
             }
@@ -162,12 +139,12 @@ package enum PushBodies {
             guard !lines.isEmpty else {
                 throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
             }
-            if holding, lines.count > 1 {
-                throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes) and holds \(lines.count) change sets; send fewer change sets per request (one change set alone may be up to \(oversize.setting), \(oversize.maxBytes) bytes)")
+            if let oversize, holding, lines.count > 1 {
+                throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes) and holds \(lines.count) change sets; send fewer change sets per request (one change set alone may be up to server.max_change_set_bytes, \(oversize.maxBytes) bytes)")
             }
             return (lines, holding)
         } catch {
-            if holding { oversize.slots.give() }
+            if holding { oversize?.slots.give() }
             throw error
         }
     }
@@ -197,10 +174,12 @@ package enum PushBodies {
     /// Refuses the whole push (403, nothing applied) when a line is a change set of an origin the
     /// token may not push for; a line whose origin cannot be read is left to the replay's checks.
     /// The origin is read with the parser the replay's decoder reads it with (`JSONValue`), so that
-    /// a line cannot show this check one origin and the replay another (duplicate keys, UUID spellings).
+    /// a line cannot show this check one origin and the replay another (duplicate keys, UUID spellings);
+    /// its changes are parsed as strictly but not kept (a relay's push may be one change set of hundreds
+    /// of megabytes).
     package static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
         for (index, line) in lines.enumerated() {
-            guard let text = (try? JSONValue.parse(line))?["origin"]?.stringValue, let origin = ObjectURIComponents.uuid(text) else { continue }
+            guard let text = (try? JSONValue.parseWithoutChanges(line))?["origin"]?.stringValue, let origin = ObjectURIComponents.uuid(text) else { continue }
             guard origins.contains(origin) else {
                 let allowed = origins.map(\.uuidString).sorted().joined(separator: ", ")
                 throw .forbidden("line \(index + 1) is a change set of origin \(origin.uuidString); this token may push change sets of \(allowed) only (origins= in the tokens file); nothing was applied")
@@ -209,18 +188,14 @@ package enum PushBodies {
     }
 }
 
-/// How a push body larger than `server.max_body_bytes` may still be taken: one change set alone,
-/// within `maxBytes` (the setting named `setting`), while one of `slots` is free (a relay's
-/// `server.max_change_set_bytes`, one at a time).
+/// How a relay takes a push body larger than `server.max_body_bytes`: one change set alone, within
+/// `maxBytes` (its `server.max_change_set_bytes`), one such body at a time (its one slot).
 package struct OversizeBodies: Sendable {
     package let maxBytes: Int
-    package let slots: BodySlots
-    package let setting: String
+    package let slots = BodySlots(capacity: 1)
 
-    package init(maxBytes: Int, slots: BodySlots, setting: String) {
+    package init(maxBytes: Int) {
         self.maxBytes = maxBytes
-        self.slots = slots
-        self.setting = setting
     }
 }
 

@@ -28,7 +28,7 @@ struct OversizePushBodyTests {
     }
 
     static func slots() -> OversizeBodies {
-        OversizeBodies(maxBytes: maxChangeSetBytes, slots: BodySlots(capacity: 1), setting: "server.max_change_set_bytes")
+        OversizeBodies(maxBytes: maxChangeSetBytes)
     }
 
     /// A line of `bytes` bytes (a JSON object; what is in it does not matter here).

@@ -12,16 +12,12 @@ extension SQLiteStore {
     }
 
     /// The change sets not covered by `vector`, as canonical JSON lines, in
-    /// the order this store took them in (which can be applied as is).
-    public func changeSetLines(after vector: VersionVector = [:], limit: Int? = nil) throws -> [String] {
-        let store = identifier
-        return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit) }
-    }
-
-    /// The first lines of ``changeSetLines(after:limit:)`` whose texts, a newline after each, add up
-    /// to at most `maximumBytes`, and always the first, however long: what one request may carry.
-    /// The lines past that are not read (a compressed body records its length: none is inflated).
-    public func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int) throws -> [String] {
+    /// the order this store took them in (which can be applied as is). With
+    /// `maximumBytes`, only the first whose texts, a newline after each, add up
+    /// to at most that, and always the first, however long: what one request may
+    /// carry. The lines past that are not read (a compressed body records its
+    /// length: none is inflated).
+    public func changeSetLines(after vector: VersionVector = [:], limit: Int? = nil, maximumBytes: Int? = nil) throws -> [String] {
         let store = identifier
         return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit, maximumBytes: maximumBytes) }
     }

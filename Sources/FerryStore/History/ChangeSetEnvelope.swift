@@ -26,11 +26,7 @@ public struct ChangeSetEnvelope: Sendable, Hashable {
         // change set it takes, some of hundreds of megabytes.
         let json: JSONValue
         let changes: JSONParser.CountedArray?
-        do {
-            (json, changes) = try JSONParser.parse(line, countingArray: "changes")
-        } catch {
-            throw ChangeSetError.malformed("not JSON: \(InterchangeError.malformedJSON(line: nil, reason: error.message))")
-        }
+        do { (json, changes) = try JSONValue.parseCountingChanges(line) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
         guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
         guard ChangeSet.readableFormats.contains(Int(clamping: format)) else { throw ChangeSetError.unsupportedFormat(Int(clamping: format)) }

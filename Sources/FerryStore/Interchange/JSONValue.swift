@@ -65,6 +65,24 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         }
     }
 
+    /// Parses a change set's JSON text as ``parse(_:line:)`` does, with its `changes` read one at a time
+    /// and not kept (they stand as `null`): for reading its other members (`origin`, `seq`…) without
+    /// holding a tree of all its changes, many times the size of a large change set's text.
+    /// - Throws: ``InterchangeError/malformedJSON(line:reason:)``, as ``parse(_:line:)`` would.
+    package static func parseWithoutChanges(_ text: String) throws(InterchangeError) -> JSONValue {
+        try parseCountingChanges(text).value
+    }
+
+    /// ``parseWithoutChanges(_:)``, and the count of the `changes` (nil when there is no such array).
+    static func parseCountingChanges(_ text: String) throws(InterchangeError) -> (value: JSONValue, changes: JSONParser.CountedArray?) {
+        do {
+            let parsed = try JSONParser.parse(text, countingArray: "changes")
+            return (parsed.value, parsed.counted)
+        } catch {
+            throw InterchangeError.malformedJSON(line: nil, reason: error.message)
+        }
+    }
+
     public init(from decoder: any Decoder) throws {
         if let container = try? decoder.container(keyedBy: AnyKey.self) {
             var members: [(String, JSONValue)] = []

@@ -27,11 +27,10 @@ public protocol ReplicaStore: PersistentStore {
     /// Records `key`, replacing the one of the same origin and public key.
     func recordOriginKey(_ key: OriginKey) throws
     /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
-    func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
-    /// The first of those lines whose texts, a newline after each, add up to at most `maximumBytes`,
-    /// and always the first, however long (what one push request may carry); the lines past them
+    /// With `maximumBytes`, only the first of them whose texts, a newline after each, add up to at most
+    /// that, and always the first, however long (what one push request may carry); the lines past them
     /// are not read.
-    func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int) throws -> [String]
+    func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int?) throws -> [String]
     /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
     /// in pieces (``ChangeSetPage/Line``), so that serving it holds little of it at a time.
     /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
@@ -248,6 +247,11 @@ public struct SnapshotFile: Sendable {
 }
 
 extension ReplicaStore {
+    /// ``changeSetLines(after:limit:maximumBytes:)`` without a bound on their bytes.
+    public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
+        try changeSetLines(after: vector, limit: limit, maximumBytes: nil)
+    }
+
     public func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup {
         try lookUp(originURIs: uris)
     }

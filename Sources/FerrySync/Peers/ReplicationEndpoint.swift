@@ -78,13 +78,9 @@ public actor ReplicationEndpoint {
         return vector
     }
 
-    /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is.
-    public func lines(after vector: VersionVector, limit: Int) throws -> [String] {
-        try store.changeSetLines(after: vector, limit: limit)
-    }
-
-    /// The first of those lines that add up to at most `maximumBytes` (a newline after each), and
-    /// always the first: what one push request carries. The rest are not read.
+    /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is,
+    /// and of those only the first that add up to at most `maximumBytes` (a newline after each), always
+    /// the first: what one push request carries. The rest are not read.
     public func lines(after vector: VersionVector, limit: Int, maximumBytes: Int) throws -> [String] {
         try store.changeSetLines(after: vector, limit: limit, maximumBytes: maximumBytes)
     }

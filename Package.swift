@@ -183,7 +183,9 @@ let package = Package(
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryTestTraits", "FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerryTestTraits", "FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",
-                                                           .product(name: "GRDB", package: "GRDB.swift")],
+                                                           .product(name: "GRDB", package: "GRDB.swift"),
+                                                           .product(name: "CompressNIO", package: "compress-nio"),
+                                                           .product(name: "NIOCore", package: "swift-nio")],
                     exclude: ["Fixtures"]),
         .testTarget(
             name: "FerryDaemonTests",

@@ -272,12 +272,13 @@ struct HistoryLog {
 
     /// The change sets not covered by `vector` with a rank above `cursor`, in rank order, and the
     /// rank of the last one (the cursor for the next page). A large one stays in its stored form,
-    /// made into text a piece at a time as it is read (``StoredBody/line(_:)``).
-    func page(after vector: VersionVector, cursor: Int64, limit: Int?) throws -> (lines: [ChangeSetPage.Line], cursor: Int64) {
-        try changeSets(after: vector, cursor: cursor, limit: limit, StoredBody.line)
+    /// made into text a piece at a time as it is read (``StoredBody/line(_:)``). With `maximumBytes`,
+    /// only the first ones whose texts, a newline after each, add up to at most that (always the first).
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil) throws -> (lines: [ChangeSetPage.Line], cursor: Int64) {
+        try changeSets(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes, StoredBody.line)
     }
 
-    /// ``page(after:cursor:limit:)``, each stored body made into a `Line` by `line`; with
+    /// ``page(after:cursor:limit:maximumBytes:)``, each stored body made into a `Line` by `line`; with
     /// `maximumBytes`, ending before a line that would take the texts past it (after the first).
     private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil,
                                   _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {

@@ -26,9 +26,13 @@ extension SQLiteStore {
     /// taken in after position `cursor` (0 for the start), and the cursor for
     /// the next page. Serving a long history page by page keeps memory flat; a
     /// line of 1 MiB or more stays compressed until it is read, a piece at a time.
-    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
+    /// With `maximumBytes`, only the first lines whose texts, a newline after each,
+    /// add up to at most that, and always the first (what one push request may carry).
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage {
         let store = identifier
-        let page = try read { db in try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit) }
+        let page = try read { db in
+            try HistoryLog(db: db, store: store).page(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes)
+        }
         return ChangeSetPage(lines: page.lines, cursor: page.cursor)
     }
 

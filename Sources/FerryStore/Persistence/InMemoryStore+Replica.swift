@@ -27,8 +27,10 @@ extension InMemoryStore: ReplicaStore {
         try state.withLock { state throws(HistoryError) in try state.history.bodies(after: vector, limit: limit, maximumBytes: maximumBytes).lines }
     }
 
-    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
-        try state.withLock { state throws(HistoryError) in try state.history.page(after: vector, cursor: cursor, limit: limit) }
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage {
+        try state.withLock { state throws(HistoryError) in
+            try state.history.page(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes)
+        }
     }
 
     public func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport {

@@ -32,9 +32,11 @@ public protocol ReplicaStore: PersistentStore {
     /// are not read.
     func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int?) throws -> [String]
     /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
-    /// in pieces (``ChangeSetPage/Line``), so that serving it holds little of it at a time.
+    /// in pieces (``ChangeSetPage/Line``), so that serving or pushing it holds little of it at a time.
+    /// With `maximumBytes`, only the first lines whose texts, a newline after each, add up to at most
+    /// that, and always the first (what one push request may carry); the lines past them are not read.
     /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
-    func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage
+    func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage
     /// Drops what `policy` allows: change sets every peer has and old enough, tombstones past the
     /// horizon (docs/SYNC.md, "Bounded history").
     func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport
@@ -250,6 +252,11 @@ extension ReplicaStore {
     /// ``changeSetLines(after:limit:maximumBytes:)`` without a bound on their bytes.
     public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
         try changeSetLines(after: vector, limit: limit, maximumBytes: nil)
+    }
+
+    /// ``changeSetPage(after:cursor:limit:maximumBytes:)`` without a bound on its bytes.
+    public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
+        try changeSetPage(after: vector, cursor: cursor, limit: limit, maximumBytes: nil)
     }
 
     public func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup {

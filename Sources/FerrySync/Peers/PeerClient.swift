@@ -156,6 +156,10 @@ public struct PeerClient: Sendable {
     /// sides costs more than the bytes it saves (a single save's change set is a few hundred bytes).
     static let smallestCompressedPush = 8 << 10
 
+    /// How push bodies are compressed: zlib's fastest level, about 15 times smaller for change sets, in
+    /// half the default level's processor time.
+    static let pushCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
+
     /// `POST /v1/changesets`: the peer applies the lines (all checked first) and says what it did.
     /// The body goes gzip-compressed unless it is small; a small one goes on the peer's push stream
     /// (`POST /v1/changesets/stream`, ``PushStream``) when the peer offers one and it is free.
@@ -179,8 +183,7 @@ public struct PeerClient: Sendable {
         var encoding: String?
         if buffer.readableBytes >= Self.smallestCompressedPush {
             do {
-                // (zlib's fastest level: about 15x smaller for change sets, in half the default level's CPU time.)
-                let compressed = try buffer.compress(with: .gzip(configuration: ZlibConfiguration(compressionLevel: .fastestCompression)))
+                let compressed = try buffer.compress(with: .gzip(configuration: Self.pushCompression))
                 buffer = ByteBuffer()
                 body = Data(compressed.readableBytesView)
                 encoding = "gzip"
@@ -192,6 +195,21 @@ public struct PeerClient: Sendable {
         }
         let data = try await send("POST", "v1/changesets", body: body, contentType: "application/x-ndjson", contentEncoding: encoding)
         return try decode(ApplyReport.self, data, from: "POST /v1/changesets")
+    }
+
+    /// ``push(_:)-([String])`` for lines as a store's page gives them (``ReplicationEndpoint/lines(after:limit:maximumBytes:)``).
+    /// When one is given in pieces (a large change set), the body is made as it is sent: inflated from the
+    /// store's compressed form and gzip-compressed a piece at a time (``PushBody``), so that the push holds
+    /// the store's form and a piece, not the line and its compressed copy, for every peer it goes to.
+    public func push(_ lines: [ChangeSetPage.Line]) async throws(PeerError) -> ApplyReport {
+        let texts = lines.compactMap(\.text)
+        if texts.count == lines.count { return try await push(texts) }
+        let body = PushBody.streamed(lines)
+        let answer = try await failingOver { url throws(PeerError) in
+            let request = try request(url, "POST", "v1/changesets", contentType: "application/x-ndjson", contentEncoding: "gzip")
+            return try await transport.send(request, streamedBody: body)
+        }
+        return try decode(ApplyReport.self, try Self.checked(answer), from: "POST /v1/changesets")
     }
 
     /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its

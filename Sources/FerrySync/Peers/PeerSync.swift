@@ -217,9 +217,9 @@ public struct PeerSync: Sendable {
                 report = try await push(lines, offeringKeys: !offeredKeys)
             } catch PeerError.failed(status: 413, let message) {
                 // Alone, it cannot be sent in smaller requests: say what would let it through.
-                guard lines.count > 1 else { throw PeerError.changeSetTooLarge(bytes: lines[0].utf8.count, message: message) }
+                guard lines.count > 1 else { throw PeerError.changeSetTooLarge(bytes: lines[0].byteCount, message: message) }
                 // Several: send fewer per request, as the peer asks.
-                requestBytes = max(1, lines.reduce(0) { $0 + $1.utf8.count + 1 } / 2)
+                requestBytes = max(1, lines.reduce(0) { $0 + $1.byteCount + 1 } / 2)
                 progress("\(name): the peer refused \(lines.count) change sets in one request as too large; sending at most \(requestBytes) bytes per request")
                 continue
             }
@@ -237,7 +237,7 @@ extension PeerSync {
     /// Pushes `lines`. A relay that refuses them as untrusted (422) may not know a key of this store's yet
     /// (a rotation since its configuration was written): with `offeringKeys`, the store's keys are offered
     /// to it (it takes the rotations a key it trusts endorsed) and the push is sent once more.
-    fileprivate func push(_ lines: [String], offeringKeys: Bool) async throws -> ApplyReport {
+    fileprivate func push(_ lines: [ChangeSetPage.Line], offeringKeys: Bool) async throws -> ApplyReport {
         let refusal: PeerError
         do {
             return try await client.push(lines)

@@ -80,9 +80,10 @@ public actor ReplicationEndpoint {
 
     /// At most `limit` change sets not covered by `vector`, as JSON lines in an order that applies as is,
     /// and of those only the first that add up to at most `maximumBytes` (a newline after each), always
-    /// the first: what one push request carries. The rest are not read.
-    public func lines(after vector: VersionVector, limit: Int, maximumBytes: Int) throws -> [String] {
-        try store.changeSetLines(after: vector, limit: limit, maximumBytes: maximumBytes)
+    /// the first: what one push request carries. The rest are not read, and a large one is kept as the
+    /// store holds it, made a piece at a time as it is sent (``ChangeSetPage/Line``).
+    public func lines(after vector: VersionVector, limit: Int, maximumBytes: Int) throws -> [ChangeSetPage.Line] {
+        try store.changeSetPage(after: vector, cursor: 0, limit: limit, maximumBytes: maximumBytes).lines
     }
 
     /// One page of the change sets not covered by `vector`, after position `cursor` (0 to start).

@@ -119,14 +119,28 @@ final class HTTPTransport: PeerTransport {
         } catch {
             throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
         }
-        let progress = FileChunks.Progress()
+        let progress = BodyProgress()
         http.body = .stream(FileChunks(file: file, size: size, progress: progress), length: .known(size))
-        let place = "\(request.method) \(request.url.path)"
-        // No deadline for the whole request (a snapshot may take long on a slow link), and the read
-        // timeout only starts once the body is sent: a peer that stops taking the body (a relay
-        // stopped, or its machine paused) would hold the upload for ever. So it fails once the client has asked
-        // for no chunk of the file for the timeout (AsyncHTTPClient's write timeout is no help: it
-        // times the sender's silence, and stops while the peer is not reading).
+        return try await execute(streaming: http, place: "\(request.method) \(request.url.path)", progress: progress, body: "the upload")
+    }
+
+    func send(_ request: PeerRequest, streamedBody body: StreamedBody) async throws(PeerError) -> PeerResponse {
+        var http = Self.http(request)
+        let progress = BodyProgress()
+        http.body = .stream(BodyPieces(body: body, progress: progress), length: .unknown)
+        return try await execute(streaming: http, place: "\(request.method) \(request.url.path)", progress: progress, body: "the request's body")
+    }
+
+    /// Sends `http`, whose body is streamed and notes its `progress`, and returns the answer.
+    ///
+    /// No deadline for the whole request (a snapshot may take long on a slow link), and the read
+    /// timeout only starts once the body is sent: a peer that stops taking the body (a relay
+    /// stopped, or its machine paused) would hold the request for ever. So it fails once the client has asked
+    /// for no piece of the body for the timeout (AsyncHTTPClient's write timeout is no help: it
+    /// times the sender's silence, and stops while the peer is not reading). Once the body is all
+    /// given, the read timeout bounds the wait for the answer (a peer replaying a large change set).
+    private func execute(streaming http: HTTPClientRequest, place: String, progress: BodyProgress,
+                         body: String) async throws(PeerError) -> PeerResponse {
         let client = self.client
         let sent = http
         let seconds = timeout
@@ -142,11 +156,11 @@ final class HTTPTransport: PeerTransport {
                 }
             }
             group.addTask {
-                while progress.isRecent(within: limit) {
+                while progress.isFinishedOrRecent(within: limit) {
                     try? await Task.sleep(for: limit / 4)
                     if Task.isCancelled { return nil }
                 }
-                return .failure(PeerError.unreachable("\(place): the peer took no bytes of the upload for \(seconds) s"))
+                return .failure(PeerError.unreachable("\(place): the peer took no bytes of \(body) for \(seconds) s"))
             }
             let first = await group.next() ?? nil
             group.cancelAll()
@@ -227,6 +241,50 @@ final class HTTPTransport: PeerTransport {
     }
 }
 
+/// When the client last asked for a piece of a streamed body (it asks as the connection takes the bytes
+/// before), and whether it has had the last.
+final class BodyProgress: Sendable {
+    private let lastAsked = Mutex<ContinuousClock.Instant?>(ContinuousClock.now)
+
+    func note() { lastAsked.withLock { if $0 != nil { $0 = .now } } }
+
+    /// The body was given whole: the wait for the answer is the read timeout's to bound.
+    func finish() { lastAsked.withLock { $0 = nil } }
+
+    /// Whether the body was given whole, or the client asked for a piece within the last `limit`.
+    func isFinishedOrRecent(within limit: Duration) -> Bool {
+        guard let last = lastAsked.withLock({ $0 }) else { return true }
+        return ContinuousClock.now - last < limit
+    }
+}
+
+/// A ``StreamedBody``'s pieces, each made when the request asks for it.
+struct BodyPieces: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let body: StreamedBody
+    let progress: BodyProgress
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var reading: any StreamedBodyReading
+        let progress: BodyProgress
+
+        mutating func next() async throws -> ByteBuffer? {
+            progress.note()
+            do {
+                guard let piece = try reading.next() else {
+                    progress.finish()
+                    return nil
+                }
+                return ByteBuffer(bytes: piece)
+            } catch {
+                throw PeerError.localStore(StoreFailure("cannot make the body to send: \(error)", cause: error))
+            }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reading: body.makeReading(), progress: progress) }
+}
+
 /// A file's bytes in chunks of 1 MiB, each read on the I/O thread pool when the request asks for it,
 /// so an upload holds one chunk at a time.
 struct FileChunks: AsyncSequence, Sendable {
@@ -234,29 +292,20 @@ struct FileChunks: AsyncSequence, Sendable {
     let file: FileHandle
     let size: Int64
     /// When the client last asked for a chunk.
-    let progress: Progress
+    let progress: BodyProgress
     static let chunkBytes = 1 << 20
-
-    /// When the client last asked for a chunk (it asks as the connection takes the bytes before).
-    final class Progress: Sendable {
-        private let lastAsked = Mutex(ContinuousClock.now)
-
-        func note() { lastAsked.withLock { $0 = .now } }
-
-        /// Whether the client asked for a chunk within the last `limit`.
-        func isRecent(within limit: Duration) -> Bool {
-            ContinuousClock.now - lastAsked.withLock { $0 } < limit
-        }
-    }
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let file: FileHandle
         var left: Int64
-        let progress: Progress
+        let progress: BodyProgress
 
         mutating func next() async throws -> ByteBuffer? {
             progress.note()
-            guard left > 0 else { return nil }
+            guard left > 0 else {
+                progress.finish()
+                return nil
+            }
             let count = Int(Swift.min(left, Int64(FileChunks.chunkBytes)))
             let file = self.file
             let data = try await NIOThreadPool.singleton.runIfActive { try file.read(upToCount: count) ?? Data() }

@@ -46,11 +46,32 @@ public protocol PeerTransport: Sendable {
     /// Sends `request` with the `size` bytes of `file` (from its start) as its body, streamed (a
     /// snapshot: too large to hold in memory), and returns the peer's answer.
     func upload(_ request: PeerRequest, from file: FileHandle, size: Int64) async throws(PeerError) -> PeerResponse
+    /// Sends `request` with `body` made a piece at a time as the connection takes it (a large change
+    /// set's push: too large to hold whole for every peer), and returns the peer's answer. A piece
+    /// that cannot be made fails the request as ``PeerError/localStore(_:)``; the peer sees a body cut short.
+    func send(_ request: PeerRequest, streamedBody body: StreamedBody) async throws(PeerError) -> PeerResponse
     /// Sends `request`'s head and returns once the answer's head is in, with the request's body
     /// left open: pieces are sent through the returned stream as the caller has them, and the
     /// answer's body is read as it comes (a push stream, ``PushStream``). Nil when this transport
     /// cannot stream; the caller then sends each piece as a request of its own.
     func openStream(_ request: PeerRequest) async throws(PeerError) -> PeerStreamChannel?
+}
+
+/// A request body made a piece at a time as it is sent, never held whole (``PeerTransport/send(_:streamedBody:)``).
+public struct StreamedBody: Sendable {
+    /// Starts a reading of the body from its first byte (a request sent again, to another URL, reads it again).
+    public let makeReading: @Sendable () -> any StreamedBodyReading
+
+    public init(_ makeReading: @escaping @Sendable () -> any StreamedBodyReading) {
+        self.makeReading = makeReading
+    }
+}
+
+/// One reading of a ``StreamedBody``.
+public protocol StreamedBodyReading {
+    /// The body's next bytes; nil once every byte was given.
+    /// - Throws: when the body cannot be made on (its source is damaged); no piece follows.
+    mutating func next() throws -> Data?
 }
 
 /// A request open both ways: its body is written piece by piece while its answer's body is read.
@@ -86,6 +107,20 @@ extension PeerTransport {
         } catch {
             throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
         }
+        return try await send(request)
+    }
+
+    /// Makes the whole body, then sends it: for transports whose bodies are small (tests).
+    public func send(_ request: PeerRequest, streamedBody body: StreamedBody) async throws(PeerError) -> PeerResponse {
+        var request = request
+        var reading = body.makeReading()
+        var whole = Data()
+        do {
+            while let piece = try reading.next() { whole.append(piece) }
+        } catch {
+            throw PeerError.localStore(StoreFailure("cannot make the body to send: \(error)", cause: error))
+        }
+        request.body = whole
         return try await send(request)
     }
 

@@ -16,8 +16,9 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     case failed(status: Int, message: String)
     /// The peer's answer is not what the protocol says.
     case badAnswer(String)
-    /// This side's store failed (disk full, read-only, I/O error): nothing of the batch was
-    /// taken in, and the next round tries again. The failure keeps the store's error as its cause.
+    /// This side's store failed (disk full, read-only, I/O error; a change set to push that cannot be
+    /// read): nothing of the batch was taken in or sent whole, and the next round tries again. The
+    /// failure says which, and keeps the store's error as its cause.
     case localStore(StoreFailure)
     /// The peer refused (413) a push of one change set alone, of `bytes` bytes: larger than the
     /// request body it takes (a daemon's `server.max_body_bytes`, a relay's `server.max_change_set_bytes`;
@@ -33,7 +34,7 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
         case .unauthorized(let status): "the peer refused this action for our token (\(status)); it needs an admin token"
         case .failed(let status, let message): "the peer answered \(status): \(message)"
         case .badAnswer(let detail): "the peer's answer was not understood: \(detail)"
-        case .localStore(let detail): "this store could not take the change sets: \(detail)"
+        case .localStore(let detail): "this store failed: \(detail)"
         case .changeSetTooLarge(let bytes, let message):
             "the peer refuses the next change set to push, \(Self.megabytes(bytes)) MB alone, as larger than the request body it takes "
                 + "(it answered 413: \(message)); nothing made after it reaches the peer by pushes until the peer's limit "

@@ -131,7 +131,9 @@ public struct PeerSync: Sendable {
                 throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
             } catch {
                 next?.cancel()
-                throw PeerError.localStore(StoreFailure(error))
+                let failure = StoreFailure(error)
+                throw PeerError.localStore(StoreFailure("could not take the change sets: \(failure.message)", cause: failure.cause ?? failure,
+                                                        isTransient: failure.isTransient))
             }
             result.pulled.add(report)
             progress("\(name): pulled \(batch.lines.count) change sets (\(report.applied) applied)")

@@ -15,6 +15,21 @@ extension ManagedObjectContext {
     }
 }
 
+extension PersistentStore {
+    /// Saves three change sets of `Person` objects (an entity with a string `name`): "Before", then
+    /// 12,000 people (about 1.3 MiB of text: a change set large enough to be read and sent in pieces),
+    /// then "After".
+    public func saveAroundALargeChangeSet() throws {
+        let context = try PersistentContainer(store: self).newContext()
+        try context.make("Person", ["name": "Before"])
+        try context.save()
+        for index in 0..<12_000 { try context.make("Person", ["name": "Person number \(index)"]) }
+        try context.save()
+        try context.make("Person", ["name": "After"])
+        try context.save()
+    }
+}
+
 extension ManagedObject {
     /// A string attribute's value.
     public func string(_ key: String) throws -> String? { try value(forKey: key) as? String }

@@ -19,13 +19,7 @@ struct LargeLinePiecesTests {
     func storeWithLargeChangeSet() throws -> (TemporaryDirectory, SQLiteStore) {
         let directory = TemporaryDirectory()
         let store = try SQLiteStore(path: directory.file("large.sqlite"), model: Self.model)
-        let context = try PersistentContainer(store: store).newContext()
-        try context.make("Person", ["name": "Before"])
-        try context.save()
-        for index in 0..<12_000 { try context.make("Person", ["name": "Person number \(index)"]) }
-        try context.save()
-        try context.make("Person", ["name": "After"])
-        try context.save()
+        try store.saveAroundALargeChangeSet()
         return (directory, store)
     }
 

@@ -17,17 +17,6 @@ struct PushBodyTests {
         Entity("Person") { Attribute("name", .string) }
     }
 
-    /// Fills `store` with a small change set, a large one (about 1.3 MiB of text, 12,000 objects) and a small one.
-    static func fill(_ store: any PersistentStore) throws {
-        let context = try PersistentContainer(store: store).newContext()
-        try context.make("Person", ["name": "Before"])
-        try context.save()
-        for index in 0..<12_000 { try context.make("Person", ["name": "Person number \(index)"]) }
-        try context.save()
-        try context.make("Person", ["name": "After"])
-        try context.save()
-    }
-
     /// Every piece of one reading of `body`.
     static func pieces(of body: StreamedBody) throws -> [Data] {
         var reading = body.makeReading()
@@ -49,7 +38,7 @@ struct PushBodyTests {
     func bodyOfALargeChangeSet() throws {
         let directory = TemporaryDirectory()
         let store = try SQLiteStore(path: directory.file("push.sqlite"), model: Self.model)
-        try Self.fill(store)
+        try store.saveAroundALargeChangeSet()
         let whole = try store.changeSetLines()
         let page = try store.changeSetPage(after: [:], cursor: 0, limit: 10, maximumBytes: 1 << 30)
         try #require(page.lines.count == 3)
@@ -69,7 +58,7 @@ struct PushBodyTests {
         let stores: [any ReplicaStore & PersistentStore] = [try SQLiteStore(path: directory.file("bounded.sqlite"), model: Self.model),
                                                            InMemoryStore(model: Self.model)]
         for store in stores {
-            try Self.fill(store)
+            try store.saveAroundALargeChangeSet()
             let whole = try store.changeSetLines(after: [:], limit: nil)
             let sizes = whole.map { $0.utf8.count + 1 }
             func count(_ maximumBytes: Int?) throws -> Int {
@@ -90,7 +79,7 @@ struct PushBodyTests {
     func damagedLargeChangeSet() throws {
         let directory = TemporaryDirectory()
         let store = try SQLiteStore(path: directory.file("damaged.sqlite"), model: Self.model)
-        try Self.fill(store)
+        try store.saveAroundALargeChangeSet()
         // (Damaged through a connection of its own, as a failing disk would leave it.)
         try DatabaseQueue(path: directory.file("damaged.sqlite")).write { db in
             try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_BODY = substr(Z_BODY, 1, length(Z_BODY) / 2) WHERE Z_SEQ = 2")

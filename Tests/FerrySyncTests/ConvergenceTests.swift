@@ -12,7 +12,8 @@ import FerryTestSupport
 /// 3–5 replicas, random partial exchanges in random orders, then exchanges
 /// until nothing new flows: every dump must be identical and every change set
 /// taken in everywhere. Each run mixes SQLite and in-memory stores, with and
-/// without the direct-insert fast path. `FERRY_SOAK=N` runs N seeds instead of 200; a failure
+/// without the direct-insert fast path. `FERRY_SOAK=N` runs N seeds instead of 200 (from
+/// `FERRY_SOAK_FIRST`, 1 by default, so that a soak can go past the seeds earlier soaks ran); a failure
 /// names its seed, and `FERRY_SEED=S` replays that one.
 @Suite("Convergence of random replicas", .blocking)
 struct ConvergenceTests {
@@ -22,7 +23,8 @@ struct ConvergenceTests {
         let environment = ProcessInfo.processInfo.environment
         if let seed = environment["FERRY_SEED"].flatMap(UInt64.init) { return [seed] }
         let count = environment["FERRY_SOAK"].flatMap(Int.init) ?? 200
-        return (1...UInt64(max(count, 1))).map { $0 }
+        let first = environment["FERRY_SOAK_FIRST"].flatMap(UInt64.init) ?? 1
+        return (first..<first + UInt64(max(count, 1))).map { $0 }
     }()
 
     static let orgChart = try! SampleModels.load("OrgChart")

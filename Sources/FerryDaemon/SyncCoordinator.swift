@@ -237,7 +237,9 @@ public actor SyncCoordinator {
                 switch error {
                 case .localStore:
                     // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
-                    Counter(label: "ferry_store_errors_total", dimensions: [("operation", "pull")]).increment()
+                    // A pull could not take change sets in; a push could not read the ones to send ("send").
+                    let operation = result.failedHalf == .push ? "send" : "pull"
+                    Counter(label: "ferry_store_errors_total", dimensions: [("operation", operation)]).increment()
                     level = .error
                 case .changeSetTooLarge:
                     // Trying again does not help until an operator raises the peer's limit.

@@ -128,6 +128,10 @@ struct LargeChangeSetTests {
         let lastError = try a.waitForSyncError(containing: "the store file is damaged")
         print("damaged large push: A's status says: \(lastError)")
         #expect(lastError.contains("does not inflate") || lastError.contains("ends after"), "\(lastError)")
+        // Counted as this machine's store failing to give what it sends, not as a pull's failure nor as the peer's answer.
+        let metrics = try FerryProcess.curl("GET", a.url + "/metrics", token: a.adminToken).body
+        #expect(metrics.contains(#"ferry_store_errors_total{operation="send"}"#) && !metrics.contains(#"ferry_store_errors_total{operation="pull"}"#),
+                "\(metrics.split(separator: "\n").filter { $0.contains("ferry_store_errors") })")
         #expect(try b.changeSetCount(of: a.storeIdentifier()) == 0, "B took something of a damaged change set")
         #expect(try !b.dump().contains("big- "))
         #expect(a.isRunning && b.isRunning)

@@ -11,6 +11,8 @@ public struct PeerSyncResult: Sendable, Equatable {
     public var pushed = ApplyReport()
     /// Why the round stopped early, if it did (what was done before stays done).
     public var error: PeerError?
+    /// Which half of the round ``error`` stopped: the pull, or the push.
+    public var failedHalf: Half?
     /// The peer's version vector as last seen in the push (nil when the round did not push).
     public var peerVector: VersionVector?
     /// The peer's store UUID, once a round has asked the peer for its state.
@@ -27,6 +29,14 @@ public struct PeerSyncResult: Sendable, Equatable {
 
     /// Creates an empty result for `peer`.
     public init(peer: String) { self.peer = peer }
+
+    /// A half of a sync round.
+    public enum Half: String, Sendable {
+        /// Taking in what the peer has.
+        case pull
+        /// Sending what the peer lacks.
+        case push
+    }
 
     /// One line for a person: counts, or the error (as ``SyncAnswer/Peer/summary``).
     public var summary: String { SyncAnswer.Peer(self).summary }
@@ -79,6 +89,7 @@ public struct PeerSync: Sendable {
                 try await self.pull(into: &result, prefetched: prefetched, progress: progress)
             } catch {
                 result.error = Self.peerError(error)
+                result.failedHalf = .pull
             }
         }
         // A pull the peer refused (or could not answer) does not keep this store's own change sets
@@ -86,8 +97,11 @@ public struct PeerSync: Sendable {
         if push, result.error.map(Self.stillPushes) ?? true {
             do {
                 try await self.push(into: &result, startingFrom: known?.vector, progress: progress)
+            } catch where result.error == nil {
+                result.error = Self.peerError(error)
+                result.failedHalf = .push
             } catch {
-                result.error = result.error ?? Self.peerError(error)
+                // (The pull's error is the round's.)
             }
         }
         result.finished = Date()

@@ -23,11 +23,7 @@ enum SlowPullersWorkload {
         settings.count = count
         settings.batch = count
         let made = try ferryInsert(settings, model: model, path: a.store)
-        let lineBytes = try {
-            let store = try SQLiteStore(path: a.store, model: model)
-            defer { try? store.close() }
-            return try store.changeSetPage(after: [:], cursor: 0, limit: 1).lines.first?.byteCount ?? 0
-        }()
+        let lineBytes = try firstChangeSetBytes(at: a.store, model: model)
         let storedBytes = try {
             let raw = try RawDatabase(path: a.store)
             let statement = try raw.prepare("SELECT length(Z_BODY) FROM Z_FERRY_CHANGESET")
@@ -95,6 +91,13 @@ enum SlowPullersWorkload {
         let made = try FerryProcess.run(["init", "--store", store, "--model", model])
         guard made.status == 0 else { throw RawSQLiteError.failed("ferry init failed: \(made.standardError)") }
         return try ReplicationWorkload.measuredFerry(["put", "--store", store, "--model", model, "-"], input: operations, describing: "ferry put")
+    }
+
+    /// The text's length of the first change set in the store at `path`.
+    static func firstChangeSetBytes(at path: String, model: ManagedObjectModel) throws -> Int {
+        let store = try SQLiteStore(path: path, model: model)
+        defer { try? store.close() }
+        return try store.changeSetPage(after: [:], cursor: 0, limit: 1).lines.first?.byteCount ?? 0
     }
 
     static func residentMegabytes(of peer: DaemonPeer) throws -> Double {

@@ -1,5 +1,5 @@
 // A pushing peer's memory while it pushes one large change set (docs/RELIABILITY.md §10): one save
-// of N Person objects on A (default 400,000: a change set of 86.9 MB of text), then P peers (default
+// of N Person objects on A by `ferry put` (default 400,000: a change set of 57.3 MB of text), then P peers (default
 // 2), started together, to which A's `ferry run` pushes it (they do not pull). Prints how much A's
 // peak resident memory grew (`VmHWM`, from before the peers start until every one holds the change
 // set) per peer, against the change set's size, and how long the last peer took to hold it (most of

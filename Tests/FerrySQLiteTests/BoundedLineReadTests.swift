@@ -37,7 +37,7 @@ struct BoundedLineReadTests {
         try #require(all.count == 5)
         let sizes = all.map { $0.utf8.count + 1 }
         func read(_ maximumBytes: Int, after vector: VersionVector = [:], limit: Int? = nil) throws -> [String] {
-            try store.changeSetLines(after: vector, limit: limit, maximumBytes: maximumBytes)
+            try store.changeSetPage(after: vector, cursor: 0, limit: limit ?? Int.max, maximumBytes: maximumBytes).texts()
         }
         #expect(try read(sizes[0] + sizes[1]) == Array(all[0..<2]), "exactly two lines' bytes")
         #expect(try read(sizes[0] + sizes[1] - 1) == [all[0]], "one byte short of two lines")
@@ -59,6 +59,6 @@ struct BoundedLineReadTests {
         try store.write { db in try db.execute(sql: "UPDATE Z_FERRY_CHANGESET SET Z_BODY = substr(Z_BODY, 1, length(Z_BODY) / 2) WHERE Z_SEQ = 5") }
         #expect(throws: (any Error).self, "the damage is not met by a whole read") { try store.changeSetLines() }
         let bounded = all[0..<4].reduce(0) { $0 + $1.utf8.count + 1 }
-        #expect(try store.changeSetLines(after: [:], limit: nil, maximumBytes: bounded) == Array(all[0..<4]))
+        #expect(try store.changeSetPage(after: [:], cursor: 0, limit: Int.max, maximumBytes: bounded).texts() == Array(all[0..<4]))
     }
 }

@@ -68,7 +68,7 @@ struct InMemoryHistoryTests {
         try #require(all.count == 5)
         let sizes = all.map { $0.utf8.count + 1 }
         func read(_ maximumBytes: Int, after vector: VersionVector = [:]) throws -> [String] {
-            try store.changeSetLines(after: vector, limit: nil, maximumBytes: maximumBytes)
+            try store.changeSetPage(after: vector, cursor: 0, limit: Int.max, maximumBytes: maximumBytes).texts()
         }
         #expect(try read(sizes[0] + sizes[1]) == Array(all[0..<2]))
         #expect(try read(sizes[0] + sizes[1] - 1) == [all[0]])

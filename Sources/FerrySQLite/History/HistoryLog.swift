@@ -264,23 +264,21 @@ struct HistoryLog {
 
     /// The bodies of the change sets not covered by `vector`, in the order this
     /// store took them in (an order that can be applied as is).
-    /// With `maximumBytes`, only the first ones whose texts, a newline after each, add up to at most
-    /// that many bytes (always the first): the others' bodies are not read.
-    func bodies(after vector: VersionVector, limit: Int? = nil, maximumBytes: Int? = nil) throws -> [String] {
-        try changeSets(after: vector, cursor: 0, limit: limit, maximumBytes: maximumBytes, StoredBody.text).lines
+    func bodies(after vector: VersionVector, limit: Int? = nil) throws -> [String] {
+        try changeSets(after: vector, cursor: 0, limit: limit, maximumBytes: nil, StoredBody.text).lines
     }
 
     /// The change sets not covered by `vector` with a rank above `cursor`, in rank order, and the
     /// rank of the last one (the cursor for the next page). A large one stays in its stored form,
     /// made into text a piece at a time as it is read (``StoredBody/line(_:)``). With `maximumBytes`,
     /// only the first ones whose texts, a newline after each, add up to at most that (always the first).
-    func page(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil) throws -> (lines: [ChangeSetPage.Line], cursor: Int64) {
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int?) throws -> (lines: [ChangeSetPage.Line], cursor: Int64) {
         try changeSets(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes, StoredBody.line)
     }
 
     /// ``page(after:cursor:limit:maximumBytes:)``, each stored body made into a `Line` by `line`; with
     /// `maximumBytes`, ending before a line that would take the texts past it (after the first).
-    private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil,
+    private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int?,
                                   _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {
         for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)

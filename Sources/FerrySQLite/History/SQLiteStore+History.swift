@@ -12,14 +12,10 @@ extension SQLiteStore {
     }
 
     /// The change sets not covered by `vector`, as canonical JSON lines, in
-    /// the order this store took them in (which can be applied as is). With
-    /// `maximumBytes`, only the first whose texts, a newline after each, add up
-    /// to at most that, and always the first, however long: what one request may
-    /// carry. The lines past that are not read (a compressed body records its
-    /// length: none is inflated).
-    public func changeSetLines(after vector: VersionVector = [:], limit: Int? = nil, maximumBytes: Int? = nil) throws -> [String] {
+    /// the order this store took them in (which can be applied as is).
+    public func changeSetLines(after vector: VersionVector = [:], limit: Int? = nil) throws -> [String] {
         let store = identifier
-        return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit, maximumBytes: maximumBytes) }
+        return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit) }
     }
 
     /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
@@ -27,7 +23,9 @@ extension SQLiteStore {
     /// the next page. Serving a long history page by page keeps memory flat; a
     /// line of 1 MiB or more stays compressed until it is read, a piece at a time.
     /// With `maximumBytes`, only the first lines whose texts, a newline after each,
-    /// add up to at most that, and always the first (what one push request may carry).
+    /// add up to at most that, and always the first (what one push request may carry);
+    /// the lines past that are not read (a compressed body records its length: none is
+    /// inflated).
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage {
         let store = identifier
         let page = try read { db in

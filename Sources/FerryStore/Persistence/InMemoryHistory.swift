@@ -72,7 +72,7 @@ struct InMemoryHistory: Sendable {
     // MARK: - Reading
 
     /// One page of the change sets `vector` does not cover, after rank `cursor` (every line held whole).
-    func page(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int? = nil) throws(HistoryError) -> ChangeSetPage {
+    func page(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int?) throws(HistoryError) -> ChangeSetPage {
         let (lines, last) = try bodies(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes)
         return ChangeSetPage(lines: lines.map(ChangeSetPage.Line.init), cursor: last)
     }

@@ -23,8 +23,8 @@ extension InMemoryStore: ReplicaStore {
         }
     }
 
-    public func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int?) throws -> [String] {
-        try state.withLock { state throws(HistoryError) in try state.history.bodies(after: vector, limit: limit, maximumBytes: maximumBytes).lines }
+    public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
+        try state.withLock { state throws(HistoryError) in try state.history.bodies(after: vector, limit: limit).lines }
     }
 
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage {

@@ -27,10 +27,7 @@ public protocol ReplicaStore: PersistentStore {
     /// Records `key`, replacing the one of the same origin and public key.
     func recordOriginKey(_ key: OriginKey) throws
     /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
-    /// With `maximumBytes`, only the first of them whose texts, a newline after each, add up to at most
-    /// that, and always the first, however long (what one push request may carry); the lines past them
-    /// are not read.
-    func changeSetLines(after vector: VersionVector, limit: Int?, maximumBytes: Int?) throws -> [String]
+    func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
     /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
     /// in pieces (``ChangeSetPage/Line``), so that serving or pushing it holds little of it at a time.
     /// With `maximumBytes`, only the first lines whose texts, a newline after each, add up to at most
@@ -249,11 +246,6 @@ public struct SnapshotFile: Sendable {
 }
 
 extension ReplicaStore {
-    /// ``changeSetLines(after:limit:maximumBytes:)`` without a bound on their bytes.
-    public func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String] {
-        try changeSetLines(after: vector, limit: limit, maximumBytes: nil)
-    }
-
     /// ``changeSetPage(after:cursor:limit:maximumBytes:)`` without a bound on its bytes.
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         try changeSetPage(after: vector, cursor: cursor, limit: limit, maximumBytes: nil)

@@ -277,7 +277,7 @@ struct BodyPieces: AsyncSequence, Sendable {
                 }
                 return ByteBuffer(bytes: piece)
             } catch {
-                throw PeerError.localStore(StoreFailure("cannot make the body to send: \(error)", cause: error))
+                throw StreamedBody.failure(error)
             }
         }
     }

@@ -74,6 +74,13 @@ public protocol StreamedBodyReading {
     mutating func next() throws -> Data?
 }
 
+extension StreamedBody {
+    /// The request's error when a piece of the body cannot be made: this store's, not the peer's.
+    static func failure(_ error: any Error) -> PeerError {
+        .localStore(StoreFailure("cannot make the body to send: \(error)", cause: error))
+    }
+}
+
 /// A request open both ways: its body is written piece by piece while its answer's body is read.
 public struct PeerStreamChannel: Sendable {
     /// The answer's status.
@@ -118,7 +125,7 @@ extension PeerTransport {
         do {
             while let piece = try reading.next() { whole.append(piece) }
         } catch {
-            throw PeerError.localStore(StoreFailure("cannot make the body to send: \(error)", cause: error))
+            throw StreamedBody.failure(error)
         }
         request.body = whole
         return try await send(request)

@@ -179,7 +179,8 @@ let package = Package(
         .testTarget(
             name: "FerrySQLiteTests",
             // (FerrySync: the migration parity tests apply earlier-version change sets to migrated stores.)
-            dependencies: ["FerryTestTraits", "FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["FerryTestTraits", "FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "CompressNIO", package: "compress-nio"), .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryTestTraits", "FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerryTestTraits", "FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",

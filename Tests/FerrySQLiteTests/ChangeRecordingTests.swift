@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import GRDB
+import CompressNIO
+import NIOCore
 import FerryModel
 import FerryStore
 @testable import FerrySQLite
@@ -126,6 +128,40 @@ struct ChangeRecordingTests {
         #expect(try body.withUnsafeBufferPointer { try other.finish(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
         // A prefix too short to be worth compressing is not.
         #expect(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
+    }
+
+    @Test("A body of many slices is compressed a slice at a time: it reads back whole, in one step and in two, and the stream is made in a buffer near its own size, not the body's")
+    func slicedCompression() throws {
+        // About 3.2 MB, some 13 slices: repetitive text with a run of noise every 100 objects.
+        var generator = SystemRandomNumberGenerator()
+        let objects = (0..<40_000).map { index in
+            let noise = index % 100 == 0 ? String((0..<300).map { _ in "0123456789abcdef".randomElement(using: &generator) ?? "0" }) : ""
+            return "{\"uri\":\"x-coredata://A/Person/p\(index)\",\"values\":{\"name\":\"Person \(index) 🐘\(noise)\"}}"
+        }
+        let body = Array(("{\"changes\":[" + objects.joined(separator: ",") + "],\"seq\":7}").utf8)
+        let text = String(decoding: body, as: UTF8.self)
+        #expect(body.count > 12 * StoredBody.deflateSliceBytes, "\(body.count) bytes")
+
+        let oneStep = try #require(try body.withUnsafeBufferPointer { try StoredBody.compressed($0) })
+        #expect(try StoredBody.text(Data(oneStep).databaseValue) == text)
+        #expect(oneStep.count < body.count / 4, "\(oneStep.count) of \(body.count) bytes")
+        // A prefix that ends inside a slice, and a tail of more than one.
+        let prefixLength = 5 * StoredBody.deflateSliceBytes + 12_345
+        let prefix = try #require(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<prefixLength])) })
+        let twoSteps = try #require(try body.withUnsafeBufferPointer { try prefix.finish($0) })
+        #expect(try StoredBody.text(Data(twoSteps).databaseValue) == text)
+
+        // The stream's buffer grows with the stream. Deflating the body as one slice (as the one-step
+        // compression before did) made room for zlib's bound on the whole body first: 4 MiB here.
+        let compressor = StoredBody.algorithm.compressor
+        try compressor.startStream()
+        var stream = ByteBuffer()
+        try body.withUnsafeBufferPointer { try StoredBody.deflate($0, into: &stream, with: compressor, finish: true) }
+        try compressor.finishStream()
+        #expect(stream.readableBytes + 4 == oneStep.count)
+        // (It grows by doubling, with room for one more slice's bound each time.)
+        #expect(stream.capacity <= 2 * (stream.readableBytes + 2 * StoredBody.deflateSliceBytes) && stream.capacity < body.count / 2,
+                "a buffer of \(stream.capacity) bytes for a stream of \(stream.readableBytes) from \(body.count)")
     }
 
     @Test("A damaged compressed body is a clear error naming the cause, not a crash or a garbled line")

@@ -21,13 +21,56 @@ enum StoredBody {
     /// The zlib stream to store for `body`; nil when it is short enough to stay text.
     static func compressed(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
         guard body.count >= smallestCompressed, let length = UInt32(exactly: body.count) else { return nil }
-        var input = ByteBuffer(bytes: body)
-        let stream = try input.compress(with: algorithm)
+        let compressor = algorithm.compressor
+        try compressor.startStream()
+        var stream = ByteBuffer()
+        try deflate(body, into: &stream, with: compressor, finish: true)
+        try compressor.finishStream()
+        return stored(stream, length: length)
+    }
+
+    /// The column's value for a zlib stream of a body `length` bytes long: the length, then the stream.
+    static func stored(_ stream: ByteBuffer, length: UInt32) -> [UInt8] {
         var stored: [UInt8] = []
         stored.reserveCapacity(4 + stream.readableBytes)
         stored.append(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
         stored.append(contentsOf: stream.readableBytesView)
         return stored
+    }
+
+    /// Bytes of text handed to zlib at a time by ``deflate(_:into:with:finish:)``.
+    static let deflateSliceBytes = 256 << 10
+
+    /// Deflates `input` into `output` (growing it as needed) a slice of ``deflateSliceBytes`` at a
+    /// time, ending the stream when `finish` is set. What it holds beyond `output` is one slice's
+    /// copy: not a copy of the whole body, and not an output sized for the whole body by zlib's bound
+    /// (about the body's length, where the stream is some 20 times shorter). Compressing a received
+    /// change set of 21 MB in one step held 67 MB beside the replay's own memory (docs/PERFORMANCE.md).
+    static func deflate(_ input: UnsafeBufferPointer<UInt8>, into output: inout ByteBuffer, with compressor: NIOCompressor,
+                        finish: Bool) throws {
+        var start = 0
+        var slice = ByteBuffer()
+        repeat {
+            let end = min(start + deflateSliceBytes, input.count)
+            slice.clear()
+            slice.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(input)[start..<end]))
+            try deflateAll(&slice, into: &output, with: compressor, flush: finish && end == input.count ? .finish : .no)
+            start = end
+        } while start < input.count
+    }
+
+    /// Deflates all of `input` into `output`, growing it as needed.
+    private static func deflateAll(_ input: inout ByteBuffer, into output: inout ByteBuffer, with compressor: NIOCompressor,
+                                   flush: CompressNIOFlush) throws {
+        while true {
+            output.reserveCapacity(minimumWritableBytes: max(compressor.maxSize(from: input), 4096))
+            do {
+                try compressor.streamDeflate(from: &input, to: &output, flush: flush)
+                if flush == .finish || input.readableBytes == 0 { return }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                continue  // (what was consumed and written is kept; go on with more room)
+            }
+        }
     }
 
     /// The zlib stream to store for a received change set's `body`; nil when it stays text.
@@ -217,9 +260,8 @@ final class CompressedPrefix: @unchecked Sendable {
         guard prefix.count >= StoredBody.smallestCompressed else { return nil }
         compressor = StoredBody.algorithm.compressor
         try compressor.startStream()
-        var input = ByteBuffer(bytes: prefix)
         stream = ByteBuffer()
-        try Self.deflate(&input, into: &stream, with: compressor, flush: .no)
+        try StoredBody.deflate(prefix, into: &stream, with: compressor, finish: false)
         prefixLength = prefix.count
     }
 
@@ -227,28 +269,9 @@ final class CompressedPrefix: @unchecked Sendable {
     /// the start (nil when they are not: the caller then compresses the body in one step). Call once.
     func finish(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
         guard body.count >= prefixLength, let length = UInt32(exactly: body.count) else { return nil }
-        var tail = ByteBuffer(bytes: UnsafeBufferPointer(rebasing: body[prefixLength...]))
-        try Self.deflate(&tail, into: &stream, with: compressor, flush: .finish)
+        try StoredBody.deflate(UnsafeBufferPointer(rebasing: body[prefixLength...]), into: &stream, with: compressor, finish: true)
         try compressor.finishStream()
-        var stored: [UInt8] = []
-        stored.reserveCapacity(4 + stream.readableBytes)
-        stored.append(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
-        stored.append(contentsOf: stream.readableBytesView)
-        return stored
-    }
-
-    /// Deflates all of `input` into `output`, growing it as needed.
-    private static func deflate(_ input: inout ByteBuffer, into output: inout ByteBuffer, with compressor: NIOCompressor,
-                                flush: CompressNIOFlush) throws {
-        while true {
-            output.reserveCapacity(minimumWritableBytes: max(compressor.maxSize(from: input), 4096))
-            do {
-                try compressor.streamDeflate(from: &input, to: &output, flush: flush)
-                if flush == .finish || input.readableBytes == 0 { return }
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                continue  // (what was consumed and written is kept; go on with more room)
-            }
-        }
+        return StoredBody.stored(stream, length: length)
     }
 }
 

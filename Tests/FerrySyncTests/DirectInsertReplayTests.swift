@@ -69,6 +69,37 @@ struct DirectInsertReplayTests {
         try expectSameOnBothPaths(origin)
     }
 
+    @Test("New objects with no to-one destination share one all-nil array of destinations, in a replay's request and in a context's; one with a destination has its own")
+    func sharedEmptyDestinations() throws {
+        let origin = try Replica(model: Self.orgChart)
+        let boss = try origin.context.make("Person", ["id": Int64(1), "name": "Boss"])
+        try origin.context.make("Person", ["id": Int64(2), "name": "Ann"])
+        try origin.context.make("Person", ["id": Int64(3), "name": "Bob", "manager": boss])
+        try origin.context.make("Person", ["id": Int64(4), "name": "Cy"])
+        try origin.context.save()
+        let line = try #require(try origin.store.changeSetLines().first)
+        let replica = try Replica(model: Self.orgChart)
+        guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: replica.store.model) else {
+            Issue.record("not decodable")
+            return
+        }
+        let request = try #require(try PersistentContainer(store: replica.store)
+            .directInsertRequest(for: changeSet, existing: [:], annotation: ReplayAnnotation(changeSet: changeSet, body: line)))
+        func storage(_ insert: SaveRequest.Insert) -> UnsafeRawPointer? {
+            insert.toOne.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
+        }
+        let names = request.inserts.map { insert in insert.attributes.compactMap { value -> String? in
+            if case .string(let name) = value { return name }
+            return nil
+        }.first ?? "" }
+        #expect(names == ["Boss", "Ann", "Bob", "Cy"])
+        let bob = request.inserts[2]
+        #expect(bob.toOne.contains(request.inserts[0].objectID))
+        #expect(storage(request.inserts[0]) == storage(request.inserts[1]) && storage(request.inserts[1]) == storage(request.inserts[3]))
+        #expect(storage(bob) != storage(request.inserts[0]))
+        #expect(request.inserts[0].toOne.allSatisfy { $0 == nil } && request.inserts[0].toOne.count == bob.toOne.count)
+    }
+
     @Test("A reference to an object of the receiving store itself is checked against its rows")
     func referenceToReceiverObject() throws {
         let origin = try Replica(model: Self.orgChart)

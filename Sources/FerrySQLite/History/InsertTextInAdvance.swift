@@ -20,17 +20,17 @@ final class InsertTextInAdvance: Sendable {
     private let result = Mutex<(writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
-    /// Starts writing the inserts of `request` (with their allocated `insertedIDs`; `permanent`
-    /// maps the save's temporary IDs to them), or returns nil when the save does not qualify
+    /// Starts writing the inserts of `request` (with their allocated IDs, `permanent`), or returns
+    /// nil when the save does not qualify
     /// (see the type's notes; `allLocal` says whether every object has its own URI, and is
     /// asked only when everything else qualifies).
-    static func start(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
+    static func start(_ request: SaveRequest, permanent: InsertedIDs,
                       layout: StoreLayout, signer: (any ChangeSetSigner)?, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
-        guard request.replay == nil, request.toManyChanges.isEmpty,
-              insertedIDs.count >= minimumInserts, insertedIDs.count == request.inserts.count, try allLocal() else { return nil }
+        guard request.replay == nil, request.toManyChanges.isEmpty, permanent.permanentIDs.count >= minimumInserts,
+              permanent.permanentIDs.count == request.inserts.count, try allLocal() else { return nil }
         let advance = InsertTextInAdvance()
         let thread = Thread {
-            let text = write(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout)
+            let text = write(request, permanent: permanent, layout: layout)
             // The text so far is the beginning of the body: compress it here too (a failure leaves it to the transaction).
             let compressed = text.flatMap { writer in writer.withBytesSoFar { try? CompressedPrefix($0) } }
             // And begin its signature (the digest of the inserts), so the transaction hashes only the tail.
@@ -56,12 +56,9 @@ final class InsertTextInAdvance: Sendable {
 
     /// The inserts' text, as ``ChangeRecorder`` writes a local save's inserts when every
     /// object has its own URI; nil if a reference cannot be written from its key alone.
-    private static func write(_ request: SaveRequest, insertedIDs: [ObjectID], permanent: [ObjectID: ObjectID],
-                              layout: StoreLayout) -> ChangeSetWriter? {
-        func resolve(_ id: ObjectID?) -> ObjectID? {
-            guard let id else { return nil }
-            return id.isTemporaryID ? permanent[id] : id
-        }
+    private static func write(_ request: SaveRequest, permanent: InsertedIDs, layout: StoreLayout) -> ChangeSetWriter? {
+        let resolve = permanent.resolve
+        let insertedIDs = permanent.permanentIDs
         var writer = ChangeSetWriter(capacity: request.inserts.count * ChangeRecorder.bytesPerInsert, author: request.author)
         var plans = PlanCache(layout: layout)
         for index in insertedIDs.indices {  // (by index: a `for … in` would copy each insert)

@@ -16,17 +16,11 @@ struct SaveWriter {
     /// body, compressed before the transaction began (nil: short enough to stay text, or no replay).
     func write(_ request: SaveRequest, compressedBody: [UInt8]? = nil, in db: Database) throws -> SaveResult {
         let insertedIDs = try allocatePrimaryKeys(for: request.inserts, in: db)
-        var permanent: [ObjectID: ObjectID] = [:]
-        permanent.reserveCapacity(insertedIDs.count)
-        // (Loops over the inserts go by index: a `for … in` copies every insert, retaining its IDs and arrays.)
-        for index in insertedIDs.indices { permanent[request.inserts[index].objectID] = insertedIDs[index] }
-        func resolve(_ id: ObjectID?) -> ObjectID? {
-            guard let id else { return nil }
-            return id.isTemporaryID ? permanent[id] : id
-        }
+        let permanent = InsertedIDs(request.inserts, permanentIDs: insertedIDs)
+        let resolve = permanent.resolve
         // A large local save's change-set text is written on another thread while the rows are.
         let signer: (any ChangeSetSigner)? = if case .key(let key) = signing { key } else { nil }
-        let insertText = try InsertTextInAdvance.start(request, insertedIDs: insertedIDs, permanent: permanent, layout: layout, signer: signer) {
+        let insertText = try InsertTextInAdvance.start(request, permanent: permanent, layout: layout, signer: signer) {
             try IdentityMap(db: db).isEmpty()
         }
 

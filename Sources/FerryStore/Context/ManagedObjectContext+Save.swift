@@ -266,8 +266,10 @@ extension ManagedObjectContext {
                 attributes = [AttributeValue?](repeating: nil, count: object.attributes.count)
                 for index in object.runtime.persistentAttributeIndexes { attributes[index] = object.attributes[index] }
             }
-            var toOne = [ObjectID?](repeating: nil, count: object.toOne.count)
-            for index in object.runtime.toOneIndexes { toOne[index] = storedID(object.toOne[index]) }
+            var toOne = object.runtime.emptyDestinations  // (shared until a destination is set)
+            for index in object.runtime.toOneIndexes {
+                if let destination = storedID(object.toOne[index]) { toOne[index] = destination }
+            }
             request.inserts.append(SaveRequest.Insert(objectID: object.objectID, attributes: attributes, toOne: toOne))
             order.inserted.append(key)
             appendToManyChanges(of: object, to: &request)

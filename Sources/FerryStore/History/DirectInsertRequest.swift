@@ -84,7 +84,7 @@ extension PersistentContainer {
             let change = changeSet.changes[index], id = ids[index], runtime = changeRuntimes[index]
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
             var attributes = runtime.emptyAttributes
-            var toOne = [ObjectID?](repeating: nil, count: runtime.kinds.count)
+            var toOne = runtime.emptyDestinations  // (shared until a destination is set)
             for (name, value) in change.values {
                 guard let index = runtime.propertyIndex(named: name) else { return nil }
                 switch (runtime.kinds[index], value) {
@@ -93,7 +93,7 @@ extension PersistentContainer {
                 case (.attribute(let attribute), .attribute(let newValue)) where !attribute.isTransient:
                     attributes[index] = newValue
                 case (.toOne(let relationship), .null) where !relationship.isTransient:
-                    toOne[index] = nil
+                    break  // (nil already; each property comes once)
                 case (.toOne(let relationship), .object(let uri)):
                     let key = ObjectIdentifier(relationship)
                     let canSet = settable[key] ?? (!relationship.isTransient && hasNoToOneInverse(relationship))

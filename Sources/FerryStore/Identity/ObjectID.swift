@@ -57,6 +57,12 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// A temporary ID's context (namespace) and counter; nil for a permanent one.
+    package var temporaryCounter: (namespace: UUID, counter: Int)? {
+        if case .temporary(let namespace, let counter) = kind { return (namespace, counter) }
+        return nil
+    }
+
     /// The row's primary key (`Z_PK`) for a permanent ID, nil for a temporary one.
     public var primaryKey: Int64? {
         if case .permanent(_, let key) = kind { return key }

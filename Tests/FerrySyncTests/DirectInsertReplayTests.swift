@@ -69,7 +69,7 @@ struct DirectInsertReplayTests {
         try expectSameOnBothPaths(origin)
     }
 
-    @Test("New objects with no to-one destination share one all-nil array of destinations, in a replay's request and in a context's; one with a destination has its own")
+    @Test("New objects with no to-one destination share one all-nil array of destinations in a replay's request (a context's: SaveRequestTests); one with a destination has its own")
     func sharedEmptyDestinations() throws {
         let origin = try Replica(model: Self.orgChart)
         let boss = try origin.context.make("Person", ["id": Int64(1), "name": "Boss"])

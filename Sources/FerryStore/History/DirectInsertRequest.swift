@@ -39,8 +39,9 @@ extension PersistentContainer {
         var replay = annotation
         let namespace = UUID.systemRandom()
         // Every inserted URI gets its temporary ID first: a change may point at an object inserted later in the set.
-        var temporaryIDs: [String: ObjectID] = [:]
-        temporaryIDs.reserveCapacity(changeSet.changes.count)
+        // (Each URI's place in the set, not its ID: the map is held at the replay's peak, and an ID is six times an Int.)
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(changeSet.changes.count)
         var ids: [ObjectID] = []
         ids.reserveCapacity(changeSet.changes.count)
         var insertedURIs: [String] = []
@@ -64,7 +65,7 @@ extension PersistentContainer {
                 last = (change.entity, runtime)
             }
             let id = ObjectID.temporary(entityName: change.entity, namespace: namespace, counter: counter)
-            guard temporaryIDs.updateValue(id, forKey: change.uri) == nil else { return nil }
+            guard positions.updateValue(counter, forKey: change.uri) == nil else { return nil }
             ids.append(id)
             insertedURIs.append(change.uri)
         }
@@ -99,7 +100,7 @@ extension PersistentContainer {
                     let canSet = settable[key] ?? (!relationship.isTransient && hasNoToOneInverse(relationship))
                     settable[key] = canSet
                     guard canSet else { return nil }
-                    guard let target = temporaryIDs[uri] else {
+                    guard let target = positions[uri].map({ ids[$0] }) else {
                         // Outside the set: `resolve` finds it and checks it as below.
                         let number = referenceNumbers[uri] ?? referencedURIs.count
                         if number == referencedURIs.count {

@@ -8,7 +8,7 @@ import FerryStore
 /// and those of most context saves, carry one context's consecutive counters in their order: the
 /// ID is then found by its position, with no map. A map from every temporary ID to its permanent
 /// one cost some 250 bytes per object (two IDs per entry, at the dictionary's load factor): 25 MB
-/// of the 150 MB a replay of 100,000 new objects held at its peak (docs/PERFORMANCE.md).
+/// of the 159 MB of heap a replay of 100,000 new objects held at its peak (docs/PERFORMANCE.md).
 struct InsertedIDs: Sendable {
     /// The permanent IDs, in the request's insert order.
     let permanentIDs: [ObjectID]

@@ -100,6 +100,31 @@ struct DirectInsertReplayTests {
         #expect(request.inserts[0].toOne.allSatisfy { $0 == nil } && request.inserts[0].toOne.count == bob.toOne.count)
     }
 
+    @Test("A set that inserts one URI twice does not go straight to the store; a reference to an insert later in the set names that insert")
+    func urisWithinTheSet() throws {
+        let origin = try Replica(model: Self.orgChart)
+        let ann = try origin.context.make("Person", ["id": Int64(1), "name": "Ann"])
+        let bob = try origin.context.make("Person", ["id": Int64(2), "name": "Bob"])
+        try ann.setValue(bob, forKey: "manager")  // Ann comes first and points at Bob
+        try origin.context.save()
+        let line = try #require(try origin.store.changeSetLines().first)
+        let replica = try Replica(model: Self.orgChart)
+        let container = try PersistentContainer(store: replica.store)
+        guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: replica.store.model) else {
+            Issue.record("not decodable")
+            return
+        }
+        let annotation = ReplayAnnotation(changeSet: changeSet, body: line)
+        let request = try #require(container.directInsertRequest(for: changeSet, existing: [:], annotation: annotation))
+        let annIndex = try #require(changeSet.changes.firstIndex { $0.uri == ann.objectID.uriString })
+        let bobIndex = try #require(changeSet.changes.firstIndex { $0.uri == bob.objectID.uriString })
+        #expect(request.inserts[annIndex].toOne.contains(request.inserts[bobIndex].objectID))
+
+        var twice = changeSet
+        twice.changes[bobIndex].uri = ann.objectID.uriString
+        #expect(container.directInsertRequest(for: twice, existing: [:], annotation: ReplayAnnotation(changeSet: twice, body: line)) == nil)
+    }
+
     @Test("A reference to an object of the receiving store itself is checked against its rows")
     func referenceToReceiverObject() throws {
         let origin = try Replica(model: Self.orgChart)

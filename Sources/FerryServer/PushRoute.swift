@@ -110,11 +110,20 @@ package enum PushBodies {
             } catch {
                 throw APIError.badRequest("the request body could not be read: \(error)")
             }
+            var text: String?
             switch request.headers[.contentEncoding]?.lowercased() {
             case nil, "identity":
                 break
             case "gzip":
                 let packed = body
+                // A large body goes straight into its text (``GzipBodyText``), within the limit its
+                // trailer's length claims; anything that body turns out not to be is unpacked below.
+                // (A claim past the limit is left to the usual unpacking too, which measures it.)
+                if let length = GzipBodyText.recordedLength(of: packed), length >= GzipBodyText.smallestDirect {
+                    if length > limit { _ = try raiseLimit() }
+                    if length <= limit { text = GzipBodyText.text(of: packed, length: length) }
+                }
+                if text != nil { break }
                 /// The body unpacked within `limit`; nil past it.
                 func unpack() throws(APIError) -> ByteBuffer? {
                     do {
@@ -135,7 +144,21 @@ package enum PushBodies {
             case let other?:
                 throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
             }
-            let lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+            let lines: [String]
+            if let text {
+                // (One line, the most a large body holds, is the text itself: not copied again.)
+                let utf8 = text.utf8
+                let interiorNewline = utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "\n")) } ?? true
+                if text.isEmpty {
+                    lines = []
+                } else if interiorNewline {
+                    lines = utf8.withContiguousStorageIfAvailable { JSONLines.split(UnsafeRawBufferPointer($0)) } ?? JSONLines.split(Data(utf8))
+                } else {
+                    lines = [text]
+                }
+            } else {
+                lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
+            }
             guard !lines.isEmpty else {
                 throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
             }

@@ -102,8 +102,10 @@ struct RelayBodyLimitTests {
         let size = try #require(try a.history().first?.utf8.count)
         let takenIn = try #require(relay.peakResidentMemory) - before
         print("a relay taking in one change set of \(size >> 10) KiB: peak resident memory +\(takenIn >> 10) KiB")
-        // Its text held about twice (the body, its line); parsed into a tree to read its envelope, it cost ten times its size.
-        #expect(takenIn < 4 * size, "taking in a change set of \(size >> 10) KiB grew the relay's peak by \(takenIn >> 10) KiB")
+        // Its text is held once, unpacked straight into its line (`GzipBodyText`). Unpacked with CompressNIO's
+        // decompress, it was held about twice (growing buffers copied into one, then the line: 2.1 times);
+        // parsed into a tree to read its envelope, it cost ten times its size.
+        #expect(takenIn < 3 * size / 2, "taking in a change set of \(size >> 10) KiB grew the relay's peak by \(takenIn >> 10) KiB")
 
         let measured = try UnreadPulls.measure(port: relay.port, token: relay.peerToken) { relay.residentMemory }
         let (answer, baseline, stalled, growth) = (measured.answerBytes, measured.baseline, measured.stalled, measured.growth)

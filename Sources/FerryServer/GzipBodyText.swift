@@ -42,8 +42,7 @@ enum GzipBodyText {
                 let count = window.readableBytes
                 guard written + count <= length else { throw NotThisBody() }
                 window.withUnsafeReadableBytes { bytes in
-                    _ = UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(text)[written..<(written + count)])
-                        .initializeMemory(as: UInt8.self, from: bytes.bindMemory(to: UInt8.self))
+                    UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(text)[written...]).copyMemory(from: bytes)
                 }
                 written += count
                 window.clear()

@@ -144,21 +144,7 @@ package enum PushBodies {
             case let other?:
                 throw APIError.unsupportedMediaType("Content-Encoding '\(other)' is not supported; send the body as is or gzip")
             }
-            let lines: [String]
-            if let text {
-                // (One line, the most a large body holds, is the text itself: not copied again.)
-                let utf8 = text.utf8
-                let interiorNewline = utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "\n")) } ?? true
-                if text.isEmpty {
-                    lines = []
-                } else if interiorNewline {
-                    lines = utf8.withContiguousStorageIfAvailable { JSONLines.split(UnsafeRawBufferPointer($0)) } ?? JSONLines.split(Data(utf8))
-                } else {
-                    lines = [text]
-                }
-            } else {
-                lines = body.withUnsafeReadableBytes { JSONLines.split($0) }
-            }
+            let lines = text.map(JSONLines.split) ?? body.withUnsafeReadableBytes { JSONLines.split($0) }
             guard !lines.isEmpty else {
                 throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
             }

@@ -4,9 +4,9 @@ import FerryStore
 /// The permanent ID a save gave each object it inserts, found from the object's temporary ID (a
 /// reference between two new objects of the save names the other by its temporary ID).
 ///
-/// The inserts of a replayed change set (``PersistentContainer/directInsertDraft(for:annotation:)``),
-/// and those of most context saves, carry one context's consecutive counters in their order: the
-/// ID is then found by its position, with no map. A map from every temporary ID to its permanent
+/// The inserts of a replayed change set (``PersistentContainer/directInsertDraft(for:annotation:)``)
+/// carry one namespace's consecutive counters in their order, as do a context's when it registered no
+/// other object between its inserts: the ID is then found by its position, with no map. A map from every temporary ID to its permanent
 /// one cost some 250 bytes per object (two IDs per entry, at the dictionary's load factor): 25 MB
 /// of the 159 MB of heap a replay of 100,000 new objects held at its peak (docs/PERFORMANCE.md).
 struct InsertedIDs: Sendable {

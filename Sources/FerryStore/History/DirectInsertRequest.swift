@@ -38,12 +38,14 @@ extension PersistentContainer {
         guard !changeSet.changes.isEmpty, !hasDerivations else { return nil }
         var replay = annotation
         let namespace = UUID.systemRandom()
-        // Every inserted URI gets its temporary ID first: a change may point at an object inserted later in the set.
-        // (Each URI's place in the set, not its ID: the map is held at the replay's peak, and an ID is six times an Int.)
+        // Every inserted URI gets its place first: a change may point at an object inserted later in the set.
+        // (Its place, not its ID: the map is held at the replay's peak, and an ID is six times an Int.)
         var positions: [String: Int] = [:]
         positions.reserveCapacity(changeSet.changes.count)
-        var ids: [ObjectID] = []
-        ids.reserveCapacity(changeSet.changes.count)
+        /// The temporary ID of the insert at `position`: the set's namespace and the position as its counter.
+        func temporaryID(_ position: Int) -> ObjectID {
+            .temporary(entityName: changeSet.changes[position].entity, namespace: namespace, counter: position)
+        }
         var insertedURIs: [String] = []
         insertedURIs.reserveCapacity(changeSet.changes.count)
         // Each change's entity, checked once per entity (changes come in runs of one entity: the last one is kept at hand).
@@ -64,9 +66,7 @@ extension PersistentContainer {
                 changeRuntimes.append(runtime)
                 last = (change.entity, runtime)
             }
-            let id = ObjectID.temporary(entityName: change.entity, namespace: namespace, counter: counter)
             guard positions.updateValue(counter, forKey: change.uri) == nil else { return nil }
-            ids.append(id)
             insertedURIs.append(change.uri)
         }
 
@@ -82,7 +82,7 @@ extension PersistentContainer {
         let hasConstraints = model.hasUniquenessConstraints
         var uniqueKeys: [UniquenessConstraint: Set<[AttributeValue]>] = [:]
         for index in changeSet.changes.indices {
-            let change = changeSet.changes[index], id = ids[index], runtime = changeRuntimes[index]
+            let change = changeSet.changes[index], id = temporaryID(index), runtime = changeRuntimes[index]
             // An insert records every non-nil value, so what it leaves out is nil (not the default).
             var attributes = runtime.emptyAttributes
             var toOne = runtime.emptyDestinations  // (shared until a destination is set)
@@ -100,7 +100,7 @@ extension PersistentContainer {
                     let canSet = settable[key] ?? (!relationship.isTransient && hasNoToOneInverse(relationship))
                     settable[key] = canSet
                     guard canSet else { return nil }
-                    guard let target = positions[uri].map({ ids[$0] }) else {
+                    guard let target = positions[uri].map(temporaryID) else {
                         // Outside the set: `resolve` finds it and checks it as below.
                         let number = referenceNumbers[uri] ?? referencedURIs.count
                         if number == referencedURIs.count {

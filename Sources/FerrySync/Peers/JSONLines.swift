@@ -28,6 +28,15 @@ public enum JSONLines {
         return lines
     }
 
+    /// The lines of `text`: `text` itself when it holds one line and no newline (not copied: a
+    /// large push body unpacked straight into its text is usually one change set).
+    public static func split(_ text: String) -> [String] {
+        let utf8 = text.utf8
+        let oneLine = utf8.withContiguousStorageIfAvailable { !$0.contains(UInt8(ascii: "\n")) } ?? false
+        if oneLine { return text.isEmpty ? [] : [text] }
+        return utf8.withContiguousStorageIfAvailable { split(UnsafeRawBufferPointer($0)) } ?? split(Data(utf8))
+    }
+
     /// The lines of `data`.
     public static func split(_ data: Data) -> [String] {
         data.withUnsafeBytes { split($0) }

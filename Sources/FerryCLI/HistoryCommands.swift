@@ -45,7 +45,7 @@ struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
         abstract: "Print the change sets the store has and a vector does not cover, one JSON line each.",
-        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is. See docs/PROTOCOL.md.",
+        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is, each written as it is read (one state of the history, whatever is saved meanwhile). See docs/PROTOCOL.md.",
         subcommands: [PurgeCommand.self]
     )
 
@@ -62,11 +62,16 @@ struct HistoryCommand: ParsableCommand {
             throw CLIError("--after: \(error.description)")
         }
         let store = try options.openSQLiteStore()
+        // Each line is written as it is read, a large one a piece at a time: a history larger than
+        // memory prints with a line's worth held, not the whole of it (docs/RELIABILITY.md).
+        var output = BufferedOutput()
         do {
-            for line in try store.changeSetLines(after: vector) { print(line) }
+            try store.forEachChangeSetLine(after: vector) { line in try output.line(line) }
         } catch {
+            output.flush()
             throw CLIError(error)
         }
+        output.flush()
     }
 }
 

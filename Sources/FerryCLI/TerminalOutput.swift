@@ -16,6 +16,25 @@ struct BufferedOutput {
         if buffer.count >= Self.blockSize { flush() }
     }
 
+    /// Appends a page's `line` and a newline; a large one a piece at a time, never held whole.
+    /// - Throws: ``FerryStore/LinePiecesError`` when its pieces are not its length in bytes (the
+    ///   store's stored form is damaged); what was written of it stays written.
+    mutating func line(_ line: ChangeSetPage.Line) throws {
+        if let text = line.text { return self.line(text) }
+        var pieces = line.pieces()
+        var written = 0
+        while let piece = try pieces.next(maximumBytes: Self.blockSize) {
+            written += piece.count
+            buffer.append(contentsOf: piece)
+            if buffer.count >= Self.blockSize { flush() }
+        }
+        guard written == line.byteCount else {
+            throw LinePiecesError(detail: "\(written) bytes where \(line.byteCount) were stored")
+        }
+        buffer.append(0x0A)
+        if buffer.count >= Self.blockSize { flush() }
+    }
+
     /// Appends `text` as it is (no newline).
     mutating func append(_ text: String) {
         buffer.append(contentsOf: text.utf8)

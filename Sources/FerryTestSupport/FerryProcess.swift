@@ -39,6 +39,15 @@ public enum FerryProcess {
         try run(executable: executable().path, arguments, input: input, in: directory, timeout: timeout)
     }
 
+    /// Runs `ferry arguments…` as ``run(_:input:in:timeout:)`` does, and also returns the highest
+    /// resident memory it reached (the kernel's `VmHWM`, in bytes), read every 2 ms while it ran: a
+    /// peak held for less than that, or reached in its last 2 ms, can be missed.
+    public static func runMeasuringPeakMemory(_ arguments: [String]) throws -> (result: Result, peakResidentMemory: Int) {
+        var sampler: PeakMemorySampler?
+        let result = try run(executable: executable().path, arguments) { sampler = PeakMemorySampler(of: $0.processIdentifier) }
+        return (result, sampler?.stop() ?? 0)
+    }
+
     /// `curl` a request to a daemon (with a bearer `token`, an NDJSON `body`); returns the HTTP status and the body,
     /// status 0 when no answer came within `seconds`.
     public static func curl(_ method: String, _ url: String, token: String?, body: String? = nil,
@@ -55,7 +64,8 @@ public enum FerryProcess {
     /// `environment` is added to this process's.
     public static func run(executable: String, _ arguments: [String], input: String? = nil, in directory: String? = nil,
                            environment: [String: String] = [:],
-                           timeout: TimeInterval = BoundedWaiting.processTimeout) throws -> Result {
+                           timeout: TimeInterval = BoundedWaiting.processTimeout,
+                           started: (Process) -> Void = { _ in }) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -68,6 +78,7 @@ public enum FerryProcess {
         process.standardError = error
         process.standardInput = stdin
         try process.run()
+        started(process)
         // Feed the input and read both pipes on threads of their own, so a child that fills one
         // pipe, or reads no input, cannot block the test while it waits on the other.
         PipeWriter.write(input.map { Data($0.utf8) }, to: stdin.fileHandleForWriting)

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import FerryTestTraits
 import FerryTestSupport
+import FerryStore
+import FerrySQLite
 import GRDB
 
 /// Change sets of many megabytes (one save of many objects) between `ferry run` processes: served
@@ -30,6 +32,38 @@ struct LargeChangeSetTests {
         #expect(growth < 10 * answer / 2, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")
         print("greedy pulls of one large change set: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
         #expect(a.isRunning)
+    }
+
+    @Test("`ferry history` of a history of large change sets writes each line as it reads it: it holds about a piece of one, not the history")
+    func historyWrittenAsRead() throws {
+        let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600)
+        #expect(try a.ferry(["init"]).status == 0)
+        // Eight change sets of some 5.8 MB of text each (100 objects a save with a name of 58,000
+        // characters: few objects, so that making them is quick), between small ones of one object.
+        for part in 0..<8 {
+            let name = String(repeating: "\(part)abcdefghij", count: 5_800).prefix(58_000)
+            _ = try a.put("[" + (0..<100).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#(part * 1000 + $0),"name":"\#(name)"}}"# }
+                .joined(separator: ",") + "]")
+            _ = try a.put(#"[{"op":"insert","entity":"Person","ref":"s","values":{"id":\#(90_000 + part),"name":"small \#(part)"}}]"#)
+        }
+        // What the history holds, read whole by the store in this process.
+        let expected = try SQLiteStore(path: a.store, model: SampleModels.load("OrgChart"), options: .init(readOnly: true)).changeSetLines()
+        let total = expected.reduce(0) { $0 + $1.utf8.count + 1 }
+        #expect(expected.count == 16 && total > 44 << 20, "\(expected.count) change sets, \(total) bytes")
+        let vector = try #require(String(data: JSONSerialization.data(withJSONObject: a.vector()), encoding: .utf8))
+
+        // The same command with nothing to print: the process's own size, the store opened.
+        let nothing = try FerryProcess.runMeasuringPeakMemory(["history", "--after", vector, "--store", a.store, "--model", a.model])
+        #expect(nothing.result.status == 0 && nothing.result.standardOutput.isEmpty, "\(nothing.result.standardError)")
+        let all = try FerryProcess.runMeasuringPeakMemory(["history", "--store", a.store, "--model", a.model])
+        #expect(all.result.status == 0, "\(all.result.standardError)")
+        #expect(all.result.standardOutput == expected.map { $0 + "\n" }.joined(), "ferry history printed other lines than the store holds")
+        let growth = all.peakResidentMemory - nothing.peakResidentMemory
+        print("ferry history: peak resident memory \(nothing.peakResidentMemory >> 20) MiB printing nothing, \(all.peakResidentMemory >> 20) MiB printing \(total >> 20) MiB of change sets (+\(growth >> 10) KiB)")
+        // Read whole before it printed (the build before), the history was held at least once, and each
+        // large line briefly twice more while it was inflated; written as read, a large line's stored
+        // form (some 20 times smaller) and a piece of it.
+        #expect(nothing.peakResidentMemory > 0 && growth < total / 4, "ferry history's peak grew by \(growth >> 20) MiB printing \(total >> 20) MiB")
     }
 
     @Test("A backlog of large change sets is pushed a request at a time, each read as it goes: the pusher holds about one of them, not the backlog")

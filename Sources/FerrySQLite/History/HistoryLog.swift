@@ -276,33 +276,57 @@ struct HistoryLog {
         try changeSets(after: vector, cursor: cursor, limit: limit, maximumBytes: maximumBytes, StoredBody.line)
     }
 
+    /// Hands `body` each change set not covered by `vector`, in the order this store took them in,
+    /// as it is read: a large one in its stored form (``StoredBody/line(_:)``), so that what is held
+    /// at once is one line, however long the history.
+    func forEachLine(after vector: VersionVector, _ body: (ChangeSetPage.Line) throws -> Void) throws {
+        try forEachUncovered(by: vector, after: 0) { row in
+            try body(try StoredBody.line(row[2]))
+            return true
+        }
+    }
+
     /// ``page(after:cursor:limit:maximumBytes:)``, each stored body made into a `Line` by `line`; with
     /// `maximumBytes`, ending before a line that would take the texts past it (after the first).
     private func changeSets<Line>(after vector: VersionVector, cursor: Int64, limit: Int?, maximumBytes: Int?,
                                   _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {
+        var result: [Line] = []
+        var last = cursor
+        var bytes = 0
+        let started = try forEachUncovered(by: vector, after: cursor) { row in
+            if let maximumBytes {
+                bytes += try StoredBody.length(row[2]) + 1
+                if bytes > maximumBytes, !result.isEmpty { return false }
+            }
+            result.append(try line(row[2]))
+            last = row[3]
+            if let limit, result.count >= limit { return false }
+            return true
+        }
+        return (result, max(last, started))
+    }
+
+    /// Calls `body` with each row (origin, sequence, body, rank) of a change set not covered by
+    /// `vector` whose rank is above `cursor`, in rank order, until it returns false. Returns the rank
+    /// the scan started after (`cursor`, or just before the first uncovered change set when that is later).
+    /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when `vector` lacks change sets
+    ///   this store has purged.
+    @discardableResult
+    private func forEachUncovered(by vector: VersionVector, after cursor: Int64, _ body: (Row) throws -> Bool) throws -> Int64 {
         for (origin, purged) in try purgedVector() where vector[origin, default: 0] < purged {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: purged)
         }
-        var result: [Line] = []
-        guard let first = try firstUncoveredRank(by: vector) else { return ([], cursor) }
+        guard let first = try firstUncoveredRank(by: vector) else { return cursor }
         let start = max(cursor, first - 1)
-        var last = start
-        var bytes = 0
         let sql = "SELECT Z_ORIGIN, Z_SEQ, Z_BODY, Z_RANK FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK"
         let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: [start])
         while let row = try rows.next() {
             guard let text: String = row[0], let origin = UUID(parsing: text) else { continue }
             let sequence: Int64 = row[1]
             if sequence <= vector[origin, default: 0] { continue }
-            if let maximumBytes {
-                bytes += try StoredBody.length(row[2]) + 1
-                if bytes > maximumBytes, !result.isEmpty { break }
-            }
-            result.append(try line(row[2]))
-            last = row[3]
-            if let limit, result.count >= limit { break }
+            guard try body(row) else { break }
         }
-        return (result, last)
+        return start
     }
 
     /// The position of the first change set `vector` does not cover, or nil when it covers them all.

@@ -18,6 +18,17 @@ extension SQLiteStore {
         return try read { db in try HistoryLog(db: db, store: store).bodies(after: vector, limit: limit) }
     }
 
+    /// ``changeSetLines(after:limit:)`` without holding them: `body` gets each line as it is read, in
+    /// the order this store took them in, all from one read transaction (one state of the history,
+    /// whatever is saved or purged meanwhile). A line of 1 MiB or more comes in its stored form,
+    /// made a piece at a time as it is read: what is held at once is one line, not the history.
+    /// - Throws: ``FerryStore/HistoryError/purged(origin:needed:purgedThrough:)`` when `vector` lacks
+    ///   change sets this store has purged; what `body` throws, which ends the reading.
+    public func forEachChangeSetLine(after vector: VersionVector = [:], _ body: (ChangeSetPage.Line) throws -> Void) throws {
+        let store = identifier
+        try read { db in try HistoryLog(db: db, store: store).forEachLine(after: vector, body) }
+    }
+
     /// One page of ``changeSetLines(after:limit:)``: at most `limit` lines
     /// taken in after position `cursor` (0 for the start), and the cursor for
     /// the next page. Serving a long history page by page keeps memory flat; a

@@ -161,7 +161,7 @@ let package = Package(
             ]
         ),
         // The `.blocking` test trait: suites that wait on processes run off Swift's cooperative pool.
-        .target(name: "FerryTestTraits"),
+        .target(name: "FerryTestTraits", dependencies: ["FerryStore"]),
         // Benchmarks compare Ferry with raw sqlite3 calls in the same run (docs/PERFORMANCE.md).
         .executableTarget(
             name: "FerryBenchmarks",

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import FerryStore
 
 /// A trait for suites whose tests block a thread while they wait: for `ferry` processes,
 /// for daemons to answer, for PostgreSQL, on sleeps and semaphores, or on long

@@ -12,7 +12,8 @@ import FerryTestSupport
 /// contexts, other processes and replays, merging them, refreshing objects (issue 25, points 1–2).
 @Suite("Live contexts: change events and merging", .blocking)
 struct LiveContextTests {
-    /// Collects a stream's events from a task of its own.
+    /// Collects a stream's events from a task on a thread of its own (``BlockingTrait/task(_:)``): on
+    /// Swift's pool it waited behind the suite's computing tests, and two tests missed their events.
     final class Collector: Sendable {
         private final class Received: Sendable { let events = Mutex<[ObjectChangeEvent]>([]) }
         private let received = Received()
@@ -20,7 +21,7 @@ struct LiveContextTests {
 
         init(_ stream: AsyncStream<ObjectChangeEvent>) {
             let received = self.received
-            task = Task.detached { for await event in stream { received.events.withLock { $0.append(event) } } }
+            task = BlockingTrait.task { for await event in stream { received.events.withLock { $0.append(event) } } }
         }
 
         deinit { task.cancel() }

@@ -8,8 +8,10 @@ import Synchronization
 /// leaves out those its own container's contexts saved (they were published as
 /// ``ObjectChangeEvent/Kind/didSave`` already), and names each object by its local ID.
 ///
-/// Started by the container when its first subscriber arrives; the history reads run on a queue of
-/// their own, not on Swift's shared pool.
+/// Started by the container when its first subscriber arrives. It follows the store on a thread of
+/// its own (``ThreadTaskExecutor``), where it also reads the history, not on Swift's shared pool or
+/// a dispatch queue: there, while other work of the process computed, a commit was told only once
+/// that work ended (18 s into a full test run), and one container's slow read held up the others'.
 final class StoreChangeFeed: Sendable {
     private struct State {
         var task: Task<Void, Never>?
@@ -22,10 +24,6 @@ final class StoreChangeFeed: Sendable {
     private enum Ownership { case own, other, undecided }
 
     private let state = Mutex(State())
-    /// Where this feed's reads run: a queue of its own, so that one container's slow read (or its wait
-    /// to tell its own saves apart) holds up no other container's events. (One queue for every feed of
-    /// the process once did.)
-    private let queue = DispatchQueue(label: "ferry.store-change-feed")
     /// How long a change set of this store waits to be told apart while one of this container's saves is under way.
     private static let decisionLimit: Duration = .seconds(2)
 
@@ -38,7 +36,7 @@ final class StoreChangeFeed: Sendable {
             // Subscribed, and the starting rank read, before the task runs: no commit after this call is missed.
             let commits = store.commits()
             let startRank = (try? store.lastChangeSetRank()) ?? 0
-            state.task = Task.detached { [weak self] in
+            state.task = Self.onThreadOfItsOwn { [weak self] in
                 await self?.run(store: store, broadcaster: broadcaster, commits: commits, startRank: startRank)
             }
         }
@@ -68,9 +66,21 @@ final class StoreChangeFeed: Sendable {
         }
     }
 
+    /// Starts `body` as a task on a thread of its own, which ends with the task: where a feed runs,
+    /// so that it reads and tells commits as they come, whatever else the process runs (and blocks
+    /// no other feed while it reads or waits to tell its container's saves apart).
+    static func onThreadOfItsOwn(_ body: sending @escaping () async -> Void) -> Task<Void, Never> {
+        let executor = ThreadTaskExecutor(name: "ferry-change-feed")
+        return Task(executorPreference: executor) {
+            defer { executor.stop() }
+            await body()
+        }
+    }
+
+    /// Follows the store (on the feed's thread: its reads block that thread only).
     private func run(store: any ReplicaStore, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
         await Self.follow(from: startRank, signals: commits,
-                          read: { rank in try await offPool { [self] in try readRound(store: store, after: rank) } },
+                          read: { [self] rank in try readRound(store: store, after: rank) },
                           publish: broadcaster.publish)
     }
 
@@ -104,7 +114,7 @@ final class StoreChangeFeed: Sendable {
         }
     }
 
-    /// The events of the next change sets after `rank`, and the rank of the last one read (on the feed's queue).
+    /// The events of the next change sets after `rank`, and the rank of the last one read (on the feed's thread).
     private func readRound(store: any ReplicaStore, after rank: Int64) throws -> ([ObjectChangeEvent], Int64) {
         let (changeSets, last) = try store.appliedChangeSets(afterRank: rank, limit: 256)
         var events: [ObjectChangeEvent] = []
@@ -117,7 +127,7 @@ final class StoreChangeFeed: Sendable {
     }
 
     /// Whether this container saved the change set of its own store numbered `sequence`; waits
-    /// (on the feed's queue) while a save is under way.
+    /// (on the feed's thread) while a save is under way.
     private func isOwn(_ sequence: Int64) -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now + Self.decisionLimit
@@ -129,13 +139,6 @@ final class StoreChangeFeed: Sendable {
                 guard clock.now < deadline else { return false }
                 usleep(200)
             }
-        }
-    }
-
-    /// Runs `work` on this feed's queue, off Swift's shared pool.
-    func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try work() }) }
         }
     }
 

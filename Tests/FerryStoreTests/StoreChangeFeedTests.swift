@@ -11,21 +11,23 @@ struct StoreChangeFeedTests {
 
     @Test("One container's slow read holds up no other container's feed")
     func feedsReadApart() async throws {
-        // Each feed runs (and reads) where `onThreadOfItsOwn` puts it. The other feed's work must end
-        // while the slow one still runs: a fixed bound on its wait (2 s of a 3 s read) was once passed
-        // under a loaded run, where starting any thread took long.
-        final class Ended: Sendable { let value = Atomic<Bool>(false) }
-        let slowEnded = Ended()
+        // Each feed runs (and reads) where `onThreadOfItsOwn` puts it. Another feed's work must run
+        // while the slow one still reads. (The test waits by blocking on purpose, never by suspending: a
+        // suspended test resumes on Swift's pool, which in a full run can be busy for longer than the read.)
+        final class Flag: Sendable { let value = Atomic<Bool>(false) }
+        let (slowStarted, slowEnded, endedBeforeOther) = (Flag(), Flag(), Flag())
         let slow = StoreChangeFeed.onThreadOfItsOwn {
+            slowStarted.value.store(true, ordering: .releasing)
             usleep(6_000_000)  // (a read that blocks its thread)
             slowEnded.value.store(true, ordering: .releasing)
         }
-        try await Task.sleep(for: .milliseconds(100))  // (the slow read has begun)
-        let started = ContinuousClock.now
-        await StoreChangeFeed.onThreadOfItsOwn {}.value
-        let waited = ContinuousClock.now - started
-        let endedFirst = slowEnded.value.load(ordering: .acquiring)
-        #expect(!endedFirst, "another feed's work waited \(waited), until the slow one had ended")
+        while !slowStarted.value.load(ordering: .acquiring) { usleep(1_000) }
+        let other = StoreChangeFeed.onThreadOfItsOwn {
+            endedBeforeOther.value.store(slowEnded.value.load(ordering: .acquiring), ordering: .releasing)
+        }
+        await other.value
+        let waitedForTheSlowRead = endedBeforeOther.value.load(ordering: .acquiring)
+        #expect(!waitedForTheSlowRead, "another feed's work ran only once the slow read had ended")
         await slow.value
     }
 

@@ -26,7 +26,7 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
-            if ["--relay", "--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put", "--migrate", "--live", "--reads", "--slow-pullers", "--identity", "--large-push"].contains(argument) { continue }
+            if ["--relay", "--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put", "--migrate", "--live", "--reads", "--slow-pullers", "--identity", "--large-push", "--feed-backlog"].contains(argument) { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             // 0 runs the setup only (with --only), so instruction counts can subtract it.
@@ -34,7 +34,7 @@ struct Settings {
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N] [--relay]] [--relay] [--put] [--migrate [--count N]] [--live [--count N]] [--reads] [--slow-pullers [--count N] [--runs P] [--identity]] [--large-push [--count N] [--runs P]]\n".utf8))
+                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N] [--relay]] [--relay] [--put] [--migrate [--count N]] [--live [--count N]] [--reads] [--slow-pullers [--count N] [--runs P] [--identity]] [--large-push [--count N] [--runs P]] [--feed-backlog [--count N]]\n".utf8))
                 exit(64)
             }
         }
@@ -256,6 +256,10 @@ do {
     if CommandLine.arguments.contains("--large-push") {
         try LargePushWorkload.run(count: CommandLine.arguments.contains("--count") ? settings.count : 400_000,
                                   peers: CommandLine.arguments.contains("--runs") ? settings.runs : 2, model: model)
+        exit(0)
+    }
+    if CommandLine.arguments.contains("--feed-backlog") {
+        try await FeedBacklogWorkload.run(changeSets: CommandLine.arguments.contains("--count") ? settings.count : 20, model: model)
         exit(0)
     }
     if CommandLine.arguments.contains("--reads") {

@@ -81,14 +81,23 @@ extension SQLiteStore {
         try read { db in try Int64.fetchOne(db, sql: "SELECT MAX(Z_RANK) FROM Z_FERRY_CHANGESET") ?? 0 }
     }
 
-    public func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
+    public func appliedChangeSets(afterRank rank: Int64, limit: Int, maximumBytes: Int?) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
         try read { db in
             var result: [ChangeSet] = []
             var last = rank
+            var bytes = 0
             let statement = try db.cachedStatement(sql: "SELECT Z_RANK, Z_STATUS, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?")
-            for row in try Row.fetchAll(statement, arguments: [rank, limit]) {
+            let rows = try Row.fetchCursor(statement, arguments: [rank, limit])
+            while let row = try rows.next() {
+                let applied = row[1] as Int == HistorySchema.applied
+                if applied, let maximumBytes {
+                    // (A compressed body records its length: one past the bound is not inflated.)
+                    let length = try StoredBody.length(row[2])
+                    if bytes > 0, bytes + length > maximumBytes { break }
+                    bytes += length
+                }
                 last = row[0]
-                guard row[1] as Int == HistorySchema.applied else { continue }
+                guard applied else { continue }
                 if let changeSet = changeSetInKnownVersion(try StoredBody.text(row[2])) { result.append(changeSet) }
             }
             return (result, last)

@@ -4,7 +4,7 @@ import Synchronization
 /// Turns the store's commits by other writers into ``ObjectChangeEvent``s of kind
 /// ``ObjectChangeEvent/Kind/storeChangedRemotely``: after each commit signal
 /// (``ReplicaStore/commits()``: this process's and other processes' commits alike), it reads
-/// the change sets recorded since the last one it read (``ReplicaStore/appliedChangeSets(afterRank:limit:)``),
+/// the change sets recorded since the last one it read (``ReplicaStore/appliedChangeSets(afterRank:limit:maximumBytes:)``),
 /// leaves out those its own container's contexts saved (they were published as
 /// ``ObjectChangeEvent/Kind/didSave`` already), and names each object by its local ID.
 ///
@@ -24,6 +24,10 @@ final class StoreChangeFeed: Sendable {
     private enum Ownership { case own, other, undecided }
 
     private let state = Mutex(State())
+    /// How much change-set text one read takes at most (always one change set): the feed holds a
+    /// read's change sets, decoded, while it makes their events. Bounded by count alone (256), a
+    /// backlog of large change sets taken in at once was read whole.
+    static let readBytes = 4 << 20
     /// How long a change set of this store waits to be told apart while one of this container's saves is under way.
     private static let decisionLimit: Duration = .seconds(2)
 
@@ -116,7 +120,7 @@ final class StoreChangeFeed: Sendable {
 
     /// The events of the next change sets after `rank`, and the rank of the last one read (on the feed's thread).
     private func readRound(store: any ReplicaStore, after rank: Int64) throws -> ([ObjectChangeEvent], Int64) {
-        let (changeSets, last) = try store.appliedChangeSets(afterRank: rank, limit: 256)
+        let (changeSets, last) = try store.appliedChangeSets(afterRank: rank, limit: 256, maximumBytes: Self.readBytes)
         var events: [ObjectChangeEvent] = []
         for changeSet in changeSets {
             if changeSet.origin == store.identifier, isOwn(changeSet.sequence) { continue }

@@ -70,9 +70,15 @@ extension InMemoryStore: ReplicaStore {
         state.withLock { $0.history.records.last?.rank ?? 0 }
     }
 
-    public func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
+    public func appliedChangeSets(afterRank rank: Int64, limit: Int, maximumBytes: Int?) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
         let (records, model, hash) = state.withLock { state in
-            (Array(state.history.records.lazy.filter { $0.rank > rank }.prefix(limit)), state.history.model, state.history.modelHash)
+            var bytes = 0
+            let records = state.history.records.lazy.filter { $0.rank > rank }.prefix(limit).prefix { record in
+                guard let maximumBytes, record.quarantineReason == nil else { return true }
+                defer { bytes += record.body.utf8.count }
+                return bytes == 0 || bytes + record.body.utf8.count <= maximumBytes
+            }
+            return (Array(records), state.history.model, state.history.modelHash)
         }
         var changeSets: [ChangeSet] = []
         for record in records where record.quarantineReason == nil {

@@ -47,12 +47,14 @@ public protocol ReplicaStore: PersistentStore {
     /// A signal after each commit to the store, by this process or another.
     func commits() -> AsyncStream<Void>
     /// The rank of the newest change set in the history (0 when there is none): where a reader of
-    /// ``appliedChangeSets(afterRank:limit:)`` starts to see only what comes next.
+    /// ``appliedChangeSets(afterRank:limit:maximumBytes:)`` starts to see only what comes next.
     func lastChangeSetRank() throws -> Int64
     /// The change sets that took effect here (made here or applied; not quarantined ones) recorded
     /// after `rank`, in the order recorded, at most `limit`, and the rank of the last one read
-    /// (`rank` when none). What ``PersistentContainer/changes()`` reads after each commit.
-    func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64)
+    /// (`rank` when none). With `maximumBytes`, only the first ones whose texts add up to at most
+    /// that (always the first): the rest are not read. What ``PersistentContainer/changes()`` reads
+    /// after each commit, a few megabytes at a time, however large a backlog the store took in.
+    func appliedChangeSets(afterRank rank: Int64, limit: Int, maximumBytes: Int?) throws -> (changeSets: [ChangeSet], lastRank: Int64)
     /// A consistent snapshot of the store, written to a file of its own (docs/SYNC.md,
     /// "Snapshots"): a new store installs it to start from what this one holds. The file is
     /// already unlinked; it goes when the handle is closed.
@@ -372,5 +374,12 @@ public struct MergedDuplicate: Sendable, Hashable {
         self.loserURI = loserURI
         self.survivorURI = survivorURI
         self.isReplayed = isReplayed
+    }
+}
+
+extension ReplicaStore {
+    /// ``appliedChangeSets(afterRank:limit:maximumBytes:)`` bounded by count alone.
+    public func appliedChangeSets(afterRank rank: Int64, limit: Int) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
+        try appliedChangeSets(afterRank: rank, limit: limit, maximumBytes: nil)
     }
 }

@@ -1,0 +1,72 @@
+// A live application's memory while another process takes in a backlog of large change sets
+// (docs/RELIABILITY.md, findings): this process holds a container on a store and follows its
+// changes (`PersistentContainer.changes()`), while `ferry apply` writes N change sets of 5.8 MB
+// of text each (100 Person objects a save, each named with 58,000 characters) into the same file
+// in one go. Prints how much this process's peak resident memory grew until every change set was
+// told, against the backlog's size, and how long the last event came after `ferry apply` ended.
+//
+//     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
+//     .build/release/FerryBenchmarks --feed-backlog [--count N]     (N change sets, default 20)
+import Foundation
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerryTestSupport
+
+enum FeedBacklogWorkload {
+    static func run(changeSets: Int, model: ManagedObjectModel) async throws {
+        let directory = TemporaryDirectory()
+        let modelPath = SampleModels.path("OrgChart")
+        let (source, target, backlog) = (directory.file("source.sqlite"), directory.file("live.sqlite"), directory.file("backlog.jsonl"))
+        // The backlog, made and written out by other processes, so that this one's peak is its own.
+        try succeeded(FerryProcess.run(["init", "--store", source, "--model", modelPath]), "init")
+        for part in 0..<changeSets {
+            let name = String(repeating: "\(part % 10)abcdefghij", count: 5_800).prefix(58_000)
+            let operations = "[" + (0..<100).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#(part * 1000 + $0),"name":"\#(name)"}}"# }
+                .joined(separator: ",") + "]"
+            try succeeded(FerryProcess.run(["put", "--store", source, "--model", modelPath, "-"], input: operations), "put")
+        }
+        let ferry = try FerryProcess.executable().path
+        try succeeded(FerryProcess.run(executable: "/bin/sh", ["-c", #""$0" history --store "$1" --model "$2" > "$3""#, ferry, source, modelPath, backlog]),
+                      "history")
+        let backlogBytes = (try FileManager.default.attributesOfItem(atPath: backlog)[.size] as? Int) ?? 0
+        try succeeded(FerryProcess.run(["init", "--store", target, "--model", modelPath]), "init")
+        print(String(format: "Feed of a backlog: %d change sets, %.1f MB of text, taken in by `ferry apply` while this process follows the store's changes",
+                     changeSets, Double(backlogBytes) / 1_048_576))
+
+        let container = try PersistentContainer(store: SQLiteStore(path: target, model: model))
+        let events = container.changes()
+        let listener = ThreadTaskExecutor(name: "ferry-benchmark-listener")
+        let told = Task(executorPreference: listener) { () -> ContinuousClock.Instant? in
+            defer { listener.stop() }
+            var count = 0
+            for await event in events where event.kind == .storeChangedRemotely {
+                count += 1
+                if count == changeSets { return ContinuousClock.now }
+            }
+            return nil
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let before = peakResidentMemory()
+        try succeeded(FerryProcess.run(["apply", "--store", target, "--model", modelPath, backlog]), "apply")
+        let applied = ContinuousClock.now
+        guard let last = await told.value else { throw DaemonPeerError(description: "the feed ended before it told every change set") }
+        let growth = peakResidentMemory() - before
+        print(String(format: "  this process's peak resident memory grew by %.1f MB (%.2f of the backlog's text); the last event came %.0f ms after `ferry apply` ended",
+                     Double(growth) / 1_048_576, Double(growth) / Double(max(backlogBytes, 1)),
+                     (last - applied) / .milliseconds(1)))
+        withExtendedLifetime(container) {}
+    }
+
+    /// This process's peak resident memory (`VmHWM`), in bytes.
+    private static func peakResidentMemory() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+        return kilobytes * 1024
+    }
+
+    private static func succeeded(_ result: FerryProcess.Result, _ command: String) throws {
+        guard result.status == 0 else { throw DaemonPeerError(description: "ferry \(command) exited with \(result.status): \(result.standardError.prefix(600))") }
+    }
+}

@@ -1,9 +1,10 @@
 // A live application's memory while another process takes in a backlog of large change sets
 // (docs/RELIABILITY.md, findings): this process holds a container on a store and follows its
-// changes (`PersistentContainer.changes()`), while `ferry apply` writes N change sets of 5.8 MB
-// of text each (100 Person objects a save, each named with 58,000 characters) into the same file
-// in one go. Prints how much this process's peak resident memory grew until every change set was
-// told, against the backlog's size, and how long the last event came after `ferry apply` ended.
+// changes (`PersistentContainer.changes()`); it is stopped while `ferry apply` writes N change sets
+// of 5.8 MB of text each (100 Person objects a save, each named with 58,000 characters) into the
+// same file, as an application paused or busy while a daemon takes a backlog in. Prints how much
+// this process's peak resident memory grew until every change set was told, against the backlog's
+// size, and how long the last event came after `ferry apply` ended.
 //
 //     swift build -c release --product ferry && swift build -c release --product FerryBenchmarks
 //     .build/release/FerryBenchmarks --feed-backlog [--count N]     (N change sets, default 20)
@@ -31,7 +32,7 @@ enum FeedBacklogWorkload {
                       "history")
         let backlogBytes = (try FileManager.default.attributesOfItem(atPath: backlog)[.size] as? Int) ?? 0
         try succeeded(FerryProcess.run(["init", "--store", target, "--model", modelPath]), "init")
-        print(String(format: "Feed of a backlog: %d change sets, %.1f MB of text, taken in by `ferry apply` while this process follows the store's changes",
+        print(String(format: "Feed of a backlog: %d change sets, %.1f MB of text, taken in by `ferry apply` while this process, following the store's changes, is stopped",
                      changeSets, Double(backlogBytes) / 1_048_576))
 
         let container = try PersistentContainer(store: SQLiteStore(path: target, model: model))
@@ -48,7 +49,11 @@ enum FeedBacklogWorkload {
         }
         try await Task.sleep(for: .milliseconds(300))
         let before = peakResidentMemory()
-        try succeeded(FerryProcess.run(["apply", "--store", target, "--model", modelPath, backlog]), "apply")
+        // `ferry apply` runs while this process is stopped (the shell that runs it sends this process
+        // SIGSTOP first and SIGCONT after): as an application paused, or too busy to follow, while a
+        // daemon took a backlog in. On waking, its feed finds the whole backlog new.
+        try succeeded(FerryProcess.run(executable: "/bin/sh", ["-c", #"kill -STOP $PPID; "$0" apply --store "$1" --model "$2" "$3"; s=$?; kill -CONT $PPID; exit $s"#,
+                                                              ferry, target, modelPath, backlog]), "apply")
         let applied = ContinuousClock.now
         guard let last = await told.value else { throw DaemonPeerError(description: "the feed ended before it told every change set") }
         let growth = peakResidentMemory() - before

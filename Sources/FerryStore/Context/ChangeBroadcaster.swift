@@ -57,10 +57,13 @@ final class ChangeBroadcaster: Sendable {
 
     var hasSubscribers: Bool { subscribers.withLock { !$0.streams.isEmpty || !$0.inboxes.isEmpty } }
 
+    /// Posts `event` to every inbox, then yields it to every stream: whoever sees it on a stream
+    /// finds it merged by every context that merges automatically at that context's next fetch.
+    /// (Streams first, a listener on a thread of its own could fetch before the inboxes had it.)
     func publish(_ event: ObjectChangeEvent) {
         let (streams, inboxes) = subscribers.withLock { (Array($0.streams.values), Array($0.inboxes.values)) }
-        for stream in streams { stream.yield(event) }
         for inbox in inboxes { inbox.post(event) }
+        for stream in streams { stream.yield(event) }
     }
 }
 

@@ -164,6 +164,30 @@ struct ChangeRecordingTests {
                 "a buffer of \(stream.capacity) bytes for a stream of \(stream.readableBytes) from \(body.count)")
     }
 
+    @Test("A large compressed body is read whole into its text; cut, misrecorded, its checksum wrong or not UTF-8, it is the store's error")
+    func largeBodyReadWhole() throws {
+        let text = (0..<60_000).map { "{\"name\":\"Person \($0) 🐘\"}" }.joined(separator: ",")
+        let body = Array(text.utf8)
+        #expect(body.count >= StoredBody.piecewiseLength, "\(body.count) bytes")
+        let stored = try #require(try body.withUnsafeBufferPointer { try StoredBody.compressed($0) })
+        #expect(try StoredBody.text(Data(stored).databaseValue) == text)
+
+        func length(_ value: Int) -> [UInt8] { [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)] }
+        var notUTF8 = body
+        notUTF8[1_000] = 0xFF
+        let damaged: [(String, [UInt8])] = [
+            ("cut short", Array(stored.prefix(stored.count / 2))),
+            ("a recorded length one byte short", length(body.count - 1) + stored.dropFirst(4)),
+            ("a recorded length one byte long", length(body.count + 1) + stored.dropFirst(4)),
+            ("a checksum changed", Array(stored.dropLast()) + [stored[stored.count - 1] ^ 0x01]),
+            ("not UTF-8", try #require(try notUTF8.withUnsafeBufferPointer { try StoredBody.compressed($0) })),
+        ]
+        // (Bytes after a whole stream are ignored, as before: the text it holds is whole and checked.)
+        for (what, value) in damaged {
+            #expect(throws: StoredBodyError.self, "\(what)") { _ = try StoredBody.text(Data(value).databaseValue) }
+        }
+    }
+
     @Test("A damaged compressed body is a clear error naming the cause, not a crash or a garbled line")
     func damagedBody() throws {
         let (directory, store, container) = try open()

@@ -164,7 +164,7 @@ struct ChangeRecordingTests {
                 "a buffer of \(stream.capacity) bytes for a stream of \(stream.readableBytes) from \(body.count)")
     }
 
-    @Test("A large compressed body is read whole into its text; cut, misrecorded, its checksum wrong or not UTF-8, it is the store's error")
+    @Test("A large compressed body reads back whole; cut, misrecorded, its checksum wrong or not UTF-8, it is the store's error")
     func largeBodyReadWhole() throws {
         let text = (0..<60_000).map { "{\"name\":\"Person \($0) 🐘\"}" }.joined(separator: ",")
         let body = Array(text.utf8)

@@ -87,7 +87,6 @@ enum StoredBody {
             return text
         case .blob(let data):
             guard let length = recordedLength(data) else { throw StoredBodyError() }
-            if length >= piecewiseLength { return try wholeText(of: ByteBuffer(bytes: data.dropFirst(4)), length: length) }
             var input = ByteBuffer(bytes: data.dropFirst(4))
             let inflated: ByteBuffer
             do {
@@ -99,33 +98,6 @@ enum StoredBody {
                   let text = String(validating: inflated.readableBytesView, as: UTF8.self) else { throw StoredBodyError() }
             return text
         default:
-            throw StoredBodyError()
-        }
-    }
-
-    /// The text of a large compressed body, inflated a piece at a time straight into a string of the
-    /// recorded length. (Inflated in one step, it went through growing buffers copied into one, then
-    /// into the string: twice the text at once.)
-    /// - Throws: ``StoredBodyError`` when the stream does not inflate to exactly `length` bytes of UTF-8.
-    private static func wholeText(of stream: ByteBuffer, length: Int) throws -> String {
-        var pieces = InflatingPieces(stream: stream, length: length)
-        do {
-            return try String(unsafeUninitializedCapacity: length) { text in
-                var written = 0
-                while let piece = try pieces.next(maximumBytes: 64 << 10) {
-                    guard written + piece.count <= length else { throw StoredBodyError() }
-                    piece.withUnsafeBufferPointer { piece in
-                        UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(text)[written...]).copyMemory(from: UnsafeRawBufferPointer(piece))
-                    }
-                    written += piece.count
-                }
-                // (The initializer would replace bytes that are not UTF-8; a damaged body must fail instead.)
-                let validUTF8 = !transcode(UnsafeBufferPointer(rebasing: text[..<written]).makeIterator(), from: UTF8.self, to: UTF32.self,
-                                           stoppingOnError: true, into: { _ in })
-                guard written == length, validUTF8 else { throw StoredBodyError() }
-                return written
-            }
-        } catch {
             throw StoredBodyError()
         }
     }

@@ -22,9 +22,7 @@ enum FeedBacklogWorkload {
         // The backlog, made and written out by other processes, so that this one's peak is its own.
         try succeeded(FerryProcess.run(["init", "--store", source, "--model", modelPath]), "init")
         for part in 0..<changeSets {
-            let name = String(repeating: "\(part % 10)abcdefghij", count: 5_800).prefix(58_000)
-            let operations = "[" + (0..<100).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#(part * 1000 + $0),"name":"\#(name)"}}"# }
-                .joined(separator: ",") + "]"
+            let operations = DaemonPeer.longNamedPeople(part * 1000 ..< part * 1000 + 100, mark: part % 10)
             try succeeded(FerryProcess.run(["put", "--store", source, "--model", modelPath, "-"], input: operations), "put")
         }
         let ferry = try FerryProcess.executable().path
@@ -37,9 +35,7 @@ enum FeedBacklogWorkload {
 
         let container = try PersistentContainer(store: SQLiteStore(path: target, model: model))
         let events = container.changes()
-        let listener = ThreadTaskExecutor(name: "ferry-benchmark-listener")
-        let told = Task(executorPreference: listener) { () -> ContinuousClock.Instant? in
-            defer { listener.stop() }
+        let told = ThreadTaskExecutor.task(named: "ferry-benchmark-listener") { () -> ContinuousClock.Instant? in
             var count = 0
             for await event in events where event.kind == .storeChangedRemotely {
                 count += 1
@@ -65,10 +61,7 @@ enum FeedBacklogWorkload {
 
     /// This process's peak resident memory (`VmHWM`), in bytes.
     private static func peakResidentMemory() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
-        return kilobytes * 1024
+        ProcessMemory.figure("VmHWM:", of: getpid()) ?? 0
     }
 
     private static func succeeded(_ result: FerryProcess.Result, _ command: String) throws {

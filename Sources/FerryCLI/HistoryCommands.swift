@@ -65,13 +65,12 @@ struct HistoryCommand: ParsableCommand {
         // Each line is written as it is read, a large one a piece at a time: a history larger than
         // memory prints with a line's worth held, not the whole of it (docs/RELIABILITY.md).
         var output = BufferedOutput()
+        defer { output.flush() }  // (also what was read before an error)
         do {
             try store.forEachChangeSetLine(after: vector) { line in try output.line(line) }
         } catch {
-            output.flush()
             throw CLIError(error)
         }
-        output.flush()
     }
 }
 

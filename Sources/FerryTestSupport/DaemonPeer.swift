@@ -353,6 +353,15 @@ public final class DaemonPeer: @unchecked Sendable {
             .joined(separator: ",") + "]"
     }
 
+    /// A `ferry put` operations array inserting OrgChart's Person with id N for each N of `ids`, each
+    /// named with 58,000 characters that start with `mark`: 100 of them make one change set of some
+    /// 5.8 MB of text with few objects, so that making and replaying it is quick.
+    public static func longNamedPeople(_ ids: Range<Int>, mark: Int) -> String {
+        let name = String(repeating: "\(mark)abcdefghij", count: 5_800).prefix(58_000)
+        return "[" + ids.map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#($0),"name":"\#(name)"}}"# }
+            .joined(separator: ",") + "]"
+    }
+
     /// The `last_error` of the daemon's first peer in its status document (`GET /v1/status`), "" when none.
     public func lastSyncError() throws -> String {
         (try firstPeerStatus()?["last_error"] as? String) ?? ""

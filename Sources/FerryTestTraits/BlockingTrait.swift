@@ -63,11 +63,7 @@ extension BlockingTrait {
     /// nothing is wrong (`Task.detached` waits there, and so did a task on the trait's queue).
     @discardableResult
     public static func task<Success: Sendable>(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
-        let executor = ThreadTaskExecutor(name: "ferry-test-task")
-        return Task(executorPreference: executor) {
-            defer { executor.stop() }
-            return await body()
-        }
+        ThreadTaskExecutor.task(named: "ferry-test-task", body)
     }
 }
 

@@ -44,9 +44,7 @@ struct LargeChangeSetTests {
         // Eight change sets of some 5.8 MB of text each (100 objects a save with a name of 58,000
         // characters: few objects, so that making them is quick), between small ones of one object.
         for part in 0..<8 {
-            let name = String(repeating: "\(part)abcdefghij", count: 5_800).prefix(58_000)
-            _ = try a.put("[" + (0..<100).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#(part * 1000 + $0),"name":"\#(name)"}}"# }
-                .joined(separator: ",") + "]")
+            _ = try a.put(DaemonPeer.longNamedPeople(part * 1000 ..< part * 1000 + 100, mark: part))
             _ = try a.put(#"[{"op":"insert","entity":"Person","ref":"s","values":{"id":\#(90_000 + part),"name":"small \#(part)"}}]"#)
         }
         // What the history holds, read whole by the store in this process.
@@ -90,11 +88,7 @@ struct LargeChangeSetTests {
         try b.pin(a)
         // Six change sets of some 5.8 MB of text each, each over a push's 4 MiB: 100 objects a save with
         // a name of 58,000 characters (few objects, so that making and replaying them is quick).
-        for part in 0..<6 {
-            let name = String(repeating: "\(part)abcdefghij", count: 5_800).prefix(58_000)
-            _ = try a.put("[" + (0..<100).map { #"{"op":"insert","entity":"Person","ref":"p\#($0)","values":{"id":\#($0),"name":"\#(name)"}}"# }
-                .joined(separator: ",") + "]")
-        }
+        for part in 0..<6 { _ = try a.put(DaemonPeer.longNamedPeople(0..<100, mark: part)) }
         let lines = try a.history()
         let total = lines.reduce(0) { $0 + $1.utf8.count }
         #expect(lines.count == 6 && total > 30 << 20, "\(lines.count) change sets, \(total) bytes")

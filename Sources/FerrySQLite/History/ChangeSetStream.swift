@@ -85,17 +85,13 @@ extension SQLiteStore {
         try read { db in
             var result: [ChangeSet] = []
             var last = rank
-            var bytes = 0
+            var budget = ReadBudget(maximum: maximumBytes)
             let statement = try db.cachedStatement(sql: "SELECT Z_RANK, Z_STATUS, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?")
             let rows = try Row.fetchCursor(statement, arguments: [rank, limit])
             while let row = try rows.next() {
                 let applied = row[1] as Int == HistorySchema.applied
-                if applied, let maximumBytes {
-                    // (A compressed body records its length: one past the bound is not inflated.)
-                    let length = try StoredBody.length(row[2])
-                    if bytes > 0, bytes + length > maximumBytes { break }
-                    bytes += length
-                }
+                // (A compressed body records its length: one past the bound is not inflated.)
+                if applied, try !budget.admits(try StoredBody.length(row[2])) { break }
                 last = row[0]
                 guard applied else { continue }
                 if let changeSet = changeSetInKnownVersion(try StoredBody.text(row[2])) { result.append(changeSet) }

@@ -292,12 +292,9 @@ struct HistoryLog {
                                   _ line: (DatabaseValue) throws -> Line) throws -> (lines: [Line], cursor: Int64) {
         var result: [Line] = []
         var last = cursor
-        var bytes = 0
+        var budget = ReadBudget(maximum: maximumBytes)
         let started = try forEachUncovered(by: vector, after: cursor) { row in
-            if let maximumBytes {
-                bytes += try StoredBody.length(row[2]) + 1
-                if bytes > maximumBytes, !result.isEmpty { return false }
-            }
+            guard try budget.admits(try StoredBody.length(row[2]) + 1) else { return false }
             result.append(try line(row[2]))
             last = row[3]
             if let limit, result.count >= limit { return false }

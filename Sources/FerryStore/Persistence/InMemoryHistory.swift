@@ -84,12 +84,9 @@ struct InMemoryHistory: Sendable {
         }
         var lines: [String] = []
         var last = cursor
-        var bytes = 0
+        var budget = ReadBudget(maximum: maximumBytes)
         for record in records where record.rank > cursor && record.sequence > vector[record.origin, default: 0] {
-            if let maximumBytes {
-                bytes += record.body.utf8.count + 1
-                if bytes > maximumBytes, !lines.isEmpty { break }
-            }
+            guard budget.admits(record.body.utf8.count + 1) else { break }
             lines.append(record.body)
             last = record.rank
             if let limit, lines.count >= limit { break }

@@ -72,13 +72,13 @@ extension InMemoryStore: ReplicaStore {
 
     public func appliedChangeSets(afterRank rank: Int64, limit: Int, maximumBytes: Int?) throws -> (changeSets: [ChangeSet], lastRank: Int64) {
         let (records, model, hash) = state.withLock { state in
-            var bytes = 0
-            let records = state.history.records.lazy.filter { $0.rank > rank }.prefix(limit).prefix { record in
-                guard let maximumBytes, record.quarantineReason == nil else { return true }
-                defer { bytes += record.body.utf8.count }
-                return bytes == 0 || bytes + record.body.utf8.count <= maximumBytes
+            var budget = ReadBudget(maximum: maximumBytes)
+            var records: [InMemoryHistory.Record] = []
+            for record in state.history.records where record.rank > rank {
+                guard records.count < limit, record.quarantineReason != nil || budget.admits(record.body.utf8.count) else { break }
+                records.append(record)
             }
-            return (Array(records), state.history.model, state.history.modelHash)
+            return (records, state.history.model, state.history.modelHash)
         }
         var changeSets: [ChangeSet] = []
         for record in records where record.quarantineReason == nil {

@@ -1,7 +1,7 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// The module graph follows docs/ARCHITECTURE (DESIGN.md "Modules"): each target
+// The module graph follows docs/ARCHITECTURE.md: each target
 // depends only on the rows below it, so a lower layer can never import a higher one.
 let package = Package(
     name: "Ferry",
@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryDaemon", targets: ["FerryDaemon"]),
         .library(name: "FerryRelay", targets: ["FerryRelay"]),
+        // For an application's tests: replicas in one process, replicating as daemons do (docs/TESTING.md).
+        .library(name: "FerryTesting", targets: ["FerryTesting"]),
         .executable(name: "ferry", targets: ["ferry"]),
     ],
     dependencies: [
@@ -37,16 +39,16 @@ let package = Package(
         // channel puts a handler before its HTTP/1-to-HTTP-types conversion (HTTP1Server.swift).
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
-        // Ed25519 signing keys of stores (issue 23). Already in the graph through swift-certificates.
+        // Ed25519 signing keys of stores. Already in the graph through swift-certificates.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
-        // The relay's change sets live in PostgreSQL (issue 24): its client, pool and LISTEN/NOTIFY.
+        // The relay's change sets live in PostgreSQL: its client, pool and LISTEN/NOTIFY.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .target(name: "FerryModel"),
         .target(name: "FerryStore", dependencies: ["FerryModel"]),
-        // A store's Ed25519 key (swift-crypto): what signs its change sets and checks its peers'
-        // (issue 23). Apart from FerryStore, which only names a signer, so that FerryModel and
+        // A store's Ed25519 key (swift-crypto): what signs its change sets and checks its peers'.
+        // Apart from FerryStore, which only names a signer, so that FerryModel and
         // FerryStore keep no package dependency (scripts/fuzz compiles them alone).
         .target(
             name: "FerrySigning",
@@ -146,11 +148,23 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "ferry", dependencies: ["FerryCLI"]),
-        // Helpers for the tests: sample models, real `ferry` processes, a fault-injecting TCP proxy.
+        // Replicas in one process for an application's tests: the daemon's sync runtime and routes joined by an
+        // in-memory transport, a manual clock, partitions, a convergence check (docs/TESTING.md).
+        .target(
+            name: "FerryTesting",
+            dependencies: [
+                "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Helpers for Ferry's own tests: sample models, real `ferry` processes, a fault-injecting TCP proxy.
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySQLite", "FerrySync", "FerryServer", "FerryDaemon", "FerryTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -191,8 +205,9 @@ let package = Package(
         .testTarget(
             name: "FerryDaemonTests",
             dependencies: ["FerryTestTraits", "FerryModel", "FerrySQLite", "FerryDaemon", "FerryServer", "FerrySync", "FerrySigning", "FerryTestSupport",
-                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"), .product(name: "CompressNIO", package: "compress-nio"),
-                           .product(name: "NIOCore", package: "swift-nio")]
+                           "FerryTesting",
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Yams", package: "Yams"),
+                           .product(name: "CompressNIO", package: "compress-nio"), .product(name: "NIOCore", package: "swift-nio")]
         ),
         // The HTTP API in process, through Hummingbird's router test client.
         .testTarget(
@@ -200,12 +215,14 @@ let package = Package(
             dependencies: ["FerryServer", "FerrySync", "FerrySQLite", "FerryStore", "FerrySigning", "FerryModel", "FerryTestSupport",
                            .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "CompressNIO", package: "compress-nio")]
         ),
-        // Issue 24: relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
+        // FerryTesting as an application uses it.
+        .testTarget(name: "FerryTestingTests", dependencies: ["FerryTesting", "FerryModel", "FerryStore"]),
+        // Relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
         .testTarget(
             name: "FerryRelayTests",
             dependencies: ["FerryTestTraits", "FerryRelay", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
         ),
-        // Issue 6: crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
+        // Crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(
             name: "FerryReliabilityTests",
             dependencies: ["FerryTestTraits", "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerrySigning", "FerryTestSupport",

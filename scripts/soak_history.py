@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The bounded-history soak of issue 21 (docs/PERFORMANCE.md, "Issue 21").
+"""The bounded-history soak (docs/PERFORMANCE.md, the "Bounded history" row).
 
 Three `ferry run` daemons on loopback, each replicating with the other two, purging
 their history every few seconds (retention and tombstone horizon of a minute or so).

@@ -1,4 +1,4 @@
-// Workload W7 of issue 21: a new peer bootstraps from a peer holding N objects (default
+// Workload W7: a new peer bootstraps from a peer holding N objects (default
 // 1,000,000): `ferry init --from-peer` against a running `ferry run`, end to end (the
 // source writes its snapshot, streams it over HTTP, the new store checks and installs it).
 // Compared with raw sqlite3 inserting the same N rows (WAL, synchronous=FULL) in the same
@@ -62,13 +62,15 @@ enum BootstrapWorkload {
         let relayToken = directory.file("relay-token")
         try relay.peerToken.write(toFile: relayToken, atomically: true, encoding: .utf8)
         let fromRelay = try initFromPeer(relay.url, tokenFile: relayToken, target: directory.file("via-relay.sqlite"), model: model, count: count)
-        print(String(format: "  through a relay: the snapshot uploaded in %.2f s (not counted); ferry init --from-peer RELAY %.2f s, from the peer %.2f s in this run: %.2fx the peer's time; peak RSS %.0f MB",
+        print(String(format: "  through a relay: the snapshot uploaded in %.2f s (not counted); ferry init --from-peer RELAY %.2f s, " +
+                         "from the peer %.2f s in this run: %.2fx the peer's time; peak RSS %.0f MB",
                      uploadSeconds, fromRelay.seconds, fromPeer.seconds, fromRelay.seconds / fromPeer.seconds, fromRelay.peakMB))
     }
 
     /// `ferry init --from-peer URL` into `target`, timed, with the new peer's peak resident memory; the
     /// new store is checked to hold `count` people.
-    static func initFromPeer(_ url: String, tokenFile: String, target: String, model: ManagedObjectModel, count: Int) throws -> (seconds: Double, peakMB: Double) {
+    static func initFromPeer(_ url: String, tokenFile: String, target: String, model: ManagedObjectModel,
+                             count: Int) throws -> (seconds: Double, peakMB: Double) {
         let process = Process()
         process.executableURL = try FerryProcess.executable()
         process.arguments = ["init", "--from-peer", url, "--token-file", tokenFile, "--store", target, "--model", SampleModels.path("OrgChart")]

@@ -8,7 +8,7 @@ import FerryTestSupport
 
 /// `--reads`: the cost of one point read made just after another connection committed, the read
 /// every hop of W4 makes (A's daemon reading the new change set, B's replay start and look-up, the
-/// application's look-up of the replicated object); docs/PERFORMANCE.md, "Eighth look at W4".
+/// application's look-up of the replicated object); see docs/PERFORMANCE.md.
 ///
 /// Three ways to make the look-up of ``SQLiteStore/localObjectID(forOriginURI:)`` on the same
 /// file, interleaved: raw sqlite3 (prepared statements and `BEGIN`/`COMMIT`, the baseline), GRDB's

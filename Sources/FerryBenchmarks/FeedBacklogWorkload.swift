@@ -30,12 +30,13 @@ enum FeedBacklogWorkload {
                       "history")
         let backlogBytes = (try FileManager.default.attributesOfItem(atPath: backlog)[.size] as? Int) ?? 0
         try succeeded(FerryProcess.run(["init", "--store", target, "--model", modelPath]), "init")
-        print(String(format: "Feed of a backlog: %d change sets, %.1f MB of text, taken in by `ferry apply` while this process, following the store's changes, is stopped",
+        print(String(format: "Feed of a backlog: %d change sets, %.1f MB of text, taken in by `ferry apply` " +
+                         "while this process, following the store's changes, is stopped",
                      changeSets, Double(backlogBytes) / 1_048_576))
 
         let container = try PersistentContainer(store: SQLiteStore(path: target, model: model))
         let events = container.changes()
-        let told = ThreadTaskExecutor.task(named: "ferry-benchmark-listener") { () -> ContinuousClock.Instant? in
+        let told = ThreadTaskExecutor.task(named: "ferry-listener") { () -> ContinuousClock.Instant? in
             var count = 0
             for await event in events where event.kind == .storeChangedRemotely {
                 count += 1
@@ -48,12 +49,14 @@ enum FeedBacklogWorkload {
         // `ferry apply` runs while this process is stopped (the shell that runs it sends this process
         // SIGSTOP first and SIGCONT after): as an application paused, or too busy to follow, while a
         // daemon took a backlog in. On waking, its feed finds the whole backlog new.
-        try succeeded(FerryProcess.run(executable: "/bin/sh", ["-c", #"kill -STOP $PPID; "$0" apply --store "$1" --model "$2" "$3"; s=$?; kill -CONT $PPID; exit $s"#,
-                                                              ferry, target, modelPath, backlog]), "apply")
+        try succeeded(FerryProcess.run(executable: "/bin/sh",
+                                       ["-c", #"kill -STOP $PPID; "$0" apply --store "$1" --model "$2" "$3"; s=$?; kill -CONT $PPID; exit $s"#,
+                                        ferry, target, modelPath, backlog]), "apply")
         let applied = ContinuousClock.now
         guard let last = await told.value else { throw DaemonPeerError(description: "the feed ended before it told every change set") }
         let growth = peakResidentMemory() - before
-        print(String(format: "  this process's peak resident memory grew by %.1f MB (%.2f of the backlog's text); the last event came %.0f ms after `ferry apply` ended",
+        print(String(format: "  this process's peak resident memory grew by %.1f MB (%.2f of the backlog's text); " +
+                         "the last event came %.0f ms after `ferry apply` ended",
                      Double(growth) / 1_048_576, Double(growth) / Double(max(backlogBytes, 1)),
                      (last - applied) / .milliseconds(1)))
         withExtendedLifetime(container) {}
@@ -65,6 +68,8 @@ enum FeedBacklogWorkload {
     }
 
     private static func succeeded(_ result: FerryProcess.Result, _ command: String) throws {
-        guard result.status == 0 else { throw DaemonPeerError(description: "ferry \(command) exited with \(result.status): \(result.standardError.prefix(600))") }
+        guard result.status == 0 else {
+            throw DaemonPeerError(description: "ferry \(command) exited with \(result.status): \(result.standardError.prefix(600))")
+        }
     }
 }

@@ -5,7 +5,7 @@ import FerryStore
 import FerrySQLite
 import FerryTestSupport
 
-/// Workload W5 of DESIGN.md: the newest 100 change sets read from a history of
+/// Workload W5 of docs/PERFORMANCE.md: the newest 100 change sets read from a history of
 /// 10,000 and of 1,000,000 change sets, same run. The histories are written
 /// straight into the log table (one transaction each; saving a million change
 /// sets one by one would take hours of fsyncs), as a store would hold them.
@@ -43,7 +43,8 @@ enum HistoryScaleWorkload {
         let originText = origin.uuidString
         try db.exec("BEGIN IMMEDIATE")
         for sequence in 1...count {
-            let body = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(originText)/Person/p\#(sequence)","values":{"id":\#(sequence)}}],"format":1,"hlc":\#(sequence),"origin":"\#(originText)","seq":\#(sequence)}"#
+            let body = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(originText)/Person/p\#(sequence)","# +
+                #""values":{"id":\#(sequence)}}],"format":1,"hlc":\#(sequence),"origin":"\#(originText)","seq":\#(sequence)}"#
             sqlite3_bind_text(insert, 1, originText, -1, transient)
             sqlite3_bind_int64(insert, 2, Int64(sequence))
             sqlite3_bind_int64(insert, 3, Int64(sequence))

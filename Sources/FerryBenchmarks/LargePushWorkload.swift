@@ -42,7 +42,8 @@ enum LargePushWorkload {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         guard let peak = a.peakResidentMemory else { throw DaemonPeerError(description: "A is not running:\n\(a.logExcerpt())") }
         let growth = Double(peak - baseline) / 1_048_576
-        print(String(format: "  A's peak resident memory grew by %.1f MB: %.1f MB per peer, %.3f× the change set; the last peer held it %.1f s after the peers started",
+        print(String(format: "  A's peak resident memory grew by %.1f MB: %.1f MB per peer, %.3f× the change set; " +
+                         "the last peer held it %.1f s after the peers started",
                      growth, growth / Double(peers.count), growth / Double(peers.count) / megabytes, seconds))
     }
 }

@@ -1,12 +1,12 @@
-// Issue 25's speed targets (`FerryBenchmarks --live`):
+// The live contexts' speed targets (`FerryBenchmarks --live`):
 // - iterating 1,000,000 objects with fetchBatchSize = 1000: peak resident memory (target < 100 MB);
 // - a grouped @sum over 1,000,000 rows against the hand-written SQL, in the same run (target <= 1.5x);
 // - a change notification for a commit made by another process (target p50 <= 5 ms);
 // - links into one large to-many relationship, without and with an undo manager, and unlinks from
 //   it: 40,000 against 10,000 in the same run, which should take about 4x as long (each edit costs
-//   the same). Issue 25's undo records once copied the members at every link, and every removal
-//   searched and shifted the list: both made it quadratic. Also inserts at the front of an ordered
-//   to-many, which a map of member slots rebuilt at every insert once made 45x slower.
+//   the same). Undo records that copy the members at every link, or a removal that
+//   searches and shifts the list, would make it quadratic. Also inserts at the front of an
+//   ordered to-many, which a map of member slots rebuilt at every insert would make 45x slower.
 import Foundation
 import GRDBSQLite
 import FerryModel
@@ -51,7 +51,7 @@ enum LiveContextWorkload {
             }
         }
         // Taken out one at a time, oldest first: the worst case for a list that is searched and
-        // shifted at each removal, as it was before 2026-11-28.
+        // shifted at each removal.
         func unlink(_ count: Int) throws -> Double {
             let context = try newContext()
             let manager = try context.insert(OrgChartPerson.self)

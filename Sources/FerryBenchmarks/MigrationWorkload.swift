@@ -1,4 +1,4 @@
-// Issue 22's migration speed on a store of N Person objects (default 1,000,000), each case on a
+// Migration speed on a store of N Person objects (default 1,000,000), each case on a
 // fresh copy of the same file:
 //   - add an optional attribute, and rename one by its Renaming ID: Ferry's migration (the time
 //     its open spends migrating, to the durable commit: `SQLiteStore.migration.seconds`) against
@@ -85,12 +85,14 @@ enum MigrationWorkload {
                                      ("rename an attribute (Renaming ID)", renamed, "ALTER TABLE ZPERSON RENAME COLUMN ZNAME TO ZFULLNAME")] {
             let ferry = try ferryOpen(target)
             let sqlite = try raw(sql)
-            print(String(format: "  %@: Ferry's migration %.2f ms (its whole open %.1f ms; an open that migrates nothing %.1f ms); SQLite's own ALTER TABLE %.2f ms; ratio %.2fx (target <= 2x)",
+            print(String(format: "  %@: Ferry's migration %.2f ms (its whole open %.1f ms; an open that migrates nothing %.1f ms); " +
+                             "SQLite's own ALTER TABLE %.2f ms; ratio %.2fx (target <= 2x)",
                          label, ferry.migration * 1000, ferry.migrating * 1000, ferry.plain * 1000, sqlite * 1000, ferry.migration / sqlite))
         }
         let rewrite = try ferryOpen(retyped)
         let cost = rewrite.migration
-        print(String(format: "  Integer 64 -> Decimal (every row rewritten, to the commit): %.2f s (its whole open %.2f s); raw sqlite3 inserting the same %d rows: %.2f s",
+        print(String(format: "  Integer 64 -> Decimal (every row rewritten, to the commit): %.2f s (its whole open %.2f s); " +
+                         "raw sqlite3 inserting the same %d rows: %.2f s",
                      cost, rewrite.migrating, count, rawInsertSeconds))
         printRates(count: count, rawSeconds: rawInsertSeconds, ferrySeconds: cost, ferryLabel: "Ferry migration (rewrite):", target: 0.3)
         let derivation = try ferryOpen(derived)

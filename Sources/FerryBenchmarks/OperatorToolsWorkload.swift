@@ -1,4 +1,4 @@
-// Issue 21's operator tools on W1's rows: `ferry put` of the rows as JSON lines against the raw
+// The operator tools on W1's rows: `ferry put` of the rows as JSON lines against the raw
 // insert of the same rows (W1's raw side), in the same run, and `ferry dump` of the result.
 // Each side runs in a fresh process; put and dump are timed as the user runs them, whole
 // processes (start, model load, parse, saves, output):

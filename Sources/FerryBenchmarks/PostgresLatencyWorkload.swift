@@ -4,7 +4,7 @@ import PostgresNIO
 import FerryTestSupport
 
 /// W4's reference, measured in the same run: PostgreSQL logical replication between two local
-/// clusters, the figure the issue and DESIGN.md quote (p50 1.4–1.5 ms when they were written).
+/// clusters: the reference W4 is measured against (docs/PERFORMANCE.md).
 /// On this machine the same W4 binary gives p50s from 1.8 to 3.8 ms within an hour; a reference
 /// taken minutes apart says whether a slow run is Ferry's or the machine's.
 ///
@@ -59,7 +59,8 @@ enum PostgresLatencyWorkload {
         try? await writer.close()
         try? await listener.close()
         let (fromInsert, fromCommit) = try measured.get()
-        print(String(format: "W4 reference: PostgreSQL logical replication, %d rows inserted on A until B's LISTEN hears each: p50 %.2f ms, p99 %.2f ms, max %.1f ms",
+        print(String(format: "W4 reference: PostgreSQL logical replication, %d rows inserted on A until B's LISTEN hears each: " +
+                         "p50 %.2f ms, p99 %.2f ms, max %.1f ms",
                      samples, percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), fromInsert.last ?? 0))
         print(String(format: "  the same from each insert's return (A's commit): p50 %.1f ms, p99 %.1f ms",
                      percentile(fromCommit, 0.5), percentile(fromCommit, 0.99)))

@@ -5,7 +5,7 @@ import FerryStore
 import FerrySQLite
 import FerryTestSupport
 
-/// Issue 3's predicate benchmark: over 100,000 Person rows (name "Person i",
+/// The predicate benchmark: over 100,000 Person rows (name "Person i",
 /// indexed id i, manager i/10), three fetches through Ferry's public API —
 /// parsed once, run many times, returning object IDs — against the
 /// equivalent hand-written SQL through GRDB on the same file, in the same run.

@@ -1,4 +1,4 @@
-// Issue 24's relay benchmarks, on a real PostgreSQL cluster (fsync and synchronous_commit on, as a
+// The relay benchmarks, on a real PostgreSQL cluster (fsync and synchronous_commit on, as a
 // production relay's database) started in a temporary folder:
 //
 // - fan-out: twenty daemons (in this process) following one relay (a `ferry relay` process); one
@@ -20,7 +20,8 @@ import FerrySync
 import FerryTestSupport
 
 enum RelayWorkload {
-    /// Twenty, as issue 24 asks; `FERRY_RELAY_PEERS` sets another count (to see how the figures scale).
+    /// Twenty, the fleet the relay's targets are set for; `FERRY_RELAY_PEERS` sets another count (to see
+    /// how the figures scale).
     static let peerCount = ProcessInfo.processInfo.environment["FERRY_RELAY_PEERS"].flatMap(Int.init) ?? 20
 
     static func run(model: ManagedObjectModel, runs: Int) async throws {
@@ -90,7 +91,8 @@ enum RelayWorkload {
         }
         toAll.sort()
         each.sort()
-        print(String(format: "fan-out: %d saves on one of %d daemons following one relay, from each save's return until all %d others hold it: p50 %.1f ms, p99 %.1f ms, max %.1f ms (goal p99 <= 100 ms)",
+        print(String(format: "fan-out: %d saves on one of %d daemons following one relay, from each save's return until all %d others hold it: " +
+                         "p50 %.1f ms, p99 %.1f ms, max %.1f ms (goal p99 <= 100 ms)",
                      samples, peerCount, readers.count, percentile(toAll, 0.5), percentile(toAll, 0.99), toAll.last ?? 0))
         print(String(format: "  each of the %d deliveries: p50 %.1f ms, p99 %.1f ms", each.count, percentile(each, 0.5), percentile(each, 0.99)))
         for daemon in daemons { try await daemon.stop() }
@@ -175,11 +177,13 @@ enum RelayWorkload {
                 let relayCPU = relayIDs.map(CPUTime.of).reduce(0, +) - cpuBefore.relays
                 let databaseCPU = CPUTime.ofUser("postgres") - cpuBefore.database
                 let pushersCPU = CPUTime.ofSelf() - cpuBefore.pushers
-                let stored = Int(try cluster.sql("SELECT count(*) FROM ferry_changesets", database: database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+                let stored = Int(try cluster.sql("SELECT count(*) FROM ferry_changesets", database: database)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
                 guard stored == changeSets else { throw RawSQLiteError.failed("the database holds \(stored) change sets, not \(changeSets)") }
                 for relay in relays { relay.stop() }
                 rates[relayCount, default: []].append(Double(objects) / elapsed)
-                print(String(format: "  run %d, %d relay%@: %.2f s, %.0f change sets/s, %.0f objects/s; CPU seconds: relays %.2f, PostgreSQL %.2f, the pushing peers %.2f (%.0f%% of both cores)",
+                print(String(format: "  run %d, %d relay%@: %.2f s, %.0f change sets/s, %.0f objects/s; " +
+                                 "CPU seconds: relays %.2f, PostgreSQL %.2f, the pushing peers %.2f (%.0f%% of both cores)",
                              run + 1, relayCount, relayCount == 1 ? "" : "s", elapsed, Double(changeSets) / elapsed, Double(objects) / elapsed,
                              relayCPU, databaseCPU, pushersCPU, 100 * (relayCPU + databaseCPU + pushersCPU) / (2 * elapsed)))
                 cpu[relayCount, default: []].append((relayCPU, databaseCPU))

@@ -6,7 +6,7 @@ import FerrySQLite
 import FerrySync
 import FerryTestSupport
 
-/// Workload W2 of DESIGN.md: replay W1's change sets into an empty store,
+/// Workload W2 of docs/PERFORMANCE.md: replay W1's change sets into an empty store,
 /// against raw sqlite3 inserts of the same rows in the same run; the bytes per
 /// change of the log; and the save latency an application sees while a replay runs.
 enum ReplayWorkload {
@@ -30,7 +30,8 @@ enum ReplayWorkload {
             print(String(format: "  decoding them: %.3f s (best of 3), %.1f µs per object change", best, best * 1e6 / Double(max(settings.count, 1))))
             // As a replay decodes a batch: split in two halves on two threads when large.
             let batch = try (1...3).map { _ in try seconds { _ = try LineDecoding.decode(lines, model: model, versionHash: versionHash) } }.min() ?? 0
-            print(String(format: "  decoding them as one batch, as a replay does: %.3f s (best of 3; %.2fx the line-by-line time)", batch, batch / max(best, 1e-9)))
+            print(String(format: "  decoding them as one batch, as a replay does: %.3f s (best of 3; %.2fx the line-by-line time)",
+                         batch, batch / max(best, 1e-9)))
             return
         }
         var bestReplay = Double.infinity

@@ -6,7 +6,7 @@ import FerrySQLite
 import FerryTestSupport
 import FerrySigning
 
-/// Workloads W3, W4 and W6 of DESIGN.md, with real `ferry` processes on 127.0.0.1
+/// Workloads W3, W4 and W6 of docs/PERFORMANCE.md, with real `ferry` processes on 127.0.0.1
 /// (the release `ferry` binary next to this one: `swift build -c release --product ferry`).
 enum ReplicationWorkload {
     /// W3 (and W6 with `--count 1000000`): W1 on peer A (its daemon serving), then
@@ -17,7 +17,8 @@ enum ReplicationWorkload {
     /// as W1 and W2 do: this machine's fsync times vary a lot from run to run.
     static func replicate(_ settings: Settings, model: ManagedObjectModel) throws {
         let runs = min(max(settings.runs, 1), 5)
-        print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), then `ferry sync-now` on B over loopback HTTP; best of \(runs)")
+        print("W3 replicate: \(settings.count) Person objects saved on A (\(settings.batch) per save), " +
+              "then `ferry sync-now` on B over loopback HTTP; best of \(runs)")
         try announceFerryExecutable()
         // A store made before keys (its change sets unsigned: B takes them without a check) and one that
         // signs every change set (B checks every signature), measured alternately in the same run.
@@ -48,11 +49,13 @@ enum ReplicationWorkload {
         }
         // The baseline, best of three at least.
         let raw = try (1...max(runs, 3)).map { try rawInsert(settings, model: model, path: unsignedA.directory.file("raw\($0).sqlite")) }.min() ?? .infinity
-        print(String(format: "  raw sqlite3 %.3f s (best of %d), sync-now on B %.3f s, signed %.3f s (best of %d)", raw, max(runs, 3), bestSync, bestSigned, runs))
+        print(String(format: "  raw sqlite3 %.3f s (best of %d), sync-now on B %.3f s, signed %.3f s (best of %d)",
+                     raw, max(runs, 3), bestSync, bestSigned, runs))
         printRates(count: settings.count, rawSeconds: raw, ferrySeconds: bestSync, ferryLabel: "Ferry A → B (sync-now):", target: 0.33)
         printRates(count: settings.count, rawSeconds: raw, ferrySeconds: bestSigned, ferryLabel: "the same, signed and checked:", target: 0.33)
         print(String(format: "checking signatures costs %.1f%% of W3's sync-now (target <= 5%%)", (bestSigned / bestSync - 1) * 100))
-        print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)", peakMegabytes, settings.count))
+        print(String(format: "W6 memory: peak resident memory of B's sync-now: %.1f MB for %d objects (target <= 200 MB at 1,000,000)",
+                     peakMegabytes, settings.count))
     }
 
     /// Prints which `ferry` the processes run, and warns when it may not be a release build:
@@ -65,7 +68,9 @@ enum ReplicationWorkload {
         let besideThisBinary = URL(fileURLWithPath: ferry).deletingLastPathComponent().standardizedFileURL
             == URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().standardizedFileURL
         if !besideThisBinary || !isReleaseBuild {
-            FileHandle.standardError.write(Data("warning: \(ferry) may not be a release build; run a release FerryBenchmarks with a release ferry beside it (swift build -c release --product ferry)\n".utf8))
+            let warning = "warning: \(ferry) may not be a release build; " +
+                "run a release FerryBenchmarks with a release ferry beside it (swift build -c release --product ferry)\n"
+            FileHandle.standardError.write(Data(warning.utf8))
         }
     }
 
@@ -96,7 +101,8 @@ enum ReplicationWorkload {
     /// memory in MB. The peak comes from /usr/bin/time (Debian's `time`): the kernel's figure for a
     /// child of this process would include this process's own size, copied at fork before the exec.
     /// - Throws: when it fails, with what it printed (and `log`).
-    static func measuredFerry(_ arguments: [String], input: URL? = nil, describing what: String, log: String = "") throws -> (seconds: Double, peakMegabytes: Double) {
+    static func measuredFerry(_ arguments: [String], input: URL? = nil, describing what: String,
+                              log: String = "") throws -> (seconds: Double, peakMegabytes: Double) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
         process.arguments = ["-f", "peak-kb %M", try FerryProcess.executable().path] + arguments
@@ -208,7 +214,8 @@ enum ReplicationWorkload {
                 metrics.split(separator: "\n").filter { $0.hasPrefix("hb_requests{") && $0.contains("http_route=\"\(route)\"") }
                     .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
             }
-            print("  B took \(requests("/v1/changesets")) push(es) as requests of their own, the rest on a push stream; \(requests("/v1/changesets/stream")) stream(s) ended during the run")
+            print("  B took \(requests("/v1/changesets")) push(es) as requests of their own, the rest on a push stream; " +
+                  "\(requests("/v1/changesets/stream")) stream(s) ended during the run")
         }
         try await inProcess?.stop()
         // A failed round waits for its backoff before the next try: the likeliest cause of a slow outlier.

@@ -76,7 +76,8 @@ enum SlowPullersWorkload {
         let with = samples.max() ?? 0
         print(String(format: "  one whole pull: %.1f MB on the wire in %.2f s; every puller had the answer's head (%@ bytes read each)",
                      Double(wholeBytes) / 1_048_576, pullSeconds, Set(firstBytes).sorted().map(String.init).joined(separator: ", ")))
-        print(String(format: "  A's resident memory: %.0f MB before, %.0f MB with %d slow pullers (the most in 5 s): %.1f MB per puller, %.2f× the change set's %.1f MB",
+        print(String(format: "  A's resident memory: %.0f MB before, %.0f MB with %d slow pullers (the most in 5 s): " +
+                         "%.1f MB per puller, %.2f× the change set's %.1f MB",
                      before, with, pullers, (with - before) / Double(pullers), (with - before) / Double(pullers) / (Double(lineBytes) / 1_048_576),
                      Double(lineBytes) / 1_048_576))
     }

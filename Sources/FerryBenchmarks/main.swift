@@ -1,4 +1,4 @@
-// Workload W1 of DESIGN.md: insert N Person objects
+// Workload W1 of docs/PERFORMANCE.md: insert N Person objects
 // (name, id, manager link), B per save, through a Ferry context into a SQLite
 // store, and the same rows through raw sqlite3 prepared statements into an
 // identical schema with the same journal settings (WAL, synchronous=FULL).
@@ -26,7 +26,8 @@ struct Settings {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
             if argument == "--only" { only = iterator.next(); continue }
-            if ["--relay", "--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put", "--migrate", "--live", "--reads", "--slow-pullers", "--identity", "--large-push", "--feed-backlog"].contains(argument) { continue }
+            if ["--relay", "--predicates", "--replay", "--replicate", "--latency", "--decode", "--history", "--unique", "--bootstrap", "--put",
+                "--migrate", "--live", "--reads", "--slow-pullers", "--identity", "--large-push", "--feed-backlog"].contains(argument) { continue }
             let value = iterator.next().flatMap(Int.init)
             switch (argument, value) {
             // 0 runs the setup only (with --only), so instruction counts can subtract it.
@@ -34,7 +35,11 @@ struct Settings {
             case ("--batch", let v?) where v > 0: batch = v
             case ("--runs", let v?) where v > 0: runs = v
             default:
-                FileHandle.standardError.write(Data("usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] [--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N] [--relay]] [--relay] [--put] [--migrate [--count N]] [--live [--count N]] [--reads] [--slow-pullers [--count N] [--runs P] [--identity]] [--large-push [--count N] [--runs P]] [--feed-backlog [--count N]]\n".utf8))
+                let usage = "usage: FerryBenchmarks [--count N] [--batch B] [--runs R] [--only raw|raw32|ferry] [--predicates] " +
+                    "[--replay [--decode] [--unique]] [--replicate] [--latency] [--history] [--bootstrap [--count N] [--relay]] [--relay] " +
+                    "[--put] [--migrate [--count N]] [--live [--count N]] [--reads] [--slow-pullers [--count N] [--runs P] [--identity]] " +
+                    "[--large-push [--count N] [--runs P]] [--feed-backlog [--count N]]\n"
+                FileHandle.standardError.write(Data(usage.utf8))
                 exit(64)
             }
         }
@@ -90,7 +95,7 @@ func ferryInsert(_ settings: Settings, model: ManagedObjectModel, path: String, 
 enum RawSQLiteError: Error { case failed(String) }
 
 /// Raw inserts, one row per INSERT (the baseline of the targets), or `rowsPerStatement`
-/// rows per INSERT (the form Ferry's saves use since 2026-11-22; printed for reference).
+/// rows per INSERT (the form Ferry's saves use; printed for reference).
 func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, rowsPerStatement: Int = 1) throws -> Double {
     // Same schema as the store (tables and indexes), created by opening it once.
     _ = try SQLiteStore(path: path, model: model)
@@ -117,7 +122,11 @@ func rawInsert(_ settings: Settings, model: ManagedObjectModel, path: String, ro
                     let parameter = Int32(row * 4)
                     sqlite3_bind_int64(statement, parameter + 1, Int64(index + 1))
                     sqlite3_bind_int64(statement, parameter + 2, Int64(index))
-                    if let manager = managerIndex(of: index) { sqlite3_bind_int64(statement, parameter + 3, Int64(manager + 1)) } else { sqlite3_bind_null(statement, parameter + 3) }
+                    if let manager = managerIndex(of: index) {
+                        sqlite3_bind_int64(statement, parameter + 3, Int64(manager + 1))
+                    } else {
+                        sqlite3_bind_null(statement, parameter + 3)
+                    }
                     sqlite3_bind_text(statement, parameter + 4, "Person \(index)", -1, transient)
                     index += 1
                 }
@@ -298,7 +307,8 @@ do {
         FileHandle.standardError.write(Data("--count 0 is only meaningful with --only\n".utf8))
         exit(64)
     }
-    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, each in a fresh process (every save records its change set)")
+    print("W1 save: \(settings.count) Person objects, \(settings.batch) per save, best of \(settings.runs) runs, " +
+          "each in a fresh process (every save records its change set)")
     var bestFerry = Double.infinity
     var bestRaw = Double.infinity
     var bestRaw32 = Double.infinity
@@ -327,9 +337,10 @@ do {
     }
     printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestFerry, ferryLabel: "Ferry context + SQLiteStore:")
     printRates(count: settings.count, rawSeconds: bestRaw, ferrySeconds: bestSigned, ferryLabel: "the same, every change set signed:")
-    print(String(format: "signing costs %.1f%% of W1 (best signed %.3f s / best unsigned %.3f s; target <= 5%%)", (bestSigned / bestFerry - 1) * 100, bestSigned, bestFerry))
+    print(String(format: "signing costs %.1f%% of W1 (best signed %.3f s / best unsigned %.3f s; target <= 5%%)",
+                 (bestSigned / bestFerry - 1) * 100, bestSigned, bestFerry))
     // Ferry's saves insert up to 32 rows per statement; the same trick on the raw side, for reference
-    // (the target is against the one-row-per-INSERT baseline above, as it has been since issue 2).
+    // (the target is against the one-row-per-INSERT baseline above).
     print(String(format: "for reference, raw sqlite3 with 32 rows per INSERT: %.0f objects/s; Ferry/that: %.2fx",
                  Double(settings.count) / bestRaw32, bestRaw32 / bestFerry))
     let mb = { (bytes: Int) in Double(bytes) / 1_048_576 }

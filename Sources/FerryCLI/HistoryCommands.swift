@@ -9,7 +9,9 @@ struct StateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "state",
         abstract: "Print the store's UUID, model hash and version vector as one JSON line.",
-        discussion: #"Output: {"model":HASH,"public_key":BASE64,"store":UUID,"vector":{UUID:SEQ,…}}. The vector says, per origin store, the last change set taken in; public_key is the store's signing key's public half (left out when its key file is not there)."#
+        discussion: #"Output: {"model":HASH,"public_key":BASE64,"store":UUID,"vector":{UUID:SEQ,…}}. "# +
+            #"The vector says, per origin store, the last change set taken in; "# +
+            #"public_key is the store's signing key's public half (left out when its key file is not there)."#
     )
 
     @Option(name: .long, help: "The store file (SQLite).")
@@ -45,7 +47,8 @@ struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
         abstract: "Print the change sets the store has and a vector does not cover, one JSON line each.",
-        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is, each written as it is read (one state of the history, whatever is saved meanwhile). See docs/PROTOCOL.md.",
+        discussion: "The lines come in the order the store took them in, which `ferry apply` can apply as is, " +
+            "each written as it is read (one state of the history, whatever is saved meanwhile). See docs/PROTOCOL.md.",
         subcommands: [PurgeCommand.self]
     )
 
@@ -108,7 +111,8 @@ struct PurgeCommand: ParsableCommand {
         guard retention >= 0 else { throw ValidationError("--retention must be 0 or more seconds") }
         if let tombstoneHorizon {
             guard tombstoneHorizon >= retention else {
-                throw ValidationError("--tombstone-horizon must be at least --retention: a delete must be remembered as long as the change set that made it is kept")
+                throw ValidationError("--tombstone-horizon must be at least --retention: " +
+                                      "a delete must be remembered as long as the change set that made it is kept")
             }
         }
     }
@@ -135,7 +139,8 @@ struct PurgeCommand: ParsableCommand {
                     guard missing.isEmpty else {
                         let list = missing.keys.map { "\($0.uuidString) through \(missing[$0] ?? 0)" }.sorted().joined(separator: ", ")
                         throw CLIError("--tombstone-horizon: the peer of --acknowledged \(file) holds change sets this store has not taken in (\(list)); "
-                                       + "they may not know deletes the horizon would forget, and would then be refused. Sync with that peer first, then purge.")
+                                       + "they may not know deletes the horizon would forget, and would then be refused. "
+                                       + "Sync with that peer first, then purge.")
                     }
                 }
             }
@@ -205,7 +210,8 @@ struct ConflictsCommand: ParsableCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print each quarantined change set as {\"origin\",\"seq\",\"reason\"}, one per line, then the held ones, then those applied although they left the store breaking a rule of the model (status left-invalid)."
+            abstract: "Print each quarantined change set as {\"origin\",\"seq\",\"reason\"}, one per line, then the held ones, " +
+                "then those applied although they left the store breaking a rule of the model (status left-invalid)."
         )
 
         @OptionGroup var options: StoreOptions

@@ -62,7 +62,8 @@ struct InitCommand: AsyncParsableCommand {
         }
         try writeSigningKey(to: keyPath)
         print(installed.identifier.uuidString)
-        StandardError.write("started from a snapshot of \(installed.source.uuidString): \(installed.vector.values.reduce(0, +)) change sets taken in, \(installed.adoptedObjects) of its own objects named by its URIs")
+        StandardError.write("started from a snapshot of \(installed.source.uuidString): \(installed.vector.values.reduce(0, +)) change sets taken in, " +
+                            "\(installed.adoptedObjects) of its own objects named by its URIs")
     }
 
     /// Makes the new store's signing key and says where it is.

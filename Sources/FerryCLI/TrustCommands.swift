@@ -41,12 +41,14 @@ struct KeyCommand: ParsableCommand {
             do { try next.write(to: pending) } catch { throw CLIError("\(error) (a rotation cut short leaves it: remove it and run again)") }
             do {
                 let first = (try store.historyState().vector[store.identifier] ?? 0) + 1
-                let endorsement = try current.signature(of: ChangeSetSignature.rotationMessage(origin: store.identifier, firstSequence: first, publicKey: next.publicKey))
+                let endorsement = try current.signature(of: ChangeSetSignature.rotationMessage(origin: store.identifier, firstSequence: first,
+                                                                                                 publicKey: next.publicKey))
                 try store.recordOriginKey(OriginKey(origin: store.identifier, publicKey: next.publicKey, firstSequence: first,
                                                     endorsement: endorsement, source: .own))
                 let retired = keyPath + ".retired-" + Date().formatted(.iso8601).replacingOccurrences(of: ":", with: "")
                 guard rename(keyPath, retired) == 0, rename(pending, keyPath) == 0 else {
-                    throw CLIError("the store now signs with \(next.publicKey), whose key is at \(pending), but it could not be moved to \(keyPath) (\(String(cString: strerror(errno)))); move it there by hand")
+                    throw CLIError("the store now signs with \(next.publicKey), whose key is at \(pending), " +
+                                   "but it could not be moved to \(keyPath) (\(String(cString: strerror(errno)))); move it there by hand")
                 }
                 print(next.publicKey)
                 StandardError.write("the store signs its change sets from \(first) on with \(next.publicKey); the old key is at \(retired)")
@@ -109,7 +111,9 @@ struct TrustCommand: ParsableCommand {
 
         func run() throws {
             let originID = try TrustCommand.storeIdentifier(origin)
-            guard VerifyingKey(base64: key) != nil else { throw CLIError("--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)") }
+            guard VerifyingKey(base64: key) != nil else {
+                throw CLIError("--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)")
+            }
             guard from >= 1 else { throw CLIError("--from must be a sequence number ≥ 1") }
             let store = try options.openSQLiteStore()
             guard originID != store.identifier else { throw CLIError("\(origin) is this store; its own key is managed with `ferry key rotate`") }
@@ -143,7 +147,8 @@ struct TrustCommand: ParsableCommand {
             }
             let store = try options.openSQLiteStore()
             guard var held = try store.originKeys().first(where: { $0.origin == originID && $0.publicKey == key }) else {
-                throw CLIError("the store holds no key \(key) for \(origin) (`ferry trust list`); a key pinned in the daemon's configuration is revoked there (trust.revoked)")
+                throw CLIError("the store holds no key \(key) for \(origin) (`ferry trust list`); " +
+                               "a key pinned in the daemon's configuration is revoked there (trust.revoked)")
             }
             held.revokedAfter = HybridTimestamp.wall(date)
             do {

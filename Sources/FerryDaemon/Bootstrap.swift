@@ -89,7 +89,8 @@ enum Bootstrap {
                     do {
                         carried += Self.taken(try engine.apply(lines: [line]))
                     } catch let error as HistoryError {
-                        let reason = "carried over from this store's file before it started again from a snapshot of \(prepared.peer), and refused there: \(error)"
+                        let reason = "carried over from this store's file before it started again from a snapshot of \(prepared.peer), " +
+                            "and refused there: \(error)"
                         switch try ChangeSetCodec.decode(line, model: model, versionHash: new.modelVersionHash) {
                         case .changeSet(let changeSet):
                             try new.recordReceived(changeSet, body: line, as: ReceivedRecord(quarantineReason: reason))
@@ -165,7 +166,9 @@ actor BootstrapRequest {
         do {
             let ready = try await Bootstrap.prepare(from: client, peer: peer, storePath: storePath, model: model, earlierModels: earlierModels)
             prepared = ready
-            logger.notice("snapshot of \(peer) installed (\(ready.installed.vector.values.reduce(0, +)) change sets taken in); restarting the daemon's services on it")
+            let message = "snapshot of \(peer) installed (\(ready.installed.vector.values.reduce(0, +)) change sets taken in); " +
+                "restarting the daemon's services on it"
+            logger.notice("\(message)")
             await stopServices?()
         } catch {
             logger.error("could not take a snapshot of \(peer) to start again from: \(error); the store stays as it is, and the next 410 tries again")

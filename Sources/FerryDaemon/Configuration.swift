@@ -235,7 +235,9 @@ extension Configuration {
         func fail(_ message: String) -> ConfigurationError { ConfigurationError(description: "\(file): \(message)") }
         let document: Document
         do {
-            guard let node = try Yams.compose(yaml: text) else { throw fail("the file is empty; it needs at least store.path, store.model and server.tokens_file") }
+            guard let node = try Yams.compose(yaml: text) else {
+                throw fail("the file is empty; it needs at least store.path, store.model and server.tokens_file")
+            }
             try checkKeys(node, fail: fail)
             document = try YAMLDecoder().decode(Document.self, from: node)
         } catch let error as ConfigurationError {
@@ -316,7 +318,9 @@ extension Configuration {
             guard let tokenFile = entry.tokenFile, !tokenFile.isEmpty else { throw fail("missing key \(place).token_file") }
             var caFile: String?
             if let file = entry.caFile {
-                guard !file.isEmpty else { throw fail("\(place).ca_file is empty; name the peer's CA certificate file, or remove the key to use the system trust store") }
+                guard !file.isEmpty else {
+                    throw fail("\(place).ca_file is empty; name the peer's CA certificate file, or remove the key to use the system trust store")
+                }
                 if let plain = urls.first(where: { $0.scheme != "https" }) {
                     throw fail("\(place).ca_file is only for https:// peers; \(place) is reached at '\(plain.absoluteString)'")
                 }
@@ -342,7 +346,9 @@ extension Configuration {
         }
         if let caFile = scalar("server.tls.ca_file") {
             guard tls != nil else { throw fail("server.tls.ca_file needs server.tls.certificate and server.tls.key (it is the CA of that certificate)") }
-            guard !caFile.isEmpty else { throw fail("server.tls.ca_file is empty; name the CA certificate file, or remove the key to use the system trust store") }
+            guard !caFile.isEmpty else {
+                throw fail("server.tls.ca_file is empty; name the CA certificate file, or remove the key to use the system trust store")
+            }
         }
 
         let history = History(purgeInterval: try number("history.purge_interval", default: 3600, range: 0...(365 * 86400)),
@@ -401,7 +407,9 @@ extension Configuration {
         }
         func key(_ entry: [String: String], _ place: String) throws(ConfigurationError) -> String {
             guard let text = entry["key"] else { throw fail("missing key \(place).key (the store's public key, from its `ferry state`)") }
-            guard VerifyingKey(base64: text) != nil else { throw fail("\(place).key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it); found '\(text)'") }
+            guard VerifyingKey(base64: text) != nil else {
+                throw fail("\(place).key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it); found '\(text)'")
+            }
             return text
         }
         for (index, entry) in (section?.keys ?? []).enumerated() {
@@ -416,8 +424,11 @@ extension Configuration {
         for (index, entry) in (section?.revoked ?? []).enumerated() {
             let place = "trust.revoked[\(index)]"
             guard let text = entry["after"] else { throw fail("missing key \(place).after (an ISO 8601 time such as 2026-11-24T12:00:00Z)") }
-            guard let date = try? Date(text, strategy: .iso8601) else { throw fail("\(place).after must be an ISO 8601 time such as 2026-11-24T12:00:00Z; found '\(text)'") }
-            policy.revocations.append(OriginTrust.Revocation(origin: try origin(entry, place), publicKey: try key(entry, place), after: HybridTimestamp.wall(date)))
+            guard let date = try? Date(text, strategy: .iso8601) else {
+                throw fail("\(place).after must be an ISO 8601 time such as 2026-11-24T12:00:00Z; found '\(text)'")
+            }
+            policy.revocations.append(OriginTrust.Revocation(origin: try origin(entry, place), publicKey: try key(entry, place),
+                                                             after: HybridTimestamp.wall(date)))
         }
         return policy
     }
@@ -442,7 +453,9 @@ extension Configuration {
                         throw fail("trust.\(childName) must be a single value")
                     }
                     for (index, entry) in list.enumerated() {
-                        guard let entryMapping = entry.mapping else { throw fail("trust.\(childName)[\(index)] must be a mapping with \(allowed.sorted().joined(separator: ", "))") }
+                        guard let entryMapping = entry.mapping else {
+                            throw fail("trust.\(childName)[\(index)] must be a mapping with \(allowed.sorted().joined(separator: ", "))")
+                        }
                         try checkKeys(entryMapping, allowed: allowed, place: "trust.\(childName)[\(index)].", fail: fail)
                     }
                 }

@@ -132,7 +132,8 @@ public enum Daemon {
         }
         let (key, created) = try StoreSigningKey.loadOrCreate(at: configuration.store.signingKey)
         if created {
-            logger.notice("made the store's signing key (it had none)", metadata: ["file": .string(configuration.store.signingKey), "public_key": .string(key.publicKey)])
+            logger.notice("made the store's signing key (it had none)",
+                          metadata: ["file": .string(configuration.store.signingKey), "public_key": .string(key.publicKey)])
         }
         let store = try SQLiteStore(path: configuration.store.path, model: settings.model, options: .init(
             earlierModels: settings.earlierModels,
@@ -168,7 +169,8 @@ public enum Daemon {
             switch event {
             case .learned(let key, let peer):
                 logger.notice("trusting a key", metadata: ["origin": .string(key.origin.uuidString), "public_key": .string(key.publicKey),
-                                                           "from": .string(String(key.firstSequence)), "how": .string(key.source.rawValue), "peer": .string(peer)])
+                                                           "from": .string(String(key.firstSequence)), "how": .string(key.source.rawValue),
+                                                           "peer": .string(peer)])
             case .conflict:
                 Counter(label: "ferry_key_conflicts_total").increment()
                 logger.error("\(event.description)")
@@ -310,7 +312,9 @@ public enum Daemon {
         let available = Int(clamping: limit.rlim_cur) - reservedDescriptors - 4 * peers
         let cap = max(2, min(configured, available))
         if cap < configured {
-            logger.warning("server.max_connections lowered from \(configured) to \(cap): this process may open only \(limit.rlim_cur) file descriptors; raise LimitNOFILE or lower server.max_connections")
+            let message = "server.max_connections lowered from \(configured) to \(cap): " +
+                "this process may open only \(limit.rlim_cur) file descriptors; raise LimitNOFILE or lower server.max_connections"
+            logger.warning("\(message)")
         }
         return cap
     }

@@ -149,8 +149,8 @@ public actor SyncCoordinator {
 
     /// A push round with `peer` after a commit, on the caller's task (the sync loop's, which is
     /// cancelled only when the daemon stops: the round then stops between change sets), after any
-    /// round already running. Starting a task per commit woke one more thread on the path of every
-    /// save (docs/PERFORMANCE.md, "Ninth look at W4").
+    /// round already running. Starting a task per commit would wake one more thread on the path of
+    /// every save (W4 in docs/PERFORMANCE.md).
     func pushRound(peer: String, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         await inTurn(peer: peer, pull: false, push: true, prefetched: nil, progress: progress)
     }
@@ -259,8 +259,8 @@ public actor SyncCoordinator {
                 }
                 // A push-only round that had nothing to send (after each commit that took in the peer's own
                 // change sets, for one) takes the store's vector as the endpoint last read it (at the end of
-                // that apply) instead of reading it again: that read came right after the replay's commit,
-                // on a processor the store's readers wanted then (docs/PERFORMANCE.md, "Ninth look at W4").
+                // that apply) instead of reading it again: that read would come right after the replay's
+                // commit, on a processor the store's readers want then (W4 in docs/PERFORMANCE.md).
                 // An older vector only holds an acknowledgement back, and the next round that sends or
                 // pulls anything reads it afresh.
                 let local = !pull && result.pushed == ApplyReport() ? await endpoint.lastReadVector : try? await endpoint.vector()
@@ -313,12 +313,16 @@ public actor SyncCoordinator {
             Counter(label: "ferry_history_purged_changesets_total").increment(by: report.changeSets)
             Counter(label: "ferry_history_forgotten_tombstones_total").increment(by: report.tombstones)
             if report.changeSets + report.tombstones + report.aliases > 0 {
-                logger.info("purged \(report.changeSets) change sets every peer has; forgot \(report.tombstones) tombstones and \(report.aliases) aliases past the horizon")
+                let message = "purged \(report.changeSets) change sets every peer has; " +
+                    "forgot \(report.tombstones) tombstones and \(report.aliases) aliases past the horizon"
+                logger.info("\(message)")
             }
             if !acknowledgements.silent.isEmpty {
                 logger.debug("no change set purged: no successful round yet with \(acknowledgements.silent.joined(separator: ", "))")
             } else if !acknowledgements.unstable.isEmpty {
-                logger.debug("no tombstone forgotten: this store has not yet taken in everything \(acknowledgements.unstable.joined(separator: ", ")) held when it acknowledged")
+                let message = "no tombstone forgotten: this store has not yet taken in everything " +
+                    "\(acknowledgements.unstable.joined(separator: ", ")) held when it acknowledged"
+                logger.debug("\(message)")
             }
             _ = await historySize()
             return report

@@ -56,7 +56,8 @@ public struct LightweightMigration: Sendable {
                 continue
             }
             if renamed(old.parentName) != entity.parentName {
-                problems.append("\(place) changed parent from \(old.parentName ?? "none") to \(entity.parentName ?? "none"); Core Data infers no migration for a changed hierarchy")
+                problems.append("\(place) changed parent from \(old.parentName ?? "none") to \(entity.parentName ?? "none"); " +
+                                "Core Data infers no migration for a changed hierarchy")
             }
             if !old.isAbstract && entity.isAbstract {
                 problems.append("\(place) became abstract, but the store may hold objects of it")
@@ -76,14 +77,16 @@ public struct LightweightMigration: Sendable {
                         if let value = attribute.defaultValue {
                             defaultsToFill.append((PropertyReference(entity: entity.name, property: attribute.name), value))
                         } else {
-                            problems.append("\(place): new attribute '\(attribute.name)' is required and has no default value; existing objects would have none (give it a default value, or make it optional)")
+                            problems.append("\(place): new attribute '\(attribute.name)' is required and has no default value; " +
+                                            "existing objects would have none (give it a default value, or make it optional)")
                         }
                     case .relationship(let relationship):
                         if !relationship.isOptional {
                             problems.append("\(place): new relationship '\(relationship.name)' is required; existing objects have none (make it optional)")
                         }
                         if let inverse = relationship.inverseName, versions.propertyMatches[relationship.destinationEntityName]?[inverse] != nil {
-                            problems.append("\(place): new relationship '\(relationship.name)' is the inverse of the existing '\(relationship.destinationEntityName).\(inverse)', which changes how that one is stored")
+                            problems.append("\(place): new relationship '\(relationship.name)' is the inverse of the existing " +
+                                            "'\(relationship.destinationEntityName).\(inverse)', which changes how that one is stored")
                         }
                     default:
                         break
@@ -106,7 +109,8 @@ public struct LightweightMigration: Sendable {
                         if let value = attribute.defaultValue {
                             defaultsToFill.append((PropertyReference(entity: entity.name, property: attribute.name), value))
                         } else {
-                            problems.append("\(name) became required without a default value; stored objects may have none (give it a default value, as Core Data's lightweight migration needs)")
+                            problems.append("\(name) became required without a default value; " +
+                                            "stored objects may have none (give it a default value, as Core Data's lightweight migration needs)")
                         }
                     }
                 case .relationship(let relationship):
@@ -116,7 +120,9 @@ public struct LightweightMigration: Sendable {
                         problems.append("\(name) changed destination from \(stored.destinationEntityName) to \(relationship.destinationEntityName)")
                     }
                     let ownsJoinTable = model.writesOwnJoinTable(relationship, of: entity)
-                    let inverseWasToMany = stored.inverseName.flatMap { previous.entity(named: stored.destinationEntityName)?.relationship(named: $0) }.map(\.isToMany) ?? true
+                    let inverseWasToMany = stored.inverseName
+                        .flatMap { previous.entity(named: stored.destinationEntityName)?.relationship(named: $0) }
+                        .map(\.isToMany) ?? true
                     if !stored.isToMany && relationship.isToMany && !relationship.isOrdered && ownsJoinTable && inverseWasToMany {
                         if old.ownRelationships.contains(where: { $0.name == oldProperty }) {
                             toManyConversions.append(PropertyReference(entity: entity.name, property: relationship.name))
@@ -125,15 +131,20 @@ public struct LightweightMigration: Sendable {
                         let why = relationship.isOrdered ? "to an ordered to-many"
                             : !inverseWasToMany ? "from one-to-one (the facts would move to the other side)"
                             : "into a many-to-many whose join table the other side writes (its name sorts first; rename one side, or add a new relationship)"
-                        problems.append("\(name) changed from to-one to to-many \(why); Ferry migrates a to-one that becomes an unordered to-many only when this side writes the join table (docs/STORE.md)")
+                        problems.append("\(name) changed from to-one to to-many \(why); " +
+                                        "Ferry migrates a to-one that becomes an unordered to-many only when this side writes the join table (docs/STORE.md)")
                     } else if stored.isToMany != relationship.isToMany || stored.isOrdered != relationship.isOrdered {
-                        problems.append("\(name) changed from \(Self.kind(toMany: stored.isToMany, ordered: stored.isOrdered)) to \(Self.kind(toMany: relationship.isToMany, ordered: relationship.isOrdered)); Ferry does not migrate a change of cardinality or order yet (docs/STORE.md says why; keep the old relationship, add a new one and copy the objects in code)")
+                        let from = Self.kind(toMany: stored.isToMany, ordered: stored.isOrdered)
+                        let to = Self.kind(toMany: relationship.isToMany, ordered: relationship.isOrdered)
+                        problems.append("\(name) changed from \(from) to \(to); Ferry does not migrate a change of cardinality or order yet " +
+                                        "(docs/STORE.md says why; keep the old relationship, add a new one and copy the objects in code)")
                     }
                     let newInverseOld = relationship.inverseName.flatMap { inverse in
                         model.entity(named: relationship.destinationEntityName)?.relationship(named: inverse).map { $0.renamingIdentifier ?? $0.name }
                     }
                     if stored.inverseName != newInverseOld && stored.inverseName != relationship.inverseName {
-                        problems.append("\(name) changed its inverse from \(stored.inverseName ?? "none") to \(relationship.inverseName ?? "none"), which changes how it is stored")
+                        problems.append("\(name) changed its inverse from \(stored.inverseName ?? "none") to \(relationship.inverseName ?? "none"), " +
+                                        "which changes how it is stored")
                     }
                     if stored.isOptional && !relationship.isOptional {
                         problems.append("\(name) became required; stored objects may have none")

@@ -178,7 +178,8 @@ private struct ModelResolver {
                     throw ModelError(.inconsistentModel, "entity '\(ancestorName)' has a property with an empty name")
                 }
                 if indexByName[property.name] != nil {
-                    throw ModelError(.inconsistentModel, "entity '\(name)' has two properties named '\(property.name)' (one may be inherited); property names must be unique along the inheritance chain")
+                    throw ModelError(.inconsistentModel, "entity '\(name)' has two properties named '\(property.name)' (one may be inherited); " +
+                                     "property names must be unique along the inheritance chain")
                 }
                 indexByName[property.name] = properties.count
                 properties.append(property)
@@ -186,7 +187,8 @@ private struct ModelResolver {
         }
         for attribute in entity.ownAttributes {
             if let value = attribute.defaultValue, !value.fits(attribute.type) {
-                throw ModelError(.inconsistentModel, "entity '\(name)' attribute '\(attribute.name)': default value \(value.modelString) is not a valid \(attribute.type.xcodeName)")
+                throw ModelError(.inconsistentModel, "entity '\(name)' attribute '\(attribute.name)': " +
+                                 "default value \(value.modelString) is not a valid \(attribute.type.xcodeName)")
             }
             if let pattern = attribute.validation.regularExpression, (try? NSRegularExpression(pattern: pattern)) == nil {
                 throw ModelError(.inconsistentModel, "entity '\(name)' attribute '\(attribute.name)': regular expression '\(pattern)' does not compile")
@@ -199,7 +201,8 @@ private struct ModelResolver {
                 }
                 let property = properties[index]
                 if !property.isPersistent || property.relationship?.isToMany == true {
-                    throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)'; constraints take stored attributes and to-one relationships only")
+                    throw ModelError(.inconsistentModel, "entity '\(name)' has a uniqueness constraint on '\(key)'; " +
+                                     "constraints take stored attributes and to-one relationships only")
                 }
             }
         }
@@ -230,10 +233,12 @@ private struct ModelResolver {
                 throw ModelError(.inconsistentModel, "\(place): inverse '\(inverseName)' is not a relationship of '\(destination.name)'")
             }
             guard entity.ancestry.contains(inverse.destinationEntityName) else {
-                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' points at '\(inverse.destinationEntityName)', not at '\(entity.name)' or one of its parents")
+                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' " +
+                                 "points at '\(inverse.destinationEntityName)', not at '\(entity.name)' or one of its parents")
             }
             if let back = inverse.inverseName, back != relationship.name {
-                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' names '\(back)' as its own inverse; the two must name each other")
+                throw ModelError(.inconsistentModel, "\(place): its inverse '\(destination.name).\(inverseName)' names '\(back)' as its own inverse; " +
+                                 "the two must name each other")
             }
             if relationship.isTransient != inverse.isTransient {
                 throw ModelError(.inconsistentModel, "\(place): a relationship and its inverse must both be transient or both persistent")
@@ -269,7 +274,9 @@ private struct ModelResolver {
             var source: AttributeDescription?
             if let name = derivation.sourceAttribute {
                 guard let found = owner.attribute(named: name) else { throw refuse("'\(name)' is not an attribute of '\(owner.name)'") }
-                if found.isTransient || found.derivation != nil { throw refuse("it reads '\(owner.name).\(name)', which is \(found.isTransient ? "transient" : "derived itself")") }
+                if found.isTransient || found.derivation != nil {
+                    throw refuse("it reads '\(owner.name).\(name)', which is \(found.isTransient ? "transient" : "derived itself")")
+                }
                 source = found
             }
             let fits: Bool = switch form {

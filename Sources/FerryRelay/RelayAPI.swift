@@ -106,73 +106,20 @@ struct RelayAPI: Sendable {
         return FerryAPI.json(state.json)
     }
 
-    /// A POST pull's body: `after` and `limit` as a daemon takes them; `wait_ms`, how long to hold the
-    /// answer while there is nothing new; `store`, the caller's UUID (what retention waits for).
-    struct PullQuery: Decodable {
-        var after: VersionVector = [:]
-        var limit = 500
-        var waitMilliseconds = 0
-        var store: UUID?
-
-        private enum CodingKeys: String, CodingKey { case after, limit, waitMilliseconds = "wait_ms", store }
-
-        init() {}
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            if container.contains(.after) { after = try container.decode(WireVector.self, forKey: .after).vector }
-            if container.contains(.limit) { limit = try container.decode(Int.self, forKey: .limit) }
-            if container.contains(.waitMilliseconds) { waitMilliseconds = try container.decode(Int.self, forKey: .waitMilliseconds) }
-            if container.contains(.store) {
-                let text = try container.decode(String.self, forKey: .store)
-                guard let uuid = ObjectURIComponents.uuid(text) else {
-                    throw DecodingError.dataCorruptedError(forKey: .store, in: container, debugDescription: "'store' must be a store UUID")
-                }
-                store = uuid
-            }
-        }
-    }
-
     private func pullFromBody(_ request: Request) async throws -> Response {
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: PullRoute.maximumRequestBytes)
-        } catch {
-            throw APIError.contentTooLarge("a pull request's body takes at most \(PullRoute.maximumRequestBytes) bytes")
-        }
-        let query: PullQuery
-        do {
-            query = try WireJSON.decode(PullQuery.self, from: Data(buffer: body))
-        } catch {
-            throw APIError.badRequest("a pull's body must be {\"after\": {\"<store UUID>\": 12, …}, \"limit\": 500, \"wait_ms\": 0}: \(error)")
-        }
-        return try await pull(query, request: request)
+        try await pull(try await PullRequest.fromBody(of: request), request: request)
     }
 
     private func pullFromQuery(_ request: Request) async throws -> Response {
-        var query = PullQuery()
-        do {
-            let after = (request.uri.queryParameters.get("after") ?? "{}").replacingOccurrences(of: "+", with: " ")
-            query.after = try ChangeSetCodec.decodeVector(after)
-        } catch {
-            throw APIError.badRequest("'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error)")
-        }
-        let limitText = request.uri.queryParameters.get("limit") ?? "500"
-        guard let limit = Int(limitText) else {
-            throw APIError.badRequest("'limit' must be a whole number from 1 to \(PullRoute.maximumLimit); found '\(limitText)'")
-        }
-        query.limit = limit
-        return try await pull(query, request: request)
+        try await pull(try PullRequest.fromQuery(of: request), request: request)
     }
 
-    private func pull(_ query: PullQuery, request: Request) async throws -> Response {
-        guard (1...PullRoute.maximumLimit).contains(query.limit) else {
-            throw APIError.badRequest("'limit' must be a whole number from 1 to \(PullRoute.maximumLimit); found \(query.limit)")
-        }
-        guard query.waitMilliseconds >= 0 else { throw APIError.badRequest("'wait_ms' must be 0 or more milliseconds; found \(query.waitMilliseconds)") }
+    private func pull(_ query: PullRequest, request: Request) async throws -> Response {
         let purged = try await purgedThrough()
         if let (origin, through) = purged.first(where: { query.after[$0.key, default: 0] < $0.value }) {
-            throw APIError.gone("the change sets of \(origin.uuidString) up to \(through) were purged from this relay (retention), and the vector asks for some of them; start this store again from a daemon's snapshot (sync.bootstrap does it by itself from a daemon peer)")
+            throw APIError.gone("the change sets of \(origin.uuidString) up to \(through) were purged from this relay (retention), " +
+                                "and the vector asks for some of them; " +
+                                "start this store again from a daemon's snapshot (sync.bootstrap does it by itself from a daemon peer)")
         }
         if let store = query.store { pulls.note(store, query.after) }
         let wait = min(Duration.milliseconds(query.waitMilliseconds), Self.longestWait)
@@ -235,7 +182,9 @@ struct RelayAPI: Sendable {
                     try await database.piece(of: changeSet.origin, sequence: changeSet.sequence, index: index)
                 }
                 guard var piece = read else {
-                    database.logger.warning("a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone (dropped by retention while it was sent)")
+                    let message = "a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) " +
+                        "is gone (dropped by retention while it was sent)"
+                    database.logger.warning("\(message)")
                     throw RelayError("piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
                 }
                 try await send(&piece)
@@ -295,7 +244,9 @@ struct RelayAPI: Sendable {
     /// file it is; 404 while none was.
     private func snapshot() async throws -> Response {
         guard let newest = try await databaseWork("look for a snapshot", { try await database.newestSnapshot() }) else {
-            throw APIError.notFound("no daemon has uploaded a snapshot to this relay yet (snapshot_upload_interval on a daemon's entry for the relay); start the new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), or let it pull the whole history from the relay")
+            throw APIError.notFound("no daemon has uploaded a snapshot to this relay yet (snapshot_upload_interval on a daemon's entry for the relay); " +
+                                    "start the new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), " +
+                                    "or let it pull the whole history from the relay")
         }
         let source = self.database
         let body = ResponseBody(contentLength: Int(newest.size)) { writer in
@@ -322,9 +273,9 @@ struct RelayAPI: Sendable {
     private func offerKeys(_ request: Request, logger: Logger) async throws -> Response {
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: PullRoute.maximumRequestBytes)
+            body = try await request.body.collect(upTo: PullRequest.maximumRequestBytes)
         } catch {
-            throw APIError.contentTooLarge("a key offer takes at most \(PullRoute.maximumRequestBytes) bytes")
+            throw APIError.contentTooLarge("a key offer takes at most \(PullRequest.maximumRequestBytes) bytes")
         }
         let offer: KeyOffer
         do {
@@ -355,7 +306,8 @@ struct RelayAPI: Sendable {
         }
         if let allowedOrigins, !allowedOrigins.contains(source) {
             Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "origin")]).increment()
-            throw APIError.forbidden("this token may push for \(allowedOrigins.map(\.uuidString).sorted().joined(separator: ", ")) only (origins= in the tokens file), not upload a snapshot of \(source.uuidString)")
+            throw APIError.forbidden("this token may push for \(allowedOrigins.map(\.uuidString).sorted().joined(separator: ", ")) only " +
+                                     "(origins= in the tokens file), not upload a snapshot of \(source.uuidString)")
         }
         let id = try await databaseWork("start storing a snapshot") { try await database.beginSnapshot(of: source) }
         var size: Int64 = 0

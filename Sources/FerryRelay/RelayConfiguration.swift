@@ -136,7 +136,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         func seconds(_ section: String, _ key: String) throws(RelayConfigurationError) -> TimeInterval? {
             guard let text = scalar(section, key) else { return nil }
-            guard let value = Double(text), value >= 0, value.isFinite else { throw fail("\(section).\(key) must be a number of seconds ≥ 0; found '\(text)'") }
+            guard let value = Double(text), value >= 0, value.isFinite else {
+                throw fail("\(section).\(key) must be a number of seconds ≥ 0; found '\(text)'")
+            }
             return value
         }
 
@@ -161,7 +163,8 @@ public struct RelayConfiguration: Sendable, Equatable {
         server.maxBodyBytes = try integer("server", "max_body_bytes", 1024...(1 << 30)) ?? server.maxBodyBytes
         if let largest = try integer("server", "max_change_set_bytes", 1024...(1 << 31)) {
             guard largest >= server.maxBodyBytes else {
-                throw fail("server.max_change_set_bytes (\(largest)) must be at least server.max_body_bytes (\(server.maxBodyBytes)): it is what one change set alone may be, past the usual request body")
+                throw fail("server.max_change_set_bytes (\(largest)) must be at least server.max_body_bytes (\(server.maxBodyBytes)): " +
+                           "it is what one change set alone may be, past the usual request body")
             }
             server.maxChangeSetBytes = largest
         } else {
@@ -198,7 +201,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         for (index, entry) in (sectionsSeen["trust"]?["keys"]?.sequence ?? []).enumerated() {
             let place = "trust.keys[\(index)]"
             guard let mapping = entry.mapping else { throw fail("\(place) must be a mapping with origin, key and (optionally) from") }
-            guard let originText = mapping["origin"]?.string, let origin = UUID(uuidString: originText) else { throw fail("\(place).origin must be a store UUID") }
+            guard let originText = mapping["origin"]?.string, let origin = UUID(uuidString: originText) else {
+                throw fail("\(place).origin must be a store UUID")
+            }
             guard let key = mapping["key"]?.string, VerifyingKey(base64: key) != nil else {
                 throw fail("\(place).key must be an Ed25519 public key in base64 (as `ferry state` prints it)")
             }
@@ -215,7 +220,9 @@ public struct RelayConfiguration: Sendable, Equatable {
                   let key = mapping["key"]?.string, let afterText = mapping["after"]?.string else {
                 throw fail("\(place) must be a mapping with origin, key and after (an ISO 8601 time)")
             }
-            guard let after = ISO8601DateFormatter().date(from: afterText) else { throw fail("\(place).after must be an ISO 8601 time, e.g. 2026-11-25T10:00:00Z") }
+            guard let after = ISO8601DateFormatter().date(from: afterText) else {
+                throw fail("\(place).after must be an ISO 8601 time, e.g. 2026-11-25T10:00:00Z")
+            }
             trust.revocations.append(OriginTrust.Revocation(origin: origin, publicKey: key, after: HybridTimestamp.wall(after)))
         }
         return RelayConfiguration(database: database, server: server, retention: retention, trust: trust)

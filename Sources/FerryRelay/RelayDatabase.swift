@@ -35,7 +35,7 @@ struct RelayDatabase: Sendable {
     /// The channel a push notifies on commit.
     static let channel = "ferry_changesets"
     /// The schema this relay writes; a database with a newer one is refused.
-    /// Schema 2 (2026-11-29) added `ferry_changeset_pieces` and the `pieces` and `size` columns of
+    /// Schema 2 added `ferry_changeset_pieces` and the `pieces` and `size` columns of
     /// `ferry_changesets`; a relay of schema 1 would serve a change set stored in pieces as an empty
     /// line, so a relay of schema 2 marks the database as such, and older relays refuse to start on it.
     static let schemaVersion = 2
@@ -157,12 +157,15 @@ struct RelayDatabase: Sendable {
             for try await (fleet, version) in rows.decode((UUID, Int).self) { found = (fleet, version) }
             if let (fleet, version) = found {
                 guard version <= Self.schemaVersion else {
-                    throw RelayError("the database holds relay tables of schema \(version); this Ferry writes schema \(Self.schemaVersion): upgrade Ferry on this relay")
+                    throw RelayError("the database holds relay tables of schema \(version); " +
+                                     "this Ferry writes schema \(Self.schemaVersion): upgrade Ferry on this relay")
                 }
                 if version < Self.schemaVersion {
                     // (Relays of the older schema still running go on until they restart; docs/FLEET.md, "Upgrading relays".)
                     try await connection.query("UPDATE ferry_relay SET schema_version = \(Self.schemaVersion)", logger: logger)
-                    logger.notice("upgraded the relay tables from schema \(version) to \(Self.schemaVersion); relays of an older Ferry now refuse this database")
+                    let message = "upgraded the relay tables from schema \(version) to \(Self.schemaVersion); " +
+                        "relays of an older Ferry now refuse this database"
+                    logger.notice("\(message)")
                 }
                 return fleet
             }
@@ -260,7 +263,8 @@ struct RelayDatabase: Sendable {
                 for try await _ in locked.decode((UUID, Int64).self) {}
                 let inserted = try await connection.query("""
                     INSERT INTO ferry_changesets (origin, seq, hlc, deps, changes, line, pieces, size)
-                    SELECT * FROM unnest(\(origins)::uuid[], \(sequences)::int8[], \(clocks)::int8[], \(dependencies)::text[], \(changeCounts)::int4[], \(lines)::bytea[],
+                    SELECT * FROM unnest(\(origins)::uuid[], \(sequences)::int8[], \(clocks)::int8[], \(dependencies)::text[], \
+                    \(changeCounts)::int4[], \(lines)::bytea[],
                                          \(pieceCounts)::int4[], \(sizes)::int8[])
                     ON CONFLICT DO NOTHING RETURNING origin, seq, changes
                     """, logger: logger)

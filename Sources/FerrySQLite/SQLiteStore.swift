@@ -150,7 +150,8 @@ public final class SQLiteStore: PersistentStore {
             configuration.readonly = true
             if Self.isOnReadOnlyFileSystem(directory) {
                 guard sqlite3_compileoption_used("USE_URI") == 1 else {  // (for `immutable=1`)
-                    throw StoreError.unavailable(path: path, reason: "the file system is read-only, and this SQLite library cannot open a file as immutable (it was built without URI file names)")
+                    throw StoreError.unavailable(path: path, reason: "the file system is read-only, " +
+                                                 "and this SQLite library cannot open a file as immutable (it was built without URI file names)")
                 }
                 readOnlyFolder = directory
                 let log = Self.fileSize(path + "-wal")
@@ -162,7 +163,8 @@ public final class SQLiteStore: PersistentStore {
                     let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
                     openPath = "file:\(escaped)?immutable=1"
                     if logHoldsCommits {
-                        unreadLog = "cannot read the store's write-ahead log (\(path)-wal, \(log) bytes; its -shm file is missing): commits it holds are not served until the store opens"
+                        unreadLog = "cannot read the store's write-ahead log (\(path)-wal, \(log) bytes; its -shm file is missing): " +
+                            "commits it holds are not served until the store opens"
                     }
                 }
             }
@@ -483,7 +485,8 @@ public final class SQLiteStore: PersistentStore {
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let readOnlyFolder, !Self.isOnReadOnlyFileSystem(readOnlyFolder) {
-            throw StoreError.unavailable(path: path, reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
+            throw StoreError.unavailable(path: path,
+                                         reason: "the file system is writable again; this read-only view of the store is closed — open the store normally")
         }
         return try passingStoreErrors { try readers.read(body, otherwise: { try pool.read(body) }) }
     }

@@ -91,7 +91,8 @@ public struct AccessTokens: Sendable {
                 var parsed = Set<UUID>()
                 for text in last.dropFirst("origins=".count).split(separator: ",", omittingEmptySubsequences: false) {
                     guard let origin = UUID(uuidString: String(text)) else {
-                        throw AccessTokensError(description: "\(place): origins= takes store identifiers (UUIDs) separated by commas; '\(text.prefix(40))' is not one")
+                        throw AccessTokensError(description: "\(place): origins= takes store identifiers (UUIDs) separated by commas; " +
+                                                "'\(text.prefix(40))' is not one")
                     }
                     parsed.insert(origin)
                 }
@@ -104,22 +105,26 @@ public struct AccessTokens: Sendable {
                     throw AccessTokensError(description: "\(place): the role must be one of \(roles)")
                 }
                 if origins != nil, !role.allows(.push) || role == .admin {
-                    throw AccessTokensError(description: "\(place): origins= limits what a token may push; give it to a 'push' or 'peer' token, not to '\(role.rawValue)'")
+                    throw AccessTokensError(description: "\(place): origins= limits what a token may push; " +
+                                            "give it to a 'push' or 'peer' token, not to '\(role.rawValue)'")
                 }
                 entries.append((parts[1], Grant(role: role, pushOrigins: origins)))
             default:
-                throw AccessTokensError(description: "\(place): expected 'ROLE TOKEN' (ROLE one of \(roles)), optionally followed by 'origins=UUID,UUID', or a token alone")
+                throw AccessTokensError(description: "\(place): expected 'ROLE TOKEN' (ROLE one of \(roles)), " +
+                                        "optionally followed by 'origins=UUID,UUID', or a token alone")
             }
             guard let (token, grant) = entries.last else { continue }
             guard token.unicodeScalars.allSatisfy({ Self.tokenCharacters.contains($0) }) else {
-                throw AccessTokensError(description: "\(place): not a token line: a token is letters, digits and - . _ ~ + / = only (is this a tokens file? expected 'ROLE TOKEN' per line)")
+                throw AccessTokensError(description: "\(place): not a token line: a token is letters, digits and - . _ ~ + / = only " +
+                                        "(is this a tokens file? expected 'ROLE TOKEN' per line)")
             }
             if token.utf8.count < 16 {
                 throw AccessTokensError(description: "\(place): the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 32`)")
             }
             if let earlier = firstLine[token] {
                 guard earlier.grant == grant else {
-                    throw AccessTokensError(description: "\(place): the same token is listed on line \(earlier.line) with other rights; give each set of rights its own token")
+                    throw AccessTokensError(description: "\(place): the same token is listed on line \(earlier.line) with other rights; " +
+                                            "give each set of rights its own token")
                 }
             } else {
                 firstLine[token] = (number + 1, grant)
@@ -143,7 +148,8 @@ public struct AccessTokens: Sendable {
         }
         var info = stat()
         if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
-            warnings.append("\(file) can be read or written by users other than its owner (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)")
+            warnings.append("\(file) can be read or written by users other than its owner (mode \(String(info.st_mode & 0o777, radix: 8))); " +
+                            "run chmod 600 \(file)")
         }
         return warnings
     }

@@ -70,8 +70,8 @@ public struct FerryAPI: Sendable {
         router.add(middleware: MetricsMiddleware())
         if let connections { router.add(middleware: ConnectionPressureMiddleware(gauge: connections)) }
         var allowed: [String: [HTTPRequest.Method]] = [
-            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post], "/v1/changesets/stream": [.post], "/v1/snapshot": [.get],
-            "/v1/status": [.get], "/v1/sync": [.post],
+            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
+            "/v1/changesets/stream": [.post], "/v1/snapshot": [.get], "/v1/status": [.get], "/v1/sync": [.post],
         ]
         if metrics != nil { allowed["/metrics"] = [.get] }
         router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))

@@ -24,7 +24,8 @@ public struct FerryRequestContext: RequestContext {
             case .admin: "do this (it needs an admin token)"
             }
             Counter(label: "ferry_requests_forbidden_total", dimensions: [("reason", "role")]).increment()
-            logger.warning("refused a request beyond its token's role", metadata: ["needs": .string(permission.rawValue), "role": .string(role?.rawValue ?? "none")])
+            logger.warning("refused a request beyond its token's role",
+                           metadata: ["needs": .string(permission.rawValue), "role": .string(role?.rawValue ?? "none")])
             throw .forbidden("this token may not \(what): the tokens file gives it the role '\(role?.rawValue ?? "none")'")
         }
     }

@@ -15,25 +15,6 @@ import FerrySync
 /// pull between any two peers.
 package struct PullRoute: Sendable {
     let gate: StoreGate
-    /// Largest body of a POST pull (a vector of about 20,000 origins).
-    package static let maximumRequestBytes = 1 << 20
-
-    /// What a POST pull asks for: both members may be left out, but neither may be null.
-    struct Query: Decodable {
-        var after: VersionVector = [:]
-        var limit = 500
-
-        private enum CodingKeys: String, CodingKey { case after, limit }
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            if container.contains(.after) { after = try container.decode(WireVector.self, forKey: .after).vector }
-            if container.contains(.limit) { limit = try container.decode(Int.self, forKey: .limit) }
-        }
-    }
-
-    /// Most change sets one pull request may ask for.
-    package static let maximumLimit = 10_000
     /// Most change sets read from the store per streamed chunk.
     static let pageSize = 16
     /// Change sets in an answer's first chunk; later chunks are sized from the bytes
@@ -57,39 +38,14 @@ package struct PullRoute: Sendable {
 
     /// The answer to a GET pull (vector and limit in the query).
     func answer(_ request: Request, logger: Logger) async throws -> Response {
-        let vector: VersionVector
-        do {
-            // A form-encoded query writes spaces as '+', which never occurs in a vector's JSON otherwise.
-            let after = (request.uri.queryParameters.get("after") ?? "{}").replacingOccurrences(of: "+", with: " ")
-            vector = try ChangeSetCodec.decodeVector(after)
-        } catch {
-            throw APIError.badRequest("'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error.description)")
-        }
-        let limitText = request.uri.queryParameters.get("limit") ?? "500"
-        guard let limit = Int(limitText), (1...Self.maximumLimit).contains(limit) else {
-            throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found '\(limitText)'")
-        }
-        return try await answer(request, after: vector, limit: limit, logger: logger)
+        let pull = try PullRequest.fromQuery(of: request)
+        return try await answer(request, after: pull.after, limit: pull.limit, logger: logger)
     }
 
-    /// The answer to a POST pull (`{"after": VECTOR, "limit": N}` in the body).
+    /// The answer to a POST pull (``PullRequest`` in the body; a daemon answers at once, whatever `wait_ms` says).
     func answerPost(_ request: Request, logger: Logger) async throws -> Response {
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: Self.maximumRequestBytes)
-        } catch {
-            throw APIError.contentTooLarge("a pull request's body takes at most \(Self.maximumRequestBytes) bytes")
-        }
-        let query: Query
-        do {
-            query = try WireJSON.decode(Query.self, from: Data(buffer: body))
-        } catch {
-            throw APIError.badRequest("a pull's body must be {\"after\": {\"<store UUID>\": 12, …}, \"limit\": 500}: \(error)")
-        }
-        guard (1...Self.maximumLimit).contains(query.limit) else {
-            throw APIError.badRequest("'limit' must be a whole number from 1 to \(Self.maximumLimit); found \(query.limit)")
-        }
-        return try await answer(request, after: query.after, limit: query.limit, logger: logger)
+        let pull = try await PullRequest.fromBody(of: request)
+        return try await answer(request, after: pull.after, limit: pull.limit, logger: logger)
     }
 
     private func answer(_ request: Request, after vector: VersionVector, limit: Int, logger: Logger) async throws -> Response {

@@ -82,7 +82,8 @@ package enum PushBodies {
         func raiseLimit() throws(APIError) -> Bool {
             guard let oversize, !holding else { return false }
             guard oversize.slots.take() else {
-                throw .busy("this relay is taking another change set larger than server.max_body_bytes (\(maxBodyBytes) bytes), one at a time; send again shortly")
+                throw .busy("this relay is taking another change set larger than server.max_body_bytes (\(maxBodyBytes) bytes), one at a time; " +
+                            "send again shortly")
             }
             holding = true
             limit = oversize.maxBytes
@@ -91,9 +92,11 @@ package enum PushBodies {
         /// Why a body past `limit` is refused (`unpacked`: once unpacked).
         func tooLarge(unpacked: Bool) -> APIError {
             if let oversize, holding {
-                return .contentTooLarge("the request body is larger than server.max_change_set_bytes (\(oversize.maxBytes) bytes), the most this relay takes for one change set alone; raise it on the relays")
+                return .contentTooLarge("the request body is larger than server.max_change_set_bytes (\(oversize.maxBytes) bytes), " +
+                                        "the most this relay takes for one change set alone; raise it on the relays")
             }
-            return .contentTooLarge("the request body \(unpacked ? "unpacks to more than" : "is larger than") server.max_body_bytes (\(maxBodyBytes) bytes); send fewer change sets per request")
+            return .contentTooLarge("the request body \(unpacked ? "unpacks to more than" : "is larger than") server.max_body_bytes (\(maxBodyBytes) bytes); " +
+                                    "send fewer change sets per request")
         }
         do throws(APIError) {
             var body = ByteBuffer()
@@ -149,7 +152,9 @@ package enum PushBodies {
                 throw APIError.badRequest("the body holds no change sets; send one change set (a JSON object) per line")
             }
             if let oversize, holding, lines.count > 1 {
-                throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes) and holds \(lines.count) change sets; send fewer change sets per request (one change set alone may be up to server.max_change_set_bytes, \(oversize.maxBytes) bytes)")
+                throw APIError.contentTooLarge("the request body is larger than server.max_body_bytes (\(maxBodyBytes) bytes) " +
+                                               "and holds \(lines.count) change sets; send fewer change sets per request " +
+                                               "(one change set alone may be up to server.max_change_set_bytes, \(oversize.maxBytes) bytes)")
             }
             return (lines, holding)
         } catch {
@@ -188,10 +193,12 @@ package enum PushBodies {
     /// of megabytes).
     package static func check(_ lines: [String], pushableBy origins: Set<UUID>) throws(APIError) {
         for (index, line) in lines.enumerated() {
-            guard let text = (try? JSONValue.parseWithoutChanges(line))?["origin"]?.stringValue, let origin = ObjectURIComponents.uuid(text) else { continue }
+            guard let text = (try? JSONValue.parseWithoutChanges(line))?["origin"]?.stringValue,
+                  let origin = ObjectURIComponents.uuid(text) else { continue }
             guard origins.contains(origin) else {
                 let allowed = origins.map(\.uuidString).sorted().joined(separator: ", ")
-                throw .forbidden("line \(index + 1) is a change set of origin \(origin.uuidString); this token may push change sets of \(allowed) only (origins= in the tokens file); nothing was applied")
+                throw .forbidden("line \(index + 1) is a change set of origin \(origin.uuidString); " +
+                                 "this token may push change sets of \(allowed) only (origins= in the tokens file); nothing was applied")
             }
         }
     }

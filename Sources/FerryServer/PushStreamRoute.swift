@@ -40,8 +40,8 @@ struct PushStreamRoute: Sendable {
         let push = self.push
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: ResponseBody { writer in
             // The task that applies a batch writes its answer line itself: handing the line to another
-            // task to write woke one more thread per push, on a processor the store's readers want at
-            // that moment (docs/PERFORMANCE.md, "Ninth look at W4"). The daemon's shutdown cancels the
+            // task to write would wake one more thread per push, on a processor the store's readers want
+            // at that moment (W4 in docs/PERFORMANCE.md). The daemon's shutdown cancels the
             // reading and applying (between change sets); the answer then ends.
             let answers = AnswerWriter(writer)
             await cancelWhenGracefulShutdown {

@@ -2,7 +2,7 @@ import Foundation
 import Crypto
 import FerryStore
 
-/// A store's Ed25519 signing key (issue 23): what its change sets will be signed with, and
+/// A store's Ed25519 signing key: what its change sets will be signed with, and
 /// whose public half peers pin or trust on first use. Kept in a file of its own, readable
 /// by its owner only (mode 0600), as one line `ed25519 BASE64` (the 32-byte private key).
 public struct StoreSigningKey: ChangeSetSigner {
@@ -30,10 +30,13 @@ public struct StoreSigningKey: ChangeSetSigner {
     public init(contentsOf path: String) throws(SigningKeyError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw SigningKeyError("\(path): no signing key there (\(String(cString: strerror(errno)))); `ferry init` makes one for a new store, and `ferry run` for a store made before stores had keys")
+            throw SigningKeyError("\(path): no signing key there (\(String(cString: strerror(errno)))); " +
+                                  "`ferry init` makes one for a new store, and `ferry run` for a store made before stores had keys")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw SigningKeyError("\(path): the signing key can be read or written by users other than its owner (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path), and if others may have read it, make a new key and rotate to it")
+            throw SigningKeyError("\(path): the signing key can be read or written by users other than its owner " +
+                                  "(mode \(String(info.st_mode & 0o777, radix: 8))); " +
+                                  "run chmod 600 \(path), and if others may have read it, make a new key and rotate to it")
         }
         let text: String
         do {

@@ -44,13 +44,11 @@ final class DirectInsertPipeline: Sendable {
     /// Starts preparing `items` (in this order) for replay into `container`'s store.
     init(_ items: [(changeSet: ChangeSet, body: String)], container: PersistentContainer) {
         state = Mutex(State(drafts: Array(repeating: nil, count: items.count)))
-        let thread = Thread { [self] in
+        DedicatedThreads.start(named: "ferry-prepare") { [self] in
             Self.yieldToOtherThreads()
             prepare(items, container: container)
             ended.signal()
         }
-        thread.name = "ferry-prepare"
-        thread.start()
     }
 
     /// The draft of item `index`, waiting for the thread to get there; nil when

@@ -39,21 +39,13 @@ package enum LineDecoding {
             half += 1
         }
         let split = max(half, 1)
-        let secondHalf = Mutex<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>?>(nil)
-        let finished = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            let outcome = decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
-            secondHalf.withLock { $0 = outcome }
-            finished.signal()
+        let secondHalf = DedicatedThreads.spawn(named: "ferry-decode") {
+            decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
         }
-        thread.name = "ferry-decode"
-        thread.start()
         let firstHalf = decode(lines, range: 0..<split, model: model, versionHash: versionHash, verifier: verifier)
-        finished.wait()  // joins the thread: it signals once, after storing its outcome
+        let second = secondHalf.join()
         // The first half's error comes first: it is the earlier line.
         var result = try firstHalf.get()
-        // (Always set once the thread has signalled; decoding again here is only a guard against losing lines.)
-        let second = secondHalf.withLock({ $0 }) ?? decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
         result += try second.get()
         return result
     }
@@ -67,16 +59,13 @@ package enum LineDecoding {
     /// batch so while the store applies this one on the other). Small batches, and the
     /// empty answers of an idle peer, are decoded at once.
     package static func decodeOffPool(_ lines: [String], model: ManagedObjectModel, versionHash: String,
-                                      verifier: ChangeSetVerifier = .acceptingAll) async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
+                                      verifier: ChangeSetVerifier = .acceptingAll)
+        async throws(ReplayError) -> [(decoded: ChangeSetCodec.Decoded, line: String)] {
         guard lines.reduce(0, { $0 + $1.utf8.count }) >= offPoolThreshold else {
             return try decode(lines, model: model, versionHash: versionHash, verifier: verifier)
         }
-        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[(decoded: ChangeSetCodec.Decoded, line: String)], ReplayError>, Never>) in
-            let thread = Thread {
-                continuation.resume(returning: Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash, verifier: verifier) })
-            }
-            thread.name = "ferry-check"
-            thread.start()
+        let outcome = await DedicatedThreads.run(named: "ferry-check") {
+            Result { () throws(ReplayError) in try decode(lines, model: model, versionHash: versionHash, verifier: verifier) }
         }
         return try outcome.get()
     }
@@ -88,7 +77,8 @@ package enum LineDecoding {
         for (number, change) in changeSet.changes.enumerated() where change.kind == .insert {
             guard case .success(let parts) = ObjectURIComponents.parse(change.uri), parts.store == changeSet.origin else {
                 throw .badURI(place: "change \(number + 1)",
-                              message: "an insert must name an object of its change set's origin \(changeSet.origin.uuidString); \(change.uri.prefix(120)) does not")
+                              message: "an insert must name an object of its change set's origin \(changeSet.origin.uuidString); "
+                                  + "\(change.uri.prefix(120)) does not")
             }
         }
     }

@@ -264,14 +264,17 @@ public struct ReplayEngine: Sendable {
     /// The time ahead-of-clock checks are made at (tests move it).
     package var now: @Sendable () -> Date = { Date() }
 
-    static let ownOriginReason = "it is under this store's own origin, past what this store wrote; a store takes none of its own change sets from peers (a forged change set, or a store restored from a backup older than what its peers hold: see docs/SYNC.md)"
+    static let ownOriginReason = "it is under this store's own origin, past what this store wrote; a store takes none of its own change sets from peers " +
+        "(a forged change set, or a store restored from a backup older than what its peers hold: see docs/SYNC.md)"
 
     static func originsReason(_ bound: Int) -> String {
-        "it is from a new origin, and this store already takes change sets from \(bound) origins (sync.max_origins); list them with `ferry origins list`, remove bogus ones with `ferry origins remove`, or raise the bound"
+        "it is from a new origin, and this store already takes change sets from \(bound) origins (sync.max_origins); " +
+            "list them with `ferry origins list`, remove bogus ones with `ferry origins remove`, or raise the bound"
     }
 
     static func aheadReason(_ timestamp: HybridTimestamp) -> String {
-        "its clock (\(timestamp)) is more than \(Int(HybridTimestamp.maximumSkew)) s ahead of this store's; it waits until this store's clock catches up (a peer's clock far ahead, or a forged change set: check the origin's clock, or remove the origin)"
+        "its clock (\(timestamp)) is more than \(Int(HybridTimestamp.maximumSkew)) s ahead of this store's; " +
+            "it waits until this store's clock catches up (a peer's clock far ahead, or a forged change set: check the origin's clock, or remove the origin)"
     }
 
     /// The change sets held back (waiting for a predecessor, or made with another model), with why.
@@ -285,7 +288,9 @@ public struct ReplayEngine: Sendable {
     public func retryQuarantined() throws -> ApplyReport {
         var report = ApplyReport()
         for entry in try store.quarantinedChangeSets() {
-            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(entry.body, model: store.model, versionHash: store.modelVersionHash) else { continue }
+            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(entry.body, model: store.model, versionHash: store.modelVersionHash) else {
+                continue
+            }
             switch try replay(changeSet, body: entry.body, retry: true) {
             case .applied: report.applied += 1
             case .quarantined: report.quarantined += 1

@@ -51,7 +51,8 @@ public final class DaemonPeer: @unchecked Sendable {
         self.pullInterval = pullInterval
         self.maxBackoff = maxBackoff
         self.port = try Self.freePort()
-        try "peer \(peerToken)\nadmin \(adminToken)\npull \(pullToken)\npush \(pushToken)\n".write(toFile: directory.file("tokens"), atomically: true, encoding: .utf8)
+        try "peer \(peerToken)\nadmin \(adminToken)\npull \(pullToken)\npush \(pushToken)\n".write(toFile: directory.file("tokens"),
+                                                                                                 atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.file("tokens"))  // as docs/ advise
         try writeConfiguration()
     }
@@ -173,7 +174,8 @@ public final class DaemonPeer: @unchecked Sendable {
               host: 127.0.0.1
               port: \(port)
               tokens_file: tokens
-            \(serverSettings.sorted(by: { $0.key < $1.key }).map { "  \($0.key): \($0.value)\n" }.joined())\(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" + ($0.caFile.map { "    ca_file: \($0)\n" } ?? "") } ?? "")sync:
+            \(serverSettings.sorted(by: { $0.key < $1.key }).map { "  \($0.key): \($0.value)\n" }.joined())\
+            \(tls.map { "  tls:\n    certificate: \($0.certificate)\n    key: \($0.key)\n" + ($0.caFile.map { "    ca_file: \($0)\n" } ?? "") } ?? "")sync:
               pull_interval: \(pullInterval)
               batch_size: 200
               request_timeout: 10
@@ -386,7 +388,8 @@ public final class DaemonPeer: @unchecked Sendable {
     public func waitForSyncError(containing text: String, timeout: TimeInterval = 30) throws -> String {
         var lastError = ""
         guard try Self.waitUntil(timeout: timeout, { lastError = try lastSyncError(); return lastError.contains(text) }) else {
-            throw DaemonPeerError(description: "\(name)'s status never said \"\(text)\" within \(Int(timeout)) s; its last error: \(lastError)\n\(logExcerpt())")
+            throw DaemonPeerError(description: "\(name)'s status never said \"\(text)\" within \(Int(timeout)) s; " +
+                                  "its last error: \(lastError)\n\(logExcerpt())")
         }
         return lastError
     }

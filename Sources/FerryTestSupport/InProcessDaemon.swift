@@ -65,7 +65,8 @@ public final class InProcessDaemon: Sendable {
     public func stop(timeout: TimeInterval = DaemonPeer.stopTimeout) async throws {
         await group.triggerGracefulShutdown()
         guard let ended = await BoundedWaiting.result(of: task, within: .seconds(timeout)) else {
-            throw DaemonPeerError(description: "the in-process daemon did not end within \(Int(timeout)) s of a graceful stop: one of its tasks does not end when cancelled")
+            throw DaemonPeerError(description: "the in-process daemon did not end within \(Int(timeout)) s of a graceful stop: " +
+                                  "one of its tasks does not end when cancelled")
         }
         try ended.get()
     }

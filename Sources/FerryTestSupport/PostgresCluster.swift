@@ -49,7 +49,8 @@ public final class PostgresCluster: Sendable {
             options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(dataFolder) -c max_connections=300 -c shared_buffers=128MB"
             if !durable { options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off" }
             for setting in settings { options += " -c \(setting)" }
-            let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
+            let status = try Self.startServer(binaries + "/pg_ctl",
+                                              ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
                                               as: asUser, output: holder.file("pg_ctl.log"))
             if status == 0 { break }
             lastError = ((try? String(contentsOfFile: holder.file("pg_ctl.log"), encoding: .utf8)) ?? "")
@@ -66,7 +67,8 @@ public final class PostgresCluster: Sendable {
         let status = try Self.startServer(binaries + "/pg_ctl", ["-D", dataFolder, "-l", dataFolder + "/server.log", "-o", options, "-w", "-t", "60", "start"],
                                           as: asUser, output: holder.file("pg_ctl.log"))
         guard status == 0 else {
-            throw Failure(description: "pg_ctl start failed again: \(((try? String(contentsOfFile: holder.file("pg_ctl.log"), encoding: .utf8)) ?? "").suffix(2000))")
+            let log = (try? String(contentsOfFile: holder.file("pg_ctl.log"), encoding: .utf8)) ?? ""
+            throw Failure(description: "pg_ctl start failed again: \(log.suffix(2000))")
         }
     }
 
@@ -78,7 +80,8 @@ public final class PostgresCluster: Sendable {
     /// Runs `sql` with psql in database `database`; returns what it printed (unaligned, tuples only).
     @discardableResult
     public func sql(_ sql: String, database: String) throws -> String {
-        let result = try Self.run(binaries + "/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "ferry", "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql], as: nil)
+        let result = try Self.run(binaries + "/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "ferry", "-d", database, "-At", "-v", "ON_ERROR_STOP=1",
+                                                       "-c", sql], as: nil)
         try Self.checked(result, "psql")
         return result.standardOutput
     }
@@ -148,6 +151,7 @@ public final class PostgresCluster: Sendable {
         for folder in (environment["PATH"] ?? "").split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/initdb") {
             return String(folder)
         }
-        throw Failure(description: "PostgreSQL's programs (initdb, pg_ctl) were not found: install Debian's postgresql package (scripts/install-deps does), or set FERRY_PG_BINDIR")
+        throw Failure(description: "PostgreSQL's programs (initdb, pg_ctl) were not found: " +
+                      "install Debian's postgresql package (scripts/install-deps does), or set FERRY_PG_BINDIR")
     }
 }

@@ -51,7 +51,9 @@ public final class RelayProcess: @unchecked Sendable {
               port: \(port)
               tokens_file: tokens
               max_concurrent_bodies: \(maxConcurrentBodies)
-            \(maxBodyBytes.map { "  max_body_bytes: \($0)\n" } ?? "")\(maxChangeSetBytes.map { "  max_change_set_bytes: \($0)\n" } ?? "")\(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
+            \(maxBodyBytes.map { "  max_body_bytes: \($0)\n" } ?? "")\
+            \(maxChangeSetBytes.map { "  max_change_set_bytes: \($0)\n" } ?? "")\
+            \(certificate.map { "  tls: {certificate: \($0.certificate), key: \($0.key)}\n" } ?? "")trust:
               unknown_origins: \(unknownOrigins)
 
             """

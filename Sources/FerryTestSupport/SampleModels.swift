@@ -3,7 +3,7 @@ import FerryModel
 import FerryStore
 import FerrySQLite
 
-/// Paths to the repository's sample models and shared fixtures, found from
+/// Paths to the repository's sample models and real model files, found from
 /// this file's location so tests work from any working directory.
 public enum SampleModels {
     /// The repository's root folder.
@@ -16,10 +16,9 @@ public enum SampleModels {
         "\(repositoryRoot)/config/models/\(name).xcdatamodeld"
     }
 
-    /// The shared folder of real model files from public projects (`../shared/fixtures/models`).
-    public static let sharedFixturesDirectory: String = {
-        URL(fileURLWithPath: repositoryRoot).deletingLastPathComponent().appendingPathComponent("shared/fixtures/models").path
-    }()
+    /// Real model files from public projects, copied verbatim with their licences
+    /// (`Tests/Fixtures/models`, whose INDEX.md names each file's source).
+    public static let realModelsDirectory: String = "\(repositoryRoot)/Tests/Fixtures/models"
 
     /// Loads a sample model (OrgChart, Orders, Company).
     public static func load(_ name: String) throws -> ManagedObjectModel {

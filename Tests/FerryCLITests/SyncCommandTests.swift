@@ -21,9 +21,11 @@ struct SyncCommandTests {
         let a = directory.file("a.sqlite")
         let b = directory.file("b.sqlite")
         for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", orgChart]).status == 0) }
-        let put = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","values":{"id":2,"name":"Jane","manager":"j"}}]"#
+        let put = #"[{"op":"insert","entity":"Person","ref":"j","values":{"id":1,"name":"John"}},{"op":"insert","entity":"Person","ref":"a","# +
+            #""values":{"id":2,"name":"Jane","manager":"j"}}]"#
         #expect(try ferry(["put", "--store", a, "--model", orgChart, "-"], input: put).status == 0)
-        #expect(try ferry(["put", "--store", b, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":3,"name":"Bea"}}]"#).status == 0)
+        #expect(try ferry(["put", "--store", b, "--model", orgChart, "-"],
+                          input: #"[{"op":"insert","entity":"Person","values":{"id":3,"name":"Bea"}}]"#).status == 0)
 
         let stateA = try JSONValue.parse(try ferry(["state", "--store", a]).standardOutput)
         let storeA = try #require(stateA["store"]?.stringValue)
@@ -35,7 +37,8 @@ struct SyncCommandTests {
         let applied = try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: historyA.standardOutput)
         #expect(applied.status == 0, "\(applied.standardError)")
         let report = try JSONValue.parse(applied.standardOutput)
-        #expect(report["applied"] == .integer(1) && report["duplicate"] == .integer(0) && report["waiting"] == .integer(0) && report["quarantined"] == .integer(0))
+        #expect(report["applied"] == .integer(1) && report["duplicate"] == .integer(0)
+                && report["waiting"] == .integer(0) && report["quarantined"] == .integer(0))
 
         let vectorB = try #require(try JSONValue.parse(try ferry(["state", "--store", b]).standardOutput)["vector"])
         let vectorA = try ferry(["state", "--store", a, "--vector"]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -86,12 +89,14 @@ struct SyncCommandTests {
         let a = directory.file("a.sqlite"), b = directory.file("b.sqlite")
         for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", orgChart]).status == 0) }
         for id in 1...3 {
-            #expect(try ferry(["put", "--store", a, "--model", orgChart, "-"], input: #"[{"op":"insert","entity":"Person","values":{"id":\#(id)}}]"#).status == 0)
+            #expect(try ferry(["put", "--store", a, "--model", orgChart, "-"],
+                              input: #"[{"op":"insert","entity":"Person","values":{"id":\#(id)}}]"#).status == 0)
         }
         let before = try ferry(["state", "--store", b]).standardOutput
         let stale = directory.file("b-before.json")
         try before.write(toFile: stale, atomically: true, encoding: .utf8)
-        #expect(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: try ferry(["history", "--store", a, "--model", orgChart]).standardOutput).status == 0)
+        #expect(try ferry(["apply", "--store", b, "--model", orgChart, "-"],
+                          input: try ferry(["history", "--store", a, "--model", orgChart]).standardOutput).status == 0)
         let state = directory.file("b.json"), vector = directory.file("b-vector.json")
         try ferry(["state", "--store", b]).standardOutput.write(toFile: state, atomically: true, encoding: .utf8)
         try ferry(["state", "--store", b, "--vector"]).standardOutput.write(toFile: vector, atomically: true, encoding: .utf8)
@@ -139,7 +144,8 @@ struct SyncCommandTests {
         for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", model]).status == 0) }
         let refs = try JSONValue.parse(try ferry(["put", "--store", a, "--model", model, "-"], input: setup).standardOutput)
         let first = try #require(refs["first"]?.stringValue), second = try #require(refs["second"]?.stringValue)
-        #expect(try ferry(["apply", "--store", b, "--model", model, "-"], input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
+        #expect(try ferry(["apply", "--store", b, "--model", model, "-"],
+                          input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
         // Each store deletes a different one: each save is valid on its own.
         #expect(try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(first)"}]"#).status == 0)
         #expect(try ferry(["put", "--store", b, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(second)"}]"#).status == 0)
@@ -157,10 +163,14 @@ struct SyncCommandTests {
         let directory = TemporaryDirectory()
         let (a, b, model) = try deleteConcurrently(model: """
             <model><entity name="Continent"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="countries" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Country" inverseName="continent" inverseEntity="Country"/></entity>
+            <relationship name="countries" optional="NO" minCount="1" toMany="YES" deletionRule="Nullify" destinationEntity="Country" \
+            inverseName="continent" inverseEntity="Country"/></entity>
             <entity name="Country"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="continent" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" inverseName="countries" inverseEntity="Continent"/></entity></model>
-            """, setup: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}},{"op":"insert","entity":"Country","ref":"first","values":{"name":"France","continent":"eu"}},{"op":"insert","entity":"Country","ref":"second","values":{"name":"Spain","continent":"eu"}}]"#,
+            <relationship name="continent" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" \
+            inverseName="countries" inverseEntity="Continent"/></entity></model>
+            """, setup: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}},"# +
+                #"{"op":"insert","entity":"Country","ref":"first","values":{"name":"France","continent":"eu"}},"# +
+                #"{"op":"insert","entity":"Country","ref":"second","values":{"name":"Spain","continent":"eu"}}]"#,
             in: directory)
         let dump = try ferry(["dump", "--store", a, "--model", model]).standardOutput
         #expect(dump.contains("Spain") && !dump.contains("France"), "B's delete of Spain was the later one: \(dump)")
@@ -169,23 +179,26 @@ struct SyncCommandTests {
         }
     }
 
-    @Test("A delete and a new reference valid alone but invalid together, with no repair that fits (No Action, a required to-one), apply on both stores and conflicts list shows them as left-invalid")
+    @Test("Delete and new reference valid alone, not together, unrepairable (No Action, required to-one): applied on both; conflicts list shows left-invalid")
     func leftInvalid() throws {
         let directory = TemporaryDirectory()
         let model = directory.file("Model.xcdatamodel")
         try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
         try Data("""
             <model><entity name="Continent"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="countries" optional="YES" toMany="YES" deletionRule="No Action" destinationEntity="Country" inverseName="continent" inverseEntity="Country"/></entity>
+            <relationship name="countries" optional="YES" toMany="YES" deletionRule="No Action" destinationEntity="Country" \
+            inverseName="continent" inverseEntity="Country"/></entity>
             <entity name="Country"><attribute name="name" optional="YES" attributeType="String"/>
-            <relationship name="continent" optional="NO" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" inverseName="countries" inverseEntity="Continent"/></entity></model>
+            <relationship name="continent" optional="NO" maxCount="1" deletionRule="Nullify" destinationEntity="Continent" \
+            inverseName="countries" inverseEntity="Continent"/></entity></model>
             """.utf8).write(to: URL(fileURLWithPath: model + "/contents"))
         let a = directory.file("a.sqlite"), b = directory.file("b.sqlite")
         for store in [a, b] { #expect(try ferry(["init", "--store", store, "--model", model]).status == 0) }
         let refs = try JSONValue.parse(try ferry(["put", "--store", a, "--model", model, "-"],
                                                   input: #"[{"op":"insert","entity":"Continent","ref":"eu","values":{"name":"Europe"}}]"#).standardOutput)
         let europe = try #require(refs["eu"]?.stringValue)
-        #expect(try ferry(["apply", "--store", b, "--model", model, "-"], input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
+        #expect(try ferry(["apply", "--store", b, "--model", model, "-"],
+                          input: try ferry(["history", "--store", a, "--model", model]).standardOutput).status == 0)
         // A deletes Europe (no countries there); B adds France to it: each save is valid on its own.
         #expect(try ferry(["put", "--store", a, "--model", model, "-"], input: #"[{"op":"delete","object":"\#(europe)"}]"#).status == 0)
         let put = try ferry(["put", "--store", b, "--model", model, "-"],
@@ -247,6 +260,7 @@ struct SyncCommandTests {
         #expect(listed.contains(#""status":"waiting""#) && listed.contains("waiting for change sets"))
         let first = try JSONValue.parse(try ferry(["apply", "--store", b, "--model", orgChart, "-"], input: sets[0]).standardOutput)
         #expect(first["applied"] == .integer(2), "the held one follows its predecessor")
-        #expect(try ferry(["dump", "--store", b, "--model", orgChart]).standardOutput == (try ferry(["dump", "--store", a, "--model", orgChart]).standardOutput))
+        #expect(try ferry(["dump", "--store", b, "--model", orgChart]).standardOutput
+                == (try ferry(["dump", "--store", a, "--model", orgChart]).standardOutput))
     }
 }

@@ -99,7 +99,8 @@ struct ConfigurationTests {
         #expect(configuration.sync.pullInterval == 3)
         #expect(configuration.store.path == "/var/lib/ferry/x.sqlite")
         #expect(configuration.server.tokensFile == "/srv/ferry/t")
-        #expect(error(Self.complete, environment: ["FERRY_SERVER_PORT": "seventy"]).contains("server.port must be a whole number from 0 to 65535; found 'seventy'"))
+        #expect(error(Self.complete, environment: ["FERRY_SERVER_PORT": "seventy"])
+                    .contains("server.port must be a whole number from 0 to 65535; found 'seventy'"))
     }
 
     @Test("Each bad or missing key gets an error naming the file and the key")
@@ -112,11 +113,15 @@ struct ConfigurationTests {
             ("stor: {path: s}\n", "unknown key stor"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, port: 70000}\n", "server.port must be a whole number from 0 to 65535; found '70000'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {pull_interval: soon}\n", "sync.pull_interval must be a number of seconds"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'ftp://x', token_file: t}\n", "peers[0].url must be an http:// or https:// URL"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'ftp://x', token_file: t}\n",
+             "peers[0].url must be an http:// or https:// URL"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x'}\n", "missing key peers[0].token_file"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n", "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n",
+             "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t}\n  - {name: b, url: 'http://y', token_file: t}\n", "two peers are named 'b'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t}\n" +
+                "  - {name: b, url: 'http://y', token_file: t}\n",
+             "two peers are named 'b'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers: {name: b}\n", "'peers' must be a list"),
             ("store: [s, m]\n", "'store' must be a mapping"),
             ("store: {path: [a, b], model: m}\nserver: {tokens_file: t}\n", "store.path must be a single value"),
@@ -124,19 +129,25 @@ struct ConfigurationTests {
             ("store: {path: s\n", "not valid YAML"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key server.tls.pin"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n", "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {ca_file: ca.pem}}\n",
+             "server.tls.ca_file needs server.tls.certificate and server.tls.key"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t, tls: {certificate: c, key: k, ca_file: ''}}\n", "server.tls.ca_file is empty"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n", "peers[0].ca_file is only for https:// peers; peers[0] is reached at 'http://x'"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n", "peers[0].ca_file is empty"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'http://x', token_file: t, ca_file: ca.pem}\n",
+             "peers[0].ca_file is only for https:// peers; peers[0] is reached at 'http://x'"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: b, url: 'https://x', token_file: t, ca_file: ''}\n",
+             "peers[0].ca_file is empty"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {retention: 600, tombstone_horizon: 60}\n",
              "history.tombstone_horizon (60.0 s) must be at least history.retention (600.0 s)"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {purge_interval: -1}\n", "history.purge_interval must be a number of seconds"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nhistory: {keep: forever}\n", "unknown key history.keep"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\nsync: {bootstrap: maybe}\n", "sync.bootstrap must be true or false; found 'maybe'"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: [], token_file: t}\n", "peers[0].urls is empty"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, url: 'http://x', urls: ['http://y'], token_file: t}\n", "peers[0] has both url and urls"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'ftp://y'], token_file: t}\n", "peers[0].urls[1] must be an http:// or https:// URL"),
-            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'http://x'], token_file: t}\n", "peers[0].urls[1] lists 'http://x' twice"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, url: 'http://x', urls: ['http://y'], token_file: t}\n",
+             "peers[0] has both url and urls"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'ftp://y'], token_file: t}\n",
+             "peers[0].urls[1] must be an http:// or https:// URL"),
+            ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, urls: ['http://x', 'http://x'], token_file: t}\n",
+             "peers[0].urls[1] lists 'http://x' twice"),
             ("store: {path: s, model: m}\nserver: {tokens_file: t}\npeers:\n  - {name: r, token_file: t}\n", "missing key peers[0].url (or urls"),
         ]
         for (text, expected) in cases {
@@ -178,7 +189,8 @@ struct ConfigurationTests {
         #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n      key: nope\n").contains("trust.keys[0].key must be an Ed25519 public key"))
         #expect(error(base + "trust:\n  keys:\n    - origin: nope\n      key: \(key)\n").contains("trust.keys[0].origin must be a store UUID"))
         #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n").contains("missing key trust.keys[0].key"))
-        #expect(error(base + "trust:\n  revoked:\n    - origin: \(origin)\n      key: \(key)\n      after: yesterday\n").contains("trust.revoked[0].after must be an ISO 8601 time"))
+        #expect(error(base + "trust:\n  revoked:\n    - origin: \(origin)\n      key: \(key)\n      after: yesterday\n")
+                    .contains("trust.revoked[0].after must be an ISO 8601 time"))
         #expect(error(base + "trust:\n  keys:\n    - origin: \(origin)\n      key: \(key)\n      colour: red\n").contains("unknown key trust.keys[0].colour"))
         #expect(error(base + "trust:\n  pinned: yes\n").contains("unknown key trust.pinned"))
     }

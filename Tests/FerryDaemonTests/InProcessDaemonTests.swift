@@ -77,7 +77,7 @@ struct InProcessDaemonTests {
         }
     }
 
-    @Test("The daemon opens its store on NIO's thread pool, not on Swift's shared pool or its caller's executor: a long open (a sync, a migration) holds none of their threads")
+    @Test("Daemon opens its store on NIO's thread pool, not Swift's shared pool or caller's executor: a long open (sync, migration) holds no thread of theirs")
     func opensOffThePool() async throws {
         let peer = try DaemonPeer(name: "off-pool", model: ReplicationTests.model, pullInterval: 3600)
         // The peer's store has no signing key yet: the open makes one and says so, on the thread that opens.

@@ -142,7 +142,8 @@ struct OpenAPIDocumentTests {
         // 410 on a push: the store forgot deletes made before its horizon (here: everything so far), and the
         // change set sent knows none of them (its origin never saw the server's change set 1).
         #expect(try store.purgeHistory(PurgePolicy(acknowledged: [], tombstonesMadeBefore: .wall(Date().addingTimeInterval(60)))).tombstones == 0)
-        let unaware = try SignedLines.signed(ChangeSetCodec.encode(ChangeSet(origin: stranger, sequence: 1, timestamp: .wall(Date()), modelHash: store.modelVersionHash, changes: [
+        let unaware = try SignedLines.signed(ChangeSetCodec.encode(ChangeSet(origin: stranger, sequence: 1, timestamp: .wall(Date()),
+                                                                             modelHash: store.modelVersionHash, changes: [
             ObjectChange(kind: .insert, uri: "x-coredata://\(stranger.uuidString)/Person/p1", entity: "Person", values: ["id": .attribute(.integer(9))]),
         ])), with: strangerKey)
         try await check("POST", "/v1/changesets", "/v1/changesets", token: peer, body: Data((unaware + "\n").utf8), expect: 410)

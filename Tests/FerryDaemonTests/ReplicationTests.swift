@@ -70,7 +70,8 @@ struct ReplicationTests {
             #expect(history.count == 2 && Set(history).count == 2, "\(peer.name): \(history.count) change sets")
         }
         // A took in exactly C's change set besides its own: nothing of its own came back as new.
-        let state = try #require(try JSONSerialization.jsonObject(with: Data(FerryProcess.run(["state", "--store", a.store]).standardOutput.utf8)) as? [String: Any])
+        let state = try #require(try JSONSerialization.jsonObject(with: Data(FerryProcess.run(["state", "--store", a.store]).standardOutput.utf8))
+                                    as? [String: Any])
         let vector = try #require(state["vector"] as? [String: Int])
         #expect(vector.count == 2 && vector.values.allSatisfy { $0 == 1 }, "\(vector)")
     }
@@ -166,7 +167,8 @@ struct ReplicationTests {
         try FileManager.default.createDirectory(atPath: changed, withIntermediateDirectories: true)
         let original = try String(contentsOfFile: Self.model + "/OrgChart.xcdatamodel/contents", encoding: .utf8)
         try original.replacingOccurrences(of: #"<attribute name="name" optional="YES" attributeType="String"/>"#,
-                                          with: #"<attribute name="name" optional="YES" attributeType="String"/><attribute name="nickname" optional="YES" attributeType="String"/>"#)
+                                          with: #"<attribute name="name" optional="YES" attributeType="String"/>"# +
+                                              #"<attribute name="nickname" optional="YES" attributeType="String"/>"#)
             .write(toFile: changed + "/contents", atomically: true, encoding: .utf8)
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600)
         let b = try DaemonPeer(name: "b", model: changed, pullInterval: 3600)

@@ -12,7 +12,7 @@ import FerryTestSupport
 /// A daemon and its store's signing key (issue 23, point 1).
 @Suite("A daemon's signing key", .blocking)
 struct SigningKeyDaemonTests {
-    @Test("A store without a signing key gets one at start (owner-only, logged by its public half); GET /v1/state and ferry state show it; a key others may read stops the start")
+    @Test("A keyless store gets a signing key at start (owner-only, public half logged); GET /v1/state, ferry state show it; a key others may read stops start")
     func madeAtStart() async throws {
         let peer = try DaemonPeer(name: "keyed", model: SampleModels.path("OrgChart"))
         let keyFile = peer.store + ".key"
@@ -21,7 +21,8 @@ struct SigningKeyDaemonTests {
         let publicKey = try StoreSigningKey(contentsOf: keyFile).publicKey
         #expect(try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int == 0o600)
         #expect(peer.log().contains("made the store's signing key") && peer.log().contains(publicKey))
-        let secret = try String(contentsOfFile: keyFile, encoding: .utf8).split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+        let secret = try String(contentsOfFile: keyFile, encoding: .utf8).split(separator: " ").last
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
         #expect(!secret.isEmpty && !peer.log().contains(secret), "the private key is never logged")
         var request = URLRequest(url: try #require(URL(string: peer.url + "/v1/state")))
         request.setValue("Bearer \(peer.pullToken)", forHTTPHeaderField: "Authorization")

@@ -7,13 +7,14 @@ import FerrySQLite
 import FerrySync
 import FerryServer
 import FerryTestSupport
+import FerryTesting
 @testable import FerryDaemon
 
 /// The sync loop's pull schedule on a ``ManualClock``: rounds happen when the clock says,
 /// never because real time passed.
 @Suite("Sync schedule on a manual clock")
 struct SyncScheduleTests {
-    @Test("A full round at start; a failed peer is retried when its backoff runs out on the clock, and not before; the pull interval brings the next full round")
+    @Test("A full round at start; a failed peer is retried when its backoff runs out on the clock, not before; the pull interval brings the next")
     func retriesAndPullsByTheClock() async throws {
         let directory = TemporaryDirectory()
         let store = try SQLiteStore(path: directory.file("s.sqlite"), model: try SampleModels.load("OrgChart"))
@@ -48,16 +49,28 @@ struct SyncScheduleTests {
             throw DaemonPeerError(description: "the peer did not reach \(failures) failures: \(await coordinator.status().peers)")
         }
 
+        /// Waits (in real time, bounded as above) until the loop sleeps on the clock again, past its present time.
+        func loopSleepsAgain() async throws {
+            let deadline = Date().addingTimeInterval(600)
+            while Date() < deadline {
+                if clock.sleeperCount == 1, let next = clock.nextDeadline, next > clock.now() { return }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            throw DaemonPeerError(description: "the loop did not sleep on the clock again")
+        }
+
         // At start: one full round, failed; the retry is due 10 s later on the clock.
         let first = try await peer(afterFailures: 1)
         #expect(first.lastAttempt == start && first.retryAt == start.addingTimeInterval(10))
-        // Time does not move: nothing more happens, however long the test waits.
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(await coordinator.status().peers.first?.consecutiveFailures == 1)
-        // 9 s on the clock: still inside the backoff.
-        clock.advance(by: 9)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(await coordinator.status().peers.first?.consecutiveFailures == 1)
+        // Time does not move: the loop sleeps on the clock (a nap of at most `longestNap`), and nothing
+        // else wakes it, so nothing more can happen until the clock moves.
+        #expect(clock.sleeperCount == 1 && clock.nextDeadline == start.addingTimeInterval(SyncLoop.longestNap))
+        // 9 s on the clock: still inside the backoff. The loop wakes, looks, and goes back to sleep
+        // (until the retry is due) without a round: once it sleeps again, it has decided.
+        #expect(clock.advance(by: 9) == 1)
+        try await loopSleepsAgain()
+        #expect(clock.nextDeadline == start.addingTimeInterval(10))
+        #expect(await coordinator.status().peers.first?.consecutiveFailures == 1, "a round ran inside the backoff")
         // Past the backoff: retried once, at that moment of the clock.
         clock.advance(by: 1.5)
         let second = try await peer(afterFailures: 2)

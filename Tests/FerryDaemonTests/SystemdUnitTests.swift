@@ -36,7 +36,8 @@ struct SystemdUnitTests {
 
     @Test("The relay's unit runs ferry relay, restarts always, and is hardened")
     func relayDirectives() throws {
-        let lines = Set(try String(contentsOfFile: SampleModels.repositoryRoot + "/systemd/ferry-relay.service", encoding: .utf8).split(separator: "\n").map(String.init))
+        let lines = Set(try String(contentsOfFile: SampleModels.repositoryRoot + "/systemd/ferry-relay.service", encoding: .utf8)
+            .split(separator: "\n").map(String.init))
         for required in ["Restart=always", "User=ferry", "ProtectSystem=strict", "NoNewPrivileges=yes", "ProtectHome=yes", "PrivateTmp=yes",
                          "ExecStart=/usr/local/bin/ferry relay --config /etc/ferry/relay.yaml"] {
             #expect(lines.contains(required), "missing \(required)")

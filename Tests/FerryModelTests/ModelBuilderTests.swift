@@ -47,9 +47,11 @@ struct ModelBuilderTests {
         ("duplicate entity", { try ManagedObjectModel { Entity("A"); Entity("A") } }, "defined twice"),
         ("unknown parent", { try ManagedObjectModel { Entity("A", parent: "Ghost") } }, "'Ghost', which does not exist"),
         ("inheritance cycle", { try ManagedObjectModel { Entity("A", parent: "B"); Entity("B", parent: "A") } }, "inherits from itself"),
-        ("shadowed property", { try ManagedObjectModel { Entity("A") { Attribute("x", .string) }; Entity("B", parent: "A") { Attribute("x", .integer16) } } }, "two properties named 'x'"),
+        ("shadowed property", { try ManagedObjectModel { Entity("A") { Attribute("x", .string) }; Entity("B", parent: "A") { Attribute("x", .integer16) } } },
+         "two properties named 'x'"),
         ("unknown destination", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "Ghost") } } }, "destination entity 'Ghost' does not exist"),
-        ("missing inverse", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "B", inverse: "a") }; Entity("B") } }, "inverse 'a' is not a relationship of 'B'"),
+        ("missing inverse", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "B", inverse: "a") }; Entity("B") } },
+         "inverse 'a' is not a relationship of 'B'"),
         ("inverse pointing elsewhere", { try ManagedObjectModel {
             Entity("A") { Relationship("b", to: "B", inverse: "c") }
             Entity("B") { Relationship("c", to: "C") }
@@ -62,11 +64,13 @@ struct ModelBuilderTests {
         ("bad default", { try ManagedObjectModel { Entity("A") { Attribute("x", .integer16, default: .string("seven")) } } }, "default value seven"),
         ("bad regex", { try ManagedObjectModel { Entity("A") { Attribute("x", .string, regularExpression: "(") } } }, "does not compile"),
         ("template of unknown entity", { try ManagedObjectModel { Entity("A"); FetchTemplate("t", entity: "B") } }, "fetches entity 'B'"),
-        ("min above max", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "A", toMany: true, minCount: 3, maxCount: 2) } } }, "minCount 3 is above maxCount 2"),
+        ("min above max", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "A", toMany: true, minCount: 3, maxCount: 2) } } },
+         "minCount 3 is above maxCount 2"),
         ("ordered to-one", { try ManagedObjectModel { Entity("A") { Relationship("b", to: "A", ordered: true) } } }, "only to-many"),
         ("entity name with SQL in it", { try ManagedObjectModel { Entity("A\"; DROP TABLE x; --") } }, "the name must start with a letter"),
         ("property name with a space", { try ManagedObjectModel { Entity("A") { Attribute("first name", .string) } } }, "property 'first name'"),
-        ("property name starting with a digit", { try ManagedObjectModel { Entity("A") { Relationship("2b", to: "A") } } }, "the name must start with a letter"),
+        ("property name starting with a digit", { try ManagedObjectModel { Entity("A") { Relationship("2b", to: "A") } } },
+         "the name must start with a letter"),
         ("constraint on unknown key", { try ManagedObjectModel { Entity("A", uniquenessConstraints: [["nope"]]) } }, "uniqueness constraint on 'nope'"),
     ]
 
@@ -95,7 +99,8 @@ struct ModelBuilderTests {
         #expect(base.versionHash.count == 64)
         #expect(base.versionHash == (try model(Attribute("x", .string))).versionHash)
         // Not covered: validation rules, defaults, userInfo, indexes.
-        #expect(base.versionHash == (try model(Attribute("x", .string, default: .string("d"), minimum: .integer(1), regularExpression: "a+", indexed: true), userInfo: ["k": "v"])).versionHash)
+        #expect(base.versionHash == (try model(Attribute("x", .string, default: .string("d"), minimum: .integer(1), regularExpression: "a+", indexed: true),
+                                               userInfo: ["k": "v"])).versionHash)
         // Covered: type, optionality, name, transience, delete rules.
         #expect(base.versionHash != (try model(Attribute("x", .integer32))).versionHash)
         #expect(base.versionHash != (try model(Attribute("x", .string, optional: false))).versionHash)

@@ -8,7 +8,7 @@ import FoundationXML
 
 @Suite("Xcode model reader")
 struct XcodeModelReaderTests {
-    // MARK: - Sample models, exactly as DESIGN.md describes them
+    // MARK: - Sample models, exactly as config/models holds them
 
     @Test func orgChart() throws {
         let model = try SampleModels.load("OrgChart")
@@ -60,18 +60,18 @@ struct XcodeModelReaderTests {
     // MARK: - Real model files from public projects
 
     static let fixtureFiles: [String] = {
-        ((try? FileManager.default.contentsOfDirectory(atPath: SampleModels.sharedFixturesDirectory)) ?? [])
+        ((try? FileManager.default.contentsOfDirectory(atPath: SampleModels.realModelsDirectory)) ?? [])
             .filter { $0.hasSuffix(".contents") }.sorted()
     }()
 
     @Test func fixturesArePresent() {
-        #expect(Self.fixtureFiles.count >= 10, "expected the shared fixtures at \(SampleModels.sharedFixturesDirectory)")
+        #expect(Self.fixtureFiles.count >= 10, "expected the real model files at \(SampleModels.realModelsDirectory)")
     }
 
     /// Reads each fixture with the reader and, independently, with `XMLDocument`, and compares.
-    @Test("Every shared fixture reads, and the reader reports what the XML says", arguments: fixtureFiles)
+    @Test("Every real model file reads, and the reader reports what the XML says", arguments: fixtureFiles)
     func fixture(file: String) throws {
-        let path = "\(SampleModels.sharedFixturesDirectory)/\(file)"
+        let path = "\(SampleModels.realModelsDirectory)/\(file)"
         let model = try XcodeModelReader.read(at: path)
         let document = try XMLDocument(contentsOf: URL(fileURLWithPath: path), options: [])
         let entityElements = try document.nodes(forXPath: "/model/entity").compactMap { $0 as? XMLElement }
@@ -87,10 +87,12 @@ struct XcodeModelReaderTests {
                 #expect(attribute.type.xcodeName == xml.attribute(forName: "attributeType")?.stringValue, "\(file): \(name).\(attribute.name) type")
                 #expect(attribute.isOptional == (xml.attribute(forName: "optional")?.stringValue == "YES"), "\(file): \(name).\(attribute.name) optional")
                 #expect(attribute.isTransient == (xml.attribute(forName: "transient")?.stringValue == "YES"), "\(file): \(name).\(attribute.name) transient")
-                #expect((attribute.defaultValue != nil) == (xml.attribute(forName: "defaultValueString") != nil || xml.attribute(forName: "defaultDateTimeInterval") != nil))
+                #expect((attribute.defaultValue != nil)
+                        == (xml.attribute(forName: "defaultValueString") != nil || xml.attribute(forName: "defaultDateTimeInterval") != nil))
             }
             let relationships = element.elements(forName: "relationship")
-            #expect(entity.ownRelationships.map(\.name) == relationships.compactMap { $0.attribute(forName: "name")?.stringValue }, "\(file): \(name) relationships")
+            #expect(entity.ownRelationships.map(\.name) == relationships.compactMap { $0.attribute(forName: "name")?.stringValue },
+                    "\(file): \(name) relationships")
             for (relationship, xml) in zip(entity.ownRelationships, relationships) {
                 let place = "\(file): \(name).\(relationship.name)"
                 #expect(relationship.destinationEntityName == xml.attribute(forName: "destinationEntity")?.stringValue, "\(place)")
@@ -110,7 +112,7 @@ struct XcodeModelReaderTests {
 
     @Test("Details: templates, userInfo with quotes, ordered, transient, constraints, transformers, indexes")
     func fixtureDetails() throws {
-        let dir = SampleModels.sharedFixturesDirectory
+        let dir = SampleModels.realModelsDirectory
         let mogenerator = try XcodeModelReader.read(at: "\(dir)/rentzsch__mogenerator__test.xcdatamodel.contents")
         #expect(mogenerator.fetchRequestTemplates.keys.sorted() == ["allHumans", "byHumanName", "byParent", "byParentName", "oneByHumanName"])
         #expect(mogenerator.fetchRequestTemplate(named: "byParentName")?.predicate == "parent.parentName == $parentName")
@@ -188,32 +190,38 @@ struct XcodeModelReaderTests {
         #expect(writer.renamingIdentifier == "Author")
         #expect(writer.attribute(named: "fullName")?.renamingIdentifier == "name")
         #expect(writer.relationship(named: "works")?.renamingIdentifier == "books")
-        let plain = try XcodeModelReader.read(xml: Data(xml.replacingOccurrences(of: #" elementID="[a-zA-Z]+""#, with: "", options: .regularExpression).utf8), fileName: "p.xml")
+        let plain = try XcodeModelReader.read(xml: Data(xml.replacingOccurrences(of: #" elementID="[a-zA-Z]+""#, with: "", options: .regularExpression).utf8),
+                                              fileName: "p.xml")
         #expect(plain.versionHash == model.versionHash, "a Renaming ID is not part of the version hash")
         let bad = #"<model><entity name="A"><attribute name="b" attributeType="String" renamingIdentifier="c"/></entity></model>"#
         let error = try #require(throws: ModelError.self) { try XcodeModelReader.read(xml: Data(bad.utf8), fileName: "bad.xml") }
         #expect(error.description.contains("elementID"), "\(error)")
     }
 
-    @Test("The writer's XML reads back as the same model, for every sample model and shared fixture")
+    @Test("The writer's XML reads back as the same model, for every sample model and real model file")
     func writerRoundTrip() throws {
         var models = try ["OrgChart", "Orders", "Company"].map { try SampleModels.load($0) }
-        models += try Self.fixtureFiles.map { try XcodeModelReader.read(at: "\(SampleModels.sharedFixturesDirectory)/\($0)") }
+        models += try Self.fixtureFiles.map { try XcodeModelReader.read(at: "\(SampleModels.realModelsDirectory)/\($0)") }
         // And one with every detail the reader knows, awkward characters in the texts included.
         let detailed = """
             <model userDefinedModelVersionIdentifier="v &amp; 2"><entity name="A" representedClassName="AClass" versionHashModifier="m" elementID="Old">\
             <attribute name="when" optional="YES" attributeType="Date" defaultDateTimeInterval="12.5" minDateTimeInterval="0" maxDateTimeInterval="99999"/>\
-            <attribute name="text" attributeType="String" defaultValueString="a &quot;b&quot; &lt;c&gt;&#10;d" minValueString="1" maxValueString="40" regularExpressionString="[a-z\t]+" indexed="YES" elementID="t"/>\
-            <attribute name="n" optional="YES" transient="YES" attributeType="Integer 16" defaultValueString="7" preserveAfterDeletion="YES"><userInfo><entry key="k" value="v &quot;q&quot;"/></userInfo></attribute>\
+            <attribute name="text" attributeType="String" defaultValueString="a &quot;b&quot; &lt;c&gt;&#10;d" minValueString="1" maxValueString="40" \
+            regularExpressionString="[a-z\t]+" indexed="YES" elementID="t"/>\
+            <attribute name="n" optional="YES" transient="YES" attributeType="Integer 16" defaultValueString="7" preserveAfterDeletion="YES">\
+            <userInfo><entry key="k" value="v &quot;q&quot;"/></userInfo></attribute>\
             <attribute name="blob" optional="YES" attributeType="Transformable" valueTransformerName="T"/>\
-            <relationship name="kids" optional="YES" toMany="YES" ordered="YES" minCount="1" maxCount="5" deletionRule="Cascade" destinationEntity="B" inverseName="parent" inverseEntity="B"/>\
+            <relationship name="kids" optional="YES" toMany="YES" ordered="YES" minCount="1" maxCount="5" deletionRule="Cascade" destinationEntity="B" \
+            inverseName="parent" inverseEntity="B"/>\
             <fetchedProperty name="f" optional="YES"><fetchRequest name="fetchedPropertyFetchRequest" entity="B" predicateString="x &gt; 1"/></fetchedProperty>\
             <uniquenessConstraints><uniquenessConstraint><constraint value="text"/><constraint value="when"/></uniquenessConstraint></uniquenessConstraints>\
             <userInfo><entry key="e" value="1"/></userInfo></entity>\
-            <entity name="B" parentEntity="C"><relationship name="parent" optional="YES" maxCount="1" deletionRule="Deny" destinationEntity="A" inverseName="kids" inverseEntity="A"/></entity>\
+            <entity name="B" parentEntity="C">\
+            <relationship name="parent" optional="YES" maxCount="1" deletionRule="Deny" destinationEntity="A" inverseName="kids" inverseEntity="A"/></entity>\
             <entity name="C" isAbstract="YES"/>\
             <fetchRequest name="all" entity="A" predicateString="text BEGINSWITH 'x'" fetchLimit="3"/>\
-            <configuration name="Main"><memberEntity name="A"/><memberEntity name="B"/></configuration><userInfo><entry key="top" value="yes"/></userInfo></model>
+            <configuration name="Main"><memberEntity name="A"/><memberEntity name="B"/></configuration>\
+            <userInfo><entry key="top" value="yes"/></userInfo></model>
             """
         models.append(try XcodeModelReader.read(xml: Data(detailed.utf8), fileName: "detailed.xml"))
         for model in models {
@@ -265,14 +273,22 @@ struct XcodeModelReaderTests {
             """, .invalidElement, 3, "<attribute name=\"x\"> in entity 'A': attributeType 'Composite' is not supported"),
         ("missing type", "<model><entity name=\"A\"><attribute name=\"x\"/></entity></model>", .invalidElement, 1, "'attributeType' is missing"),
         ("missing entity name", "<model><entity/></model>", .invalidElement, 1, "<entity>: the required attribute 'name' is missing"),
-        ("bad delete rule", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" deletionRule=\"Explode\"/></entity></model>", .invalidElement, 1, "deletionRule 'Explode'"),
-        ("bad flag", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" optional=\"maybe\"/></entity></model>", .invalidElement, 1, "optional=\"maybe\" must be YES or NO"),
-        ("bad default", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"Integer 16\" defaultValueString=\"lots\"/></entity></model>", .invalidElement, 1, "defaultValueString=\"lots\" is not a valid Integer 16"),
-        ("bad count", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" toMany=\"YES\" maxCount=\"-1\"/></entity></model>", .invalidElement, 1, "maxCount=\"-1\""),
-        ("derived attribute", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" derived=\"YES\"/></entity></model>", .invalidElement, 1, "derived=\"YES\" without a derivationExpression"),
+        ("bad delete rule", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" deletionRule=\"Explode\"/></entity></model>",
+         .invalidElement, 1, "deletionRule 'Explode'"),
+        ("bad flag", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" optional=\"maybe\"/></entity></model>",
+         .invalidElement, 1, "optional=\"maybe\" must be YES or NO"),
+        ("bad default", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"Integer 16\" defaultValueString=\"lots\"/></entity></model>",
+         .invalidElement, 1, "defaultValueString=\"lots\" is not a valid Integer 16"),
+        ("bad count", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" toMany=\"YES\" maxCount=\"-1\"/></entity></model>",
+         .invalidElement, 1, "maxCount=\"-1\""),
+        ("derived attribute", "<model><entity name=\"A\"><attribute name=\"x\" attributeType=\"String\" derived=\"YES\"/></entity></model>",
+         .invalidElement, 1, "derived=\"YES\" without a derivationExpression"),
         ("unknown child", "<model><entity name=\"A\"><gizmo/></entity></model>", .invalidElement, 1, "<gizmo> in <entity name=\"A\">"),
-        ("unknown destination", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"B\"/></entity></model>", .inconsistentModel, nil, "destination entity 'B' does not exist"),
-        ("inverse entity mismatch", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" inverseName=\"r\" inverseEntity=\"B\"/></entity></model>", .invalidElement, 1, "inverseEntity 'B' differs"),
+        ("unknown destination", "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"B\"/></entity></model>",
+         .inconsistentModel, nil, "destination entity 'B' does not exist"),
+        ("inverse entity mismatch",
+         "<model><entity name=\"A\"><relationship name=\"r\" destinationEntity=\"A\" inverseName=\"r\" inverseEntity=\"B\"/></entity></model>",
+         .invalidElement, 1, "inverseEntity 'B' differs"),
     ]
 
     @Test("Bad files get an error naming the file, the line, the element and the problem", arguments: badFiles.indices)
@@ -298,7 +314,9 @@ struct XcodeModelReaderTests {
 
     @Test("Layout elements are ignored")
     func layoutIgnored() throws {
-        let xml = "<model><entity name=\"A\"><fetchIndex name=\"i\"><fetchIndexElement property=\"x\" type=\"Binary\" order=\"ascending\"/></fetchIndex></entity><elements><element name=\"A\" positionX=\"1\" positionY=\"2\" width=\"3\" height=\"4\"/></elements></model>"
+        let xml = "<model><entity name=\"A\"><fetchIndex name=\"i\">" +
+            "<fetchIndexElement property=\"x\" type=\"Binary\" order=\"ascending\"/></fetchIndex></entity>" +
+            "<elements><element name=\"A\" positionX=\"1\" positionY=\"2\" width=\"3\" height=\"4\"/></elements></model>"
         #expect(try XcodeModelReader.read(xml: Data(xml.utf8), fileName: "x").entities.map(\.name) == ["A"])
     }
 

@@ -45,7 +45,10 @@ struct FleetTests {
             return Set(dumps).count == 1 && expected.allSatisfy { dumps[0].contains("\"\($0)\"") }
         }
         let dumps = try peers.map { try $0.dump() }
-        #expect(converged, "the fleet did not converge: \(Set(dumps).count) different dumps; p0's log: \(peers[0].logExcerpt()); p1's: \(peers[1].logExcerpt()); r1's log: \(first.log().suffix(3000)); r2's: \(second.log().suffix(3000))")
+        #expect(converged, """
+            the fleet did not converge: \(Set(dumps).count) different dumps; p0's log: \(peers[0].logExcerpt()); p1's: \(peers[1].logExcerpt()); \
+            r1's log: \(first.log().suffix(3000)); r2's: \(second.log().suffix(3000))
+            """)
         // Nothing doubled: each store holds each save's object once, and the database each change set once.
         let people = dumps[0].components(separatedBy: "\"entity\":\"Person\"").count - 1
         #expect(people == saves, "\(people) people for \(saves) saves")

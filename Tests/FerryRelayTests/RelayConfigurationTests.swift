@@ -28,7 +28,8 @@ struct RelayConfigurationTests {
     func everyKey() throws {
         let full = try parse("""
             database: {host: db.internal, port: 6543, user: relay, password_file: pg-password, name: fleet, tls: require, connections: 4}
-            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_change_set_bytes: 8192, max_concurrent_bodies: 2, tls: {certificate: tls/relay.pem, key: /etc/ferry/relay.key}}
+            server: {host: 127.0.0.1, port: 7501, tokens_file: tokens, max_body_bytes: 4096, max_change_set_bytes: 8192, max_concurrent_bodies: 2, \
+            tls: {certificate: tls/relay.pem, key: /etc/ferry/relay.key}}
             trust:
               unknown_origins: accept
               keys:
@@ -72,8 +73,10 @@ struct RelayConfigurationTests {
             ("database: {}\nserver: {tokens_file: t, port: 70000}\n", "server.port must be a whole number from 0 to 65535"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {unknown_origins: sometimes}\n", "trust.unknown_origins must be refuse or accept"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: [{origin: nope, key: k}]}\n", "trust.keys[0].origin must be a store UUID"),
-            ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: [{origin: \(Self.origin), key: short}]}\n", "trust.keys[0].key must be an Ed25519 public key"),
-            ("database: {}\nserver: {tokens_file: t}\ntrust: {revoked: [{origin: \(Self.origin), key: k, after: yesterday}]}\n", "trust.revoked[0].after must be an ISO 8601 time"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: [{origin: \(Self.origin), key: short}]}\n",
+             "trust.keys[0].key must be an Ed25519 public key"),
+            ("database: {}\nserver: {tokens_file: t}\ntrust: {revoked: [{origin: \(Self.origin), key: k, after: yesterday}]}\n",
+             "trust.revoked[0].after must be an ISO 8601 time"),
             ("database: {}\nserver: {tokens_file: t}\nretention: {keep: -1}\n", "retention.keep must be a number of seconds ≥ 0"),
             ("database: [a]\nserver: {tokens_file: t}\n", "'database' must be a mapping"),
             ("database: {host: [\n", "not valid YAML"),
@@ -81,7 +84,8 @@ struct RelayConfigurationTests {
             ("database: {}\nserver: {tokens_file: t, tls: {certificate: c}}\n", "missing key server.tls.key"),
             ("database: {}\nserver: {tokens_file: t, max_body_bytes: 8192, max_change_set_bytes: 4096}\n",
              "server.max_change_set_bytes (4096) must be at least server.max_body_bytes (8192)"),
-            ("database: {}\nserver: {tokens_file: t, max_change_set_bytes: 5000000000}\n", "server.max_change_set_bytes must be a whole number from 1024 to 2147483648"),
+            ("database: {}\nserver: {tokens_file: t, max_change_set_bytes: 5000000000}\n",
+             "server.max_change_set_bytes must be a whole number from 1024 to 2147483648"),
             ("database: {}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key 'server.tls.pin'"),
         ]
         for (text, expected) in cases {

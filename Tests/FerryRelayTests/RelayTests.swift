@@ -69,7 +69,7 @@ struct RelayBodyLimitTests {
         #expect(flowed, "the two change sets did not reach b: \(a.logExcerpt()) \(relay.log().suffix(2000))")
     }
 
-    @Test("a change set larger than the relay's max_change_set_bytes: the sender's status and log say so and what lets it through; raised, it flows with what came after it")
+    @Test("a change set over the relay's max_change_set_bytes: sender's status and log say so and what lets it through; raised, it flows with what came after")
     func changeSetLargerThanTheRelayTakes() throws {
         let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay(maxBodyBytes: 1 << 20, maxChangeSetBytes: 2 << 20)
         defer { withExtendedLifetime(cluster) {} }  // (the relay's database stops with it)
@@ -116,7 +116,8 @@ struct RelayBodyLimitTests {
         // Read whole from the database, each unread answer held the line nearly twice (26.9 MB each); a piece
         // (256 KiB) at a time, each holds a few (the one in the socket's buffer, the next): 1.2 MB each.
         #expect(growth < 10 * answer / 4, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")
-        print("greedy pulls of one large change set from a relay: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
+        print("greedy pulls of one large change set from a relay: resident memory \(baseline >> 20) MiB before, " +
+              "\(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
         #expect(relay.isRunning)
     }
 
@@ -192,7 +193,7 @@ struct RelayBodyLimitTests {
 /// The relay's database going away and coming back.
 @Suite("Relay database outage", .blocking, .serialized)
 struct RelayDatabaseOutageTests {
-    @Test("while PostgreSQL is down the relay answers 503 (health too) and daemons keep their saves; once it is back, the relay serves again by itself and everything flows")
+    @Test("while PostgreSQL is down the relay answers 503 (health too), daemons keep their saves; once back, the relay serves again by itself; all flows")
     func outage() throws {
         let (cluster, relay, a, b) = try RelayFixtures.pairThroughRelay()
         try RelayFixtures.save("before the outage", on: a)
@@ -400,7 +401,10 @@ struct RelayCheckTests {
         #expect(try RelayFixtures.push(late, to: first).status == 200)
         let answer = try polled.value()
         let waited = Date().timeIntervalSince(started)
-        #expect(answer.lines == [late], "\(answer.status) after \(Date().timeIntervalSince(started)) s; the second relay's log: \(second.log().suffix(4000)); the first's: \(first.log().suffix(2000))")
+        #expect(answer.lines == [late], """
+            \(answer.status) after \(Date().timeIntervalSince(started)) s; \
+            the second relay's log: \(second.log().suffix(4000)); the first's: \(first.log().suffix(2000))
+            """)
         // (Its wait was 20 s, after which it would have found the change set anyway: well before that, it was woken.
         // Seconds of margin, for a loaded machine starting curl processes.)
         #expect(waited < 15, "the long poll at the second relay took \(waited) s to hear of a push at the first")
@@ -475,7 +479,7 @@ struct RelayFailoverTests {
         return (entry?["url"] as? String, entry?["urls"] as? [String], entry?["relay"] as? Bool)
     }
 
-    @Test("retention drops what every store that pulls has, made long enough ago; a store asking for dropped change sets gets 410 and starts again from the relay's snapshot")
+    @Test("retention drops what every pulling store has, made long enough ago; a store asking for dropped change sets gets 410, restarts from relay's snapshot")
     func retention() throws {
         let cluster = try RelayFixtures.cluster()
         let peers = try RelayFixtures.peers(["a", "b", "latecomer"])
@@ -531,12 +535,16 @@ struct RelayFailoverTests {
         try relay.start()
         let missing = try FerryProcess.curl("GET", relay.url + "/v1/snapshot", token: relay.peerToken)
         #expect(missing.status == 404 && missing.body.contains("snapshot_upload_interval"), "\(missing)")
-        let notSQLite = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(relay.peerToken)",
-                                                                          "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "not a database at all", relay.url + "/v1/snapshot"])
+        let notSQLite = try FerryProcess.run(executable: "/usr/bin/curl",
+                                             ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(relay.peerToken)",
+                                              "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "not a database at all",
+                                              relay.url + "/v1/snapshot"])
         #expect(notSQLite.standardOutput.hasSuffix("400"), "\(notSQLite.standardOutput)")
         // A token limited to a's origin may not upload a snapshot of another store.
-        let otherStore = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(limited)",
-                                                                           "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "SQLite format 3", relay.url + "/v1/snapshot"])
+        let otherStore = try FerryProcess.run(executable: "/usr/bin/curl",
+                                              ["-sS", "-X", "PUT", "-w", "\n%{http_code}", "-H", "Authorization: Bearer \(limited)",
+                                               "-H", "Ferry-Snapshot-Of: \(UUID().uuidString)", "--data-binary", "SQLite format 3",
+                                               relay.url + "/v1/snapshot"])
         #expect(otherStore.standardOutput.hasSuffix("403"), "\(otherStore.standardOutput)")
 
         try a.connect(name: "relay", urls: [relay.url], token: relay.peerToken, snapshotUploadInterval: 1)

@@ -53,13 +53,17 @@ struct DiskFullTests {
     @Test("A full disk and then a read-only store: reported, reads still served, nothing half-done, recovery on its own",
           .enabled(if: DiskFullTests.canMount, "needs root to mount a small tmpfs"))
     func fullThenReadOnly() throws {
-        // B's store (and only the store: its log must stay writable) on a 64 MB tmpfs (room for the big change set below once space returns: its rows, and its log).
+        // B's store (and only the store: its log must stay writable) on a 64 MB tmpfs (room for the big change set below once
+        // space returns: its rows, and its log).
         let folder = TemporaryDirectory(prefix: "ferry-peer-b-tmpfs")
         try Self.mount(folder.path, options: "size=64m")
         defer { _ = try? FerryProcess.run(executable: "/bin/umount", ["-l", folder.path]) }
         let (a, b) = try DaemonPeer.startedPair(model: Self.model, bStoreFolder: folder.path)
         let people = { (prefix: String, count: Int, nameLength: Int) in
-            "[" + (0..<count).map { #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#($0)","values":{"id":\#($0),"name":"\#(prefix) \#(String(repeating: "x", count: nameLength))"}}"# }
+            "[" + (0..<count).map { index -> String in
+                #"{"op":"insert","entity":"Person","ref":"\#(prefix)\#(index)","values":{"id":\#(index),"# +
+                    #""name":"\#(prefix) \#(String(repeating: "x", count: nameLength))"}}"#
+            }
                 .joined(separator: ",") + "]"
         }
         try a.put(people("first", 10, 200))
@@ -130,7 +134,8 @@ struct DiskFullTests {
         // (Polled: a long deadline costs nothing when it comes at once. In one full run on a crowded
         // machine, 20 s passed without it; both logs are printed when it does not come.)
         let offlineReachedA = try DaemonPeer.waitUntil(timeout: 60) { try a.dump().contains("offline xxx") }
-        #expect(offlineReachedA, "A did not get B's offline objects from the read-only view (\(listing())):\nA:\n\(a.log().suffix(3000))\nB:\n\(b.log().suffix(3000))")
+        #expect(offlineReachedA,
+                "A did not get B's offline objects from the read-only view (\(listing())):\nA:\n\(a.log().suffix(3000))\nB:\n\(b.log().suffix(3000))")
         #expect(b.log().contains("read-only file system"), "B's log does not name the cause:\n\(b.log().suffix(1000))")
         // A's pushes are refused (503) and kept: A reports the failure and holds its change sets.
         var statusA = ""

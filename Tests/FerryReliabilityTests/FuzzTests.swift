@@ -123,7 +123,8 @@ struct FuzzTests {
                 // The canonical reader (tried first by `decode`) takes only what the general reader decodes, to the same change set.
                 if let fast = ChangeSetCodec.decodeCanonical(text, model: model, versionHash: nil) {
                     canonicalReads += 1
-                    guard case .changeSet(let taken) = fast, case .changeSet(let expected)? = try? ChangeSetCodec.decodeTree(text, model: model, versionHash: nil),
+                    guard case .changeSet(let taken) = fast,
+                          case .changeSet(let expected)? = try? ChangeSetCodec.decodeTree(text, model: model, versionHash: nil),
                           taken == expected else {
                         Issue.record("seed \(Self.seed): the canonical reader and the general one disagree on: \(text.prefix(300))")
                         continue
@@ -152,8 +153,11 @@ struct FuzzTests {
             }
         }
         #expect(slowest < Self.slowest, "seed \(Self.seed): one input took \(slowest) s")
-        #expect(decoded > 0 && refused > 0, "seed \(Self.seed): the mutations never (or always) produced valid change sets: \(decoded) decoded, \(refused) refused")
-        print("fuzz decoder: \(runs) decodes in \(String(format: "%.1f", Date().timeIntervalSince(deadline) + Self.budget)) s (\(decoded) decoded, \(canonicalReads) by the canonical reader, \(otherModel) other model, \(refused) refused), slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
+        #expect(decoded > 0 && refused > 0,
+                "seed \(Self.seed): the mutations never (or always) produced valid change sets: \(decoded) decoded, \(refused) refused")
+        print("fuzz decoder: \(runs) decodes in \(String(format: "%.1f", Date().timeIntervalSince(deadline) + Self.budget)) s " +
+              "(\(decoded) decoded, \(canonicalReads) by the canonical reader, \(otherModel) other model, \(refused) refused), " +
+              "slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
     }
 
     static let predicatePieces = [
@@ -161,8 +165,8 @@ struct FuzzTests {
         "employees.@avg.id", "@sum", "==", "=", "!=", "<>", "<", "<=", "=<", ">", ">=", "=>", "BEGINSWITH", "CONTAINS", "ENDSWITH", "LIKE",
         "MATCHES", "[c]", "[d]", "[cd]", "[x]", "IN", "BETWEEN", "ANY", "ALL", "NONE", "SOME", "NOT", "!", "AND", "&&", "OR", "||",
         "TRUEPREDICATE", "FALSEPREDICATE", "nil", "NULL", "TRUE", "FALSE", "'Ann'", "\"Bob\"", "'unterminated", "\"esc\\\"aped\"", "12",
-        "-3.5", "1e400", "0x1F", "{1, 2}", "{", "}", "(", ")", ",", "%@", "%K", "%d", "%f", "%s", "%ld", "%%", "$VAR", "$", "SUBQUERY(employees, $e, $e.id > 1)",
-        "SUBQUERY(", "$FETCH_SOURCE.id", "@count", "'ß'", "'K'", "'é'", "'\u{0}'", "🚢", "\\",
+        "-3.5", "1e400", "0x1F", "{1, 2}", "{", "}", "(", ")", ",", "%@", "%K", "%d", "%f", "%s", "%ld", "%%", "$VAR", "$",
+        "SUBQUERY(employees, $e, $e.id > 1)", "SUBQUERY(", "$FETCH_SOURCE.id", "@count", "'ß'", "'K'", "'é'", "'\u{0}'", "🚢", "\\",
     ]
 
     @Test("The predicate parser: random token soups, mutated valid predicates and deep nesting never crash or hang")
@@ -204,6 +208,7 @@ struct FuzzTests {
         }
         #expect(slowest < Self.slowest, "seed \(Self.seed): one predicate took \(slowest) s")
         #expect(parsed > 0 && refused > 0, "seed \(Self.seed): \(parsed) parsed, \(refused) refused")
-        print("fuzz predicates: \(runs) predicates in \(String(format: "%.1f", Date().timeIntervalSince(deadline) + Self.budget)) s (\(parsed) parsed, \(refused) refused), slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
+        print("fuzz predicates: \(runs) predicates in \(String(format: "%.1f", Date().timeIntervalSince(deadline) + Self.budget)) s " +
+              "(\(parsed) parsed, \(refused) refused), slowest \(String(format: "%.1f", slowest * 1000)) ms; seed \(Self.seed)")
     }
 }

@@ -89,11 +89,13 @@ struct HostilePeerTests {
         let now = Int64(Date().timeIntervalSince1970 * 1000) << 16
         let before = try b.dump()
         // An insert naming b's row 1 under another origin: refused whole.
-        let takeover = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p1","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"#
+        let takeover = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p1","values":{"name":"Mallory"}}],"# +
+            #""format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(UUID().uuidString)","seq":1}"#
         let refused = try push(takeover, to: b)
         #expect(refused.status == 400 && refused.body.contains("an insert must name an object of its change set's origin"), "\(refused)")
         // A change set under b's own origin, past what b wrote: refused, as b signs all it records (422, unsigned).
-        let planted = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p99","values":{"name":"Mallory"}}],"format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(me)","seq":99}"#
+        let planted = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(me)/Person/p99","values":{"name":"Mallory"}}],"# +
+            #""format":1,"hlc":\#(now),"model":"\#(hash)","origin":"\#(me)","seq":99}"#
         let held = try push(planted, to: b)
         #expect(held.status == 422 && held.body.contains("(unsigned)"), "\(held)")
         #expect(try b.ferry(["conflicts", "list"]).standardOutput.isEmpty, "the refused change set was kept as held")
@@ -132,8 +134,10 @@ struct HostilePeerTests {
         #expect(drained, "healthz did not answer after the 200 idle connections closed\n\(b.logExcerpt())")
         let nearBound = try (0..<7).map { _ in try RawConnection(port: b.port) }  // the 8th (curl) is past 8 - 8/8
         Thread.sleep(forTimeInterval: 0.3)
-        let busy = try FerryProcess.run(executable: "/usr/bin/curl", ["-sS", "-m", "5", "-i", "-H", "Authorization: Bearer \(b.peerToken)", b.url + "/v1/state"])
-        #expect(busy.standardOutput.contains("503") && busy.standardOutput.lowercased().contains("retry-after: 1"), "\(busy.standardOutput) \(busy.standardError)")
+        let busy = try FerryProcess.run(executable: "/usr/bin/curl",
+                                        ["-sS", "-m", "5", "-i", "-H", "Authorization: Bearer \(b.peerToken)", b.url + "/v1/state"])
+        #expect(busy.standardOutput.contains("503") && busy.standardOutput.lowercased().contains("retry-after: 1"),
+                "\(busy.standardOutput) \(busy.standardError)")
         for connection in nearBound { connection.close() }
         // Once they go, it serves again.
         let serving = DaemonPeer.waitUntil(timeout: 20) {
@@ -143,7 +147,7 @@ struct HostilePeerTests {
         #expect(b.stop() == 0)
     }
 
-    @Test("Under a low descriptor limit the daemon lowers its connection cap: idle connections wait, it does not run out of descriptors, and serves once they go")
+    @Test("Under a low descriptor limit the daemon lowers its connection cap: idle connections wait, it never runs out of descriptors, serves once they go")
     func descriptorLimit() throws {
         let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
         b.descriptorLimit = 100

@@ -67,7 +67,9 @@ struct HostileRequestTests {
         // 3. Another model version (signed by its origin, as a store of that version would): kept aside
         //    (waiting), not applied, not lost. The same edit without signing it again is refused (422).
         let sourceKey = try StoreSigningKey(contentsOf: StoreSigningKey.defaultPath(forStore: source.store))
-        let edit = { (line: String) in line.replacing(#/"model":"[0-9a-f]+"/#, with: #""model":"0000000000000000000000000000000000000000000000000000000000000000""#) }
+        let edit = { (line: String) in
+            line.replacing(#/"model":"[0-9a-f]+"/#, with: #""model":"0000000000000000000000000000000000000000000000000000000000000000""#)
+        }
         let altered = edit(lines[0])
         let refusedEdit = try push(altered, to: b)
         #expect(refusedEdit.status == 422 && refusedEdit.body.contains("bad_signature"), "\(refusedEdit)")

@@ -30,10 +30,11 @@ struct LargeChangeSetTests {
         // Built whole, each unread answer held the line about twice (27.9 MB each for this 14.1 MB change
         // set, the build before pieces). A piece at a time, each holds the stored form, a piece, and the
         // pieces it wrote before its connection stopped taking them: 2.1–3.6 MB each when the daemon's event
-        // loops keep up, 9.2 MB each once in a full run of the suite (2026-11-30; cause not found: busy
+        // loops keep up, 9.2 MB each once in a full run of the suite (cause not found: busy
         // loops at a higher priority than the test's did not reproduce it; docs/RELIABILITY.md §10).
         #expect(growth < 10 * answer, "memory grew by \(growth >> 10) KiB with 10 unread pulls of a \(answer >> 10) KiB change set")
-        print("greedy pulls of one large change set: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
+        print("greedy pulls of one large change set: resident memory \(baseline >> 20) MiB before, " +
+              "\(stalled >> 20) MiB with 10 unread pulls of \(answer >> 10) KiB (+\(growth >> 10) KiB, \((growth / 10) >> 10) KiB each)")
         #expect(a.isRunning)
     }
 
@@ -60,7 +61,8 @@ struct LargeChangeSetTests {
         #expect(all.result.status == 0, "\(all.result.standardError)")
         #expect(all.result.standardOutput == expected.map { $0 + "\n" }.joined(), "ferry history printed other lines than the store holds")
         let growth = all.peakResidentMemory - nothing.peakResidentMemory
-        print("ferry history: peak resident memory \(nothing.peakResidentMemory >> 20) MiB printing nothing, \(all.peakResidentMemory >> 20) MiB printing \(total >> 20) MiB of change sets (+\(growth >> 10) KiB)")
+        print("ferry history: peak resident memory \(nothing.peakResidentMemory >> 20) MiB printing nothing, " +
+              "\(all.peakResidentMemory >> 20) MiB printing \(total >> 20) MiB of change sets (+\(growth >> 10) KiB)")
         // Read whole before it printed (the build before), the history was held at least once, and each
         // large line briefly twice more while it was inflated; written as read, a large line's stored
         // form (some 20 times smaller) and a piece of it.
@@ -110,7 +112,7 @@ struct LargeChangeSetTests {
         #expect(try a.dump() == b.dump())
     }
 
-    @Test("A change set larger than a push request is pushed to each peer as it is read from the store, a piece at a time: the pusher holds a small part of it per peer, not copies")
+    @Test("A change set over a push request is pushed to each peer as it is read from the store, in pieces: the pusher holds a small part per peer, not copies")
     func largeChangeSetPushedInPieces() throws {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 3600, maxBackoff: 1)
         let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 3600)
@@ -227,7 +229,8 @@ struct LargeChangeSetTests {
         _ = try a.put(DaemonPeer.people("big-", 0..<16_000))
         _ = try a.put(DaemonPeer.people("after-", 0..<1))
         let lastError = try a.waitForSyncError(containing: "refuses the next change set to push")
-        #expect(lastError.contains("(server.max_body_bytes on a daemon, server.max_change_set_bytes on a relay) is raised above 2.") && lastError.contains("a daemon peer may still pull it"), "\(lastError)")
+        #expect(lastError.contains("(server.max_body_bytes on a daemon, server.max_change_set_bytes on a relay) is raised above 2.")
+                && lastError.contains("a daemon peer may still pull it"), "\(lastError)")
         #expect(try !b.dump().contains("after- 0"))
         // B pulls what A could not push (here at once; on its schedule otherwise), and A's pushes go on.
         let pulled = try FerryProcess.run(["sync-now", "--config", b.configuration])

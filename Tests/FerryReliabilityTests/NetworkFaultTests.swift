@@ -65,7 +65,13 @@ struct NetworkFaultTests {
             for peer in [a, b] { try? peer.log().write(toFile: "\(keep)/\(peer.name).log", atomically: true, encoding: .utf8) }
             print("logs kept in \(keep)")
         }
-        #expect(converged, "\(context): no convergence 60 s after the faults stopped; proxy to a: \(toA.counts), to b: \(toB.counts)\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
+        #expect(converged, """
+            \(context): no convergence 60 s after the faults stopped; proxy to a: \(toA.counts), to b: \(toB.counts)
+            log a:
+            \(a.logExcerpt())
+            log b:
+            \(b.logExcerpt())
+            """)
         try expectEveryChangeSetOnce(in: [a, b], saves: writer.saves, context: context)
 
         // The faults really happened, each kind, and the daemons saw failures and retried.
@@ -77,8 +83,10 @@ struct NetworkFaultTests {
         let failures = (a.log() + b.log()).components(separatedBy: "failed:").count - 1
         #expect(failures > 0, "\(context): no sync failed while the faults lasted")
         let (stopA, stopB) = (a.stop(), b.stop())
-        #expect(stopA == 0 && stopB == 0, "exit statuses a \(stopA) (\(a.processState)), b \(stopB) (\(b.processState))\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
-        print("network faults: \(counts.values.reduce(0, +)) connections (\(counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))), "
+        #expect(stopA == 0 && stopB == 0,
+                "exit statuses a \(stopA) (\(a.processState)), b \(stopB) (\(b.processState))\nlog a:\n\(a.logExcerpt())\nlog b:\n\(b.logExcerpt())")
+        print("network faults: \(counts.values.reduce(0, +)) connections "
+              + "(\(counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))), "
               + "\(failures) failed syncs retried; converged \(String(format: "%.1f", seconds)) s after the faults stopped; "
               + "\(writer.saves) saves, \(writer.objects) objects; \(context)")
     }

@@ -74,7 +74,8 @@ struct PartitionTests {
         for index in 0..<12 {
             let company = index < 6 ? "c1" : "c2"
             let department = index < 4 ? #","department":"d1""# : ""
-            operations.append(#"{"op":"insert","entity":"Employee","ref":"e\#(index)","values":{"name":"e\#(index)","level":0,"employer":"\#(company)"\#(department)}}"#)
+            operations.append(#"{"op":"insert","entity":"Employee","ref":"e\#(index)","# +
+                              #""values":{"name":"e\#(index)","level":0,"employer":"\#(company)"\#(department)}}"#)
         }
         let refs = try a.put("[" + operations.joined(separator: ",") + "]")
         func uri(_ ref: String) throws -> String { try #require(refs[ref]) }
@@ -121,7 +122,10 @@ struct PartitionTests {
                 && Set(peers.map { try Set($0.changeSetLog().entries.map { "\($0.origin)#\($0.sequence)" }) }).count == 1
         }
         let seconds = Date().timeIntervalSince(healed)
-        #expect(converged, "no convergence within 30 s of the heal\n\(peers.map { "\($0.name): \($0.processState)\n\($0.logExcerpt(characters: 2000))" }.joined(separator: "\n"))")
+        #expect(converged, """
+            no convergence within 30 s of the heal
+            \(peers.map { "\($0.name): \($0.processState)\n\($0.logExcerpt(characters: 2000))" }.joined(separator: "\n"))
+            """)
 
         let final = try Self.objects(in: a.dump())
         let employees = Dictionary(uniqueKeysWithValues: final.filter { $0.entity == "Employee" }.compactMap { object in object.name.map { ($0, object) } })
@@ -150,7 +154,8 @@ struct PartitionTests {
         }
         #expect(Set(keySets).count == 1, "the stores hold different change sets")
         let quarantined = try peers.map { try $0.changeSetLog().entries.filter { $0.status == 1 }.count }
-        print("partition: converged \(String(format: "%.1f", seconds)) s after the heal; \(keySets[0].count) change sets on each store, quarantined per store \(quarantined)")
+        print("partition: converged \(String(format: "%.1f", seconds)) s after the heal; " +
+              "\(keySets[0].count) change sets on each store, quarantined per store \(quarantined)")
         let stopping = Date()
         for peer in peers { #expect(peer.stop() == 0) }
         print("partition: the three daemons stopped in \(String(format: "%.2f", Date().timeIntervalSince(stopping))) s with their proxies still up")

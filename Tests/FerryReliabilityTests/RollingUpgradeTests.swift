@@ -28,7 +28,7 @@ struct RollingUpgradeTests {
         try ModelBundle.write(Array(versions), current: versions.last?.0 ?? "Notes", to: path)
     }
 
-    @Test("Three daemons upgraded one at a time through an additive version and a rename-and-removal version, writing throughout, converge with nothing lost or waiting")
+    @Test("Three daemons upgraded one by one through an additive and a rename-and-removal version, writing throughout, converge with nothing lost or waiting")
     func rollingUpgrade() throws {
         let bundles = TemporaryDirectory(prefix: "ferry-rolling")
         let names = ["a", "b", "c"]

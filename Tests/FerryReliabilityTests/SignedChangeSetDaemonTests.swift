@@ -22,7 +22,7 @@ struct SignedChangeSetDaemonTests {
         return found.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }
 
-    @Test("A third peer's forgeries pushed to B (A's origin and next number, unsigned, altered, renumbered; a pull-only token) are refused and applied nowhere; A's genuine change sets still reach B, and A and B converge")
+    @Test("B refuses a third peer's forgeries (as A's next, unsigned, altered, renumbered; pull-only token); none apply; A's real ones reach B; A, B converge")
     func thirdPeerForgeries() throws {
         let (a, b) = try DaemonPeer.startedPair(model: Self.model)
         let refs = try a.put(#"[{"op":"insert","entity":"Person","ref":"ann","values":{"id":1,"name":"Ann"}}]"#)
@@ -65,7 +65,7 @@ struct SignedChangeSetDaemonTests {
         for peer in [a, b] { #expect(peer.stop() == 0) }
     }
 
-    @Test("`ferry key rotate`: A signs with its new key, its peer B learns it from A, and C, which talks only to B and pinned A's first key, learns it through B")
+    @Test("`ferry key rotate`: A signs with its new key; peer B learns it from A; C, talking only to B, with A's first key pinned, learns it through B")
     func rotation() throws {
         let a = try DaemonPeer(name: "a", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
         let b = try DaemonPeer(name: "b", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
@@ -101,7 +101,7 @@ struct SignedChangeSetDaemonTests {
         for peer in [a, b, c] { #expect(peer.stop() == 0) }
     }
 
-    @Test("A store made before keys: its unsigned change sets are refused by a store that refuses unknown origins, taken by one that accepts them; upgraded, its old and new change sets reach its peer")
+    @Test("A store from before keys: its unsigned change sets refused where unknown origins are, taken where accepted; upgraded, old and new reach its peer")
     func storeMadeBeforeKeys() throws {
         let legacy = try DaemonPeer(name: "legacy", model: Self.model, pullInterval: 0.5, maxBackoff: 2)
         #expect(try legacy.ferry(["init"]).status == 0)

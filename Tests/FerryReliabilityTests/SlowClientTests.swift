@@ -84,7 +84,8 @@ struct SlowClientTests {
         // Without backpressure each stalled answer would sit in memory whole (20 answers the size of
         // the warm-up's); bounded means well under half of that.
         #expect(growth < 20 * warmAnswer.utf8.count / 2, "memory grew by \(growth >> 10) KiB with 20 unread pulls of \(warmAnswer.utf8.count >> 10) KiB")
-        print("greedy pulls: resident memory \(baseline >> 20) MiB before, \(stalled >> 20) MiB with 20 unread pulls of \(warmAnswer.utf8.count >> 10) KiB (+\(growth >> 10) KiB)")
+        print("greedy pulls: resident memory \(baseline >> 20) MiB before, " +
+              "\(stalled >> 20) MiB with 20 unread pulls of \(warmAnswer.utf8.count >> 10) KiB (+\(growth >> 10) KiB)")
         let stopping = Date()
         #expect(a.stop() == 0 && b.stop() == 0)
         print("greedy pulls: both daemons stopped \(String(format: "%.1f", Date().timeIntervalSince(stopping))) s after SIGTERM with the 20 pulls still unread")

@@ -42,7 +42,8 @@ struct SnapshotJoinTests {
         // A's and B's keys as A did (they came with the snapshot), besides its own; B trusts C on first use; A, which
         // never talks to C, pins C's key (trust.keys).
         #expect(try Set(c.ferry(["trust", "list"]).standardOutput
-            .split(separator: "\n").compactMap { try? JSONValue.parse(String($0))["origin"]?.stringValue }) == [a.storeIdentifier(), b.storeIdentifier(), c.storeIdentifier()])
+            .split(separator: "\n").compactMap { try? JSONValue.parse(String($0))["origin"]?.stringValue })
+                == [a.storeIdentifier(), b.storeIdentifier(), c.storeIdentifier()])
         try c.connect(to: b)
         try b.connect(to: c)
         try a.pin(c)

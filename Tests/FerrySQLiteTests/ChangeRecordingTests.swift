@@ -75,7 +75,8 @@ struct ChangeRecordingTests {
         try #require(sets.count == 3)
         #expect(sets.map(\.sequence) == [1, 2, 3])
         #expect(sets[0].timestamp < sets[1].timestamp && sets[1].timestamp < sets[2].timestamp)
-        #expect(sets[1].changes == [ObjectChange(kind: .update, uri: bob.objectID.uriString, entity: "Person", values: ["name": .attribute(.string("Robert"))])])
+        #expect(sets[1].changes == [ObjectChange(kind: .update, uri: bob.objectID.uriString, entity: "Person",
+                                                 values: ["name": .attribute(.string("Robert"))])])
         // The delete: Bob's tombstone with his last values; nullify updates of the desk and the club's membership.
         let delete = try #require(sets[2].changes.first { $0.kind == .delete })
         #expect(delete.uri == bob.objectID.uriString)
@@ -106,12 +107,13 @@ struct ChangeRecordingTests {
         #expect(short.contains("\"Zoë 🐘 \u{301}\""), "\(short)")
         #expect(lines[3] == short)
         let long = try #require(lines.last)
-        #expect(long.contains("\"Person 199 🐘\"") && long.utf8.count > 5 * (stored[4]["size"] as Int), "\(long.utf8.count) bytes stored in \(stored[4]["size"] as Int)")
+        #expect(long.contains("\"Person 199 🐘\"") && long.utf8.count > 5 * (stored[4]["size"] as Int),
+                "\(long.utf8.count) bytes stored in \(stored[4]["size"] as Int)")
         #expect(try store.changeSets().dropLast().last?.changes.first?.uri == zoë.objectID.uriString)
         #expect(try store.changeSets().last?.changes.count == 200)
     }
 
-    @Test("A body compressed in two steps (its beginning ahead of the transaction) reads back as the one text; a body that is not the prefix's is left to one step")
+    @Test("A body compressed in two steps (its beginning ahead of the transaction) reads back as the one text; a body not the prefix's is left to one step")
     func twoStepCompression() throws {
         // Half incompressible (so the stream outgrows any first guess of its size), half repetitive.
         var generator = SystemRandomNumberGenerator()
@@ -130,7 +132,7 @@ struct ChangeRecordingTests {
         #expect(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
     }
 
-    @Test("A body of many slices is compressed a slice at a time: it reads back whole, in one step and in two, and the stream is made in a buffer near its own size, not the body's")
+    @Test("A body of many slices is compressed per slice: reads back whole, in one step and two; stream made in a buffer near its own size, not the body's")
     func slicedCompression() throws {
         // About 3.2 MB, some 13 slices: repetitive text with a run of noise every 100 objects.
         var generator = SystemRandomNumberGenerator()
@@ -220,7 +222,9 @@ struct ChangeRecordingTests {
         #expect(try store.changeSets().count == 2, "the conflicting save left no change set")
         let state = try store.historyState()
         #expect(state.vector == [store.identifier: 2])
-        #expect(state.json == #"{"model":"\#(Self.model.versionHash)","store":"\#(store.identifier.uuidString)","vector":{"\#(store.identifier.uuidString)":2}}"#)
+        let stateJSON = #"{"model":"\#(Self.model.versionHash)","store":"\#(store.identifier.uuidString)","# +
+            #""vector":{"\#(store.identifier.uuidString)":2}}"#
+        #expect(state.json == stateJSON)
     }
 
     @Test("A large save's inserts, written beside their rows on another thread, are recorded like a small save's; a conflict leaves nothing")

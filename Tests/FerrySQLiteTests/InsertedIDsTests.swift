@@ -19,7 +19,7 @@ struct InsertedIDsTests {
         .permanent(entityName: entity, store: store, primaryKey: key)
     }
 
-    @Test("Consecutive counters from any first one: each ID finds its own row; the same counter of another entity, the counters either side, another context's and nil find nothing; a permanent ID is itself")
+    @Test("Consecutive counters, any first: IDs find their rows; none for other entity's same counter, neighbours, other context's, nil; permanent ID: itself")
     func consecutiveCounters() {
         let entities = ["Person", "Boss", "Person", "Person", "Boss"]
         let inserts = entities.indices.map { insert(entities[$0], 40 + $0) }

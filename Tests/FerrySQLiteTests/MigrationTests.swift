@@ -77,25 +77,43 @@ struct MigrationTests {
     @Test("Validation-only changes need no migration")
     func validationOnly() throws {
         let directory = TemporaryDirectory()
-        let (path, _) = try storeWithData(directory)
+        let (path, uuid) = try storeWithData(directory)
         let stricter = try ManagedObjectModel {
             Entity("Note") { Attribute("text", .string, optional: false, maximum: .integer(100)); Attribute("stars", .integer16, maximum: .integer(5)) }
             Entity("Tag") { Attribute("name", .string) }
         }
-        _ = try SQLiteStore(path: path, model: stricter)
+        // Core Data leaves validation out of the version hash: the store is the same version.
+        #expect(stricter.versionHash == Self.version1.versionHash)
+        let schemaBefore = try withDatabase(path) { db in try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name") }
+        let store = try SQLiteStore(path: path, model: stricter)
+        #expect(store.migration == nil, "a validation-only change migrated: \(String(describing: store.migration?.changes))")
+        #expect(store.identifier == uuid)
+        let context = try PersistentContainer(store: store).newContext()
+        #expect(try context.count(for: FetchRequest(entityName: "Note")) == 1)
+        try store.close()
+        let schemaAfter = try withDatabase(path) { db in try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name") }
+        #expect(schemaAfter == schemaBefore, "the schema was rewritten")
     }
 
     static let incompatible: [(String, ManagedObjectModel, String)] = [
-        ("changed type", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .string) }; Entity("Tag") { Attribute("name", .string) } },
+        ("changed type", try! ManagedObjectModel {
+            Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .string) }
+            Entity("Tag") { Attribute("name", .string) }
+        },
          "attribute 'stars' changed type from Integer 16 to String"),
         ("new required attribute", try! ManagedObjectModel {
             Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("author", .string, optional: false) }
             Entity("Tag") { Attribute("name", .string) }
         }, "new attribute 'author' is required"),
-        ("became required", try! ManagedObjectModel { Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false) }; Entity("Tag") { Attribute("name", .string) } },
+        ("became required", try! ManagedObjectModel {
+            Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16, optional: false) }
+            Entity("Tag") { Attribute("name", .string) }
+        },
          "attribute 'stars' became required without a default value"),
         ("two claim one", try! ManagedObjectModel {
-            Entity("Note") { Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("rating", .integer16, renamedFrom: "stars") }
+            Entity("Note") {
+                Attribute("text", .string, optional: false); Attribute("stars", .integer16); Attribute("rating", .integer16, renamedFrom: "stars")
+            }
             Entity("Tag") { Attribute("name", .string) }
         }, "two properties claim the old property 'stars'"),
     ]
@@ -193,7 +211,10 @@ struct LightweightMigrationTests {
             Attribute("text", .string, optional: false); Attribute("rating", .integer16, renamedFrom: "stars"); Attribute("score", .double)
             Relationship("folder", to: "Folder", inverse: "memos", renamedFrom: "folder")
         }
-        Entity("Folder") { Attribute("name", .string); Attribute("color", .string); Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes") }
+        Entity("Folder") {
+            Attribute("name", .string); Attribute("color", .string)
+            Relationship("memos", to: "Memo", inverse: "folder", toMany: true, renamedFrom: "notes")
+        }
     }
 
     /// A store of version 1 holding two notes (one with stars, folder and tag; one with nothing optional).
@@ -234,7 +255,8 @@ struct LightweightMigrationTests {
     func keepsModelVersions() throws {
         let directory = TemporaryDirectory()
         let path = try store(directory)
-        let version2 = try ManagedObjectModel(entities: Self.version1.entities + [EntityDescription(name: "Extra", attributes: [AttributeDescription(name: "x", type: .string)])])
+        let extra = EntityDescription(name: "Extra", attributes: [AttributeDescription(name: "x", type: .string)])
+        let version2 = try ManagedObjectModel(entities: Self.version1.entities + [extra])
         _ = try SQLiteStore(path: path, model: version2)
         let store = try SQLiteStore(path: path, model: version2)
         #expect(try store.knownModels() == [Self.version1, version2])
@@ -253,7 +275,8 @@ struct LightweightMigrationTests {
         #expect(steps.withLock { $0 }.map { String($0.prefix(3)) } == ["1/5", "2/5", "3/5", "4/5", "5/5"], "\(steps.withLock { $0 })")
         let report = try #require(migrated.migration)
         #expect(report.fromVersionHash == Self.version1.versionHash && report.toVersionHash == model.versionHash)
-        #expect(report.changes.sorted() == ["added Folder.color", "removed Memo.tags", "removed Memo.weight", "removed entity Tag", "renamed Folder.notes to memos",
+        #expect(report.changes.sorted() == ["added Folder.color", "removed Memo.tags", "removed Memo.weight", "removed entity Tag",
+                                            "renamed Folder.notes to memos",
                                             "renamed Memo.stars to rating", "renamed entity Note to Memo"], "\(report.changes)")
         #expect(report.seconds > 0)
     }
@@ -306,7 +329,9 @@ struct LightweightMigrationTests {
         let directory = TemporaryDirectory()
         let path = try store(directory)
         let model = Self.removedThings
-        let joinTables = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z\\_%' ESCAPE '\\' AND name NOT LIKE 'Z_FERRY%' AND name NOT IN ('Z_PRIMARYKEY', 'Z_METADATA', 'Z_MODELCACHE')") }
+        let joinTableQuery = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z\\_%' ESCAPE '\\'"
+            + " AND name NOT LIKE 'Z_FERRY%' AND name NOT IN ('Z_PRIMARYKEY', 'Z_METADATA', 'Z_MODELCACHE')"
+        let joinTables = try DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: joinTableQuery) }
         #expect(joinTables.count == 1, "the Note–Tag join table: \(joinTables)")
         // Not named as an earlier version, version 1 is a stranger: nothing is removed, the open is refused.
         do {
@@ -541,13 +566,16 @@ struct MigrationParityTests {
 
     static let rules: [Rule] = [
         Rule("rename an attribute", LightweightMigrationTests.version1, LightweightMigrationTests.renamedAttribute, LightweightMigrationTests.fill),
-        Rule("rename an entity and its relationships", LightweightMigrationTests.version1, LightweightMigrationTests.renamedEntity, LightweightMigrationTests.fill),
-        Rule("remove an attribute, a relationship and an entity", LightweightMigrationTests.version1, LightweightMigrationTests.removedThings, LightweightMigrationTests.fill),
+        Rule("rename an entity and its relationships",
+             LightweightMigrationTests.version1, LightweightMigrationTests.renamedEntity, LightweightMigrationTests.fill),
+        Rule("remove an attribute, a relationship and an entity",
+             LightweightMigrationTests.version1, LightweightMigrationTests.removedThings, LightweightMigrationTests.fill),
         Rule("required with a default", LightweightMigrationTests.version1, LightweightMigrationTests.requiredWithDefaults, LightweightMigrationTests.fill),
         Rule("widen and convert types", LightweightMigrationTests.version1, LightweightMigrationTests.changedTypes, LightweightMigrationTests.fill),
         Rule("rename, remove and add at once", LightweightMigrationTests.version1, LightweightMigrationTests.renamedAndRemoved, LightweightMigrationTests.fill),
         Rule("add derived attributes", DerivedMigrationTests.version1, DerivedMigrationTests.version2, DerivedMigrationTests.fill),
-        Rule("make a to-one to-many", ToManyMigrationTests.version1, ToManyMigrationTests.version2, ToManyMigrationTests.fill, late: ToManyMigrationTests.moveCards),
+        Rule("make a to-one to-many", ToManyMigrationTests.version1, ToManyMigrationTests.version2, ToManyMigrationTests.fill,
+             late: ToManyMigrationTests.moveCards),
     ]
 
     func dump(_ store: any PersistentStore) throws -> [String] {
@@ -638,7 +666,9 @@ struct ToManyMigrationTests {
 
     /// (On version 1) card one moves to deck B and loses its tag; a card is added to deck A.
     static func moveCards(_ context: ManagedObjectContext) throws {
-        let decks = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Deck")).map { (try $0.value(forKey: "name") as? String ?? "", $0) })
+        let decks = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Deck")).map {
+            (try $0.value(forKey: "name") as? String ?? "", $0)
+        })
         let one = try #require(try context.fetch(FetchRequest(entityName: "Card")).first { try $0.value(forKey: "title") as? String == "one" })
         try one.setValue(decks["B"], forKey: "deck")
         try one.setValue(nil, forKey: "tag")
@@ -653,7 +683,9 @@ struct ToManyMigrationTests {
         let store = try SQLiteStore(path: path, model: Self.version2, options: .init(earlierModels: [Self.version1]))
         #expect(store.migration?.changes.contains("made Card.decks to-many") == true, "\(store.migration?.changes ?? [])")
         let context = try PersistentContainer(store: store).newContext()
-        let cards = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Card")).map { (try $0.value(forKey: "title") as? String ?? "", $0) })
+        let cards = try Dictionary(uniqueKeysWithValues: context.fetch(FetchRequest(entityName: "Card")).map {
+            (try $0.value(forKey: "title") as? String ?? "", $0)
+        })
         func names(_ card: String, _ key: String) throws -> [String] {
             try (try #require(cards[card]).value(forKey: key) as? Set<ManagedObject> ?? []).map { try $0.value(forKey: "name") as? String ?? "" }.sorted()
         }
@@ -665,7 +697,8 @@ struct ToManyMigrationTests {
         let columns = try DatabaseQueue(path: path).read { db in try db.columns(in: "ZCARD").map(\.name) }
         #expect(!columns.contains("ZDECK") && !columns.contains("ZTAG"), "\(columns)")
         // A card may now be in two decks.
-        try #require(cards["one"]).mutableSetValue(forKey: "decks").insert(try #require(try context.fetch(FetchRequest(entityName: "Deck")).first { try $0.value(forKey: "name") as? String == "B" }))
+        let deckB = try #require(try context.fetch(FetchRequest(entityName: "Deck")).first { try $0.value(forKey: "name") as? String == "B" })
+        try #require(cards["one"]).mutableSetValue(forKey: "decks").insert(deckB)
         try context.save()
         #expect(try names("one", "decks") == ["A", "B"])
     }

@@ -88,7 +88,8 @@ struct SchemaTests {
         try withDatabase(try #require(test.storePath)) { db in
             #expect(try !db.tableExists("ZBOOK"), "subentities share their root's table")
             #expect(try db.columns(in: "ZITEM").map(\.name) == ["Z_PK", "Z_ENT", "Z_OPT", "ZISBN", "ZMINUTES", "ZTITLE"])
-            let entities = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM Z_PRIMARYKEY ORDER BY Z_ENT").map { "\($0[0] as Int)=\($0[1] as String)<\($0[2] as Int)" }
+            let entities = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM Z_PRIMARYKEY ORDER BY Z_ENT")
+                .map { "\($0[0] as Int)=\($0[1] as String)<\($0[2] as Int)" }
             #expect(entities == ["1=Author<0", "2=Item<0", "3=Book<2", "4=Film<2", "5=Shelf<0"], "alphabetical, subentities right after their parent")
             #expect(try Int.fetchAll(db, sql: "SELECT Z_ENT FROM ZITEM ORDER BY Z_PK") == [3, 4])
             let shelfColumns = try db.columns(in: "ZSHELF").map(\.name)
@@ -151,11 +152,16 @@ struct SchemaTests {
         let path = directory.file("store.sqlite")
         do { _ = try SQLiteStore(path: path, model: model) }
         try DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE Z_METADATA SET Z_PLIST = json_set(Z_PLIST, '$.formatVersion', 4)") }
-        let contents = { try withDatabase(path) { db in try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master ORDER BY name") + Row.fetchAll(db, sql: "SELECT * FROM Z_METADATA") } }
+        let contents = {
+            try withDatabase(path) { db in
+                try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master ORDER BY name") + Row.fetchAll(db, sql: "SELECT * FROM Z_METADATA")
+            }
+        }
         let before = try contents()
         for readOnly in [false, true] {
             let error = #expect(throws: StoreError.self) { try SQLiteStore(path: path, model: model, options: .init(readOnly: readOnly)) }
-            #expect(error.map { "\($0)" }?.contains("format version 4; this Ferry reads up to version 3. Upgrade Ferry.") == true, "\(String(describing: error))")
+            #expect(error.map { "\($0)" }?.contains("format version 4; this Ferry reads up to version 3. Upgrade Ferry.") == true,
+                    "\(String(describing: error))")
         }
         #expect(try contents() == before, "schema and metadata untouched")
     }

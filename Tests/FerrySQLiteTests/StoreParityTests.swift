@@ -32,7 +32,8 @@ struct StoreParityTests {
         let choice = Int.random(in: 0..<(depth > 1 ? 4 : 12), using: &random)
         switch choice {
         case 11:
-            let pairs = [("id", "manager.id"), ("manager.id", "manager.manager.id"), ("name", "manager.name"), ("manager", "manager.manager"), ("SELF_MANAGER", "")]
+            let pairs = [("id", "manager.id"), ("manager.id", "manager.manager.id"), ("name", "manager.name"), ("manager", "manager.manager"),
+                         ("SELF_MANAGER", "")]
             let (left, right) = pairs.randomElement(using: &random) ?? ("id", "manager.id")
             if left == "SELF_MANAGER" { return .keyPathComparison(keyPath: "manager.manager", .equal, otherKeyPath: "manager") }
             let op: ComparisonOperator = left == "manager" ? [.equal, .notEqual].randomElement(using: &random) ?? .equal
@@ -138,7 +139,8 @@ struct StoreParityTests {
         for _ in 0..<60 {
             let predicate = randomPredicate(&random)
             let request = FetchRequest(entityName: "Person", predicate: predicate,
-                                       sortDescriptors: [FetchSortDescriptor("name", ascending: Bool.random(using: &random), caseInsensitive: Bool.random(using: &random)),
+                                       sortDescriptors: [FetchSortDescriptor("name", ascending: Bool.random(using: &random),
+                                                                             caseInsensitive: Bool.random(using: &random)),
                                                          FetchSortDescriptor("id")])
             let results = try readers.map { try $0.fetch(request).map { $0.objectID.primaryKey ?? -1 } }
             #expect(results[0] == results[1], "seed \(seed): \(predicate)")

@@ -127,7 +127,8 @@ struct FerryAPITests {
         peer.lastError = "not listening: connection refused"
         peer.consecutiveFailures = 1
         var made = StatusDocument(store: UUID(), model: "m", peers: [peer])
-        made.storeError = StatusDocument.StoreProblem(message: "store.path /srv/ferry/secret/store.sqlite: read-only file system", since: Date(timeIntervalSince1970: 0), readOnlyView: true)
+        made.storeError = StatusDocument.StoreProblem(message: "store.path /srv/ferry/secret/store.sqlite: read-only file system",
+                                                      since: Date(timeIntervalSince1970: 0), readOnlyView: true)
         let document = made
         let fixture = try Fixture(control: FixedControl(document: document, peers: ["b"]))
         try await fixture.app.test(.router) { client in
@@ -185,7 +186,7 @@ struct FerryAPITests {
         }
     }
 
-    @Test("A token limited to some origins may push their change sets only: a push holding another origin's is refused whole, and the genuine one applies afterwards")
+    @Test("A token limited to some origins may push only their change sets: a push with another origin's is refused whole; the genuine one applies afterwards")
     func originLimitedTokens() async throws {
         let fixture = try Fixture()
         let first = try fixture.changeSet("Ann"), second = try fixture.changeSet("Bob")

@@ -45,7 +45,8 @@ struct GzipBodyTextTests {
         let oversize = OversizeBodies(maxBytes: 4 << 20)
         try await Self.app(maxBodyBytes: 1 << 20, oversize: oversize).test(.router) { client in
             let answer = try await client.execute(uri: "/push", method: .post, headers: [.contentEncoding: "gzip"], body: packed)
-            #expect(answer.status == .ok && String(buffer: answer.body) == Self.answer(for: [line], oversize: true), "\(String(buffer: answer.body).prefix(300))")
+            #expect(answer.status == .ok && String(buffer: answer.body) == Self.answer(for: [line], oversize: true),
+                    "\(String(buffer: answer.body).prefix(300))")
         }
         #expect(oversize.slots.take(), "the slot was given back")
     }
@@ -56,11 +57,12 @@ struct GzipBodyTextTests {
         let packed = try Self.gzip(lines.joined(separator: "\n") + "\n")
         try await Self.app(maxBodyBytes: 8 << 20, oversize: nil).test(.router) { client in
             let answer = try await client.execute(uri: "/push", method: .post, headers: [.contentEncoding: "gzip"], body: packed)
-            #expect(answer.status == .ok && String(buffer: answer.body) == Self.answer(for: lines, oversize: false), "\(String(buffer: answer.body).prefix(300))")
+            #expect(answer.status == .ok && String(buffer: answer.body) == Self.answer(for: lines, oversize: false),
+                    "\(String(buffer: answer.body).prefix(300))")
         }
     }
 
-    @Test("A body that is not one whole gzip member of the length its trailer claims is left to the usual unpacking: cut, damaged, two members, a claim too short or too long, not gzip")
+    @Test("Body not one whole gzip member of the length its trailer claims is unpacked as usual: cut, damaged, two members, claim too short or long, not gzip")
     func notThisBody() async throws {
         let line = Self.line(1_200_000)
         let length = line.utf8.count
@@ -84,7 +86,8 @@ struct GzipBodyTextTests {
         let damagedBody = damaged
         try await Self.app(maxBodyBytes: 8 << 20, oversize: nil).test(.router) { client in
             let bad = try await client.execute(uri: "/push", method: .post, headers: [.contentEncoding: "gzip"], body: damagedBody)
-            #expect(bad.status == .badRequest && String(buffer: bad.body).contains("not valid gzip data"), "\(bad.status) \(String(buffer: bad.body).prefix(200))")
+            #expect(bad.status == .badRequest && String(buffer: bad.body).contains("not valid gzip data"),
+                    "\(bad.status) \(String(buffer: bad.body).prefix(200))")
             let notGzip = try await client.execute(uri: "/push", method: .post, headers: [.contentEncoding: "gzip"],
                                                    body: ByteBuffer(string: String(repeating: "x", count: 2_000_000)))
             #expect(notGzip.status == .badRequest && String(buffer: notGzip.body).contains("not valid gzip data"))

@@ -79,7 +79,8 @@ struct HTTPAPITests {
     @Test("healthz needs no token; every /v1 route needs a known one: 401 without detail")
     func authentication() async throws {
         #expect(try await request(.get, "/healthz").status == 200)
-        for (method, path) in [(HTTPRequest.Method.get, "/v1/state"), (.get, "/v1/changesets"), (.post, "/v1/changesets"), (.get, "/v1/status"), (.post, "/v1/sync")] {
+        for (method, path) in [(HTTPRequest.Method.get, "/v1/state"), (.get, "/v1/changesets"), (.post, "/v1/changesets"), (.get, "/v1/status"),
+                               (.post, "/v1/sync")] {
             for token in [nil, "wrong-token-0123456789", Self.peerToken + "x", String(Self.peerToken.dropLast())] {
                 let answer = try await request(method, path, token: token)
                 #expect(answer.status == 401, "\(method) \(path)")
@@ -220,7 +221,8 @@ struct HTTPAPITests {
     @Test("A malformed push is refused whole with 400, and nothing of it is applied")
     func malformedPush() async throws {
         let origin = UUID().uuidString
-        let valid = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(origin)/Person/p1","values":{"name":"Eve"}}],"format":1,"hlc":113000000000000001,"model":"\#(store.modelVersionHash)","origin":"\#(origin)","seq":1}"#
+        let valid = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(origin)/Person/p1","values":{"name":"Eve"}}],"# +
+            #""format":1,"hlc":113000000000000001,"model":"\#(store.modelVersionHash)","origin":"\#(origin)","seq":1}"#
         let before = try dump()
         let answer = try await request(.post, "/v1/changesets", token: Self.peerToken, body: ByteBuffer(string: valid + "\n{\"format\":1,\n"))
         #expect(answer.status == 400 && answer.body.contains("line 2"), "\(answer.body)")
@@ -241,7 +243,8 @@ struct HTTPAPITests {
         let origin = UUID().uuidString
         let huge = String(repeating: "9", count: 4 << 20)
         for line in [#"{"changes":[],"format":1,"hlc":\#(huge),"model":"m","origin":"\#(origin)","seq":1}"#,
-                     #"{"changes":[{"entity":"\#(huge)","op":"insert","uri":"x-coredata://\#(origin)/P/p1","values":{}}],"format":1,"hlc":1,"model":"\#(store.modelVersionHash)","origin":"\#(origin)","seq":1}"#] {
+                     #"{"changes":[{"entity":"\#(huge)","op":"insert","uri":"x-coredata://\#(origin)/P/p1","values":{}}],"# +
+                         #""format":1,"hlc":1,"model":"\#(store.modelVersionHash)","origin":"\#(origin)","seq":1}"#] {
             let answer = try await request(.post, "/v1/changesets", token: Self.peerToken, body: ByteBuffer(string: line))
             #expect(answer.status == 400)
             #expect(answer.bytes.readableBytes < 2_000, "a \(line.utf8.count)-byte push got a \(answer.bytes.readableBytes)-byte answer")

@@ -49,7 +49,7 @@ struct OversizePushBodyTests {
         #expect(oversize.slots.take())
     }
 
-    @Test("Past max_body_bytes, several change sets are refused (413, send fewer), and past max_change_set_bytes one is too, naming the setting; the slot is given back")
+    @Test("Past max_body_bytes several change sets are refused (413, send fewer); past max_change_set_bytes one is too, naming the setting; slot given back")
     func refusals() async throws {
         let oversize = Self.slots()
         try await Self.app(oversize).test(.router) { client in

@@ -75,7 +75,8 @@ struct PushFuzzTests {
                     ? text.replacing(#/"origin":"[0-9A-F-]+"/#, with: "\"origin\":\"\(receiverID)\"")
                     : text.replacingOccurrences(of: origin.identifier.uuidString, with: receiverID)
             case 6:  // huge strings
-                text = text.replacingOccurrences(of: "\"name\":\"", with: "\"name\":\"" + String(repeating: "x", count: Int.random(in: 1_000...200_000, using: &random)))
+                text = text.replacingOccurrences(of: "\"name\":\"",
+                                                 with: "\"name\":\"" + String(repeating: "x", count: Int.random(in: 1_000...200_000, using: &random)))
             case 7:  // unknown names
                 text = text.replacingOccurrences(of: "\"Person\"", with: "\"\(String(repeating: "Q", count: Int.random(in: 1...5_000, using: &random)))\"")
             case 8:  // deep nesting where a value goes
@@ -109,7 +110,8 @@ struct PushFuzzTests {
             for answer in answers {
                 statuses[answer.status, default: 0] += 1
                 requests += 1
-                #expect([200, 400, 413, 415, 503].contains(answer.status), "seed \(seed): \(answer.status) for \(answer.body.prefix(300)): \(answer.answer.prefix(300))")
+                #expect([200, 400, 413, 415, 503].contains(answer.status),
+                        "seed \(seed): \(answer.status) for \(answer.body.prefix(300)): \(answer.answer.prefix(300))")
                 if answer.status != 200 {
                     #expect(answer.bytes < 2_000, "seed \(seed): a \(answer.bytes)-byte error answer")
                 }
@@ -133,6 +135,7 @@ struct PushFuzzTests {
         try local.save()
         let own = try #require(try receiver.changeSets(after: [:]).last { $0.origin == receiver.identifier })
         #expect(own.timestamp <= HybridTimestamp.latestAccepted(), "seed \(seed): clock \(own.timestamp)")
-        print("push fuzz: \(requests) requests in \(seconds) s (\(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))); seed \(seed)")
+        print("push fuzz: \(requests) requests in \(seconds) s " +
+              "(\(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))); seed \(seed)")
     }
 }

@@ -102,7 +102,8 @@ struct PushStreamClientTests {
 
     func line(_ origin: UUID, _ sequence: Int, name: String = "Ann") -> String {
         let id = origin.uuidString
-        return #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(id)/Person/p\#(sequence)","values":{"name":"\#(name)"}}],"format":1,"hlc":\#(113000000000000000 + sequence),"model":"\#(store.modelVersionHash)","origin":"\#(id)","seq":\#(sequence)}"#
+        return #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(id)/Person/p\#(sequence)","values":{"name":"\#(name)"}}],"# +
+            #""format":1,"hlc":\#(113000000000000000 + sequence),"model":"\#(store.modelVersionHash)","origin":"\#(id)","seq":\#(sequence)}"#
     }
 
     @Test("Pushes go on one standing request, each answered with its own report")

@@ -38,7 +38,8 @@ struct PushStreamRouteTests {
     /// A change set of `origin` inserting one person, as a peer sends it.
     func line(_ origin: UUID, _ sequence: Int, name: String) -> String {
         let id = origin.uuidString
-        return #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(id)/Person/p\#(sequence)","values":{"name":"\#(name)"}}],"format":1,"hlc":\#(113000000000000000 + sequence),"model":"\#(store.modelVersionHash)","origin":"\#(id)","seq":\#(sequence)}"#
+        return #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(id)/Person/p\#(sequence)","values":{"name":"\#(name)"}}],"# +
+            #""format":1,"hlc":\#(113000000000000000 + sequence),"model":"\#(store.modelVersionHash)","origin":"\#(id)","seq":\#(sequence)}"#
     }
 
     /// Each batch's lines, each batch ended by an empty line.

@@ -241,7 +241,8 @@ struct AggregateFetchTests {
 
         let groupChoices = [[], ["region"], ["customer"], ["customer.name"], ["region", "customer.name"]]
         let functions: [(FetchExpression.Function, String?)] = [(.count, nil), (.count, "price"), (.sum, "units"), (.sum, "price"), (.sum, "amount"),
-                                                               (.avg, "units"), (.avg, "amount"), (.min, "region"), (.max, "units"), (.min, "amount"), (.max, "customer.name")]
+                                                               (.avg, "units"), (.avg, "amount"), (.min, "region"), (.max, "units"), (.min, "amount"),
+                                                               (.max, "customer.name")]
         /// Object IDs differ between the stores (each has its own UUID): compare their entity and row number.
         func comparable(_ rows: [[String: FetchedValue]]) -> [[String: String]] {
             rows.map { row in

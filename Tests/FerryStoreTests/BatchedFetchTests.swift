@@ -120,7 +120,8 @@ struct BatchedFetchTests {
         let request = Self.items(batchSize: 20)
         let results = try reader.fetchResults(request)
         let writer = test.context()
-        let doomed = try #require(try writer.fetch(FetchRequest(entityName: "Item", predicate: .comparison(keyPath: "n", .equal, .attribute(.integer(150))))).first)
+        let doomed = try #require(try writer.fetch(FetchRequest(entityName: "Item",
+                                                                predicate: .comparison(keyPath: "n", .equal, .attribute(.integer(150))))).first)
         writer.delete(doomed)
         try writer.save()
         #expect(try Self.n(results[149]) == 149)

@@ -91,7 +91,8 @@ struct ChildContextTests {
         try parent.save()
         #expect(try storedNames(test) == ["Ann", "Cara"])
         let fresh = test.context()
-        let stored = try #require(try fresh.fetch(FetchRequest(entityName: "Member", predicate: .comparison(keyPath: "name", .equal, .attribute(.string("Cara"))))).first)
+        let stored = try #require(try fresh.fetch(FetchRequest(entityName: "Member",
+                                                               predicate: .comparison(keyPath: "name", .equal, .attribute(.string("Cara"))))).first)
         #expect(try (stored.value(forKey: "team") as? ManagedObject)?.objectID == teamID)
         #expect(try stored.mutableSetValue(forKey: "tags").objects.map(\.objectID) == [tagID])
         #expect(try fresh.existingObject(with: annID).value(forKey: "age") as? Int32 == 40)

@@ -65,9 +65,12 @@ struct FetchTests {
         let context = test.context()
         try seed(context)
         let reader = test.context()
-        #expect(try names(reader.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("name")]))) == [nil, "Ann", "Bill", "Jane", "John"])
-        #expect(try names(reader.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("name", ascending: false)]))) == ["John", "Jane", "Bill", "Ann", nil])
-        let byManager = FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("manager.name", ascending: false), FetchSortDescriptor("id", ascending: false)])
+        #expect(try names(reader.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("name")])))
+                == [nil, "Ann", "Bill", "Jane", "John"])
+        #expect(try names(reader.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor("name", ascending: false)])))
+                == ["John", "Jane", "Bill", "Ann", nil])
+        let byManager = FetchRequest(entityName: "Person",
+                                     sortDescriptors: [FetchSortDescriptor("manager.name", ascending: false), FetchSortDescriptor("id", ascending: false)])
         #expect(try names(reader.fetch(byManager)) == ["Bill", "Jane", nil, "Ann", "John"])
     }
 
@@ -139,12 +142,18 @@ struct FetchTests {
     static let badRequests: [(FetchRequest, QueryError)] = [
         (FetchRequest(entityName: "Robot"), .unknownEntity("Robot")),
         (FetchRequest(entityName: "Person", where: "nickname", equals: .string("x")), .unknownKey(entity: "Person", key: "nickname", keyPath: "nickname")),
-        (FetchRequest(entityName: "Person", predicate: .equal("manager.nickname", .string("x"))), .unknownKey(entity: "Person", key: "nickname", keyPath: "manager.nickname")),
-        (FetchRequest(entityName: "Person", predicate: .equal("employees.name", .string("x"))), .toManyKeyNotAllowed(entity: "Person", key: "employees", keyPath: "employees.name")),
-        (FetchRequest(entityName: "Person", predicate: .equal("name.first", .string("x"))), .notARelationship(entity: "Person", key: "name", keyPath: "name.first")),
-        (FetchRequest(entityName: "Person", where: "id", equals: .string("one")), .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "string(\"one\")")),
-        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "name", .matches, "(", [])), .invalidRegularExpression(entity: "Person", keyPath: "name", pattern: "(")),
-        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "id", .beginsWith, "1", [])), .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "BEGINSWITH, which needs a String attribute")),
+        (FetchRequest(entityName: "Person", predicate: .equal("manager.nickname", .string("x"))),
+         .unknownKey(entity: "Person", key: "nickname", keyPath: "manager.nickname")),
+        (FetchRequest(entityName: "Person", predicate: .equal("employees.name", .string("x"))),
+         .toManyKeyNotAllowed(entity: "Person", key: "employees", keyPath: "employees.name")),
+        (FetchRequest(entityName: "Person", predicate: .equal("name.first", .string("x"))),
+         .notARelationship(entity: "Person", key: "name", keyPath: "name.first")),
+        (FetchRequest(entityName: "Person", where: "id", equals: .string("one")),
+         .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "string(\"one\")")),
+        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "name", .matches, "(", [])),
+         .invalidRegularExpression(entity: "Person", keyPath: "name", pattern: "(")),
+        (FetchRequest(entityName: "Person", predicate: .stringMatch(keyPath: "id", .beginsWith, "1", [])),
+         .typeMismatch(entity: "Person", keyPath: "id", expected: "Integer 64", value: "BEGINSWITH, which needs a String attribute")),
     ]
 
     @Test("Bad requests fail with an error naming the entity and key", arguments: badRequests.indices)

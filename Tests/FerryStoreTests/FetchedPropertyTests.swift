@@ -19,7 +19,8 @@ struct FetchedPropertyTests {
                     <fetchRequest name="fetchedPropertyFetchRequest" entity="Member" predicateString="team == $FETCH_SOURCE.team AND SELF != $FETCH_SOURCE"/>
                 </fetchedProperty>
                 <fetchedProperty name="juniors" optional="YES">
-                    <fetchRequest name="fetchedPropertyFetchRequest" entity="Member" predicateString="level &lt; $FETCH_SOURCE.level AND team == $FETCH_SOURCE.team"/>
+                    <fetchRequest name="fetchedPropertyFetchRequest" entity="Member" \
+        predicateString="level &lt; $FETCH_SOURCE.level AND team == $FETCH_SOURCE.team"/>
                 </fetchedProperty>
                 <fetchedProperty name="blueTeam" optional="YES">
                     <fetchRequest name="fetchedPropertyFetchRequest" entity="Member" predicateString="team == $FETCHED_PROPERTY.userInfo.team"/>

@@ -29,8 +29,10 @@ struct FormatPredicateTests {
         #expect(try bind("id BETWEEN {2, 5}") == between)
         #expect(try bind("name == $NAME", variables: ["NAME": "Ann"]) == .equal("name", .string("Ann")))
         #expect(try bind("TRUEPREDICATE AND NOT FALSEPREDICATE") == .and([.alwaysTrue, .not(.alwaysFalse)]))
-        #expect(try bind("ANY employees.name BEGINSWITH[c] 'j'") == .quantified(.any, keyPath: "employees", .stringMatch(keyPath: "name", .beginsWith, "j", .caseInsensitive)))
-        #expect(try bind("NONE manager.employees.id > 3") == .quantified(.none, keyPath: "manager.employees", .comparison(keyPath: "id", .greater, .attribute(.integer(3)))))
+        #expect(try bind("ANY employees.name BEGINSWITH[c] 'j'")
+                == .quantified(.any, keyPath: "employees", .stringMatch(keyPath: "name", .beginsWith, "j", .caseInsensitive)))
+        #expect(try bind("NONE manager.employees.id > 3")
+                == .quantified(.none, keyPath: "manager.employees", .comparison(keyPath: "id", .greater, .attribute(.integer(3)))))
         #expect(try bind("employees.@count >= %d", [2]) == .count(keyPath: "employees", .greaterOrEqual, 2))
         #expect(try bind("SUBQUERY(employees, $e, $e.id > 2 AND $e.name != nil).@count > 0")
                 == .subqueryCount(keyPath: "employees", .and([.comparison(keyPath: "id", .greater, .attribute(.integer(2))),
@@ -226,7 +228,7 @@ struct FetchTemplateTests {
 
     @Test("The templates of a real model file bind against their entities")
     func fixtureTemplates() throws {
-        let model = try XcodeModelReader.read(at: "\(SampleModels.sharedFixturesDirectory)/rentzsch__mogenerator__test.xcdatamodel.contents")
+        let model = try XcodeModelReader.read(at: "\(SampleModels.realModelsDirectory)/rentzsch__mogenerator__test.xcdatamodel.contents")
         let store = InMemoryStore(model: model)
         let container = try PersistentContainer(store: store)
         let context = container.newContext()

@@ -5,14 +5,16 @@ import Testing
 struct JSONParserTests {
     @Test("Values, escapes, surrogate pairs and numbers")
     func values() throws {
-        let value = try JSONValue.parse(#" { "b" : [1, -2, 3.5, 1e3, 9223372036854775807, 9223372036854775808], "a": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "c": {"n": null, "t": true, "f": false}} "#)
+        let value = try JSONValue.parse(#" { "b" : [1, -2, 3.5, 1e3, 9223372036854775807, 9223372036854775808],"# +
+                                        #" "a": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "c": {"n": null, "t": true, "f": false}} "#)
         #expect(value["a"] == .string("x\"\\/\u{08}\u{0C}\n\r\té😀"))
         #expect(value["b"] == .array([.integer(1), .integer(-2), .number(3.5), .number(1000), .integer(Int64.max), .number(9_223_372_036_854_775_808)]))
         #expect(value["c"]?["n"] == .null && value["c"]?["t"] == .bool(true) && value["c"]?["f"] == .bool(false))
         #expect(value.objectMembers?.map(\.0) == ["a", "b", "c"], "members sorted by key")
         #expect(try JSONValue.parse("\"Zoë\"") == .string("Zoë"))
         // Integers are read without text up to 18 digits; longer ones through Int64's parser.
-        let integers = try JSONValue.parse("[0, -0, 123456789012345678, -123456789012345678, 1234567890123456789, -9223372036854775808, -9223372036854775809]")  // the last is past Int64.min
+        let integers = try JSONValue.parse("[0, -0, 123456789012345678, -123456789012345678, 1234567890123456789, " +
+                                           "-9223372036854775808, -9223372036854775809]")  // the last is past Int64.min
         #expect(integers == .array([.integer(0), .integer(0), .integer(123_456_789_012_345_678), .integer(-123_456_789_012_345_678),
                                     .integer(1_234_567_890_123_456_789), .integer(Int64.min), .number(-9_223_372_036_854_775_808.0)]))
     }

@@ -23,11 +23,13 @@ struct PredicateCase: Sendable, CustomStringConvertible {
 /// The table: 200 predicates over the three sample models, with expectations
 /// worked out by hand from the data set's comments.
 enum PredicateTable {
-    private static func person(_ format: String, _ expected: [String], _ arguments: [PredicateCase.Argument] = [], variables: [String: String] = [:]) -> PredicateCase {
+    private static func person(_ format: String, _ expected: [String], _ arguments: [PredicateCase.Argument] = [],
+                               variables: [String: String] = [:]) -> PredicateCase {
         PredicateCase(model: "OrgChart", entity: "Person", format: format, arguments: arguments, variables: variables, expected: expected)
     }
 
-    private static func on(_ model: String, _ entity: String, _ format: String, _ expected: [String], _ arguments: [PredicateCase.Argument] = []) -> PredicateCase {
+    private static func on(_ model: String, _ entity: String, _ format: String, _ expected: [String],
+                           _ arguments: [PredicateCase.Argument] = []) -> PredicateCase {
         PredicateCase(model: model, entity: entity, format: format, arguments: arguments, variables: [:], expected: expected)
     }
 

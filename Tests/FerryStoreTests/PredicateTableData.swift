@@ -123,7 +123,8 @@ enum PredicateTableData {
     ///     k3 "Umbrella" "7702" nil    e3 "Samir"   nil        k2    e6 nil    "Lumbergh" k2
     private static func company(_ context: ManagedObjectContext) throws -> [String: ManagedObject] {
         var objects: [String: ManagedObject] = [:]
-        for (label, name, inn, uid) in [("k1", "Acme", "7701", u1), ("k2", "Initech", nil, u2), ("k3", "Umbrella", "7702", nil)] as [(String, String, String?, UUID?)] {
+        for (label, name, inn, uid) in [("k1", "Acme", "7701", u1), ("k2", "Initech", nil, u2), ("k3", "Umbrella", "7702", nil)]
+                as [(String, String, String?, UUID?)] {
             let company = try context.make("Company", ["name": name])
             try company.setValue(inn, forKey: "inn")
             try company.setValue(uid, forKey: "uid")

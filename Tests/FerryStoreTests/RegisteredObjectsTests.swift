@@ -52,7 +52,8 @@ struct RegisteredObjectsTests {
         try context.save()
         #expect(context.registeredObjects.isEmpty, "saved, nothing holds them any more")
         let reader = test.context()
-        let titles = try reader.fetch(FetchRequest(entityName: "Song", sortDescriptors: [FetchSortDescriptor("title")])).map { try $0.value(forKey: "title") as? String }
+        let titles = try reader.fetch(FetchRequest(entityName: "Song", sortDescriptors: [FetchSortDescriptor("title")]))
+            .map { try $0.value(forKey: "title") as? String }
         #expect(titles == ["new", "renamed", "song 2"])
     }
 

@@ -85,7 +85,8 @@ struct RelationshipTests {
         try playlist.mutableSetValue(forKey: "songs").insert(songs[2], at: 0)
         try context.save()
         let again = test.context()
-        #expect(try (again.existingObject(with: playlist.objectID).value(forKey: "songs") as? [ManagedObject])?.map { try $0.string("title") } == ["b", "c", "a"])
+        #expect(try (again.existingObject(with: playlist.objectID).value(forKey: "songs") as? [ManagedObject])?.map { try $0.string("title") }
+                == ["b", "c", "a"])
     }
 
     @Test("A one-way to-many (no inverse) is stored and read back", arguments: TestStoreKind.allCases)

@@ -17,7 +17,8 @@ struct SaveRequestTests {
         Entity("Desk") { Attribute("number", .integer64) }
     }
 
-    @Test("New objects with no to-one destination share one all-nil array of destinations; one with a destination has its own, with it", arguments: TestStoreKind.allCases)
+    @Test("New objects with no to-one destination share one all-nil array of destinations; one with a destination has its own, with it",
+          arguments: TestStoreKind.allCases)
     func sharedEmptyDestinations(_ kind: TestStoreKind) throws {
         let test = try TestContainer(model: Self.model, kind: kind)
         let context = test.context()

@@ -38,7 +38,7 @@ struct StoreChangeFeedTests {
         let other = try PersistentContainer(store: store)
         // The events are taken on a thread of their own, so that what is measured is the feed alone.
         let events = app.changes()
-        let told = ThreadTaskExecutor.task(named: "ferry-test-listener") { () -> ContinuousClock.Instant? in
+        let told = ThreadTaskExecutor.task(named: "ferry-listener") { () -> ContinuousClock.Instant? in
             for await event in events where event.kind == .storeChangedRemotely { return ContinuousClock.now }
             return nil
         }

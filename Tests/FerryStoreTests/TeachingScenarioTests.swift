@@ -38,7 +38,8 @@ struct TeachingScenarioTests {
         }
     }
 
-    @Test("Orders: deleting an Order deletes its rows; deleting a Customer clears its orders' customer; a nameless Customer fails", arguments: TestStoreKind.allCases)
+    @Test("Orders: deleting an Order deletes its rows; deleting a Customer clears its orders' customer; a nameless Customer fails",
+          arguments: TestStoreKind.allCases)
     func orders(kind: TestStoreKind) throws {
         let test = try TestContainer(model: try SampleModels.load("Orders"), kind: kind)
         let context = test.context()

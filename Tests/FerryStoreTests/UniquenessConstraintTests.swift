@@ -170,7 +170,8 @@ struct UniquenessConstraintTests {
         #expect(try person.objects("pets").map { try $0.value(forKey: "name") as? String } == ["Tom"])
     }
 
-    @Test("Rollback: the newcomer is dropped (references to it go to the stored object); an update into a taken key is undone", arguments: TestStoreKind.allCases)
+    @Test("Rollback: the newcomer is dropped (references to it go to the stored object); an update into a taken key is undone",
+          arguments: TestStoreKind.allCases)
     func rollback(kind: TestStoreKind) throws {
         let (person, annURI, count, reader) = try Self.merge(.rollback, kind: kind)
         #expect(count == 1 && person.objectID.uriString == annURI && !reader.hasChanges)

@@ -55,7 +55,7 @@ struct AppliedChangeSetsTests {
         let local = try Replica(model: Self.model, kind: kind)
         try Replica.trustEachOther([remote, local])
         let events = local.container.changes()
-        let told = ThreadTaskExecutor.task(named: "ferry-test-listener") { () -> [Int64] in
+        let told = ThreadTaskExecutor.task(named: "ferry-listener") { () -> [Int64] in
             var sequences: [Int64] = []
             for await event in events where event.kind == .storeChangedRemotely {
                 sequences.append(event.changeSet?.sequence ?? -1)

@@ -109,7 +109,7 @@ struct BoundedHistoryTests {
         #expect(try a.dump().count == 2)
     }
 
-    @Test("A delete a peer has not acknowledged is not forgotten: the horizon asks no more than the peers had, and the peer's late edit applies without bringing the object back",
+    @Test("A delete a peer hasn't acknowledged isn't forgotten: horizon asks no more than peers had; peer's late edit applies without bringing the object back",
           arguments: Replica.Kind.allCases)
     func horizonKnownToPeers(kind: Replica.Kind) throws {
         let a = try Replica(model: Self.model, kind: kind)
@@ -143,7 +143,7 @@ struct BoundedHistoryTests {
         #expect(throws: HistoryError.self) { try b.pull(from: stale) }
     }
 
-    @Test("A change set a peer made before it took a delete in, still on its way when the peer acknowledged the delete, is not refused: the horizon waits until this store holds everything the peer held",
+    @Test("A peer's change set predating a delete it took, in flight as it acknowledged it, isn't refused: horizon waits till this store has all the peer had",
           arguments: Replica.Kind.allCases)
     func horizonWaitsForCausalStability(kind: Replica.Kind) throws {
         let a = try Replica(model: Self.model, kind: kind)

@@ -7,7 +7,7 @@ import FerrySQLite
 import FerrySync
 import FerryTestSupport
 
-/// The invariant of DESIGN.md: stores that have applied the same change sets
+/// Ferry's invariant (docs/SYNC.md): stores that have applied the same change sets
 /// hold the same content, whatever order they arrived in. Random operations on
 /// 3–5 replicas, random partial exchanges in random orders, then exchanges
 /// until nothing new flows: every dump must be identical and every change set
@@ -117,7 +117,11 @@ struct ConvergenceTests {
                 if let club = try pick("Club"), Bool.random(using: &random) { try member.setValue(club, forKey: "club") }
             case 3...4:
                 guard let member = try pick("Member") else { return }
-                if Bool.random(using: &random) { try member.setValue(name, forKey: "name") } else { try member.setValue(Int64.random(in: 0...9, using: &random), forKey: "score") }
+                if Bool.random(using: &random) {
+                    try member.setValue(name, forKey: "name")
+                } else {
+                    try member.setValue(Int64.random(in: 0...9, using: &random), forKey: "score")
+                }
             case 5:
                 if let member = try pick("Member") { try member.setValue(email, forKey: "email") }
             case 6...7:
@@ -306,7 +310,13 @@ struct ConvergenceTests {
                     for line in try replica.store.changeSetLines() { print(line) }
                 }
             }
-            Issue.record("seed \(seed): replica \(index) differs from replica 0.\nonly in \(index):\n\(onlyHere.joined(separator: "\n"))\nonly in 0:\n\(onlyThere.joined(separator: "\n"))")
+            Issue.record("""
+                seed \(seed): replica \(index) differs from replica 0.
+                only in \(index):
+                \(onlyHere.joined(separator: "\n"))
+                only in 0:
+                \(onlyThere.joined(separator: "\n"))
+                """)
         }
         let vectors = try replicas.map { try $0.store.historyState().vector }
         #expect(Set(vectors).count == 1, "seed \(seed): every change set reached every replica")

@@ -28,7 +28,8 @@ struct DerivedAttributeTests {
             <attribute name="price" optional="YES" attributeType="Double"/>
             <attribute name="label" optional="YES" attributeType="String" derived="YES" derivationExpression="name"/>
             <attribute name="folderTitle" optional="YES" attributeType="String" derived="YES" derivationExpression="folder.title"/>
-            <relationship name="folder" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Folder" inverseName="items" inverseEntity="Folder"/>
+            <relationship name="folder" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Folder" \
+    inverseName="items" inverseEntity="Folder"/>
         </entity>
     </model>
     """

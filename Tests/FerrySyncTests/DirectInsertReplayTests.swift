@@ -69,7 +69,7 @@ struct DirectInsertReplayTests {
         try expectSameOnBothPaths(origin)
     }
 
-    @Test("New objects with no to-one destination share one all-nil array of destinations in a replay's request (a context's: SaveRequestTests); one with a destination has its own")
+    @Test("New objects with no to-one destination share one all-nil destination array in a replay request (context's: SaveRequestTests); others have their own")
     func sharedEmptyDestinations() throws {
         let origin = try Replica(model: Self.orgChart)
         let boss = try origin.context.make("Person", ["id": Int64(1), "name": "Boss"])
@@ -195,7 +195,8 @@ struct DirectInsertReplayTests {
         let fast = DirectInsertReplay(store: validated.store, container: container)
         guard case .changeSet(let first) = try ChangeSetCodec.decode(lines[0], model: Self.orgChart) else { throw CancellationError() }
         #expect(try !fast.applyIfEligible(first, body: lines[0], retry: false))
-        let subclassed = DirectInsertReplay(store: validated.store, container: try PersistentContainer(store: validated.store, classes: ["Person": OrgChartPerson.self]))
+        let subclassed = DirectInsertReplay(store: validated.store,
+                                            container: try PersistentContainer(store: validated.store, classes: ["Person": OrgChartPerson.self]))
         #expect(try !subclassed.applyIfEligible(first, body: lines[0], retry: false))
         #expect(try validated.store.changeSetLines().isEmpty, "nothing written when the fast path declines")
     }

@@ -6,7 +6,7 @@ import FerrySQLite
 import FerrySync
 import FerryTestSupport
 
-/// Lightweight migration on every model under test (the shared fixtures and the sample models):
+/// Lightweight migration on every model under test (the real model files and the sample models):
 /// a store filled with random saves generated from the model migrates to a next version that
 /// renames each entity's first attribute by Renaming ID and adds an optional one, and holds the
 /// same objects, the renamed values under their new names. A change set made before the
@@ -49,7 +49,8 @@ struct FixtureMigrationTests {
         return object as NSDictionary
     }
 
-    @Test("A store of random saves migrates to the next version with every value kept; an earlier change set applies translated", arguments: ModelDrivenConvergenceTests.cases)
+    @Test("A store of random saves migrates to the next version with every value kept; an earlier change set applies translated",
+          arguments: ModelDrivenConvergenceTests.cases)
     func migrate(model name: String) throws {
         let model = try #require(ModelDrivenConvergenceTests.models[name])
         let (next, renamed) = try Self.nextVersion(of: model)

@@ -242,7 +242,8 @@ struct LiveContextTests {
     @Test("refresh(_:mergeChanges: false) discards changes and turns the object back into a fault; refreshAllObjects refaults what is unchanged")
     func refreshing() throws {
         let directory = TemporaryDirectory()
-        let container = try PersistentContainer(store: SQLiteStore(path: directory.file("r.sqlite"), model: Self.model), classes: ["Person": FaultWatchedPerson.self])
+        let container = try PersistentContainer(store: SQLiteStore(path: directory.file("r.sqlite"), model: Self.model),
+                                                classes: ["Person": FaultWatchedPerson.self])
         let context = container.newContext()
         let person = try context.make("Person", ["name": "Max"])
         let other = try context.make("Person", ["name": "Ned"])

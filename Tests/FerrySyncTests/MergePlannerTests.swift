@@ -126,7 +126,7 @@ struct MergePlannerTests {
         #expect(try plan([restore], facts: [ann: .buried(tombstone(2_000))]).steps.isEmpty)
     }
 
-    @Test("A change that knows no restore of a restored object was concurrent with the delete the restore undid: its values and memberships of that object are ignored")
+    @Test("A change knowing no restore of a restored object was concurrent with the delete the restore undid: its values, memberships of that object ignored")
     func changesConcurrentWithAnUndoneDelete() throws {
         let restorer = UUID(uuidString: "BBBBBBBB-0000-0000-0000-000000000002")!
         let restoredBy: Set<ChangeSetMark> = [ChangeSetMark(origin: restorer, sequence: 4)]
@@ -152,7 +152,8 @@ struct MergePlannerTests {
         #expect(aware.steps.contains(.remove(uri: carol, relationship: "employees", member: ann)))
         // The restorer's own later change sets know its restore.
         let own = ChangeSet(origin: restorer, sequence: 5, timestamp: Self.now, modelHash: "test", changes: changes)
-        #expect(try MergePlanner.plan(own, model: Self.model, facts: facts).steps.contains(.set(uri: ann, property: "name", value: .attribute(.string("Anna")))))
+        #expect(try MergePlanner.plan(own, model: Self.model, facts: facts).steps
+                    .contains(.set(uri: ann, property: "name", value: .attribute(.string("Anna")))))
     }
 
     @Test("A reference to an object deleted here: Nullify leaves it nil, Cascade deletes the referrer, Deny brings the object back")
@@ -163,13 +164,15 @@ struct MergePlannerTests {
         #expect(nullify.steps == [.set(uri: bob, property: "manager", value: .null)])
         // Cascade (Company.workers): a worker inserted into a deleted company is deleted at once.
         let company = Self.uri("Company", 1), worker = Self.uri("Worker", 1)
-        let cascade = try plan([ObjectChange(kind: .insert, uri: worker, entity: "Worker", values: ["company": .object(company), "name": .attribute(.string("Milton"))])],
+        let cascade = try plan([ObjectChange(kind: .insert, uri: worker, entity: "Worker",
+                                             values: ["company": .object(company), "name": .attribute(.string("Milton"))])],
                                facts: [company: .buried(nil)])
         #expect(cascade.steps == [.create(uri: worker, entity: "Worker", keeping: ["company", "name"]), .delete(uri: worker)])
         #expect(cascade.deletes.isEmpty, "a cascade is the local graph's doing, not the change set's delete")
         // Deny (Department.staff): the department comes back from its tombstone, recorded as restored.
         let department = Self.uri("Department", 1), clerk = Self.uri("Clerk", 1)
-        let tombstone = Tombstone(entity: "Department", values: ["name": .attribute(.string("Sales"))], timestamp: HybridTimestamp(rawValue: 500 << 16), origin: Self.earlierOrigin)
+        let tombstone = Tombstone(entity: "Department", values: ["name": .attribute(.string("Sales"))], timestamp: HybridTimestamp(rawValue: 500 << 16),
+                                  origin: Self.earlierOrigin)
         let deny = try plan([ObjectChange(kind: .insert, uri: clerk, entity: "Clerk", values: ["department": .object(department)])],
                             facts: [department: .buried(tombstone)])
         #expect(deny.steps == [.create(uri: clerk, entity: "Clerk", keeping: ["department"]),
@@ -183,7 +186,8 @@ struct MergePlannerTests {
     @Test("A delete a Deny rule refused here keeps the object and records a restore")
     func refusedDelete() throws {
         let department = Self.uri("Department", 1)
-        let plan = try plan([ObjectChange(kind: .delete, uri: department, entity: "Department")], facts: [department: .live(stamps: [:])], refused: [department])
+        let plan = try plan([ObjectChange(kind: .delete, uri: department, entity: "Department")], facts: [department: .live(stamps: [:])],
+                            refused: [department])
         #expect(plan.steps.isEmpty && plan.deletes.isEmpty)
         #expect(plan.restored == [department])
     }

@@ -132,7 +132,8 @@ struct MergeRuleTests {
         #expect(try a.dump().count == 2)
     }
 
-    @Test("Validation on replay: a change set that would break a rule is quarantined, listed, and applies on retry after a fix", arguments: Replica.Kind.allCases)
+    @Test("Validation on replay: a change set that would break a rule is quarantined, listed, and applies on retry after a fix",
+          arguments: Replica.Kind.allCases)
     func quarantine(kind: Replica.Kind) throws {
         // The receiving store allows at most two employees per company (a custom rule).
         let rule = EntityValidator(entityName: "Company") { object, _ in
@@ -201,7 +202,8 @@ struct ClockRuleTests {
         }
     }
 
-    @Test("Minimum counts: two deletes valid alone, invalid together: every replica brings back the newest-deleted member and records it", arguments: Replica.Kind.allCases)
+    @Test("Minimum counts: two deletes valid alone, invalid together: every replica brings back the newest-deleted member and records it",
+          arguments: Replica.Kind.allCases)
     func minimumRepaired(kind: Replica.Kind) throws {
         let a = try Replica(model: Self.moody, kind: kind)
         let b = try Replica(model: Self.moody, kind: kind == .sqlite ? .memory : .sqlite)
@@ -258,7 +260,7 @@ struct ClockRuleTests {
         return (model, owner, member, relationship)
     }
 
-    @Test("Minimum counts of a many-to-many: two deletes valid alone, invalid together: every replica brings back the newest-deleted member, with its memberships, in any order",
+    @Test("Many-to-many minimum counts: two deletes valid alone, not together; each replica restores the newest-deleted member with its memberships, any order",
           arguments: Replica.Kind.allCases, [true, false])
     func manyToManyMinimumRepaired(kind: Replica.Kind, ownerHolds: Bool) throws {
         let (model, ownerEntity, memberEntity, relationship) = Self.clubs(ownerHolds: ownerHolds)
@@ -370,7 +372,8 @@ struct ClockRuleTests {
         #expect(playerURIs.prefix(2).allSatisfy(teamLine.contains) && !playerURIs.suffix(2).contains(where: teamLine.contains), "\(teamLine)")
         let tags = try #require(dump.first { $0.contains("\"entity\":\"Club\"") })
         #expect(tags.components(separatedBy: "Tag/p").count - 1 == 2, "\(tags)")
-        #expect(tags.contains(try #require(dump.first { $0.contains("\"name\":\"seed\"") }).components(separatedBy: "\"uri\":\"")[1].components(separatedBy: "\"")[0]),
+        #expect(tags.contains(try #require(dump.first { $0.contains("\"name\":\"seed\"") })
+                                  .components(separatedBy: "\"uri\":\"")[1].components(separatedBy: "\"")[0]),
                 "the seed tag's membership is the oldest: it stays")
         #expect(try replicas[0].store.changeSetLines().contains { $0.contains("\"author\":\"ferry-replay\"") && $0.contains("\"removed\"") },
                 "the repair is recorded as a change set")
@@ -434,7 +437,7 @@ extension MergeRuleTests {
         return europe.objectID.uriString
     }
 
-    @Test("Required references: a delete whose Nullify rule would leave a required to-one nil is refused, as a local save would be, on whichever replica meets it, and the object restored",
+    @Test("Required references: a delete whose Nullify leaves a required to-one nil is refused like a local save on any replica meeting it; object restored",
           arguments: Replica.Kind.allCases)
     func requiredReferenceKeepsItsObject(kind: Replica.Kind) throws {
         let model = Self.requiredContinent(.nullify)
@@ -451,7 +454,7 @@ extension MergeRuleTests {
         }
     }
 
-    @Test("Validation against concurrency: a required to-one that No Action leaves nil applies everywhere, in any order, and is listed by the object's origin URI",
+    @Test("Validation against concurrency: a required to-one No Action leaves nil applies everywhere, in any order, and is listed by the object's origin URI",
           arguments: Replica.Kind.allCases)
     func invalidTogether(kind: Replica.Kind) throws {
         let model = Self.requiredContinent(.noAction)

@@ -10,7 +10,7 @@ import FerryTestSupport
 /// Convergence on any model: random saves generated from the model itself (every attribute
 /// type within its rules, to-one, to-many, ordered and many-to-many members, deletes under
 /// every delete rule, inheritance, unique keys from small pools, several objects per save),
-/// over every model file in `../shared/fixtures/models` and the sample models, on SQLite and
+/// over every model file in `Tests/Fixtures/models` and the sample models, on SQLite and
 /// in-memory replicas. After random partial exchanges and then full ones, every replica must
 /// hold the same dump and vector, and no unique key twice. `FERRY_MODEL_SOAK=N` runs N seeds
 /// per model instead of 12 (from `FERRY_MODEL_SOAK_FIRST`, 1 by default); `FERRY_MODEL_SEED=S` replays one (with `FERRY_MODEL=name`), and
@@ -21,7 +21,7 @@ struct ModelDrivenConvergenceTests {
     /// Every model under test, by name.
     static let models: [String: ManagedObjectModel] = {
         var models: [String: ManagedObjectModel] = [:]
-        let directory = SampleModels.sharedFixturesDirectory
+        let directory = SampleModels.realModelsDirectory
         for file in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter({ $0.hasSuffix(".contents") }) {
             if let model = try? XcodeModelReader.read(at: "\(directory)/\(file)") { models[String(file.dropLast(".xcdatamodel.contents".count))] = model }
         }
@@ -109,7 +109,13 @@ struct ModelDrivenConvergenceTests {
             }
         }
         for (index, dump) in dumps.enumerated().dropFirst() where dump != dumps[0] {
-            Issue.record("\(name) seed \(seed): replica \(index) differs from replica 0.\nonly in \(index):\n\(dump.filter { !dumps[0].contains($0) }.joined(separator: "\n"))\nonly in 0:\n\(dumps[0].filter { !dump.contains($0) }.joined(separator: "\n"))")
+            Issue.record("""
+                \(name) seed \(seed): replica \(index) differs from replica 0.
+                only in \(index):
+                \(dump.filter { !dumps[0].contains($0) }.joined(separator: "\n"))
+                only in 0:
+                \(dumps[0].filter { !dump.contains($0) }.joined(separator: "\n"))
+                """)
         }
         #expect(Set(try replicas.map { try $0.store.historyState().vector }).count == 1, "\(name) seed \(seed): vectors differ")
         // `ferry dump`'s streamed form (SQL, URI order) is the same text as the generic dump.
@@ -118,7 +124,13 @@ struct ModelDrivenConvergenceTests {
             var streamed: [String] = []
             try store.streamDump { streamed.append($0) }
             if streamed != dumps[index] {
-                Issue.record("\(name) seed \(seed): the streamed dump of replica \(index) differs.\nonly streamed:\n\(streamed.filter { !dumps[index].contains($0) }.prefix(3).joined(separator: "\n"))\nonly generic:\n\(dumps[index].filter { !streamed.contains($0) }.prefix(3).joined(separator: "\n"))")
+                Issue.record("""
+                    \(name) seed \(seed): the streamed dump of replica \(index) differs.
+                    only streamed:
+                    \(streamed.filter { !dumps[index].contains($0) }.prefix(3).joined(separator: "\n"))
+                    only generic:
+                    \(dumps[index].filter { !streamed.contains($0) }.prefix(3).joined(separator: "\n"))
+                    """)
             }
         }
         let duplicates = try ConvergenceTests.duplicateKeys(in: dumps[0], model: model)

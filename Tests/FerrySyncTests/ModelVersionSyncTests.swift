@@ -171,7 +171,7 @@ struct ModelVersionSyncTests {
         Entity("Deck") { Attribute("name", .string); Relationship("cards", to: "Card", inverse: "decks", toMany: true) }
     }
 
-    @Test("A to-one made to-many: a to-one write of the earlier version replaces the members older than it, including one another upgraded replica added concurrently and that arrives later; one added after it stays",
+    @Test("To-one made to-many: old-version to-one write replaces older members, even one an upgraded replica added concurrently, arriving later; newer stay",
           arguments: Replica.Kind.allCases)
     func toOneMadeToMany(kind: Replica.Kind) throws {
         let a = try Peer(model: Self.cards1, kind: kind), b = try Peer(model: Self.cards1, kind: kind), c = try Peer(model: Self.cards1, kind: kind)
@@ -205,7 +205,8 @@ struct ModelVersionSyncTests {
         for _ in 0..<3 { for to in [a, b, c] { for from in [a, b, c] where from !== to { try to.pull(from: from) } } }
         for peer in [a, b, c] {
             #expect(try peer.store.heldChangeSets().isEmpty && peer.store.quarantinedChangeSets().isEmpty)
-            let decks = try (peer.note("title", "card", entity: "Card").value(forKey: "decks") as? Set<ManagedObject> ?? []).map { try $0.value(forKey: "name") as? String ?? "" }
+            let decks = try (peer.note("title", "card", entity: "Card").value(forKey: "decks") as? Set<ManagedObject> ?? [])
+                .map { try $0.value(forKey: "name") as? String ?? "" }
             #expect(decks.sorted() == ["W", "Y"], "\(decks.sorted())")
         }
         #expect(try a.dump() == b.dump())
@@ -232,7 +233,8 @@ struct ModelVersionSyncTests {
         try a.note("title", "card", entity: "Card").mutableSetValue(forKey: "decks").insert(try a.note("name", "Y", entity: "Deck"))
         try a.context.save()
         try a.pull(from: b)
-        let decks = try (a.note("title", "card", entity: "Card").value(forKey: "decks") as? Set<ManagedObject> ?? []).map { try $0.value(forKey: "name") as? String ?? "" }
+        let decks = try (a.note("title", "card", entity: "Card").value(forKey: "decks") as? Set<ManagedObject> ?? [])
+            .map { try $0.value(forKey: "name") as? String ?? "" }
         #expect(decks == ["Y"])
     }
 
@@ -286,7 +288,8 @@ struct ModelVersionSyncTests {
                     for line in try peer.store.changeSetLines(after: [:], limit: nil) { print("DEBUG   " + line) }
                 }
             }
-            #expect(dumps[0] == dumps[1] && dumps[1] == dumps[2], "seed \(seed) (\(kind)): the replicas differ\n\(dumps.map { $0.joined(separator: "\n") }.joined(separator: "\n--\n"))")
+            #expect(dumps[0] == dumps[1] && dumps[1] == dumps[2],
+                    "seed \(seed) (\(kind)): the replicas differ\n\(dumps.map { $0.joined(separator: "\n") }.joined(separator: "\n--\n"))")
             for peer in peers {
                 #expect(try peer.store.heldChangeSets().isEmpty && peer.store.quarantinedChangeSets().isEmpty, "seed \(seed)")
             }
@@ -323,7 +326,7 @@ struct ModelVersionSyncTests {
         #expect(found[childURI]?.entity == "Memo" && found[childURI]?.names(parentURI) == true)
     }
 
-    @Test("An entity renamed between versions: URIs follow the rename on every replica, change sets translate both ways of the upgrade, and the replicas converge",
+    @Test("An entity renamed between versions: URIs follow the rename on every replica; change sets translate both ways of the upgrade; replicas converge",
           arguments: Replica.Kind.allCases)
     func entityRename(kind: Replica.Kind) throws {
         let renamed = Self.linkedRenamed, withLinks = Self.linked

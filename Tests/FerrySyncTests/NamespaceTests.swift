@@ -15,7 +15,8 @@ struct NamespaceTests {
     static let model = try! SampleModels.load("OrgChart")
 
     func changeSet(_ origin: UUID, _ sequence: Int64 = 1, _ changes: [ObjectChange]) -> ChangeSet {
-        ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: Int64(Date().timeIntervalSince1970 * 1000) << 16), modelHash: Self.model.versionHash, changes: changes)
+        ChangeSet(origin: origin, sequence: sequence, timestamp: HybridTimestamp(rawValue: Int64(Date().timeIntervalSince1970 * 1000) << 16),
+                  modelHash: Self.model.versionHash, changes: changes)
     }
 
     @Test("An insert under another store's namespace is refused with the batch, nothing applied", arguments: Replica.Kind.allCases)
@@ -23,7 +24,8 @@ struct NamespaceTests {
         let replica = try Replica(model: Self.model, kind: kind)
         let forger = UUID()
         let own = "x-coredata://\(replica.store.identifier.uuidString)/Person/p2"
-        let line = ChangeSetCodec.encode(changeSet(forger, 1, [ObjectChange(kind: .insert, uri: own, entity: "Person", values: ["name": .attribute(.string("forged"))])]))
+        let line = ChangeSetCodec.encode(changeSet(forger, 1, [ObjectChange(kind: .insert, uri: own, entity: "Person",
+                                                                            values: ["name": .attribute(.string("forged"))])]))
         #expect {
             try replica.engine.apply(lines: [line])
         } throws: { error in
@@ -38,10 +40,12 @@ struct NamespaceTests {
         // Row 1 of Person here holds an object born on store `third`.
         let third = UUID()
         let thirds = "x-coredata://\(third.uuidString)/Person/p7"
-        #expect(try replica.engine.apply([changeSet(third, 1, [ObjectChange(kind: .insert, uri: thirds, entity: "Person", values: ["name": .attribute(.string("Thea"))])])]).applied == 1)
+        #expect(try replica.engine.apply([changeSet(third, 1, [ObjectChange(kind: .insert, uri: thirds, entity: "Person",
+                                                                            values: ["name": .attribute(.string("Thea"))])])]).applied == 1)
         // Another peer updates "this store's Person p1": no object of this store has that name.
         let own = "x-coredata://\(replica.store.identifier.uuidString)/Person/p1"
-        let report = try replica.engine.apply([changeSet(UUID(), 1, [ObjectChange(kind: .update, uri: own, entity: "Person", values: ["name": .attribute(.string("renamed"))])])])
+        let report = try replica.engine.apply([changeSet(UUID(), 1, [ObjectChange(kind: .update, uri: own, entity: "Person",
+                                                                                  values: ["name": .attribute(.string("renamed"))])])])
         #expect(report.quarantined == 1 && report.applied == 0)
         #expect(try replica.store.quarantinedChangeSets().first?.reason.contains(own) == true)
         #expect(try replica.store.backlog() == Backlog(waiting: 0, quarantined: 1))

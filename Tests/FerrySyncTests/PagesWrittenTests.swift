@@ -9,7 +9,7 @@ import FerryTestSupport
 
 /// Which pages a one-object save and its replay write: every page is a WAL frame written and
 /// synced before the commit is durable, so a page rewritten for nothing is paid on every save
-/// (W4, docs/PERFORMANCE.md, "Eleventh look at W4").
+/// (W4, docs/PERFORMANCE.md).
 @Suite("Pages a one-object save and its replay write")
 struct PagesWrittenTests {
     static let model = try! SampleModels.load("OrgChart")

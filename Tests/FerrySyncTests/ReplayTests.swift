@@ -213,7 +213,9 @@ struct ReplayTests {
         }
         #expect(try format() == 1)
         // A read-only open cannot upgrade it, and says so.
-        let readOnly = #expect(throws: StoreError.self) { try SQLiteStore(path: path, model: Self.model, options: .init(createIfMissing: false, readOnly: true)) }
+        let readOnly = #expect(throws: StoreError.self) {
+            try SQLiteStore(path: path, model: Self.model, options: .init(createIfMissing: false, readOnly: true))
+        }
         #expect(readOnly.map { "\($0)" }?.contains("older Ferry (format 1)") == true)
 
         let older = try SQLiteStore(path: path, model: Self.model)
@@ -316,7 +318,8 @@ struct HeldAndClockTests {
         let model = try SampleModels.load("OrgChart")
         let replica = try Replica(model: model)
         let origin = UUID(uuidString: "0000000A-0000-4000-8000-000000000001") ?? UUID()
-        let line = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(origin.uuidString)/Person/p1","values":{"name":"Ann"}}],"format":1,"hlc":65536000,"model":"an-older-model","origin":"\#(origin.uuidString)","seq":1}"#
+        let line = #"{"changes":[{"entity":"Person","op":"insert","uri":"x-coredata://\#(origin.uuidString)/Person/p1","values":{"name":"Ann"}}],"# +
+            #""format":1,"hlc":65536000,"model":"an-older-model","origin":"\#(origin.uuidString)","seq":1}"#
         let report = try replica.engine.apply(lines: [line])
         #expect(report.waiting == 1 && report.applied == 0 && report.duplicate == 0)
         let held = try replica.engine.heldChangeSets()

@@ -55,7 +55,8 @@ struct SignedChangeSetTests {
         return state
     }
 
-    @Test("What a store records is signed over the line's bytes before the signature; the fast reader reads it, and encoding keeps it", arguments: Replica.Kind.allCases)
+    @Test("What a store records is signed over the line's bytes before the signature; the fast reader reads it, and encoding keeps it",
+          arguments: Replica.Kind.allCases)
     func recordedLinesAreSigned(kind: Replica.Kind) throws {
         let (a, _) = try pair(kind)
         try a.context.make("Person", ["id": Int64(1), "name": "Ann"])
@@ -88,7 +89,8 @@ struct SignedChangeSetTests {
         #expect(try b.pull(from: a).applied == 1)
     }
 
-    @Test("A change set naming A's origin and next sequence number, signed with another key, is refused; A's genuine one applies afterwards", arguments: Replica.Kind.allCases)
+    @Test("A change set naming A's origin and next sequence number, signed with another key, is refused; A's genuine one applies afterwards",
+          arguments: Replica.Kind.allCases)
     func forgedOrigin(kind: Replica.Kind) throws {
         let (a, b) = try pair(kind)
         let (genuine, _) = try annRenamed(a, b)
@@ -122,7 +124,8 @@ struct SignedChangeSetTests {
         #expect(try a.dump() == b.dump())
     }
 
-    @Test("An origin whose key is not known is refused; a store that takes unknown origins applies it, and still checks known ones", arguments: Replica.Kind.allCases)
+    @Test("An origin whose key is not known is refused; a store that takes unknown origins applies it, and still checks known ones",
+          arguments: Replica.Kind.allCases)
     func unknownOrigins(kind: Replica.Kind) throws {
         let (a, b) = try pair(kind)
         let stranger = try Replica(model: Self.model, kind: kind)
@@ -188,7 +191,7 @@ struct SignedChangeSetTests {
         #expect(try OriginTrust(store: d.store, policy: .init(trustsPeersOnFirstUse: false)).learn(from: Self.state(of: b.store), peer: "b").isEmpty)
     }
 
-    @Test("Rotation: the new key, endorsed by the old, is learned from the origin or any store holding it, and checks the change sets from its first number; an unendorsed key is not taken")
+    @Test("Rotation: new key, endorsed by the old, is learned from the origin or any holder; checks change sets from its first number; unendorsed key refused")
     func rotation() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("a.sqlite")
@@ -225,7 +228,8 @@ struct SignedChangeSetTests {
         var impostor = try Self.state(of: rotated)
         let fake = StoreSigningKey()
         impostor.keys = [PublishedKey(origin: origin, key: fake.publicKey, from: 2,
-                                      endorsement: try fake.signature(of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: 2, publicKey: fake.publicKey)))]
+                                      endorsement: try fake.signature(of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: 2,
+                                                                                                               publicKey: fake.publicKey)))]
         impostor.publicKey = fake.publicKey
         let conflict = try trust.learn(from: impostor, peer: "a")
         let conflicts = conflict.filter { event in

@@ -13,7 +13,7 @@ import FerryTestSupport
 struct SnapshotTests {
     static let model = try! SampleModels.load("OrgChart")
 
-    @Test("A store started from a snapshot holds what its source held, under the same URIs and vector, with a UUID of its own, and every store keeps replicating")
+    @Test("A store started from a snapshot holds what its source held, under the same URIs and vector, with its own UUID; every store keeps replicating")
     func startsFromSnapshot() throws {
         let a = try Replica(model: Self.model)
         let b = try Replica(model: Self.model)
@@ -108,7 +108,9 @@ struct SnapshotTests {
             // A replica given exactly the change sets the snapshot's vector names.
             let b = try Replica(model: Self.model)
             let lines = try a.store.changeSetLines().filter { line in
-                guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.model, versionHash: a.store.modelVersionHash) else { return false }
+                guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.model, versionHash: a.store.modelVersionHash) else {
+                    return false
+                }
                 return changeSet.sequence <= vector[changeSet.origin, default: 0]
             }
             _ = try b.engine.apply(lines: lines)
@@ -146,7 +148,9 @@ struct SnapshotTests {
         try store.writeSnapshot(to: other)
         let otherModel = try SampleModels.load("Orders")
         #expect(throws: StoreError.self) { try SQLiteStore.installSnapshot(at: other, model: otherModel) }
-        #expect { try SQLiteStore.installSnapshot(at: other, model: Self.model, identifier: a.store.identifier) } throws: { "\($0)".contains("UUID of its own") }
+        #expect {
+            try SQLiteStore.installSnapshot(at: other, model: Self.model, identifier: a.store.identifier)
+        } throws: { "\($0)".contains("UUID of its own") }
         #expect(try SQLiteStore.historyState(atPath: other).store == a.store.identifier, "a refused snapshot keeps its source's UUID")
     }
 

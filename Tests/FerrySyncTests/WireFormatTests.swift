@@ -84,18 +84,41 @@ struct WireFormatTests {
         (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1}"#, "'model' (the model version hash) is missing"),
         (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":{}}"#, "'changes' must be an array"),
         (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"upsert"}]}"#, "changes[0].op must be"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Robot"}]}"#, "the model has no entity 'Robot'"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Tag","uri":"x-coredata:///Tag/t1"}]}"#, "is not an object URI"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1"}]}"#, "does not name a Tag"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","values":{"colour":"red"}}]}"#, "entity 'Tag' has no recorded property 'colour'"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","values":{"label":5}}]}"#, "String takes a string; got a number 5"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","values":{"i16":70000}}]}"#, "Integer 16 takes a whole number within the range"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","values":{"parent":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1"}}]}"#, "does not name a Sample"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","values":{"children":[]}}]}"#, "entity 'Sample' has no recorded property 'children'"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","added":{"label":[]}}]}"#, "has no recorded property 'label'"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","added":{"tags":["nope"]}}]}"#, "'nope' is not an object URI"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","added":{"samples":[]}}]}"#, "entity 'Tag' has no recorded property 'samples'"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","deps":{"x":1},"changes":[]}"#, "'deps' entry 'x' must map a store UUID"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"insert","entity":"Robot"}]}"#,
+         "the model has no entity 'Robot'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Tag","uri":"x-coredata:///Tag/t1"}]}"#,
+         "is not an object URI"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1"}]}"#,
+         "does not name a Tag"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","values":{"colour":"red"}}]}"#,
+         "entity 'Tag' has no recorded property 'colour'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","values":{"label":5}}]}"#,
+         "String takes a string; got a number 5"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","values":{"i16":70000}}]}"#,
+         "Integer 16 takes a whole number within the range"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","# +
+            #""values":{"parent":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1"}}]}"#,
+         "does not name a Sample"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"insert","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","values":{"children":[]}}]}"#,
+         "entity 'Sample' has no recorded property 'children'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","added":{"label":[]}}]}"#,
+         "has no recorded property 'label'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"Sample","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Sample/p1","added":{"tags":["nope"]}}]}"#,
+         "'nope' is not an object URI"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"Tag","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Tag/p1","added":{"samples":[]}}]}"#,
+         "entity 'Tag' has no recorded property 'samples'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","deps":{"x":1},"changes":[]}"#,
+         "'deps' entry 'x' must map a store UUID"),
     ]
 
     @Test("Malformed change sets are refused with the field and the problem", arguments: malformed.indices)
@@ -160,26 +183,64 @@ struct WireFormatTests {
         let lines = golden.split(separator: "\n").map(String.init)
         #expect(lines.map { $0.contains("\"format\":2") } == [true, true, false, true])
         let decoded = try lines.map { line -> ChangeSet in
-            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.orderedModel) else { throw ChangeSetError.malformed("other model") }
+            guard case .changeSet(let changeSet) = try ChangeSetCodec.decode(line, model: Self.orderedModel) else {
+                throw ChangeSetError.malformed("other model")
+            }
             return changeSet
         }
         #expect(decoded == Self.orderedSets)
     }
 
     static let malformedPositions: [(String, String)] = [
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V"}}}]}"#, "needs format 2"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"labels":{}}}]}"#, "entity 'List' has no recorded property 'labels'"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V0"}}}]}"#, "must be 1…256 base-62 digits"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1":"V"}}}]}"#, "does not name a Item"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{}}]}"#, "a delete carries no positions"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#, "a merge needs format 2"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#, "into (the object merged into) is missing"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#, "cannot be merged into itself"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"}]}"#, "does not name a Item"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1","values":{}}]}"#, "a merge carries no 'values'"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"update","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#, "into belongs to merges only"),
-        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","added":{"lists":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#, "a delete's memberships ('added') needs format 2"),
-        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","added":{"name":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#, "no recorded property 'name'"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","# +
+            #""order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V"}}}]}"#,
+         "needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{"labels":{}}}]}"#,
+         "entity 'List' has no recorded property 'labels'"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","# +
+            #""order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1":"V0"}}}]}"#,
+         "must be 1…256 base-62 digits"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","# +
+            #""order":{"items":{"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1":"V"}}}]}"#,
+         "does not name a Item"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"delete","entity":"List","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1","order":{}}]}"#,
+         "a delete carries no positions"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","# +
+            #""into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#,
+         "a merge needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#,
+         "into (the object merged into) is missing"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","# +
+            #""into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2"}]}"#,
+         "cannot be merged into itself"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","# +
+            #""into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"}]}"#,
+         "does not name a Item"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"merge","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","# +
+            #""into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1","values":{}}]}"#,
+         "a merge carries no 'values'"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"update","entity":"Item","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p2","# +
+            #""into":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Item/p1"}]}"#,
+         "into belongs to merges only"),
+        (#"{"format":1,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","# +
+            #""added":{"lists":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#,
+         "a delete's memberships ('added') needs format 2"),
+        (#"{"format":2,"origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":1,"hlc":1,"model":"MODEL","# +
+            #""changes":[{"op":"delete","entity":"Label","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Label/p1","# +
+            #""added":{"name":["x-coredata://0A0B0C0D-0000-4000-8000-000000000001/List/p1"]}}]}"#,
+         "no recorded property 'name'"),
     ]
 
     @Test("Malformed positions are refused with the field and the problem", arguments: malformedPositions.indices)
@@ -196,7 +257,8 @@ struct WireFormatTests {
 
     @Test("A change set of another model version is recognised, not refused")
     func otherModel() throws {
-        let line = #"{"changes":[{"entity":"Gadget","op":"insert","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Gadget/p1"}],"format":1,"hlc":5,"model":"another","origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":3}"#
+        let line = #"{"changes":[{"entity":"Gadget","op":"insert","uri":"x-coredata://0A0B0C0D-0000-4000-8000-000000000001/Gadget/p1"}],"# +
+            #""format":1,"hlc":5,"model":"another","origin":"0A0B0C0D-0000-4000-8000-000000000001","seq":3}"#
         guard case .otherModel(let origin, let sequence, let hash, _) = try ChangeSetCodec.decode(line, model: Self.model) else {
             Issue.record("decoded as this model's")
             return

@@ -109,7 +109,8 @@ public struct Derivation: Sendable, Hashable {
         }
     }
 
-    static let supportedForms = "a key path (name, or relationship.name through a to-one), uppercase:(…), lowercase:(…) or canonical:(…) of one, relationship.@count, relationship.@sum.attribute and now()"
+    static let supportedForms = "a key path (name, or relationship.name through a to-one), uppercase:(…), lowercase:(…) or canonical:(…) of one, " +
+        "relationship.@count, relationship.@sum.attribute and now()"
 
     private enum Parsed {
         case form(Form)

@@ -64,7 +64,8 @@ struct XcodeModelInterpreter {
             case "userInfo": userInfo = try self.userInfo(child, place)
             case let other where Self.ignoredElements.contains(other): continue
             default:
-                throw error(child, "<\(child.name)> in \(place)", "unsupported element; an entity holds attribute, relationship, fetchedProperty, uniquenessConstraints, indexes and userInfo")
+                throw error(child, "<\(child.name)> in \(place)",
+                            "unsupported element; an entity holds attribute, relationship, fetchedProperty, uniquenessConstraints, indexes and userInfo")
             }
         }
         return EntityDescription(
@@ -158,7 +159,8 @@ struct XcodeModelInterpreter {
     /// it was meant for would silently lose the old values.
     private func renamingIdentifier(_ node: XMLNode, _ place: String) throws(ModelError) -> String? {
         if node.attributes["renamingIdentifier"] != nil {
-            throw error(node, place, "Xcode writes a Renaming ID as elementID=\"OLD NAME\"; renamingIdentifier is ignored by Xcode's model compiler, so a migration would drop the old values. Use elementID")
+            throw error(node, place, "Xcode writes a Renaming ID as elementID=\"OLD NAME\"; " +
+                        "renamingIdentifier is ignored by Xcode's model compiler, so a migration would drop the old values. Use elementID")
         }
         return nonEmpty(node.attributes["elementID"])
     }

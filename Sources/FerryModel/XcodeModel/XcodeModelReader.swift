@@ -72,7 +72,8 @@ public enum XcodeModelReader {
             .filter { $0.hasSuffix(".xcdatamodel") }.sorted()
         guard let data = FileManager.default.contents(atPath: marker.path) else {
             if versions.count == 1, let only = versions.first { return only }
-            throw ModelError(.unsupportedFormat, "the bundle has \(versions.count) versions and no .xccurrentversion file naming the current one", file: displayPath)
+            throw ModelError(.unsupportedFormat, "the bundle has \(versions.count) versions and no .xccurrentversion file naming the current one",
+                             file: displayPath)
         }
         let plist: Any
         do {
@@ -84,7 +85,8 @@ public enum XcodeModelReader {
             throw ModelError(.invalidElement, "missing the _XCCurrentVersionName key", file: displayPath + "/.xccurrentversion")
         }
         guard versions.contains(name) else {
-            throw ModelError(.fileNotFound, "the current version '\(name)' is not in the bundle (it has: \(versions.joined(separator: ", ")))", file: displayPath + "/.xccurrentversion")
+            throw ModelError(.fileNotFound, "the current version '\(name)' is not in the bundle (it has: \(versions.joined(separator: ", ")))",
+                             file: displayPath + "/.xccurrentversion")
         }
         return name
     }
@@ -95,7 +97,8 @@ public enum XcodeModelReader {
             return try readContents(at: contents, displayPath: displayPath + "/contents")
         }
         if FileManager.default.fileExists(atPath: url.appendingPathComponent("elements").path) {
-            throw ModelError(.unsupportedFormat, "this is an old binary model (an 'elements' file); open it in Xcode and save it again to get an XML 'contents' file", file: displayPath)
+            throw ModelError(.unsupportedFormat, "this is an old binary model (an 'elements' file); " +
+                             "open it in Xcode and save it again to get an XML 'contents' file", file: displayPath)
         }
         throw ModelError(.fileNotFound, "the version folder has no 'contents' file", file: displayPath)
     }

@@ -70,12 +70,14 @@ struct ChangeRecorder {
             if let written = insertText?.take() {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.
                 var none: ChangeSetWriter?
-                let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, insertsInto: &none)
+                let entries = try collect(request, insertedIDs: [], resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names,
+                                          insertsInto: &none)
                 return try appendLocal(entries, writer: written.writer, compressedPrefix: written.compressed, signatureBegun: written.signature,
                                        contextName: request.contextName, log: log)
             }
             // A local save's inserts go straight into the change set's text; the other changes follow them.
-            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert + (request.updates.count + request.deletes.count) * 200,
+            var writer: ChangeSetWriter? = ChangeSetWriter(capacity: request.inserts.count * Self.bytesPerInsert
+                                                               + (request.updates.count + request.deletes.count) * 200,
                                                            author: request.author)
             let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names,
                                       insertsInto: &writer)
@@ -120,8 +122,8 @@ struct ChangeRecorder {
         if onlyNewObjects { return nil }
         // Plain inserts of the change set are recorded by its own text: no entries for them.
         var noWriter: ChangeSetWriter?
-        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names, skipping: plainInserts,
-                                  assignsPositions: false, insertsInto: &noWriter)
+        let entries = try collect(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships, names: &names,
+                                  skipping: plainInserts, assignsPositions: false, insertsInto: &noWriter)
         let recording = ReplayRecording(entries, replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         // The change set's writes carry its clock (plain inserts need none: every later write follows them).
         for (id, properties) in recording.replayedWrites {
@@ -254,7 +256,8 @@ struct ChangeRecorder {
             let newest = try String.fetchOne(log.db.cachedStatement(sql: "SELECT Z_KEY FROM Z_FERRY_KEY WHERE Z_ORIGIN = ? ORDER BY Z_FROM DESC LIMIT 1"),
                                               arguments: [store.uuidString])
             guard newest == nil || newest == key.publicKey else {
-                throw SigningKeyError("this store's key was rotated to \(newest ?? "") while this process held the old one; open the store again (restart the daemon) to sign with the new key")
+                throw SigningKeyError("this store's key was rotated to \(newest ?? "") while this process held the old one; " +
+                                      "open the store again (restart the daemon) to sign with the new key")
             }
             signer = key
         case .unavailable(let reason): throw SigningKeyError(reason)
@@ -290,8 +293,9 @@ struct ChangeRecorder {
     /// The recorded changes of a save, object by object. With a `writer`, inserts without
     /// memberships are written into it (in order, before anything else) instead of being returned.
     private func collect(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
-                         tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]], names: inout OriginNames, skipping skipped: Set<ObjectID> = [],
-                         assignsPositions: Bool = true, insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
+                         tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]], names: inout OriginNames,
+                         skipping skipped: Set<ObjectID> = [], assignsPositions: Bool = true,
+                         insertsInto writer: inout ChangeSetWriter?) throws -> [RecordedChange] {
         var entries: [RecordedChange] = []
         entries.reserveCapacity(request.inserts.count + request.updates.count + request.deletes.count)
         let log = HistoryLog(db: names.db, store: store, modelHash: layout.modelVersionHash)

@@ -105,8 +105,9 @@ extension SQLiteStore {
         return try read { db in
             var result: [ChangeSet] = []
             var last = rank
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_RANK, Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?"),
-                                        arguments: [rank, limit]) {
+            for row in try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT Z_RANK, Z_ORIGIN, Z_SEQ, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_RANK > ? ORDER BY Z_RANK LIMIT ?"),
+                arguments: [rank, limit]) {
                 last = row[0]
                 guard let text: String = row[1], let origin = UUID(parsing: text) else { continue }
                 let sequence: Int64 = row[2]

@@ -401,7 +401,8 @@ struct HistoryLog {
     func carry(_ property: String, of uri: String, _ carried: CarriedValue) throws {
         let value: AttributeValue? = if case .attribute(let value) = carried.value { value } else { nil }
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO Z_FERRY_CARRIED (Z_URI, Z_PROPERTY, Z_ENTITY, Z_VALUE, Z_HLC, Z_ORIGIN) VALUES (?, ?, ?, ?, ?, ?)")
-            .execute(arguments: [uri, property, carried.entity, AttributeJSON.encode(value).text, carried.stamp?.timestamp.rawValue, carried.stamp?.origin.uuidString])
+            .execute(arguments: [uri, property, carried.entity, AttributeJSON.encode(value).text, carried.stamp?.timestamp.rawValue,
+                                 carried.stamp?.origin.uuidString])
     }
 
     /// Forgets the values carried to `uri` (merged into another object, which took them).
@@ -447,8 +448,9 @@ struct HistoryLog {
     /// The position keys of the members of an ordered relationship of a row, by member origin URI.
     func positions(root: Int, key: Int64, relationship: String) throws -> [String: String] {
         var result: [String: String] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT Z_MEMBER, Z_KEY FROM Z_FERRY_POSITION WHERE Z_ROOT = ? AND Z_PK = ? AND Z_RELATIONSHIP = ?"),
-                                       arguments: [root, key, relationship])
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(sql: "SELECT Z_MEMBER, Z_KEY FROM Z_FERRY_POSITION WHERE Z_ROOT = ? AND Z_PK = ? AND Z_RELATIONSHIP = ?"),
+            arguments: [root, key, relationship])
         while let row = try rows.next() { result[row[0]] = row[1] }
         return result
     }

@@ -29,7 +29,7 @@ final class InsertTextInAdvance: Sendable {
         guard request.replay == nil, request.toManyChanges.isEmpty, permanent.permanentIDs.count >= minimumInserts,
               permanent.permanentIDs.count == request.inserts.count, try allLocal() else { return nil }
         let advance = InsertTextInAdvance()
-        let thread = Thread {
+        DedicatedThreads.start(named: "ferry-record") {
             let text = write(request, permanent: permanent, layout: layout)
             // The text so far is the beginning of the body: compress it here too (a failure leaves it to the transaction).
             let compressed = text.flatMap { writer in writer.withBytesSoFar { try? CompressedPrefix($0) } }
@@ -38,8 +38,6 @@ final class InsertTextInAdvance: Sendable {
             advance.result.withLock { $0 = text.map { ($0, compressed, signature) } }
             advance.done.signal()
         }
-        thread.name = "ferry-record"
-        thread.start()
         return advance
     }
 

@@ -195,7 +195,8 @@ extension SQLiteStore: ReplicaStore {
         let recorder = ChangeRecorder(layout: layout, store: identifier, signing: signing)
         let compressedBody = try StoredBody.compressed(body)  // (before taking the writer)
         try write { db in
-            try recorder.recordReceived(changeSet, body: body, compressedBody: compressedBody, status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
+            try recorder.recordReceived(changeSet, body: body, compressedBody: compressedBody,
+                                        status: record.quarantineReason == nil ? HistorySchema.applied : HistorySchema.quarantined,
                                         reason: record.quarantineReason, writes: record.writes, tombstones: record.tombstones,
                                         repairDeletes: record.repairDeletes, retry: record.isRetry, in: db)
         }
@@ -273,7 +274,8 @@ extension SQLiteStore: ReplicaStore {
     /// The change sets applied although they left the store breaking a rule of the model.
     public func changeSetsLeftInvalid() throws -> [HeldChangeSet] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL ORDER BY Z_RANK",
+            try Row.fetchAll(db, sql: "SELECT Z_ORIGIN, Z_SEQ, Z_REASON, Z_BODY FROM Z_FERRY_CHANGESET " +
+                                 "WHERE Z_STATUS = ? AND Z_REASON IS NOT NULL ORDER BY Z_RANK",
                              arguments: [HistorySchema.applied]).compactMap { row in
                 guard let text: String = row[0], let origin = UUID(parsing: text) else { return nil }
                 return HeldChangeSet(origin: origin, sequence: row[1], reason: row[2], body: try StoredBody.text(row[3]))

@@ -14,7 +14,8 @@ extension SQLiteStore {
     }
 
     static func originKeys(in db: Database) throws -> [OriginKey] {
-        try Row.fetchAll(db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_KEY, Z_FROM, Z_ENDORSEMENT, Z_SOURCE, Z_REVOKED FROM Z_FERRY_KEY ORDER BY Z_ORIGIN, Z_FROM"))
+        try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT Z_ORIGIN, Z_KEY, Z_FROM, Z_ENDORSEMENT, Z_SOURCE, Z_REVOKED FROM Z_FERRY_KEY ORDER BY Z_ORIGIN, Z_FROM"))
             .compactMap { row in
                 guard let text: String = row[0], let origin = UUID(parsing: text), let source = OriginKey.Source(rawValue: row[4] ?? "") else { return nil }
                 let revoked: Int64? = row[5]
@@ -50,14 +51,18 @@ extension SQLiteStore {
                 guard let key else {
                     guard let newest = own.last else { return .unsigned }
                     return .unavailable("this store signs its change sets with key \(newest.publicKey), and this process cannot use it "
-                                        + "(\(problem ?? "no key given")); open the store with its key (the daemon's store.signing_key), or save through a process that can read it")
+                                        + "(\(problem ?? "no key given")); open the store with its key (the daemon's store.signing_key), "
+                                        + "or save through a process that can read it")
                 }
                 if let newest = own.last {
                     if newest.publicKey == key.publicKey { return .key(key) }
                     if own.contains(where: { $0.publicKey == key.publicKey }) {
-                        throw StoreError.cannotOpen(path: path, reason: "the signing key given (public \(key.publicKey)) was rotated out; this store now signs with \(newest.publicKey): use that key's file")
+                        throw StoreError.cannotOpen(path: path, reason: "the signing key given (public \(key.publicKey)) was rotated out; " +
+                                                    "this store now signs with \(newest.publicKey): use that key's file")
                     }
-                    throw StoreError.cannotOpen(path: path, reason: "the signing key given (public \(key.publicKey)) is not this store's (it signs with \(newest.publicKey)): put the store's key file back, or move the store to a new key with `ferry key rotate`")
+                    throw StoreError.cannotOpen(path: path, reason: "the signing key given (public \(key.publicKey)) is not this store's " +
+                                                "(it signs with \(newest.publicKey)): put the store's key file back, " +
+                                                "or move the store to a new key with `ferry key rotate`")
                 }
                 let last = try HistoryLog(db: db, store: identifier).lastSequence(of: identifier)
                 try record(OriginKey(origin: identifier, publicKey: key.publicKey, firstSequence: last + 1, source: .own), in: db)

@@ -121,7 +121,8 @@ extension SQLiteStore {
                 }
                 let others = try String.fetchAll(db, sql: "SELECT type || ' ' || name FROM sqlite_master WHERE type NOT IN ('table', 'index')")
                 guard others.isEmpty else {
-                    throw StoreError.cannotOpen(path: path, reason: "the file holds \(others.prefix(3).joined(separator: ", ")), which no Ferry store has; it is not a snapshot")
+                    throw StoreError.cannotOpen(path: path, reason: "the file holds \(others.prefix(3).joined(separator: ", ")), " +
+                                                "which no Ferry store has; it is not a snapshot")
                 }
                 guard try db.tableExists("Z_METADATA"), try db.tableExists("Z_FERRY_CHANGESET") else {
                     throw StoreError.cannotOpen(path: path, reason: "the file is not a Ferry store's snapshot (no Z_METADATA or Z_FERRY_CHANGESET)")

@@ -8,9 +8,8 @@ extension Database {
     /// GRDB's `inTransaction` does the same with `BEGIN` and `COMMIT` compiled anew each time and
     /// its observers' bookkeeping around them (Ferry installs no transaction observer); here the
     /// statements are cached on the connection. After the process idled a few milliseconds (as
-    /// before each of W4's saves), a save took 30 µs less this way and a read, with the pool's way
-    /// to a connection also skipped, about 0.1 ms less, on the VM of docs/PERFORMANCE.md ("Eighth
-    /// look at W4").
+    /// before each of W4's saves), a save takes 30 µs less this way and a read, with the pool's way
+    /// to a connection also skipped, about 0.1 ms less, on the VM of docs/PERFORMANCE.md.
     func inCachedTransaction<T>(_ kind: TransactionKind, _ operations: () throws -> T) throws -> T {
         try cachedStatement(sql: "BEGIN \(kind.rawValue) TRANSACTION").execute()
         do {

@@ -10,10 +10,9 @@ import Synchronization
 /// semaphore, a group, then the reader's queue) and its transaction (`BEGIN` and `COMMIT`
 /// compiled anew, the schema check, the observers' bookkeeping) are cheap on a warm processor
 /// but not after the process idled a few milliseconds, which is when a daemon woken by a
-/// commit or an application woken by its store reads. Measured on the 2-core VM of
-/// docs/PERFORMANCE.md ("Eighth look at W4"), one point read after 20 ms idle: 0.24 ms through
-/// the pool, 0.15 ms here, where the statements of the transaction are cached on the connection
-/// (`Database.inCachedTransaction`).
+/// commit or an application woken by its store reads. On the 2-core VM of docs/PERFORMANCE.md,
+/// a point read after 20 ms idle costs 0.24 ms through the pool and 0.15 ms here, where the
+/// statements of the transaction are cached on the connection (`Database.inCachedTransaction`).
 ///
 /// Each connection is opened read-only with the store's configuration (its SQL functions and
 /// busy handler), and clears its schema cache when the schema version changed since its last

@@ -8,12 +8,12 @@ import FerryStore
 /// Each commit syncs the log (`synchronous=FULL`). When its frames lie past the
 /// log's end, that sync must also make the file's new size and blocks durable:
 /// on ext4 a journal commit and a second device flush, some 0.14–0.24 ms more per
-/// commit on this project's machines (docs/PERFORMANCE.md, "Thirteenth look at
-/// W4"). SQLite starts its log again from the beginning after a checkpoint has
+/// commit on this project's machines (W4 in docs/PERFORMANCE.md). SQLite starts
+/// its log again from the beginning after a checkpoint has
 /// copied all of it, so a log that once grew to its working size is overwritten
 /// from then on; but a fresh one (the last connection to close a store deletes its
 /// log) grows commit by commit over its first thousand pages, and every commit of
-/// a daemon's first minutes paid for it. PostgreSQL zero-fills its WAL segments
+/// a daemon's first minutes would pay for it. PostgreSQL zero-fills its WAL segments
 /// before use for the same reason.
 ///
 /// Zeros are what SQLite reads as the log's end: a frame counts only when it

@@ -148,7 +148,8 @@ struct SchemaMigration {
             // a 1,000,000-row one for every rename: 0.3 s).
             let rows = "EXISTS (SELECT 1 FROM \(table) t WHERE t.Z_PK = %@.Z_PK AND t.Z_ENT IN (\(family.map(String.init).joined(separator: ", "))))"
             let names = ([entity.name] + entity.subentityNames).map { "'\($0)'" }.joined(separator: ", ")
-            for (new, old) in matches.sorted(by: { $0.key < $1.key }) where new != old && model.declaringEntityName(ofProperty: new, in: entity) == entity.name {
+            for (new, old) in matches.sorted(by: { $0.key < $1.key })
+            where new != old && model.declaringEntityName(ofProperty: new, in: entity) == entity.name {
                 try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_CLOCK SET Z_PROPERTY = ? WHERE Z_ROOT = ? AND Z_PROPERTY = ? AND "
                                    + rows.replacingOccurrences(of: "%@", with: "Z_FERRY_CLOCK"), arguments: [new, root, old])
                 try db.execute(sql: "UPDATE OR REPLACE Z_FERRY_POSITION SET Z_RELATIONSHIP = ? WHERE Z_ROOT = ? AND Z_RELATIONSHIP = ? AND "
@@ -218,7 +219,8 @@ struct SchemaMigration {
                   case .joinTable(let key, true) = model.storage(of: relationship, in: description),
                   let join = mapping.joinTables["\(key.entityName).\(key.relationshipName)"] else { continue }
             let family = mapping.family(of: description).map(String.init).joined(separator: ", ")
-            try db.execute(sql: "INSERT INTO \(join.table) (\(join.canonicalColumn), \(join.otherColumn)) SELECT Z_PK, \(column) FROM \(table) WHERE \(column) IS NOT NULL AND Z_ENT IN (\(family))")
+            try db.execute(sql: "INSERT INTO \(join.table) (\(join.canonicalColumn), \(join.otherColumn)) " +
+                                "SELECT Z_PK, \(column) FROM \(table) WHERE \(column) IS NOT NULL AND Z_ENT IN (\(family))")
             if !mapping.usedColumns(in: table).contains(column) {
                 try db.execute(sql: "DROP INDEX IF EXISTS \(table)_\(column)_INDEX")
                 try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(column)")

@@ -79,7 +79,8 @@ struct StoreOpener {
                 }
                 let (identifier, metadata, cache) = try readMetadata(db)
                 guard metadata.modelVersionHash == model.versionHash, cache.signature == ModelSignature(model: model) else {
-                    throw StoreError.cannotOpen(path: path, reason: "the store was last opened with another model version, and a read-only store cannot be migrated")
+                    throw StoreError.cannotOpen(path: path,
+                                                reason: "the store was last opened with another model version, and a read-only store cannot be migrated")
                 }
                 guard metadata.formatVersion == Self.formatVersion else {
                     throw StoreError.cannotOpen(path: path, reason: """
@@ -101,7 +102,8 @@ struct StoreOpener {
         guard tables.contains("Z_METADATA") else {
             let foreign = tables.filter { !$0.hasPrefix("sqlite_") }
             guard foreign.isEmpty else {
-                throw StoreError.cannotOpen(path: path, reason: "the file is a SQLite database but not a Ferry store (it has tables \(foreign.sorted().prefix(5).joined(separator: ", ")))")
+                throw StoreError.cannotOpen(path: path, reason: "the file is a SQLite database but not a Ferry store " +
+                                            "(it has tables \(foreign.sorted().prefix(5).joined(separator: ", ")))")
             }
             return try create(db)
         }
@@ -162,9 +164,11 @@ struct StoreOpener {
         var migration = try SchemaMigration(from: cache.signature, to: model, path: path)
         let losses = migration.losses
         if !losses.isEmpty && !earlierModelHashes.contains(metadata.modelVersionHash) {
-            throw StoreError.incompatibleModel(path: path, differences: losses + [
-                "the store was made with a model that is not an earlier version of this one (its version hash \(metadata.modelVersionHash) is in none of the bundle's versions), so nothing is removed; if this is the right model, open the store with its .xcdatamodeld bundle holding the store's version, as Core Data needs the source model to migrate",
-            ])
+            let notEarlier = "the store was made with a model that is not an earlier version of this one " +
+                "(its version hash \(metadata.modelVersionHash) is in none of the bundle's versions), so nothing is removed; " +
+                "if this is the right model, open the store with its .xcdatamodeld bundle holding the store's version, " +
+                "as Core Data needs the source model to migrate"
+            throw StoreError.incompatibleModel(path: path, differences: losses + [notEarlier])
         }
         let steps = ["removing what the new version removed", "adding what it added", "rewriting changed types, filling defaults and deriving values",
                      "renaming the merge metadata", "recording the new version"]

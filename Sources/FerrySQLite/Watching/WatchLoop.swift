@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import FerryStore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -39,6 +40,8 @@ final class WatchLoop: Sendable {
         var checkedCommits = 0
         /// Failed tries to open the watcher's connection after it was armed without one.
         var connectionRetries = 0
+        /// Times the subscribers were told of a commit.
+        var signals = 0
     }
 
     private let walName: [UInt8]
@@ -162,9 +165,7 @@ final class WatchLoop: Sendable {
     }
 
     func start(onCommit: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in run(onCommit: onCommit) }
-        thread.name = "ferry-commit-watcher"
-        thread.start()
+        DedicatedThreads.start(named: "ferry-watcher") { [self] in run(onCommit: onCommit) }
     }
 
     deinit {
@@ -191,7 +192,11 @@ final class WatchLoop: Sendable {
         return true
     }
 
-    private func run(onCommit: @Sendable () -> Void) {
+    private func run(onCommit tellSubscribers: @escaping @Sendable () -> Void) {
+        let onCommit: @Sendable () -> Void = { [self] in
+            counters.withLock { $0.signals += 1 }
+            tellSubscribers()
+        }
         defer {
             writes?.close()
             announcements?.close()

@@ -6,11 +6,12 @@ import FerryModel
 /// | policy | an object another writer changed | an object another writer deleted |
 /// |---|---|---|
 /// | ``MergePolicy/error`` | the save fails with ``SaveError/mergeConflict(_:)`` | the same |
-/// | ``MergePolicy/mergeByPropertyObjectTrump`` | the store's values, with this context's changed properties on top | the delete stands: the object leaves the context, its changes dropped |
+/// | ``MergePolicy/mergeByPropertyObjectTrump`` | the store's values, with this context's changed properties on top | the delete stands |
 /// | ``MergePolicy/mergeByPropertyStoreTrump`` | the same, except properties the other writer changed too keep the store's value | the same |
 /// | ``MergePolicy/overwrite`` | the object's whole state is written, undoing the other writer's changes to it | the same |
 /// | ``MergePolicy/rollback`` | the object's changes are dropped: it takes the store's values | the same |
 ///
+/// Where another writer's delete stands, the object leaves the context and its changes are dropped.
 /// A delete of this context's over another writer's change goes ahead under object trump and
 /// overwrite, and is undone (the object takes the store's values) under store trump and rollback.
 /// After resolving, the save validates again and writes; conflicts that arise meanwhile are
@@ -36,7 +37,8 @@ extension ManagedObjectContext {
         return objects.map { object in
             let row = rows[object.objectID]
             let report = MergeConflict(objectID: object.objectID, oldVersion: object.version, newVersion: row?.version,
-                                       objectSnapshot: snapshot(of: object, attributes: object.attributes, toOne: object.toOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } }),
+                                       objectSnapshot: snapshot(of: object, attributes: object.attributes,
+                                                                toOne: object.toOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } }),
                                        cachedSnapshot: snapshot(of: object, attributes: object.committedAttributes,
                                                                 toOne: object.committedToOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } }),
                                        persistedSnapshot: row.map { snapshot(of: object, attributes: $0.attributes, toOne: $0.toOne) })
@@ -85,8 +87,10 @@ extension ManagedObjectContext {
             }
             var keep = PropertyIndexSet()
             for index in object.runtime.persistentAttributeIndexes + object.runtime.toOneIndexes {
-                let current = value(of: object, at: index, attributes: object.attributes, toOne: object.toOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } })
-                let read = value(of: object, at: index, attributes: object.committedAttributes, toOne: object.committedToOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } })
+                let current = value(of: object, at: index, attributes: object.attributes,
+                                    toOne: object.toOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } })
+                let read = value(of: object, at: index, attributes: object.committedAttributes,
+                                 toOne: object.committedToOne.map { $0.flatMap { self.object(forKey: $0)?.objectID } })
                 let stored = value(of: object, at: index, attributes: row.attributes, toOne: row.toOne)
                 let changedHere = object.changedIndexes.contains(index)
                 switch mergePolicy {

@@ -87,7 +87,8 @@ extension ManagedObjectContext {
             }
         }
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
-            throw SaveError.storeFailed("the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
+            throw SaveError.storeFailed(
+                "the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
         }
         let saved = objectsWithHooks()
         undoManager?.removeAllActions()

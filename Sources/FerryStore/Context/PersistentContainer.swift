@@ -162,7 +162,8 @@ public final class PersistentContainer: Sendable {
 
     func entityName(for type: ManagedObject.Type) throws(ContextError) -> String {
         guard let names = classEntities[ObjectIdentifier(type)], let first = names.first else {
-            throw ContextError.wrongClass(entity: "?", expected: "\(type)", actual: "no entity registered for this class; pass classes: [\"Entity\": \(type).self] to the container")
+            throw ContextError.wrongClass(entity: "?", expected: "\(type)",
+                                          actual: "no entity registered for this class; pass classes: [\"Entity\": \(type).self] to the container")
         }
         return first
     }

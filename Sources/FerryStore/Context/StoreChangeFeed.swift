@@ -75,7 +75,7 @@ final class StoreChangeFeed: Sendable {
     /// so that it reads and tells commits as they come, whatever else the process runs (and blocks
     /// no other feed while it reads or waits to tell its container's saves apart).
     static func onThreadOfItsOwn(_ body: sending @escaping () async -> Void) -> Task<Void, Never> {
-        ThreadTaskExecutor.task(named: "ferry-change-feed", body)
+        ThreadTaskExecutor.task(named: "ferry-feed", body)
     }
 
     /// Follows the store (on the feed's thread: its reads block that thread only).

@@ -166,7 +166,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .unavailable(let path, let reason):
             "cannot open store \(path): \(reason)"
         case .incompatibleModel(let path, let differences):
-            "the model is incompatible with store \(path) (Core Data error 134100); only additive changes (new entities, new optional attributes or relationships) migrate automatically. Differences:\n"
+            "the model is incompatible with store \(path) (Core Data error 134100); "
+                + "only additive changes (new entities, new optional attributes or relationships) migrate automatically. Differences:\n"
                 + differences.map { "  - \($0)" }.joined(separator: "\n")
         case .storeFailure(let reason):
             "store failure: \(reason)"

@@ -102,8 +102,12 @@ public enum ChangeSetCodec {
         let origin = try uuid(json["origin"], "origin")
         guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
         guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
-        guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else { throw ChangeSetError.malformed("'model' (the model version hash) is missing") }
-        guard modelHash == (versionHash ?? model.versionHash) else { return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash, timestamp: HybridTimestamp(rawValue: clock)) }
+        guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else {
+            throw ChangeSetError.malformed("'model' (the model version hash) is missing")
+        }
+        guard modelHash == (versionHash ?? model.versionHash) else {
+            return .otherModel(origin: origin, sequence: sequence, modelHash: modelHash, timestamp: HybridTimestamp(rawValue: clock))
+        }
         let author = try optionalString(json["author"], "author")
         let signature = try optionalString(json["sig"], "sig")
         let contextName = try optionalString(json["context"], "context")
@@ -243,7 +247,8 @@ public enum ChangeSetCodec {
             }
         }
         if let added = json["added"] {
-            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place, eitherSide: kind == .restore || kind == .delete)
+            change.added = try decodeMembers(added, field: "added", entity: entity, lookups: &lookups, place: place,
+                                             eitherSide: kind == .restore || kind == .delete)
         }
         if let removed = json["removed"] {
             change.removed = try decodeMembers(removed, field: "removed", entity: entity, lookups: &lookups, place: place)
@@ -273,7 +278,8 @@ public enum ChangeSetCodec {
                 try checkURI(member, entity: relationship.destinationEntityName, family: true, lookups: &lookups,
                              place: place.appending("order").appending(key).text)
                 guard let text = value.stringValue, OrderedPositions.isValid(text) else {
-                    throw ChangeSetError.malformed("\(place.text).order.\(key): the position of \(member) must be 1…\(OrderedPositions.maximumKeyLength) base-62 digits, not ending in 0")
+                    throw ChangeSetError.malformed("\(place.text).order.\(key): " +
+                                                   "the position of \(member) must be 1…\(OrderedPositions.maximumKeyLength) base-62 digits, not ending in 0")
                 }
                 positions[member] = text
             }
@@ -381,7 +387,10 @@ public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let message): "malformed change set: \(message)"
-        case .unsupportedFormat(let version): "change set format \(version) is not supported (this Ferry reads formats \(ChangeSet.readableFormats.lowerBound)…\(ChangeSet.readableFormats.upperBound)); upgrade Ferry on this peer to read it"
+        case .unsupportedFormat(let version):
+            "change set format \(version) is not supported " +
+                "(this Ferry reads formats \(ChangeSet.readableFormats.lowerBound)…\(ChangeSet.readableFormats.upperBound)); " +
+                "upgrade Ferry on this peer to read it"
         case .unknownEntity(let place, let entity): "\(place): the model has no entity '\(entity)'"
         case .unknownProperty(let place, let entity, let property): "\(place): entity '\(entity)' has no recorded property '\(property)'"
         case .wrongType(let place, let message): "\(place): \(message)"

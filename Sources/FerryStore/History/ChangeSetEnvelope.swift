@@ -35,7 +35,9 @@ public struct ChangeSetEnvelope: Sendable, Hashable {
         }
         guard case .integer(let sequence)? = json["seq"], sequence >= 1 else { throw ChangeSetError.malformed("'seq' must be a whole number ≥ 1") }
         guard case .integer(let clock)? = json["hlc"], clock >= 0 else { throw ChangeSetError.malformed("'hlc' must be a whole number ≥ 0") }
-        guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else { throw ChangeSetError.malformed("'model' (the model version hash) is missing") }
+        guard let modelHash = json["model"]?.stringValue, !modelHash.isEmpty else {
+            throw ChangeSetError.malformed("'model' (the model version hash) is missing")
+        }
         if let signature = json["sig"] {
             guard signature.stringValue != nil else { throw ChangeSetError.malformed("'sig' must be a string") }
         }

@@ -20,11 +20,13 @@ public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .purged(let origin, let needed, let through):
             "change sets \(needed)…\(through) of \(origin.uuidString) were purged from this store's history after every listed peer "
-                + "acknowledged them; a peer that still lacks them must start from a snapshot of a store (ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
+                + "acknowledged them; a peer that still lacks them must start from a snapshot of a store "
+                + "(ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
         case .pastHorizon(let origin, let needed, let horizon):
             "this store forgot the deletes made before \(Self.date(horizon)) (its tombstone horizon), and this comes from a store "
                 + "that has not taken in change set \(needed) of \(origin.uuidString), made before then: it could bring back objects "
-                + "deleted since. That store must start again from a snapshot of a store (ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
+                + "deleted since. That store must start again from a snapshot of a store "
+                + "(ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
         case .ownOrigin(let origin):
             "\(origin.uuidString) is this store's own origin; its change sets are this store's saves and cannot be removed"
         }

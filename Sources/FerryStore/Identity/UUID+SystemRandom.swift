@@ -5,7 +5,7 @@ extension UUID {
     ///
     /// Foundation's `UUID()` on Linux opens, reads and closes `/dev/urandom` for each UUID: 40 µs
     /// when the process has just woken, against 6 µs for this one `getrandom` call, on the VM of
-    /// docs/PERFORMANCE.md ("Eighth look at W4"). A replayed change set makes one for its
+    /// docs/PERFORMANCE.md. A replayed change set makes one for its
     /// temporary IDs, on the path from a peer's save to this store's commit.
     package static func systemRandom() -> UUID {
         var generator = SystemRandomNumberGenerator()

@@ -54,7 +54,7 @@ public struct BatchApplier {
     public func apply(text: String, progress: ((_ committed: Int, _ total: Int) -> Void)? = nil) throws(InterchangeError) -> Outcome {
         let context = makeContext()
         let handoff = SaveHandoff()
-        let parser = Thread {
+        DedicatedThreads.start(named: "ferry-parse") {
             var text = text
             handoff.finish(text.withUTF8 { bytes in
                 Result { () throws(InterchangeError) in
@@ -67,7 +67,6 @@ public struct BatchApplier {
             handoff.releaseWhenTaken()
             handoff.disposeWhenGiven()
         }
-        parser.start()
         // (W1's rows as JSON lines take about 110 bytes per operation.)
         var plan = BatchPlan(container: container, expectedOperations: text.utf8.count / 100)
         var invalid: InterchangeError?

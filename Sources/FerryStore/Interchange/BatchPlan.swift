@@ -86,7 +86,9 @@ struct BatchPlan: Sendable {
                 throw InterchangeError.invalidOperation(save: save, operation: operationIndex + 1, reason: "the model has no entity \"\(name)\"")
             }
             guard !runtime.entity.isAbstract else {
-                throw InterchangeError.invalidOperation(save: save, operation: operationIndex + 1, reason: "entity \"\(name)\" is abstract; insert one of its subentities (\(runtime.entity.subentityNames.joined(separator: ", ")))")
+                throw InterchangeError.invalidOperation(save: save, operation: operationIndex + 1,
+                                                        reason: "entity \"\(name)\" is abstract; " +
+                                                            "insert one of its subentities (\(runtime.entity.subentityNames.joined(separator: ", ")))")
             }
             runtimeOfInsert.append(runtime)
             guard let ref else { continue }
@@ -101,7 +103,8 @@ struct BatchPlan: Sendable {
             switch reference {
             case .ref(let ref):
                 guard let slot = slotOfRef[ref] else {
-                    throw InterchangeError.invalidOperation(save: save, operation: operation, reason: "ref \"\(ref)\" is not defined by an insert in this save or an earlier one")
+                    throw InterchangeError.invalidOperation(save: save, operation: operation,
+                                                            reason: "ref \"\(ref)\" is not defined by an insert in this save or an earlier one")
                 }
                 return (.inserted(slot: slot), runtimeOfSlot[slot])
             case .uri(let uri):
@@ -154,11 +157,15 @@ struct BatchPlan: Sendable {
                     /// The object a member names, checked against the relationship's destination.
                     func member(_ json: JSONValue) throws(InterchangeError) -> Target {
                         guard case .string(let text) = json else {
-                            throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(runtime.name).\(key): members must be refs or URIs (strings); got \(json.kindName)")
+                            throw InterchangeError.invalidOperation(save: save, operation: number,
+                                                                    reason: "\(runtime.name).\(key): members must be refs or URIs (strings); " +
+                                                                        "got \(json.kindName)")
                         }
                         let (object, destination) = try target(.init(text), operation: number)
                         guard destination.isKind(of: relationship.destinationEntityName) else {
-                            throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(runtime.name).\(key) takes \(relationship.destinationEntityName) objects; \"\(text)\" is a \(destination.name)")
+                            throw InterchangeError.invalidOperation(save: save, operation: number,
+                                                                    reason: "\(runtime.name).\(key) takes \(relationship.destinationEntityName) objects; " +
+                                                                        "\"\(text)\" is a \(destination.name)")
                         }
                         return object
                     }
@@ -173,7 +180,8 @@ struct BatchPlan: Sendable {
                         values.append((index, .toMany(targets)))
                     default:
                         let expected = relationship.isToMany ? "an array of refs or URIs" : "a ref, a URI or null"
-                        throw InterchangeError.invalidOperation(save: save, operation: number, reason: "\(runtime.name).\(key) takes \(expected); got \(json.kindName)")
+                        throw InterchangeError.invalidOperation(save: save, operation: number,
+                                                                reason: "\(runtime.name).\(key) takes \(expected); got \(json.kindName)")
                     }
                 }
             }

@@ -95,7 +95,8 @@ struct JSONParser {
             guard parser.position < parser.bytes.count else { return nil }
             let start = parser.position
             let value = try parser.value()
-            while parser.position < parser.bytes.count, parser.bytes[parser.position] == 0x20 || parser.bytes[parser.position] == 0x09 || parser.bytes[parser.position] == 0x0D {
+            while parser.position < parser.bytes.count,
+                  parser.bytes[parser.position] == 0x20 || parser.bytes[parser.position] == 0x09 || parser.bytes[parser.position] == 0x0D {
                 parser.position += 1
             }
             guard parser.position == parser.bytes.count || parser.bytes[parser.position] == 0x0A else {
@@ -360,7 +361,9 @@ struct JSONParser {
             isInteger = false
             position += 1
             if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
-            guard position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) else { throw failure("expected a digit in the exponent") }
+            guard position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) else {
+                throw failure("expected a digit in the exponent")
+            }
             while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
         }
         if isInteger, position - start <= 18 {

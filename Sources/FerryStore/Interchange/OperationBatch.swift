@@ -74,13 +74,15 @@ public struct OperationBatch: Sendable {
             }
             guard let (value, start) = next else { break }
             guard case .array(let items) = value else {
-                throw InterchangeError.malformedBatch(line: lines.place(of: start).line, reason: "each line must be a JSON array of operations; got \(value.kindName)")
+                throw InterchangeError.malformedBatch(line: lines.place(of: start).line,
+                                                      reason: "each line must be a JSON array of operations; got \(value.kindName)")
             }
             try save(try operations(items, line: { lines.place(of: start).line }))
             count += 1
         }
         guard count > 0 else {
-            throw InterchangeError.malformedBatch(line: nil, reason: "the input holds no operations; give a JSON array of operations or JSON lines of such arrays")
+            throw InterchangeError.malformedBatch(line: nil,
+                                                  reason: "the input holds no operations; give a JSON array of operations or JSON lines of such arrays")
         }
     }
 

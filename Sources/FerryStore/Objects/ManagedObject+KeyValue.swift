@@ -51,7 +51,8 @@ extension ManagedObject {
             setAttribute(index, converted, in: context)
         case .toOne:
             guard value == nil || value is ManagedObject else {
-                throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "an attribute (it is a to-one relationship: pass a ManagedObject or nil)")
+                throw ContextError.wrongPropertyKind(entity: entity.name, key: key,
+                                                     expected: "an attribute (it is a to-one relationship: pass a ManagedObject or nil)")
             }
             try context.setToOne(self, index, to: value as? ManagedObject)
         case .toMany:
@@ -61,7 +62,8 @@ extension ManagedObject {
             case let array as [ManagedObject]: objects = array
             case let set as Set<ManagedObject>: objects = Array(set)
             default:
-                throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "an attribute (it is a to-many relationship: pass [ManagedObject] or Set<ManagedObject>)")
+                throw ContextError.wrongPropertyKind(entity: entity.name, key: key,
+                                                     expected: "an attribute (it is a to-many relationship: pass [ManagedObject] or Set<ManagedObject>)")
             }
             try context.replaceToMany(self, index, with: objects)
         }

@@ -26,7 +26,8 @@ extension ManagedObject {
             attributes[index] = converted
         case .toOne:
             guard value == nil || value is ManagedObject else {
-                throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "an attribute (it is a to-one relationship: pass a ManagedObject or nil)")
+                throw ContextError.wrongPropertyKind(entity: entity.name, key: key,
+                                                     expected: "an attribute (it is a to-one relationship: pass a ManagedObject or nil)")
             }
             let target = value as? ManagedObject
             if let target, target.managedObjectContext !== context { throw ContextError.objectFromAnotherContext(target.objectID.uriString) }
@@ -34,7 +35,9 @@ extension ManagedObject {
             target?.isReferenced = true
             toOne[index] = target?.key
         case .toMany:
-            throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "an attribute or a to-one relationship (primitive to-many values are not supported: use mutableSetValue(forKey:))")
+            throw ContextError.wrongPropertyKind(entity: entity.name, key: key,
+                                                 expected: "an attribute or a to-one relationship " +
+                                                     "(primitive to-many values are not supported: use mutableSetValue(forKey:))")
         }
         if !isInserted && !runtime.isTransientAttribute[index] { quietIndexes.insert(index) }
         context.noteEdit(self)
@@ -64,7 +67,8 @@ extension ManagedObject {
             case let array as [ManagedObject]: count = array.count
             case let set as Set<ManagedObject>: count = set.count
             default:
-                throw ContextError.wrongPropertyKind(entity: entity.name, key: key, expected: "[ManagedObject] or Set<ManagedObject> for a to-many relationship")
+                throw ContextError.wrongPropertyKind(entity: entity.name, key: key,
+                                                     expected: "[ManagedObject] or Set<ManagedObject> for a to-many relationship")
             }
             failures = validator.relationshipFailures(self, relationship, count: count)
         }

@@ -78,7 +78,8 @@ struct InMemoryHistory: Sendable {
     }
 
     /// The bodies of the change sets `vector` does not cover, after rank `cursor`, and the rank of the last.
-    func bodies(after vector: VersionVector, cursor: Int64 = 0, limit: Int?, maximumBytes: Int? = nil) throws(HistoryError) -> (lines: [String], cursor: Int64) {
+    func bodies(after vector: VersionVector, cursor: Int64 = 0, limit: Int?,
+                maximumBytes: Int? = nil) throws(HistoryError) -> (lines: [String], cursor: Int64) {
         for (origin, through) in purged where vector[origin, default: 0] < through {
             throw HistoryError.purged(origin: origin, needed: vector[origin, default: 0] + 1, purgedThrough: through)
         }
@@ -262,7 +263,8 @@ struct InMemoryHistory: Sendable {
                          deleted: [ObjectID: RowSnapshot], deletedMemberships: [ObjectID: [String: [ObjectID]]] = [:],
                          rows: (ObjectID) -> RowSnapshot?, members: (ObjectID, String) -> [ObjectID]) {
         guard let replay = request.replay else {
-            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships, skipping: [], assignsPositions: true),
+            appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships,
+                                skipping: [], assignsPositions: true),
                         author: request.author, contextName: request.contextName)
             return
         }
@@ -288,8 +290,8 @@ struct InMemoryHistory: Sendable {
         if let note = replay.leftInvalidNote, let index = records.lastIndex(where: { $0.origin == incoming.origin && $0.sequence == incoming.sequence }) {
             records[index].leftInvalid = note
         }
-        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships, skipping: plainInserts,
-                                                assignsPositions: false),
+        let recording = ReplayRecording(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted,
+                                                deletedMemberships: deletedMemberships, skipping: plainInserts, assignsPositions: false),
                                         replay: replay, resolve: resolve, plainInserts: plainInserts, resurrected: resurrected)
         for (id, properties) in recording.replayedWrites {
             for property in properties { setClock(of: id, property: property, to: incomingStamp) }
@@ -445,7 +447,11 @@ struct InMemoryHistory: Sendable {
             case .attribute(let attribute) where attribute.isReplicated:
                 if let value = row.attributes[index] { values[attribute.name] = .attribute(value) } else if keepingNil { values[attribute.name] = .null }
             case .relationship(let relationship) where !relationship.isToMany && model.isRecorded(relationship, in: entity):
-                if let target = row.toOne[index] { values[relationship.name] = .object(uri(of: target)) } else if keepingNil { values[relationship.name] = .null }
+                if let target = row.toOne[index] {
+                    values[relationship.name] = .object(uri(of: target))
+                } else if keepingNil {
+                    values[relationship.name] = .null
+                }
             default:
                 continue
             }

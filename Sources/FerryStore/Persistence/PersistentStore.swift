@@ -260,7 +260,8 @@ public struct ReplayAnnotation: Sendable {
     /// Whether the replay only inserts objects new here: no writes to clock, no
     /// deletes, tombstones, repairs, resurrections or restores to record.
     package var insertsNewObjectsOnly: Bool {
-        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty && resurrected.isEmpty && restored.isEmpty && repairs.isEmpty && carried.isEmpty
+        writes.isEmpty && positions.isEmpty && merges.isEmpty && deletes.isEmpty && tombstonesOnly.isEmpty && repairDeletes.isEmpty
+            && resurrected.isEmpty && restored.isEmpty && repairs.isEmpty && carried.isEmpty
     }
 
     /// Creates an annotation for `changeSet`.

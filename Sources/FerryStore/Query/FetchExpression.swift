@@ -116,7 +116,8 @@ package struct AggregatePlan: Sendable {
                 throw refuse(keyPath, "is fetched but not grouped by: a grouped fetch returns only what propertiesToGroupBy names, and expressions")
             }
         } else if !request.propertiesToFetch.isEmpty {
-            throw refuse(request.propertiesToFetch[0], "is fetched beside expressions without propertiesToGroupBy: group by it, or fetch it without expressions")
+            throw refuse(request.propertiesToFetch[0],
+                         "is fetched beside expressions without propertiesToGroupBy: group by it, or fetch it without expressions")
         }
         groupBy = request.propertiesToGroupBy
         groupByPaths = groupBy.compactMap { groupPaths[$0] }
@@ -133,17 +134,20 @@ package struct AggregatePlan: Sendable {
             }
             guard let keyPath = expression.keyPath else {
                 guard expression.function == .count else {
-                    throw refuse(expression.name, "is @\(expression.function.rawValue) without a key path: only @count counts objects; name the attribute to read")
+                    throw refuse(expression.name,
+                                 "is @\(expression.function.rawValue) without a key path: only @count counts objects; name the attribute to read")
                 }
                 expressions.append((expression, nil))
                 continue
             }
             let path = try ResolvedKeyPath.resolve(keyPath, from: entity, in: model)
             guard let attribute = path.final.attribute, !attribute.isTransient else {
-                throw refuse(expression.name, "reads '\(keyPath)', which is not a stored attribute: @\(expression.function.rawValue) reads a stored attribute (through to-ones)")
+                throw refuse(expression.name,
+                             "reads '\(keyPath)', which is not a stored attribute: @\(expression.function.rawValue) reads a stored attribute (through to-ones)")
             }
             if expression.function == .sum || expression.function == .avg, !attribute.type.isNumeric {
-                throw refuse(expression.name, "is @\(expression.function.rawValue) of '\(keyPath)', a \(attribute.type.xcodeName) attribute: it needs a number attribute")
+                throw refuse(expression.name,
+                             "is @\(expression.function.rawValue) of '\(keyPath)', a \(attribute.type.xcodeName) attribute: it needs a number attribute")
             }
             expressions.append((expression, attribute.type))
         }
@@ -165,9 +169,13 @@ package struct AggregatePlan: Sendable {
         case .not(let inner):
             try checkHaving(inner, entity: entity)
         case .quantified(_, let keyPath, _), .count(let keyPath, _, _), .subqueryCount(let keyPath, _, _, _), .aggregate(_, let keyPath, _, _, _):
-            throw QueryError.invalidAggregate(entity: entity, name: keyPath, reason: "is a to-many condition in the having predicate, which compares the result's columns only: filter objects with the request's predicate")
+            throw QueryError.invalidAggregate(entity: entity, name: keyPath,
+                                              reason: "is a to-many condition in the having predicate, which compares the result's columns only: " +
+                                                  "filter objects with the request's predicate")
         case .selfIn:
-            throw QueryError.invalidAggregate(entity: entity, name: "SELF", reason: "names objects in the having predicate, which compares the result's columns only: filter objects with the request's predicate")
+            throw QueryError.invalidAggregate(entity: entity, name: "SELF",
+                                              reason: "names objects in the having predicate, which compares the result's columns only: " +
+                                                  "filter objects with the request's predicate")
         }
     }
 }

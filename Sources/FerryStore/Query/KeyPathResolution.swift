@@ -39,12 +39,15 @@ package struct ResolvedKeyPath: Sendable, Hashable {
             let rootB = model.entity(named: b.destinationEntityName)?.rootName
             guard isEquality, rootA != nil, rootA == rootB else {
                 throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(a.destinationEntityName) object",
-                                              value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object) with \(op.rawValue); objects compare with == or != within one entity family")
+                                              value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object) with \(op.rawValue); " +
+                                                  "objects compare with == or != within one entity family")
             }
         case (.attribute(let a), .relationship(let b)):
-            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: a.type.xcodeName, value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object)")
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: a.type.xcodeName,
+                                          value: "'\(otherKeyPath)' (a \(b.destinationEntityName) object)")
         case (.relationship(let a), .attribute(let b)):
-            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(a.destinationEntityName) object", value: "'\(otherKeyPath)' (\(b.type.xcodeName))")
+            throw QueryError.typeMismatch(entity: entity, keyPath: keyPath, expected: "a \(a.destinationEntityName) object",
+                                          value: "'\(otherKeyPath)' (\(b.type.xcodeName))")
         }
     }
 }

@@ -189,7 +189,8 @@ extension FetchRequest {
         for sort in sortDescriptors {
             let path = try ResolvedKeyPath.resolve(sort.keyPath, from: entity, in: model)
             if path.final.relationship != nil {
-                throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: "a relationship", value: "a sort order (sort by one of its attributes instead)")
+                throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: "a relationship",
+                                              value: "a sort order (sort by one of its attributes instead)")
             }
             if sort.caseInsensitive, let type = path.final.attribute?.type, type != .string {
                 throw QueryError.typeMismatch(entity: entity.name, keyPath: sort.keyPath, expected: type.xcodeName,

@@ -1,18 +1,13 @@
 import Foundation
 import Synchronization
 
-/// A task executor with one thread of its own: a task that prefers it runs whenever it is
-/// woken, however busy the process's other threads are.
+/// A task executor with one thread of its own (started by ``DedicatedThreads``): a task that
+/// prefers it runs whenever it is woken, however busy the process's other threads are.
 ///
-/// On Linux, Swift's global executor and every default-priority dispatch queue share
-/// libdispatch's default root queue, which runs about as many jobs at once as there are cores,
-/// and adds threads only for workers blocked in the kernel, not for workers that compute. A job
-/// enqueued there while the process computes waits its turn behind that work: a container's
-/// change feed, reading on a queue, told a commit 2.9 s late while jobs spun on every thread of that
-/// queue for 3 s (`StoreChangeFeedTests`), and missed its tests' 10 s bounds in full test runs; a
-/// test's task counting commit signals heard them late. Work that must follow events as they come, and may block while it
-/// does (the feed's reads of the history), runs on one of these instead (``StoreChangeFeed``;
-/// the test trait's `BlockingTrait.task`).
+/// Work that must follow events as they come, and may block while it does (a container's change
+/// feed reading the history after each commit, ``StoreChangeFeed``; the test trait's
+/// `BlockingTrait.task`), runs on one of these rather than on Swift's shared pool, which on Linux
+/// waits behind the process's computing work (``DedicatedThreads`` says why).
 package final class ThreadTaskExecutor: TaskExecutor {
     private struct Queue: ~Copyable {
         var jobs: [UnownedJob] = []
@@ -24,9 +19,7 @@ package final class ThreadTaskExecutor: TaskExecutor {
 
     /// Starts the executor's thread, named `name`; it runs until ``stop()``.
     package init(name: String) {
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.start()
+        DedicatedThreads.start(named: name) { [self] in run() }
     }
 
     package func enqueue(_ job: consuming ExecutorJob) {

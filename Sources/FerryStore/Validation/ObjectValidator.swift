@@ -40,7 +40,8 @@ struct ObjectValidator {
             guard !remaining.isEmpty else { continue }
             let names = remaining.prefix(3).map(\.objectID.uriString).joined(separator: ", ")
             failures.append(failure(.relationshipDeniedDelete, object, relationship.name,
-                                    "cannot delete: relationship '\(relationship.name)' has the Deny rule and still holds \(remaining.count) object(s) (\(names)); remove them from it or delete them first"))
+                                    "cannot delete: relationship '\(relationship.name)' has the Deny rule and still holds \(remaining.count) object(s) " +
+                                        "(\(names)); remove them from it or delete them first"))
         }
         return failures
     }
@@ -92,10 +93,12 @@ struct ObjectValidator {
         }
         guard relationship.isToMany else { return [] }
         if relationship.minCount > 0 && count < relationship.minCount {
-            return [failure(.relationshipLacksMinimumCount, object, relationship.name, "holds \(count) object(s); at least \(relationship.minCount) are required")]
+            return [failure(.relationshipLacksMinimumCount, object, relationship.name,
+                            "holds \(count) object(s); at least \(relationship.minCount) are required")]
         }
         if relationship.maxCount > 0 && count > relationship.maxCount {
-            return [failure(.relationshipExceedsMaximumCount, object, relationship.name, "holds \(count) object(s); at most \(relationship.maxCount) are allowed")]
+            return [failure(.relationshipExceedsMaximumCount, object, relationship.name,
+                            "holds \(count) object(s); at most \(relationship.maxCount) are allowed")]
         }
         return []
     }

@@ -316,12 +316,17 @@ extension MergeExecutor {
                 guard DuplicateRule.loserWins(loser: fact.stamp, survivor: survivorStamps[name],
                                               loserValue: DuplicateRule.text(of: fact.value), survivorValue: DuplicateRule.text(of: mine)),
                       let stamp = fact.stamp else { continue }
-                if case .attribute(let value) = fact.value { try survivor.setAttributeValue(value, forKey: name) } else { try survivor.setAttributeValue(nil, forKey: name) }
+                if case .attribute(let value) = fact.value {
+                    try survivor.setAttributeValue(value, forKey: name)
+                } else {
+                    try survivor.setAttributeValue(nil, forKey: name)
+                }
                 stamped[name] = stamp
                 touched[survivor.objectID, default: []].insert(name)
             } else {
                 if let known = kept[name], !DuplicateRule.loserWins(loser: fact.stamp, survivor: known.stamp,
-                                                                    loserValue: DuplicateRule.text(of: fact.value), survivorValue: DuplicateRule.text(of: known.value)) { continue }
+                                                                    loserValue: DuplicateRule.text(of: fact.value),
+                                                                    survivorValue: DuplicateRule.text(of: known.value)) { continue }
                 kept[name] = fact
                 annotation.carried[survivorURI, default: [:]][name] = fact
             }

@@ -6,8 +6,8 @@ import FerryStore
 /// kept open, each push a batch written on it and answered by one line.
 ///
 /// A push request costs its sender the client's request machinery and its receiver the parsing,
-/// routing and checks of a new request: on loopback that was most of what a save's push cost
-/// (docs/PERFORMANCE.md, "Sixth look at W4"). The stream pays them once.
+/// routing and checks of a new request: on loopback that is most of what a save's push costs
+/// as a request of its own (W4 in docs/PERFORMANCE.md). The stream pays them once.
 ///
 /// It is an optimisation, never a second path for errors: a push it cannot carry (the peer does
 /// not offer streams, the stream is busy with another push, the connection was lost before the

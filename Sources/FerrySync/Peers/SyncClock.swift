@@ -1,7 +1,7 @@
 import Foundation
 
 /// The time a sync schedule reads and waits on: the wall clock in a daemon, a
-/// clock a test moves by hand (`ManualClock` in FerryTestSupport), so that
+/// clock a test moves by hand (`ManualClock` in FerryTesting), so that
 /// pull intervals and backoffs are tested without waiting.
 public protocol SyncClock: Sendable {
     /// The current time.

@@ -59,7 +59,8 @@ public struct ChangeSetVerifier: Sendable {
             }
             if let revoked = signer.revokedAfter, timestamp >= revoked {
                 return TrustRefusal(.revokedKey, origin: origin, sequence: sequence, detail:
-                    "it is signed with key \(signer.key.base64), revoked from \(revoked.date.formatted(.iso8601)) on, and made at \(timestamp.date.formatted(.iso8601))")
+                    "it is signed with key \(signer.key.base64), revoked from \(revoked.date.formatted(.iso8601)) on, "
+                    + "and made at \(timestamp.date.formatted(.iso8601))")
             }
             return nil
         }

@@ -69,7 +69,8 @@ public final class OriginTrust: Sendable {
         public var description: String {
             switch self {
             case .learned(let key, let peer):
-                "trusting key \(key.publicKey) of \(key.origin.uuidString) for its change sets from \(key.firstSequence) on (\(key.source.rawValue), from peer \(peer))"
+                "trusting key \(key.publicKey) of \(key.origin.uuidString) for its change sets from \(key.firstSequence) on "
+                    + "(\(key.source.rawValue), from peer \(peer))"
             case .conflict(let origin, let presented, let trusted, let peer):
                 "peer \(peer) presents key \(presented) for \(origin.uuidString), which this store trusts with key \(trusted), without an endorsement by it; "
                     + "not taken. If that store's key was replaced rather than rotated (`ferry key rotate`), pin the new key: trust.keys, or `ferry trust add`"
@@ -159,7 +160,8 @@ public final class OriginTrust: Sendable {
     public static func endorsedRotation(_ entry: PublishedKey, of origin: UUID, after chain: [OriginKey]) -> OriginKey? {
         guard let previous = chain.last, entry.from > previous.firstSequence, let endorsement = entry.endorsement,
               let previousKey = VerifyingKey(base64: previous.publicKey), VerifyingKey(base64: entry.key) != nil,
-              previousKey.isValid(signature: endorsement, of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: entry.from, publicKey: entry.key))
+              previousKey.isValid(signature: endorsement,
+                                  of: ChangeSetSignature.rotationMessage(origin: origin, firstSequence: entry.from, publicKey: entry.key))
         else { return nil }
         return OriginKey(origin: origin, publicKey: entry.key, firstSequence: entry.from, endorsement: endorsement, source: .rotation)
     }

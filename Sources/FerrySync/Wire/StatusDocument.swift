@@ -195,7 +195,8 @@ public struct StatusDocument: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case store, model, vector, waiting, waitingForModel = "waiting_for_model", quarantined, leftInvalid = "left_invalid", history, readError = "read_error", storeError = "store_error", peers, daemon
+        case store, model, vector, waiting, waitingForModel = "waiting_for_model", quarantined, leftInvalid = "left_invalid", history,
+             readError = "read_error", storeError = "store_error", peers, daemon
     }
 
     public init(from decoder: any Decoder) throws {

@@ -136,7 +136,8 @@ struct PredicateBinder {
             return .comparison(keyPath: path.keyPath, Self.comparisonOperator(op), value)
         case .beginsWith, .contains, .endsWith, .like, .matches:
             guard resolved.final.attribute?.type == .string else {
-                throw error(.typeMismatch, at: path.position, "\(op.rawValue) needs a String attribute; '\(path.keyPath)' is \(Self.describe(resolved))", key: path.keyPath)
+                throw error(.typeMismatch, at: path.position, "\(op.rawValue) needs a String attribute; '\(path.keyPath)' is \(Self.describe(resolved))",
+                            key: path.keyPath)
             }
             guard case .attribute(.string(let pattern)) = try value(of: valueSide, for: resolved, keyPath: path.keyPath) else {
                 throw error(.typeMismatch, at: valueSide.position, "\(op.rawValue) needs a string on the right", key: path.keyPath)
@@ -178,7 +179,8 @@ struct PredicateBinder {
                                          entity: entity.name, model: model)
         } catch {
             throw self.error(.typeMismatch, at: other.position,
-                             "'\(path.keyPath)' is \(Self.describe(resolved)) and '\(other.keyPath)' is \(Self.describe(otherResolved)); they cannot be compared with \(op.rawValue)",
+                             "'\(path.keyPath)' is \(Self.describe(resolved)) and '\(other.keyPath)' is \(Self.describe(otherResolved)); " +
+                                 "they cannot be compared with \(op.rawValue)",
                              key: path.keyPath)
         }
         return .keyPathComparison(keyPath: path.keyPath, comparisonOperator, otherKeyPath: other.keyPath)
@@ -279,7 +281,9 @@ struct PredicateBinder {
             }
             current = destination
         }
-        throw error(.typeMismatch, at: position, "\(modifier.rawValue) needs a key path through a to-many relationship; '\(keys.joined(separator: "."))' has none", key: keys.joined(separator: "."))
+        throw error(.typeMismatch, at: position,
+                    "\(modifier.rawValue) needs a key path through a to-many relationship; '\(keys.joined(separator: "."))' has none",
+                    key: keys.joined(separator: "."))
     }
 
     /// `employees.@sum.salary > 100`, `@avg`, `@min`, `@max`.
@@ -292,13 +296,15 @@ struct PredicateBinder {
             throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)", key: keyPath)
         }
         guard key.count == 1 else {
-            throw error(.typeMismatch, at: opPosition, "@\(function.rawValue) needs one attribute of the members after it, as in \(keyPath).@\(function.rawValue).price", key: keyPath)
+            throw error(.typeMismatch, at: opPosition,
+                        "@\(function.rawValue) needs one attribute of the members after it, as in \(keyPath).@\(function.rawValue).price", key: keyPath)
         }
         let binder = PredicateBinder(source: source, entity: path.destination, model: model, arguments: arguments, variables: variables)
         let member = try binder.resolve(key[0], at: opPosition)
         guard let attribute = member.final.attribute,
               attribute.type.isNumeric || (attribute.type == .date && (function == .min || function == .max)) else {
-            throw error(.typeMismatch, at: opPosition, "@\(function.rawValue) needs a number attribute (or a date for @min and @max); '\(key[0])' is \(Self.describe(member))", key: keyPath)
+            throw error(.typeMismatch, at: opPosition,
+                        "@\(function.rawValue) needs a number attribute (or a date for @min and @max); '\(key[0])' is \(Self.describe(member))", key: keyPath)
         }
         guard let op = Self.numericOperator(comparison.operator) else {
             throw error(.unsupported, at: comparison.position, "@\(function.rawValue) compares with ==, !=, <, <=, > or >=", key: keyPath)
@@ -330,18 +336,22 @@ struct PredicateBinder {
 
     /// Rewrites `$x.key` as `key` inside a SUBQUERY predicate; other key paths
     /// (the outer object's) are not supported there yet.
-    private static func rootingKeys(of syntax: PredicateSyntax, at variable: String, source: String, entity: String) throws(PredicateFormatError) -> PredicateSyntax {
+    private static func rootingKeys(of syntax: PredicateSyntax, at variable: String, source: String,
+                                    entity: String) throws(PredicateFormatError) -> PredicateSyntax {
         func rooted(_ expression: ExpressionSyntax) throws(PredicateFormatError) -> ExpressionSyntax {
             switch expression {
             case .keyPath(.variable(let name), let keys, let position) where name == variable:
                 guard !keys.isEmpty else {
                     throw PredicateFormatError(code: .unsupported, predicate: source, position: position,
-                                               message: "comparing the SUBQUERY variable itself is not supported yet; compare one of its keys", entity: entity, key: nil)
+                                               message: "comparing the SUBQUERY variable itself is not supported yet; compare one of its keys",
+                                               entity: entity, key: nil)
                 }
                 return .keyPath(root: .implicit, keys: keys, position: position)
             case .keyPath(.implicit, _, let position), .keyPath(.evaluatedObject, _, let position):
                 throw PredicateFormatError(code: .unsupported, predicate: source, position: position,
-                                           message: "inside SUBQUERY, name the members' keys through $\(variable); keys of the outer object are not supported yet", entity: entity, key: nil)
+                                           message: "inside SUBQUERY, name the members' keys through $\(variable); " +
+                                               "keys of the outer object are not supported yet",
+                                           entity: entity, key: nil)
             case .collectionOperator(let op, let base, let keys, let position):
                 return .collectionOperator(op: op, base: try rooted(base), keys: keys, position: position)
             default:
@@ -350,8 +360,10 @@ struct PredicateBinder {
         }
         switch syntax {
         case .constant: return syntax
-        case .and(let parts): return .and(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
-        case .or(let parts): return .or(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
+        case .and(let parts):
+            return .and(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
+        case .or(let parts):
+            return .or(try parts.map { part throws(PredicateFormatError) in try rootingKeys(of: part, at: variable, source: source, entity: entity) })
         case .not(let inner): return .not(try rootingKeys(of: inner, at: variable, source: source, entity: entity))
         case .comparison(var comparison):
             comparison.lhs = try rooted(comparison.lhs)
@@ -430,7 +442,9 @@ struct PredicateBinder {
             case .unknownKey(let entityName, let key, _):
                 throw self.error(.unknownKey, at: position, "'\(entityName)' has no property '\(key)' (in key path '\(keyPath)')", key: keyPath)
             case .toManyKeyNotAllowed(let entityName, let key, _):
-                throw self.error(.unsupported, at: position, "'\(entityName).\(key)' is a to-many relationship; compare its members with ANY, ALL or NONE, or count them with @count", key: keyPath)
+                throw self.error(.unsupported, at: position,
+                                 "'\(entityName).\(key)' is a to-many relationship; compare its members with ANY, ALL or NONE, or count them with @count",
+                                 key: keyPath)
             case .notARelationship(let entityName, let key, _):
                 throw self.error(.unknownKey, at: position, "'\(entityName).\(key)' is an attribute, so the key path cannot continue after it", key: keyPath)
             default:
@@ -473,7 +487,8 @@ struct PredicateBinder {
         do {
             try value.check(against: path, keyPath: keyPath, entity: entity.name)
         } catch {
-            throw self.error(.typeMismatch, at: expression.position, "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
+            throw self.error(.typeMismatch, at: expression.position,
+                             "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
         }
         return value
     }
@@ -528,7 +543,8 @@ struct PredicateBinder {
         }
     }
 
-    private func convertCollection(_ argument: Any?, at position: Int, what: String, for path: ResolvedKeyPath, keyPath: String) throws(PredicateFormatError) -> [PredicateValue] {
+    private func convertCollection(_ argument: Any?, at position: Int, what: String, for path: ResolvedKeyPath,
+                                   keyPath: String) throws(PredicateFormatError) -> [PredicateValue] {
         let elements: [Any?]
         switch argument {
         case let array as [Any?]: elements = array
@@ -540,14 +556,16 @@ struct PredicateBinder {
         return try elements.map { element throws(PredicateFormatError) in
             let value = try convert(element, specifier: "@", at: position, what: "an element of \(what)", keyPath: keyPath)
             do { try value.check(against: path, keyPath: keyPath, entity: entity.name) } catch {
-                throw self.error(.typeMismatch, at: position, "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
+                throw self.error(.typeMismatch, at: position,
+                                 "'\(keyPath)' is \(Self.describe(path)); it cannot be compared with \(Self.describe(value))", key: keyPath)
             }
             return value
         }
     }
 
     /// Converts a Swift argument to a predicate value, honouring `%d`, `%f`, `%s`.
-    private func convert(_ argument: Any?, specifier: Character, at position: Int, what: String, keyPath: String) throws(PredicateFormatError) -> PredicateValue {
+    private func convert(_ argument: Any?, specifier: Character, at position: Int, what: String,
+                         keyPath: String) throws(PredicateFormatError) -> PredicateValue {
         guard let argument, !(argument is NSNull) else { return .null }
         switch specifier {
         case "d", "i", "u", "D":

@@ -140,7 +140,8 @@ struct PredicateParser {
                     _ = advance()
                     if !isComparisonOperatorAhead() { return inner }
                 } else {
-                    predicateError = error("expected ')' to close the parenthesis opened at offset \(saved.0 < tokens.count ? tokens[saved.0].position : 0), found \(describe(current))")
+                    let opened = saved.0 < tokens.count ? tokens[saved.0].position : 0
+                    predicateError = error("expected ')' to close the parenthesis opened at offset \(opened), found \(describe(current))")
                 }
             } catch {
                 predicateError = error

@@ -34,7 +34,7 @@ public struct PeerResponse: Sendable {
 /// Carries ``PeerRequest``s to a peer. Failures to reach it are thrown as
 /// ``PeerError/notListening(_:)`` or ``PeerError/unreachable(_:)``; any HTTP
 /// status is an answer, not an error. The daemon's is ``HTTPTransport``
-/// (AsyncHTTPClient); tests pass FerryTestSupport's `InMemoryTransport`, which
+/// (AsyncHTTPClient); tests pass FerryTesting's `InMemoryTransport`, which
 /// hands each request to an in-process server's router.
 public protocol PeerTransport: Sendable {
     /// Sends `request` and returns the peer's answer, whatever its status.

@@ -13,7 +13,8 @@ import FerrySync
 /// with no router, or while the link is cut, fail as an unreachable peer does.
 ///
 /// With it a test runs whole sync rounds (``PeerSync``, `SyncCoordinator`) between
-/// stores in one process, on the real routes, without ports or `ferry run`.
+/// stores in one process, on the real routes, without ports or `ferry run`
+/// (``ReplicationFleet`` builds such a fleet).
 public final class InMemoryTransport: PeerTransport {
     private struct State {
         var routers: [String: RouterResponder<FerryRequestContext>] = [:]
@@ -46,6 +47,11 @@ public final class InMemoryTransport: PeerTransport {
         state.withLock { state in
             if cut { state.cut.insert(host) } else { state.cut.remove(host) }
         }
+    }
+
+    /// Whether the link to `host` is cut.
+    public func isCut(host: String) -> Bool {
+        state.withLock { $0.cut.contains(host) }
     }
 
     /// Answers every `method` request to `path` (on any host) with `status` and an error body,

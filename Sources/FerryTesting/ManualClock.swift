@@ -25,8 +25,13 @@ public final class ManualClock: SyncClock {
     /// How many tasks sleep on the clock now.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
+    /// The earliest deadline a task sleeps until; nil when none sleeps.
+    public var nextDeadline: Date? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
+
     /// Moves the time forward by `seconds` and wakes every sleeper whose deadline it passed.
-    public func advance(by seconds: TimeInterval) {
+    /// Returns how many it woke: none means nothing that sleeps on the clock can act yet.
+    @discardableResult
+    public func advance(by seconds: TimeInterval) -> Int {
         let due = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.now = state.now.addingTimeInterval(seconds)
             let now = state.now
@@ -35,6 +40,7 @@ public final class ManualClock: SyncClock {
             return woken.values.map(\.continuation)
         }
         for continuation in due { continuation.resume() }
+        return due.count
     }
 
     public func sleep(until deadline: Date) async throws {

@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+
+/// The one place Ferry starts threads of its own, off Swift's shared pool.
+///
+/// On Linux, Swift's global executor and every default-priority dispatch queue share
+/// libdispatch's default root queue, which runs about as many jobs at once as there are cores and
+/// adds threads only for workers blocked in the kernel, not for workers that compute. Work that
+/// must keep up while the process computes, or that blocks for long (a commit watcher's `poll`,
+/// a change feed's reads, a parser feeding a writer), runs on a thread of its own instead, started
+/// here: every such thread is named `ferry-…` and ends when its body returns.
+///
+/// Who uses it: ``ThreadTaskExecutor`` (a change feed, the test trait's tasks), the SQLite store's
+/// commit watcher and the text of a large save's inserts written beside its rows, the replay's
+/// decoding of large pages and its direct-insert drafts, and `ferry put`'s parser.
+package enum DedicatedThreads {
+    /// The longest name Linux gives a thread (what `top -H` and `gdb` show), in bytes.
+    package static let longestName = 15
+
+    /// Starts `body` on a new thread named `name`, which should start with `ferry-` (cut to
+    /// ``longestName`` bytes).
+    package static func start(named name: String, _ body: @escaping @Sendable () -> Void) {
+        let name = String(decoding: name.utf8.prefix(longestName), as: UTF8.self)
+        let thread = Thread {
+            // (Named from inside: on Linux, a name given before `start()` is not applied, and the
+            // thread would show its creator's, often libdispatch's "com.apple.root.default-qos".)
+            Thread.current.name = name
+            body()
+        }
+        thread.start()
+    }
+
+    /// Starts `body` on a new thread named `name`; ``Joinable/join()`` waits for its result.
+    package static func spawn<Result: Sendable>(named name: String,
+                                                _ body: @escaping @Sendable () -> Result) -> Joinable<Result> {
+        let joinable = Joinable<Result>()
+        start(named: name) { joinable.finish(body()) }
+        return joinable
+    }
+
+    /// Runs `body` on a new thread named `name` and returns its result; the awaiting task holds
+    /// no thread of the shared pool meanwhile.
+    package static func run<Result: Sendable>(named name: String,
+                                              _ body: @escaping @Sendable () -> Result) async -> Result {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Result, Never>) in
+            start(named: name) { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// The result of a thread started by ``spawn(named:_:)``.
+    package final class Joinable<Result: Sendable>: Sendable {
+        private let result = Mutex<Result?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        fileprivate init() {}
+
+        fileprivate func finish(_ value: Result) {
+            result.withLock { $0 = value }
+            done.signal()
+        }
+
+        /// Waits for the thread's body to return, and gives its result. Call once.
+        package func join() -> Result {
+            done.wait()
+            return result.withLock { value in
+                // Set before `done` was signalled.
+                guard let taken = value else { preconditionFailure("a joined thread left no result") }
+                value = nil
+                return taken
+            }
+        }
+    }
+}

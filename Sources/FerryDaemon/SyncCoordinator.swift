@@ -141,22 +141,39 @@ public actor SyncCoordinator {
     /// client went away) does not cut it short.
     public func round(peer: String? = nil, pull: Bool = true, push: Bool = true, prefetched: [String]? = nil,
                       progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
+        guard pull || push else { return [] }
+        let round: PeerRound = pull && push ? .full : (pull ? .pull : .push)
+        let names = peers.map(\.name).filter { peer == nil || $0 == peer }
+        // (A first batch already received belongs to the one peer named.)
+        let firstBatch = peer == nil ? nil : prefetched
         let task = Task { () -> [PeerSyncResult] in
-            await self.inTurn(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
+            await self.inTurn(names.map { ($0, round) }, prefetched: firstBatch, progress: progress)
         }
         return await task.value
     }
 
-    /// A push round with `peer` after a commit, on the caller's task (the sync loop's, which is
-    /// cancelled only when the daemon stops: the round then stops between change sets), after any
-    /// round already running. Starting a task per commit would wake one more thread on the path of
-    /// every save (W4 in docs/PERFORMANCE.md).
-    func pushRound(peer: String, progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
-        await inTurn(peer: peer, pull: false, push: true, prefetched: nil, progress: progress)
+    /// Takes `event` for every peer (``PeerSession/handle(_:at:using:)``) and runs the rounds their
+    /// sessions ask for, each after any round already running, on the caller's task (the sync loop's,
+    /// which is cancelled only when the daemon stops: a round then stops between change sets). Starting
+    /// a task per commit would wake one more thread on the path of every save (W4 in docs/PERFORMANCE.md).
+    /// A round asked for while a peer's round runs follows that round (``PeerSession/pending``).
+    /// - Returns: the results of the rounds run.
+    public func handle(_ event: PeerEvent, progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
+        let now = clock.now()
+        var due: [(String, PeerRound)] = []
+        for index in peers.indices {
+            if let round = peers[index].session.handle(event, at: now, using: &random) { due.append((peers[index].name, round)) }
+        }
+        return due.isEmpty ? [] : await inTurn(due, prefetched: nil, progress: progress)
     }
 
-    /// Waits for the rounds asked for before, runs this one, then lets the next one run.
-    private func inTurn(peer: String?, pull: Bool, push: Bool, prefetched: [String]?,
+    /// When the sync loop must look at its clock again for a peer (a failed peer's retry); nil when none waits.
+    func nextWake() -> Date? {
+        peers.compactMap(\.session.wakeAt).min()
+    }
+
+    /// Waits for the rounds asked for before, runs these (in order), then lets the next one run.
+    private func inTurn(_ rounds: [(peer: String, round: PeerRound)], prefetched: [String]?,
                         progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         if roundRunning {
             await withCheckedContinuation { waitingRounds.append($0) }  // (resumed with the turn: roundRunning stays true)
@@ -166,118 +183,107 @@ public actor SyncCoordinator {
         defer {
             if waitingRounds.isEmpty { roundRunning = false } else { waitingRounds.removeFirst().resume() }
         }
-        return await perform(peer: peer, pull: pull, push: push, prefetched: prefetched, progress: progress)
-    }
-
-    /// The peers whose backoff after a failure has run out (or that never failed).
-    func peersDue() -> [String] {
-        let time = clock.now()
-        return peers.filter { $0.session.canStart(at: time) }.map(\.name)
-    }
-
-    /// When the first failed peer's backoff runs out; nil when no peer is backing off.
-    func nextRetry() -> Date? {
-        peers.compactMap { $0.session.consecutiveFailures > 0 ? $0.session.retryAt : nil }.min()
-    }
-
-    /// The failed peers whose backoff has run out.
-    func failedPeersDue() -> [String] {
-        let time = clock.now()
-        return peers.filter { $0.session.consecutiveFailures > 0 && $0.session.canStart(at: time) }.map(\.name)
-    }
-
-    private func perform(peer: String?, pull: Bool, push: Bool, prefetched: [String]? = nil,
-                         progress: @escaping @Sendable (String) -> Void) async -> [PeerSyncResult] {
         var results: [PeerSyncResult] = []
-        for index in peers.indices where peer == nil || peers[index].name == peer {
-            let name = peers[index].name
-            do {
-                // Forced: a round asked for (the pull interval, sync-now) runs even during a backoff.
-                try peers[index].session.start(at: clock.now(), force: true)
-            } catch {
-                // Rounds run one at a time (see `round`), so a session is never already syncing here.
-                logger.error("sync with \(name) not started: \(error)")
-                continue
+        for (peer, round) in rounds {
+            guard let index = peers.firstIndex(where: { $0.name == peer }) else { continue }
+            // A round asked for while this one ran follows it at once, in the same turn.
+            var next: PeerRound? = round
+            var firstBatch = prefetched
+            while let current = next, let (result, followUp) = await perform(index, current, prefetched: firstBatch, progress: progress) {
+                results.append(result)
+                firstBatch = nil
+                next = followUp
             }
-            // The peer's keys, once per daemon life, before its change sets are checked: its own key
-            // on first use, and rotations (later rotations are learned when a check needs them).
-            if !peers[index].keysRead, endpoint.trust.policy.trustsPeersOnFirstUse,
-               let state = await Self.readKeys(of: peers[index].sync, into: endpoint, logger: logger) {
-                peers[index].keysRead = true
-                peers[index].isRelay = state.isRelay
-            }
-            // A push-only round (after a local commit) starts from the peer's vector as last seen;
-            // a full round asks the peer, so a peer that went back is corrected on the interval.
-            let known = pull ? nil : peers[index].known
-            let result = await peers[index].sync.run(pull: pull, push: push, known: known, prefetched: peer == nil ? nil : prefetched,
-                                                     progress: progress)
-            if let isRelay = result.peerIsRelay { peers[index].isRelay = isRelay }
-            if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
-                peers[index].known = (store, vector)
-            } else if result.error == nil, let known = peers[index].known, !result.pulledThrough.isEmpty {
-                // A pull-only round (a relay's long poll woke it): the peer holds what it sent, so the push
-                // this store's commit of it starts is not sent back there.
-                peers[index].known = (known.store, known.vector.merging(result.pulledThrough, uniquingKeysWith: max))
-            } else if result.error != nil {
-                peers[index].known = nil
-            }
-            let backoff: TimeInterval?
-            do {
-                backoff = try peers[index].session.finish(error: result.error, at: clock.now(), using: &random)
-            } catch {
-                logger.error("sync with \(name) ended in an unexpected state: \(error)")
-                backoff = nil
-            }
-            ReceivedMetrics.record(result.pulled, via: "pull")
-            Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
-            Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
-            Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
-            if let error = result.error {
-                var level = Logger.Level.warning
-                switch error {
-                case .localStore:
-                    // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
-                    // A pull could not take change sets in; a push could not read the ones to send ("send").
-                    let operation = result.failedHalf == .push ? "send" : "pull"
-                    Counter(label: "ferry_store_errors_total", dimensions: [("operation", operation)]).increment()
-                    level = .error
-                case .changeSetTooLarge:
-                    // Trying again does not help until an operator raises the peer's limit.
-                    level = .error
-                default:
-                    break
-                }
-                logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
-                if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
-            } else {
-                if let model = result.peerModel, !model.isEmpty {
-                    if let previous = peers[index].model, previous != model {
-                        Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", previous)]).record(0)
-                    }
-                    peers[index].model = model
-                    Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", model)]).record(1)
-                }
-                // A push-only round that had nothing to send (after each commit that took in the peer's own
-                // change sets, for one) takes the store's vector as the endpoint last read it (at the end of
-                // that apply) instead of reading it again: that read would come right after the replay's
-                // commit, on a processor the store's readers want then (W4 in docs/PERFORMANCE.md).
-                // An older vector only holds an acknowledgement back, and the next round that sends or
-                // pulls anything reads it afresh.
-                let local = !pull && result.pushed == ApplyReport() ? await endpoint.lastReadVector : try? await endpoint.vector()
-                if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
-                if let lag = Self.lag(peerVector: result.peerVector, local: local, peerStore: result.peerStore) {
-                    peers[index].toPull = lag.toPull
-                    peers[index].toPush = lag.toPush
-                    Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
-                    Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_push")]).record(lag.toPush)
-                }
-                if result.pulled.applied + result.pushed.applied + result.pulled.quarantined > 0 {
-                    logger.info("synced with \(peers[index].name): \(result.summary)")
-                }
-            }
-            results.append(result)
         }
         return results
+    }
+
+    /// One round with the peer at `index`; returns its result and the round its session asks for next.
+    private func perform(_ index: Int, _ round: PeerRound, prefetched: [String]?,
+                         progress: @escaping @Sendable (String) -> Void) async -> (PeerSyncResult, PeerRound?)? {
+        let name = peers[index].name
+        let (pull, push) = (round.pulls, round.pushes)
+        do {
+            // Forced: a round asked for (the pull interval, sync-now) runs even during a backoff.
+            try peers[index].session.start(at: clock.now(), force: true)
+        } catch {
+            // Rounds run one at a time (see `inTurn`), so a session is never already syncing here.
+            logger.error("sync with \(name) not started: \(error)")
+            return nil
+        }
+        // The peer's keys, once per daemon life, before its change sets are checked: its own key
+        // on first use, and rotations (later rotations are learned when a check needs them).
+        if !peers[index].keysRead, endpoint.trust.policy.trustsPeersOnFirstUse,
+           let state = await Self.readKeys(of: peers[index].sync, into: endpoint, logger: logger) {
+            peers[index].keysRead = true
+            peers[index].isRelay = state.isRelay
+        }
+        // A push-only round (after a local commit) starts from the peer's vector as last seen;
+        // a full round asks the peer, so a peer that went back is corrected on the interval.
+        let known = pull ? nil : peers[index].known
+        let result = await peers[index].sync.run(pull: pull, push: push, known: known, prefetched: prefetched,
+                                                 progress: progress)
+        if let isRelay = result.peerIsRelay { peers[index].isRelay = isRelay }
+        if result.error == nil, let store = result.peerStore, let vector = result.peerVector {
+            peers[index].known = (store, vector)
+        } else if result.error == nil, let known = peers[index].known, !result.pulledThrough.isEmpty {
+            // A pull-only round (a relay's long poll woke it): the peer holds what it sent, so the push
+            // this store's commit of it starts is not sent back there.
+            peers[index].known = (known.store, known.vector.merging(result.pulledThrough, uniquingKeysWith: max))
+        } else if result.error != nil {
+            peers[index].known = nil
+        }
+        let ended = clock.now()
+        let followUp = peers[index].session.handle(.roundEnded(error: result.error), at: ended, using: &random)
+        let backoff = peers[index].session.retryAt.map { $0.timeIntervalSince(ended) }
+        ReceivedMetrics.record(result.pulled, via: "pull")
+        Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
+        Counter(label: "ferry_changesets_pushed_total", dimensions: [("peer", name)]).increment(by: result.pushed.applied)
+        Counter(label: "ferry_sync_rounds_total", dimensions: [("peer", name), ("result", result.error == nil ? "ok" : "failed")]).increment()
+        if let error = result.error {
+            var level = Logger.Level.warning
+            switch error {
+            case .localStore:
+                // Not the peer's fault or the network's: this machine needs attention (disk, permissions).
+                // A pull could not take change sets in; a push could not read the ones to send ("send").
+                let operation = result.failedHalf == .push ? "send" : "pull"
+                Counter(label: "ferry_store_errors_total", dimensions: [("operation", operation)]).increment()
+                level = .error
+            case .changeSetTooLarge:
+                // Trying again does not help until an operator raises the peer's limit.
+                level = .error
+            default:
+                break
+            }
+            logger.log(level: level, "sync with \(name) failed: \(error); next try in \(Int((backoff ?? 0).rounded())) s")
+            if case .failed(410, let reason) = error { onGone?(name, peers[index].sync.client, reason) }
+        } else {
+            if let model = result.peerModel, !model.isEmpty {
+                if let previous = peers[index].model, previous != model {
+                    Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", previous)]).record(0)
+                }
+                peers[index].model = model
+                Gauge(label: "ferry_peer_model", dimensions: [("peer", name), ("model", model)]).record(1)
+            }
+            // A push-only round that had nothing to send (after each commit that took in the peer's own
+            // change sets, for one) takes the store's vector as the endpoint last read it (at the end of
+            // that apply) instead of reading it again: that read would come right after the replay's
+            // commit, on a processor the store's readers want then (W4 in docs/PERFORMANCE.md).
+            // An older vector only holds an acknowledgement back, and the next round that sends or
+            // pulls anything reads it afresh.
+            let local = !pull && result.pushed == ApplyReport() ? await endpoint.lastReadVector : try? await endpoint.vector()
+            if let local, let vector = result.peerVector { acknowledgements.record(vector, from: name, local: local) }
+            if let lag = Self.lag(peerVector: result.peerVector, local: local, peerStore: result.peerStore) {
+                peers[index].toPull = lag.toPull
+                peers[index].toPush = lag.toPush
+                Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_pull")]).record(lag.toPull)
+                Gauge(label: "ferry_peer_lag_changesets", dimensions: [("peer", name), ("direction", "to_push")]).record(lag.toPush)
+            }
+            if result.pulled.applied + result.pushed.applied + result.pulled.quarantined > 0 {
+                logger.info("synced with \(peers[index].name): \(result.summary)")
+            }
+        }
+        return (result, followUp)
     }
 
     /// How many change sets the peer has that this store lacks, and the reverse, from the

@@ -110,8 +110,9 @@ struct SyncLoop: Service {
         }
     }
 
-    /// A full round with every peer at start and then every pull interval; in between, a round
-    /// with each failed peer whose backoff has run out.
+    /// The pull interval and the clock, as events for the peers' sessions: ``PeerEvent/pullDue`` at
+    /// start and then every pull interval (a full round with every peer); in between, a
+    /// ``PeerEvent/tick`` at each look at the clock (a round with each failed peer whose backoff has run out).
     private func pullOnSchedule(_ coordinator: SyncCoordinator, _ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
         let clock = coordinator.clock  // the coordinator's backoffs are reckoned on it too
@@ -121,12 +122,12 @@ struct SyncLoop: Service {
             if clock.now() >= nextPull {
                 // Keys changed by `ferry trust` on the store's file are taken on the pull schedule.
                 do { try coordinator.endpoint.trust.reload() } catch { logger.warning("could not read the store's keys again: \(error)") }
-                _ = await coordinator.round(progress: beat)
+                _ = await coordinator.handle(.pullDue, progress: beat)
                 nextPull = clock.now().addingTimeInterval(pullInterval * Double.random(in: 0.9...1.1))
             } else {
-                for peer in await coordinator.failedPeersDue() { _ = await coordinator.round(peer: peer, progress: beat) }
+                _ = await coordinator.handle(.tick, progress: beat)
             }
-            let wake = min(nextPull, await coordinator.nextRetry() ?? nextPull, clock.now().addingTimeInterval(Self.longestNap))
+            let wake = min(nextPull, await coordinator.nextWake() ?? nextPull, clock.now().addingTimeInterval(Self.longestNap))
             // (At least a millisecond: a failed peer's round may still be running when its retry is due.)
             try await clock.sleep(until: max(wake, clock.now().addingTimeInterval(0.001)))
         }
@@ -219,15 +220,16 @@ struct SyncLoop: Service {
     /// How long a long poll waits at a relay for new change sets (less when the request timeout is short).
     static let relayWait: TimeInterval = 20
 
-    /// After each commit to the store, a push round with every peer not in backoff (a down
-    /// peer is retried on its own schedule). The round reads what each peer lacks itself, so
+    /// Each commit to the store, as an event for the peers' sessions (``PeerEvent/localCommit``): a
+    /// push round with every peer not in backoff (a down peer is retried on its own schedule), after
+    /// the round running with it when there is one. The round reads what each peer lacks itself, so
     /// a commit that added no change set (a held one, a purge) costs one read and no request;
     /// nothing else is read first, since every read here is latency on the path of a save.
     private func pushOnCommits(_ commits: AsyncStream<Void>, _ coordinator: SyncCoordinator, _ heartbeat: Heartbeat) async throws {
         let beat: @Sendable (String) -> Void = { _ in heartbeat.beat() }
         for await _ in commits {
             if Task.isCancelled { break }
-            for peer in await coordinator.peersDue() { _ = await coordinator.pushRound(peer: peer, progress: beat) }
+            _ = await coordinator.handle(.localCommit, progress: beat)
         }
     }
 }

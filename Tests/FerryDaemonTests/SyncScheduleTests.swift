@@ -105,11 +105,13 @@ struct SyncScheduleTests {
         let failed = await coordinator.round()
         #expect(failed.first?.error?.isTransient == true, "\(failed)")
         #expect(transport.requestCount == 0)
-        #expect(await coordinator.peersDue().isEmpty, "backing off until the clock moves")
+        // Backing off until the clock moves: neither the clock's look nor a commit starts a round.
+        #expect(await coordinator.handle(.tick).isEmpty)
+        #expect(await coordinator.handle(.localCommit).isEmpty)
+        #expect(transport.requestCount == 0)
         transport.setCut(false, host: "remote")
         clock.advance(by: 10)
-        #expect(await coordinator.peersDue() == ["remote"])
-        let healed = await coordinator.round()
+        let healed = await coordinator.handle(.tick)
         #expect(healed.first?.error == nil && healed.first?.pulled.applied == 1 && healed.first?.pushed.applied == 1, "\(healed)")
         func dump(_ store: any PersistentStore) throws -> [String] {
             var lines: [String] = []
@@ -145,7 +147,7 @@ struct SyncScheduleTests {
         #expect(await coordinator.status().peers.first?.toPush == 0)
     }
 
-    @Test("Rounds take turns in the order asked: a commit's push round waits for a full round already running")
+    @Test("A commit while a round runs starts no round beside it: its push follows the round, in the same turn")
     func roundsTakeTurns() async throws {
         let (local, _, transport) = try Self.storesServed()
         let endpoint = try ReplicationEndpoint(store: local)
@@ -165,15 +167,18 @@ struct SyncScheduleTests {
             }
         }
         try await wait { transport.heldCount == 1 }
-        let push = Task { await coordinator.pushRound(peer: "remote") { _ in } }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(transport.heldCount == 1, "the push round sent a request while the full round was running")
+        // A commit while the full round runs: no second round starts beside it (the session keeps the
+        // push for when the round ends), and nothing more is sent meanwhile.
+        #expect(await coordinator.handle(.localCommit).isEmpty)
+        #expect(transport.heldCount == 1, "a request was sent beside the full round")
         transport.releaseRequests()
-        let fullResult = try #require(await full.value.first)
-        let pushResult = try #require(await push.value.first)
+        let results = await full.value
+        #expect(results.count == 2, "\(results)")
+        let fullResult = try #require(results.first)
+        let pushResult = try #require(results.last)
         #expect(fullResult.error == nil && fullResult.pushed.applied == 1, "\(fullResult)")
-        // It ran after the full round, which had pushed the save already: nothing was left to send.
-        #expect(pushResult.error == nil && pushResult.pushed == ApplyReport(), "\(pushResult)")
+        // The push ran after the full round, which had pushed the save already: nothing was left to send.
+        #expect(pushResult.error == nil && pushResult.pushed == ApplyReport() && pushResult.pulled == ApplyReport(), "\(pushResult)")
         #expect(pushResult.finished >= fullResult.finished)
     }
 

@@ -62,4 +62,69 @@ struct PeerSessionTests {
         try session.finish(error: nil, at: at(2), using: &random)
         #expect(throws: PeerSession.Refusal.notSyncing) { try session.finish(error: nil, at: at(3), using: &random) }
     }
+
+    // MARK: - Events in, rounds out
+
+    /// Runs the round `session` asked for: starts it at `start` (as the coordinator does, forced).
+    func run(_ round: PeerRound?, _ session: inout PeerSession, at start: TimeInterval) throws {
+        guard round != nil else { return }
+        try session.start(at: at(start), force: true)
+    }
+
+    @Test("The pull interval asks for a full round, even during a backoff; a commit for a push, except during a backoff")
+    func eventsAskForRounds() throws {
+        var session = PeerSession(retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1))
+        var random = SeededGenerator(seed: 3)
+        #expect(session.handle(.pullDue, at: t0, using: &random) == .full)
+        #expect(session.handle(.localCommit, at: t0, using: &random) == .push)
+        #expect(session.handle(.tick, at: t0, using: &random) == nil, "a peer that never failed is not retried")
+        #expect(session.wakeAt == nil)
+        // A failed round: backing off until t0 + 11.
+        try session.start(at: at(0), force: true)
+        #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(1), using: &random) == nil)
+        #expect(session.wakeAt == at(11))
+        #expect(session.handle(.localCommit, at: at(5), using: &random) == nil, "a commit waits for the retry")
+        #expect(session.handle(.tick, at: at(10.9), using: &random) == nil, "not before the backoff runs out")
+        #expect(session.handle(.pullDue, at: at(5), using: &random) == .full, "the pull interval runs even during a backoff")
+        #expect(session.handle(.tick, at: at(11), using: &random) == .full, "the retry, when the backoff runs out")
+        try run(.full, &session, at: 11)
+        #expect(session.handle(.tick, at: at(12), using: &random) == nil, "a retry that runs asks for nothing more")
+        #expect(session.handle(.roundEnded(error: nil), at: at(12), using: &random) == nil)
+        #expect(session.wakeAt == nil && session.consecutiveFailures == 0 && session.lastSuccess == at(12))
+    }
+
+    @Test("What is asked for while a round runs follows it once: commits coalesce into one push, a full round covers a push")
+    func pendingRounds() throws {
+        var session = PeerSession()
+        var random = SeededGenerator(seed: 5)
+        try run(session.handle(.pullDue, at: t0, using: &random), &session, at: 0)
+        // Three commits while the full round runs: one push, after it.
+        for second in 1...3 { #expect(session.handle(.localCommit, at: at(Double(second)), using: &random) == nil) }
+        #expect(session.pending == .push)
+        #expect(session.handle(.roundEnded(error: nil), at: at(4), using: &random) == .push)
+        #expect(session.pending == nil)
+        try run(.push, &session, at: 4)
+        // A commit, then the pull interval, while the push runs: one full round after it.
+        #expect(session.handle(.localCommit, at: at(5), using: &random) == nil)
+        #expect(session.handle(.pullDue, at: at(5), using: &random) == nil)
+        #expect(session.pending == .full)
+        #expect(session.handle(.roundEnded(error: nil), at: at(6), using: &random) == .full)
+        try run(.full, &session, at: 6)
+        #expect(session.handle(.roundEnded(error: nil), at: at(7), using: &random) == nil, "nothing was asked for")
+        #expect(session.handle(.roundEnded(error: nil), at: at(8), using: &random) == nil, "no round runs")
+    }
+
+    @Test("After a failed round, a push asked for meanwhile waits for the retry; a full round asked for still runs")
+    func pendingAfterFailure() throws {
+        var session = PeerSession()
+        var random = SeededGenerator(seed: 9)
+        try run(session.handle(.localCommit, at: t0, using: &random), &session, at: 0)
+        #expect(session.handle(.localCommit, at: at(1), using: &random) == nil)
+        #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(2), using: &random) == nil)
+        #expect(session.pending == nil && session.consecutiveFailures == 1)
+        try run(session.handle(.pullDue, at: at(3), using: &random), &session, at: 3)
+        #expect(session.handle(.pullDue, at: at(4), using: &random) == nil)
+        #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(5), using: &random) == .full)
+        #expect(session.consecutiveFailures == 2)
+    }
 }

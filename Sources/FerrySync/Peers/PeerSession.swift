@@ -1,7 +1,8 @@
 import Foundation
 
-/// The state of syncing with one peer, as a state machine driven by events
-/// with the time passed in (so it is tested step by step without waiting):
+/// One peer's session: a state machine that takes what happens (the pull interval, the clock,
+/// a commit to the store, a round's end) and answers which round to run, with the time passed in,
+/// so it is tested step by step without sockets or waiting:
 ///
 /// ```
 ///            start                   finish(error: nil)
@@ -12,9 +13,17 @@ import Foundation
 ///   due ◀──────── backingOff(until: now + backoff)
 /// ```
 ///
-/// A backoff that has run out reads as ``Phase/idle`` again. A forced start
-/// (`ferry sync-now`) may begin a round during a backoff; nothing starts a
-/// second round while one runs.
+/// Events (``handle(_:at:using:)``):
+/// - ``PeerEvent/pullDue``: a full round, even during a backoff (the pull interval, and the start);
+/// - ``PeerEvent/tick``: a full round when a failed peer's backoff has run out (a retry);
+/// - ``PeerEvent/localCommit``: a push round, unless the peer is backing off (its retry will push);
+/// - ``PeerEvent/roundEnded(error:)``: the round ends; a round asked for while it ran follows it.
+///
+/// While a round runs, what is asked for waits in ``pending`` (a full round covers a push) and
+/// runs when it ends: a commit made while a round's push had already read what to send is pushed
+/// then, not at the next interval. A backoff that has run out reads as ``Phase/idle`` again. A
+/// forced start (`ferry sync-now`) may begin a round during a backoff; nothing starts a second
+/// round while one runs. `SyncCoordinator` (the daemon) runs the rounds one at a time.
 public struct PeerSession: Sendable, Equatable {
     /// What the session is doing.
     public enum Phase: Sendable, Equatable {
@@ -47,6 +56,8 @@ public struct PeerSession: Sendable, Equatable {
 
     private var current: Phase = .idle
     private var retries: RetrySchedule
+    /// The round asked for while one runs, to run when it ends.
+    public private(set) var pending: PeerRound?
     /// When the last round started.
     public private(set) var lastAttempt: Date?
     /// When the last successful round ended.
@@ -67,6 +78,39 @@ public struct PeerSession: Sendable, Equatable {
 
     /// Failures since the last success.
     public var consecutiveFailures: Int { retries.consecutiveFailures }
+
+    /// When the session needs a ``PeerEvent/tick``: a failed peer's retry; nil when nothing waits on the clock.
+    public var wakeAt: Date? { consecutiveFailures > 0 ? retries.retryAt : nil }
+
+    /// Takes `event` at `now`: the round to run now, if one is due. A round the caller runs must
+    /// then be started (``start(at:force:)``, forced) and finished with a ``PeerEvent/roundEnded(error:)``.
+    public mutating func handle(_ event: PeerEvent, at now: Date, using random: inout some RandomNumberGenerator) -> PeerRound? {
+        let phase = phase(at: now)
+        switch event {
+        case .pullDue:
+            return whenIdle(phase, .full)
+        case .tick:
+            // (A retry that runs asks for nothing more: the clock keeps ticking meanwhile.)
+            guard consecutiveFailures > 0, retries.isDue(at: now), phase == .idle else { return nil }
+            return .full
+        case .localCommit:
+            if case .backingOff = phase { return nil }
+            return whenIdle(phase, .push)
+        case .roundEnded(let error):
+            guard case .syncing = current else { return nil }
+            _ = try? finish(error: error, at: now, using: &random)
+            defer { pending = nil }
+            // After a failure only a full round that was asked for runs (a push waits for the retry).
+            return error == nil || pending == .full ? pending : nil
+        }
+    }
+
+    /// `round` now when no round runs; otherwise kept for when it ends.
+    private mutating func whenIdle(_ phase: Phase, _ round: PeerRound) -> PeerRound? {
+        guard case .syncing = phase else { return round }
+        pending = pending.map { $0.covering(round) } ?? round
+        return nil
+    }
 
     /// When the next automatic round is due after a failure; nil when none failed.
     public var retryAt: Date? { retries.retryAt }
@@ -107,5 +151,38 @@ public struct PeerSession: Sendable, Equatable {
         lastSuccess = now
         current = .idle
         return nil
+    }
+}
+
+/// What happens to a peer, as its ``PeerSession`` takes it.
+public enum PeerEvent: Sendable, Equatable {
+    /// The pull interval came round (and the daemon started): a full round, even during a backoff.
+    case pullDue
+    /// The clock moved: a failed peer whose backoff has run out is retried.
+    case tick
+    /// The store committed (a save here or by another process, or change sets taken in): what it
+    /// holds may be new to the peer.
+    case localCommit
+    /// The round the session asked for ended, failed with `error` or not.
+    case roundEnded(error: PeerError?)
+}
+
+/// Which halves of a round to run with a peer.
+public enum PeerRound: Sendable, Equatable {
+    /// Pull, then push; the peer's state read afresh.
+    case full
+    /// Push only, from the peer's vector as last seen.
+    case push
+    /// Pull only (a relay's long poll offered change sets).
+    case pull
+
+    /// Whether the round pulls.
+    public var pulls: Bool { self != .push }
+    /// Whether the round pushes.
+    public var pushes: Bool { self != .pull }
+
+    /// The one round that does what both do.
+    func covering(_ other: PeerRound) -> PeerRound {
+        self == other ? self : .full
     }
 }

@@ -40,81 +40,34 @@ struct RelayAPI: Sendable {
     /// The longest a long poll may ask to wait (a client asking more waits this long).
     static let longestWait: Duration = .seconds(60)
 
+    /// The routes (``ReplicationAPI`` over the relay's database).
     func router() -> Router<FerryRequestContext> {
-        let router = Router(context: FerryRequestContext.self)
-        router.add(middleware: MetricsMiddleware())
-        var allowed: [String: [HTTPRequest.Method]] = [
-            "/healthz": [.get], "/v1/state": [.get], "/v1/changesets": [.get, .post], "/v1/changesets/pull": [.post],
-            "/v1/snapshot": [.get, .put], "/v1/status": [.get], "/v1/keys": [.put],
-        ]
-        if metrics != nil { allowed["/metrics"] = [.get] }
-        router.add(middleware: MethodNotAllowedMiddleware(allowed: allowed))
-        router.get("healthz") { _, _ in try await health() }
-        if let metrics {
-            router.group("metrics").add(middleware: BearerAuthentication(tokens: tokens)).get { _, _ in
-                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
-            }
-        }
-        router.group("v1")
-            .add(middleware: BearerAuthentication(tokens: tokens))
-            .get("state") { _, _ in try await state() }
-            .get("changesets") { request, context in
-                try context.require(.pull)
-                return try await pullFromQuery(request)
-            }
-            .post("changesets/pull") { request, context in
-                try context.require(.pull)
-                return try await pullFromBody(request)
-            }
-            .post("changesets") { request, context in
-                try context.require(.push)
-                return try await push(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
-            }
-            .get("snapshot") { _, context in
-                try context.require(.pull)
-                return try await snapshot()
-            }
-            .put("snapshot") { request, context in
-                try context.require(.push)
-                return try await takeSnapshot(request, allowedOrigins: context.grant?.pushOrigins, logger: context.logger)
-            }
-            .get("status") { _, context in try await status(admin: context.role == .admin) }
-            .put("keys") { request, context in
-                try context.require(.push)
-                return try await offerKeys(request, logger: context.logger)
-            }
-        return router
+        ReplicationAPI(backend: self, tokens: tokens, metrics: metrics).router()
     }
+}
 
-    // MARK: - Handlers
+/// The relay's answers to the replication API's calls, from its database.
+extension RelayAPI: ReplicationBackend {
+    var optionalRoutes: Set<ReplicationRoute> { [.snapshotUpload, .keyOffer] }
 
-    private func health() async throws -> Response {
+    func health() async -> Response {
         do {
             try await Self.withinDeadline { try await database.ping() }
-            return FerryAPI.json(#"{"status":"ok"}"#)
+            return Response.json(#"{"status":"ok"}"#)
         } catch {
             let body = JSONValue.sortedObject(["status": .string("database unavailable"),
                                                "reason": .string("the relay cannot reach its PostgreSQL database; its log says why")])
-            return FerryAPI.json(body.text, status: .serviceUnavailable)
+            return Response.json(body.text, status: .serviceUnavailable)
         }
     }
 
-    private func state() async throws -> Response {
+    func state() async throws -> Response {
         let vector = try await databaseWork("read the version vector") { try await database.vector() }
         let state = HistoryState(store: fleet, modelHash: "", vector: vector, keys: trust.published, isRelay: true)
-        return FerryAPI.json(state.json)
+        return Response.json(state.json)
     }
 
-    private func pullFromBody(_ request: Request) async throws -> Response {
-        try await pull(try await PullRequest.fromBody(of: request), request: request)
-    }
-
-    private func pullFromQuery(_ request: Request) async throws -> Response {
-        try await pull(try PullRequest.fromQuery(of: request), request: request)
-    }
-
-    private func pull(_ query: PullRequest, request: Request) async throws -> Response {
+    func pull(_ query: PullRequest, request: Request, logger: Logger) async throws -> Response {
         let purged = try await purgedThrough()
         if let (origin, through) = purged.first(where: { query.after[$0.key, default: 0] < $0.value }) {
             throw APIError.gone("the change sets of \(origin.uuidString) up to \(through) were purged from this relay (retention), " +
@@ -204,7 +157,7 @@ struct RelayAPI: Sendable {
         return read
     }
 
-    private func push(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
+    func push(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
         guard bodySlots.take() else {
             throw APIError.busy("this relay holds \(bodySlots.capacity) push bodies already (server.max_concurrent_bodies); send again shortly")
         }
@@ -237,12 +190,12 @@ struct RelayAPI: Sendable {
         report.duplicate = result.duplicate
         report.waiting = result.waiting
         report.vector = try await databaseWork("read the version vector") { try await database.vector() }
-        return FerryAPI.json(report.json)
+        return Response.json(report.json)
     }
 
     /// `GET /v1/snapshot`: the newest snapshot a daemon uploaded, streamed chunk by chunk as the SQLite
     /// file it is; 404 while none was.
-    private func snapshot() async throws -> Response {
+    func snapshot() async throws -> Response {
         guard let newest = try await databaseWork("look for a snapshot", { try await database.newestSnapshot() }) else {
             throw APIError.notFound("no daemon has uploaded a snapshot to this relay yet (snapshot_upload_interval on a daemon's entry for the relay); " +
                                     "start the new store from a daemon's snapshot (ferry init --from-peer URL-OF-A-DAEMON), " +
@@ -270,7 +223,7 @@ struct RelayAPI: Sendable {
     /// `PUT /v1/keys`: the keys a daemon holds (its state's `keys`). Every rotation endorsed by a key the
     /// relay trusts for that origin is taken, by every relay on the database; nothing else is (a key for an
     /// origin the relay knows no key of, or one without a valid endorsement, is counted as refused).
-    private func offerKeys(_ request: Request, logger: Logger) async throws -> Response {
+    func offerKeys(_ request: Request, logger: Logger) async throws -> Response {
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: PullRequest.maximumRequestBytes)
@@ -292,7 +245,7 @@ struct RelayAPI: Sendable {
                                                                  "from": .stringConvertible(key.firstSequence)])
             }
         }
-        return FerryAPI.json(JSONValue.sortedObject(["learned": .integer(Int64(taken.count)), "refused": .integer(Int64(refused))]).text)
+        return Response.json(JSONValue.sortedObject(["learned": .integer(Int64(taken.count)), "refused": .integer(Int64(refused))]).text)
     }
 
     /// The largest snapshot a relay takes (a store of tens of millions of objects fits).
@@ -300,7 +253,7 @@ struct RelayAPI: Sendable {
 
     /// `PUT /v1/snapshot`: a daemon's snapshot of its store (`Ferry-Snapshot-Of: UUID`), stored in chunks
     /// as it arrives; once whole, it replaces the one before. A body that is not a SQLite file is refused.
-    private func takeSnapshot(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
+    func takeSnapshot(_ request: Request, allowedOrigins: Set<UUID>?, logger: Logger) async throws -> Response {
         guard let name = HTTPFields.Element.Name("Ferry-Snapshot-Of"), let text = request.headers[name], let source = ObjectURIComponents.uuid(text) else {
             throw APIError.badRequest("a snapshot needs the header Ferry-Snapshot-Of: the UUID of the store it was taken of")
         }
@@ -338,13 +291,13 @@ struct RelayAPI: Sendable {
             throw APIError.unavailable("this relay could not store the snapshot (\(String(describing: error).prefix(300))); send it again later")
         }
         logger.info("stored a snapshot of store \(source.uuidString) (\(size) bytes) for new stores to start from")
-        return FerryAPI.json(JSONValue.sortedObject(["stored": .integer(size), "of": .string(source.uuidString)]).text)
+        return Response.json(JSONValue.sortedObject(["stored": .integer(size), "of": .string(source.uuidString)]).text)
     }
 
     /// Bytes per row of `ferry_snapshot_chunks`.
     static let snapshotChunkBytes = 1 << 20
 
-    private func status(admin: Bool) async throws -> Response {
+    func status(admin: Bool) async throws -> Response {
         let size = try await databaseWork("measure the database") { try await database.size() }
         let vector = try await databaseWork("read the version vector") { try await database.vector() }
         let purged = try await databaseWork("read what retention dropped") { try await database.purged() }
@@ -357,7 +310,7 @@ struct RelayAPI: Sendable {
             fields["last_purge"] = .sortedObject(["at": .string(ISO8601DateFormatter().string(from: last.at)), "change_sets": .integer(Int64(last.count))])
         }
         if admin { fields["database"] = .string(database.place) }
-        return FerryAPI.json(JSONValue.sortedObject(fields).text)
+        return Response.json(JSONValue.sortedObject(fields).text)
     }
 
     /// `work` against the database; a failure is 503 saying what could not be done (a peer tries again,

@@ -5,7 +5,7 @@ import CompressNIO
 import FerryStore
 import FerrySync
 
-/// `POST /v1/changesets/pull` with `{"after": VECTOR, "limit": N}` (and the older
+/// A daemon's answer to a pull (``PullRequest``: `POST /v1/changesets/pull`, or the older
 /// `GET /v1/changesets?after=VECTOR&limit=N`): the change sets the caller lacks,
 /// streamed as JSON lines page by page (gzip-compressed chunk by chunk when the
 /// caller takes gzip), so that a long history is served in flat memory.
@@ -36,19 +36,8 @@ package struct PullRoute: Sendable {
     /// 0.21 s per 22 MB), which on a catch-up is time the serving peer's store work could use.
     package static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
 
-    /// The answer to a GET pull (vector and limit in the query).
-    func answer(_ request: Request, logger: Logger) async throws -> Response {
-        let pull = try PullRequest.fromQuery(of: request)
-        return try await answer(request, after: pull.after, limit: pull.limit, logger: logger)
-    }
-
-    /// The answer to a POST pull (``PullRequest`` in the body; a daemon answers at once, whatever `wait_ms` says).
-    func answerPost(_ request: Request, logger: Logger) async throws -> Response {
-        let pull = try await PullRequest.fromBody(of: request)
-        return try await answer(request, after: pull.after, limit: pull.limit, logger: logger)
-    }
-
-    private func answer(_ request: Request, after vector: VersionVector, limit: Int, logger: Logger) async throws -> Response {
+    /// The answer to `pull` (a daemon answers at once, whatever `wait_ms` says).
+    func answer(_ request: Request, after vector: VersionVector, limit: Int, logger: Logger) async throws -> Response {
         let endpoint = try await gate.readableEndpointOrUnavailable()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.
         let first: ChangeSetPage

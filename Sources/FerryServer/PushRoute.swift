@@ -23,7 +23,7 @@ struct PushRoute: Sendable {
         guard bodySlots.take() else { throw Self.busy(bodySlots) }
         defer { bodySlots.give() }
         let lines = try await PushBodies.lines(of: request, maxBodyBytes: maxBodyBytes, pushableBy: allowedOrigins, logger: logger)
-        return FerryAPI.json(try await apply(lines, logger: logger).json)
+        return Response.json(try await apply(lines, logger: logger).json)
     }
 
     /// The error of a push refused because every body slot is taken.

@@ -82,7 +82,9 @@ let package = Package(
         .target(
             name: "FerryServer",
             dependencies: [
-                "FerryStore", "FerrySync",
+                "FerryStore", "FerrySync", "FerrySigning",
+                // The configuration files of `ferry run` and `ferry relay`, read one way (ConfigurationFile).
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -107,7 +109,6 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -124,7 +125,6 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -220,7 +220,7 @@ let package = Package(
         // Relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
         .testTarget(
             name: "FerryRelayTests",
-            dependencies: ["FerryTestTraits", "FerryRelay", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
+            dependencies: ["FerryTestTraits", "FerryRelay", "FerryServer", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
         ),
         // Crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(

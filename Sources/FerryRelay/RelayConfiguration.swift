@@ -1,5 +1,5 @@
 import Foundation
-import Yams
+import FerryServer
 import FerryStore
 import FerrySync
 import FerrySigning
@@ -83,85 +83,50 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var trust: OriginTrust.Policy
 
     /// Reads and checks the file at `path`.
-    /// - Throws: ``RelayConfigurationError`` naming the file, the key and what is wrong.
-    public static func load(path: String) throws(RelayConfigurationError) -> RelayConfiguration {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw RelayConfigurationError(path: path, message: "cannot read the file")
-        }
-        return try parse(text, folder: URL(fileURLWithPath: path).deletingLastPathComponent().path, path: path)
+    /// - Throws: ``ConfigurationError`` naming the file, the key and what is wrong.
+    public static func load(path: String) throws(ConfigurationError) -> RelayConfiguration {
+        try read(ConfigurationFile(path: path, keys: keys, whenEmpty: needed))
     }
 
-    static let sections: [String: Set<String>] = [
+    /// The keys each place of the file takes (``ConfigurationFile/Keys``).
+    static let keys: ConfigurationFile.Keys = [
         "": ["database", "server", "trust", "retention"],
         "database": ["host", "port", "user", "password_file", "name", "tls", "connections"],
         "server": ["host", "port", "tokens_file", "max_body_bytes", "max_change_set_bytes", "max_concurrent_bodies", "tls"],
+        "server.tls": ["certificate", "key"],
         "trust": ["unknown_origins", "keys", "revoked"],
+        "trust.keys[]": ["origin", "key", "from"],
+        "trust.revoked[]": ["origin", "key", "after"],
         "retention": ["keep", "peer_expiry", "interval"],
     ]
 
-    /// Reads a configuration from YAML `text`, resolving relative paths against `folder`.
-    public static func parse(_ text: String, folder: String, path: String = "relay.yaml") throws(RelayConfigurationError) -> RelayConfiguration {
-        func fail(_ message: String) -> RelayConfigurationError { RelayConfigurationError(path: path, message: message) }
-        func resolve(_ file: String) -> String {
-            file.hasPrefix("/") ? file : URL(fileURLWithPath: folder).appendingPathComponent(file).standardizedFileURL.path
-        }
-        let root: Node
-        do {
-            guard let node = try Yams.compose(yaml: text) else { throw fail("the file is empty; it needs database and server sections") }
-            root = node
-        } catch let error as RelayConfigurationError {
-            throw error
-        } catch {
-            throw fail("not valid YAML: \(error)")
-        }
-        guard let top = root.mapping else { throw fail("the top level must be a mapping of keys (database, server, trust, retention)") }
-        var sectionsSeen: [String: Node.Mapping] = [:]
-        for (key, value) in top {
-            guard let name = key.string, sections[""]?.contains(name) == true else {
-                throw fail("unknown key '\(key.string ?? "?")'; the top level takes \(sections[""]!.sorted().joined(separator: ", "))")
-            }
-            guard let mapping = value.mapping else { throw fail("'\(name)' must be a mapping of keys") }
-            for (inner, _) in mapping where !(sections[name]?.contains(inner.string ?? "") ?? false) {
-                throw fail("unknown key '\(name).\(inner.string ?? "?")'; \(name) takes \(sections[name]!.sorted().joined(separator: ", "))")
-            }
-            sectionsSeen[name] = mapping
-        }
-        func scalar(_ section: String, _ key: String) -> String? { sectionsSeen[section]?[key]?.scalar?.string }
-        func integer(_ section: String, _ key: String, _ range: ClosedRange<Int>) throws(RelayConfigurationError) -> Int? {
-            guard let text = scalar(section, key) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw fail("\(section).\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound); found '\(text)'")
-            }
-            return value
-        }
-        func seconds(_ section: String, _ key: String) throws(RelayConfigurationError) -> TimeInterval? {
-            guard let text = scalar(section, key) else { return nil }
-            guard let value = Double(text), value >= 0, value.isFinite else {
-                throw fail("\(section).\(key) must be a number of seconds ≥ 0; found '\(text)'")
-            }
-            return value
-        }
+    /// What an empty file lacks.
+    private static let needed = "it needs database and server sections"
 
-        guard sectionsSeen["database"] != nil else { throw fail("missing section 'database' (the PostgreSQL server the change sets live in)") }
+    /// Reads a configuration from YAML `text`, the content of the file at `path` (relative paths are taken from its folder).
+    public static func parse(_ text: String, path: String = "relay.yaml") throws(ConfigurationError) -> RelayConfiguration {
+        try read(ConfigurationFile(text: text, path: path, keys: keys, whenEmpty: needed))
+    }
+
+    private static func read(_ file: ConfigurationFile) throws(ConfigurationError) -> RelayConfiguration {
+        let fail = file.fail
+        guard file.has("database") else { throw fail("missing section 'database' (the PostgreSQL server the change sets live in)") }
         var database = Database()
-        if let host = scalar("database", "host") { database.host = host }
-        database.port = try integer("database", "port", 1...65535) ?? database.port
-        if let user = scalar("database", "user") { database.user = user }
-        if let name = scalar("database", "name") { database.name = name }
-        if let file = scalar("database", "password_file") { database.passwordFile = resolve(file) }
-        if let mode = scalar("database", "tls") {
-            guard let value = Database.TLSMode(rawValue: mode) else { throw fail("database.tls must be disable, prefer or require; found '\(mode)'") }
-            database.tls = value
-        }
-        database.connections = try integer("database", "connections", 1...1000) ?? database.connections
+        database.host = try file.string("database.host", default: database.host)
+        database.port = try file.integer("database.port", default: database.port, range: 1...65535)
+        database.user = try file.string("database.user", default: database.user)
+        database.name = try file.string("database.name", default: database.name)
+        database.passwordFile = file.scalar("database.password_file").map(file.resolve)
+        database.tls = try file.choice("database.tls", Database.TLSMode.self) ?? database.tls
+        database.connections = try file.integer("database.connections", default: database.connections, range: 1...1000)
 
-        guard sectionsSeen["server"] != nil else { throw fail("missing section 'server' (where peers reach the relay)") }
-        guard let tokensFile = scalar("server", "tokens_file"), !tokensFile.isEmpty else { throw fail("missing key server.tokens_file") }
-        var server = Server(tokensFile: resolve(tokensFile))
-        if let host = scalar("server", "host") { server.host = host }
-        server.port = try integer("server", "port", 0...65535) ?? server.port
-        server.maxBodyBytes = try integer("server", "max_body_bytes", 1024...(1 << 30)) ?? server.maxBodyBytes
-        if let largest = try integer("server", "max_change_set_bytes", 1024...(1 << 31)) {
+        guard file.has("server") else { throw fail("missing section 'server' (where peers reach the relay)") }
+        var server = Server(tokensFile: file.resolve(try file.string("server.tokens_file")))
+        server.host = try file.string("server.host", default: server.host)
+        server.port = try file.integer("server.port", default: server.port, range: 0...65535)
+        server.maxBodyBytes = try file.integer("server.max_body_bytes", default: server.maxBodyBytes, range: 1024...(1 << 30))
+        if file.scalar("server.max_change_set_bytes") != nil {
+            let largest = try file.integer("server.max_change_set_bytes", default: server.maxChangeSetBytes, range: 1024...(1 << 31))
             guard largest >= server.maxBodyBytes else {
                 throw fail("server.max_change_set_bytes (\(largest)) must be at least server.max_body_bytes (\(server.maxBodyBytes)): " +
                            "it is what one change set alone may be, past the usual request body")
@@ -170,69 +135,17 @@ public struct RelayConfiguration: Sendable, Equatable {
         } else {
             server.maxChangeSetBytes = max(server.maxChangeSetBytes, server.maxBodyBytes)
         }
-        server.maxConcurrentBodies = try integer("server", "max_concurrent_bodies", 1...1024) ?? server.maxConcurrentBodies
-        if let node = sectionsSeen["server"]?["tls"] {
-            guard let tls = node.mapping else { throw fail("server.tls must be a mapping with certificate and key") }
-            for (key, _) in tls where !["certificate", "key"].contains(key.string ?? "") {
-                throw fail("unknown key 'server.tls.\(key.string ?? "?")'; server.tls takes certificate, key")
-            }
-            guard let certificate = tls["certificate"]?.string, !certificate.isEmpty else { throw fail("missing key server.tls.certificate") }
-            guard let key = tls["key"]?.string, !key.isEmpty else { throw fail("missing key server.tls.key") }
-            server.tls = TLS(certificate: resolve(certificate), key: resolve(key))
-        }
+        server.maxConcurrentBodies = try file.integer("server.max_concurrent_bodies", default: server.maxConcurrentBodies, range: 1...1024)
+        server.tls = try file.serverTLS().map { TLS(certificate: $0.certificate, key: $0.key) }
 
         var retention = Retention()
-        retention.keep = try seconds("retention", "keep") ?? retention.keep
-        retention.peerExpiry = try seconds("retention", "peer_expiry") ?? retention.peerExpiry
-        retention.interval = try seconds("retention", "interval") ?? retention.interval
+        let longest = 3650.0 * 86400
+        retention.keep = try file.seconds("retention.keep", default: retention.keep, range: 0...longest)
+        retention.peerExpiry = try file.seconds("retention.peer_expiry", default: retention.peerExpiry, range: 0...longest)
+        retention.interval = try file.seconds("retention.interval", default: retention.interval, range: 0...longest)
 
-        var trust = OriginTrust.Policy(unknownOrigins: .refuse, trustsPeersOnFirstUse: false)
-        if let text = scalar("trust", "unknown_origins") {
-            guard let value = OriginTrust.Policy.UnknownOrigins(rawValue: text) else {
-                throw fail("trust.unknown_origins must be refuse or accept; found '\(text)'")
-            }
-            trust.unknownOrigins = value
-        }
-        for list in ["keys", "revoked"] {
-            if let node = sectionsSeen["trust"]?[list], node.sequence == nil {
-                throw fail("trust.\(list) must be a list of mappings (origin, key, …)")
-            }
-        }
-        for (index, entry) in (sectionsSeen["trust"]?["keys"]?.sequence ?? []).enumerated() {
-            let place = "trust.keys[\(index)]"
-            guard let mapping = entry.mapping else { throw fail("\(place) must be a mapping with origin, key and (optionally) from") }
-            guard let originText = mapping["origin"]?.string, let origin = UUID(uuidString: originText) else {
-                throw fail("\(place).origin must be a store UUID")
-            }
-            guard let key = mapping["key"]?.string, VerifyingKey(base64: key) != nil else {
-                throw fail("\(place).key must be an Ed25519 public key in base64 (as `ferry state` prints it)")
-            }
-            var from: Int64 = 1
-            if let text = mapping["from"]?.string {
-                guard let value = Int64(text), value >= 1 else { throw fail("\(place).from must be a sequence number ≥ 1; found '\(text)'") }
-                from = value
-            }
-            trust.pinned.append(OriginKey(origin: origin, publicKey: key, firstSequence: from, source: .pinned))
-        }
-        for (index, entry) in (sectionsSeen["trust"]?["revoked"]?.sequence ?? []).enumerated() {
-            let place = "trust.revoked[\(index)]"
-            guard let mapping = entry.mapping, let originText = mapping["origin"]?.string, let origin = UUID(uuidString: originText),
-                  let key = mapping["key"]?.string, let afterText = mapping["after"]?.string else {
-                throw fail("\(place) must be a mapping with origin, key and after (an ISO 8601 time)")
-            }
-            guard let after = ISO8601DateFormatter().date(from: afterText) else {
-                throw fail("\(place).after must be an ISO 8601 time, e.g. 2026-11-25T10:00:00Z")
-            }
-            trust.revocations.append(OriginTrust.Revocation(origin: origin, publicKey: key, after: HybridTimestamp.wall(after)))
-        }
+        let trust = try file.trustPolicy(defaults: OriginTrust.Policy(unknownOrigins: .refuse, trustsPeersOnFirstUse: false))
         return RelayConfiguration(database: database, server: server, retention: retention, trust: trust)
     }
 }
 
-/// A relay configuration that cannot be used: the file, and what is wrong.
-public struct RelayConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
-    public let path: String
-    public let message: String
-
-    public var description: String { "\(path): \(message)" }
-}

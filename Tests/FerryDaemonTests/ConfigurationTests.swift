@@ -6,6 +6,7 @@ import FerrySigning
 import FerrySync
 @testable import FerryDaemon
 import FerryTestSupport
+import FerryServer
 
 @Suite("Configuration", .blocking)
 struct ConfigurationTests {
@@ -38,7 +39,7 @@ struct ConfigurationTests {
         """
 
     func parse(_ text: String, environment: [String: String] = [:]) throws(ConfigurationError) -> Configuration {
-        try Configuration.parse(text, file: "/srv/ferry/ferry.yaml", folder: "/srv/ferry", environment: environment)
+        try Configuration.parse(text, file: "/srv/ferry/ferry.yaml", environment: environment)
     }
 
     func error(_ text: String, environment: [String: String] = [:]) -> String {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import FerryTestTraits
 import FerryRelay
+import FerryServer
 import FerryStore
 import FerrySync
 
@@ -11,8 +12,8 @@ struct RelayConfigurationTests {
     static let key = "gJ66q3WSbKW7Jn9ez+uvaa23kiLsFsVzF5nOR+MJnio="
     static let origin = "1BDB1D3D-DE08-4862-8690-64105074E331"
 
-    func parse(_ text: String) throws(RelayConfigurationError) -> RelayConfiguration {
-        try RelayConfiguration.parse(text, folder: "/etc/ferry", path: "/etc/ferry/relay.yaml")
+    func parse(_ text: String) throws(ConfigurationError) -> RelayConfiguration {
+        try RelayConfiguration.parse(text, path: "/etc/ferry/relay.yaml")
     }
 
     func error(_ text: String) -> String {
@@ -66,8 +67,9 @@ struct RelayConfigurationTests {
             ("server: {tokens_file: t}\n", "missing section 'database'"),
             ("database: {}\n", "missing section 'server'"),
             ("database: {}\nserver: {}\n", "missing key server.tokens_file"),
-            ("database: {colour: red}\nserver: {tokens_file: t}\n", "unknown key 'database.colour'"),
-            ("databse: {}\n", "unknown key 'databse'"),
+            ("database: {colour: red}\nserver: {tokens_file: t}\n",
+             "unknown key database.colour; known keys here: connections, host, name, password_file, port, tls, user"),
+            ("databse: {}\n", "unknown key databse; known keys here: database, retention, server, trust"),
             ("database: {port: 0}\nserver: {tokens_file: t}\n", "database.port must be a whole number from 1 to 65535"),
             ("database: {tls: maybe}\nserver: {tokens_file: t}\n", "database.tls must be disable, prefer or require"),
             ("database: {}\nserver: {tokens_file: t, port: 70000}\n", "server.port must be a whole number from 0 to 65535"),
@@ -77,7 +79,7 @@ struct RelayConfigurationTests {
              "trust.keys[0].key must be an Ed25519 public key"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {revoked: [{origin: \(Self.origin), key: k, after: yesterday}]}\n",
              "trust.revoked[0].after must be an ISO 8601 time"),
-            ("database: {}\nserver: {tokens_file: t}\nretention: {keep: -1}\n", "retention.keep must be a number of seconds ≥ 0"),
+            ("database: {}\nserver: {tokens_file: t}\nretention: {keep: -1}\n", "retention.keep must be a number of seconds from 0 to"),
             ("database: [a]\nserver: {tokens_file: t}\n", "'database' must be a mapping"),
             ("database: {host: [\n", "not valid YAML"),
             ("database: {}\nserver: {tokens_file: t}\ntrust: {keys: {origin: x}}\n", "trust.keys must be a list"),
@@ -86,7 +88,8 @@ struct RelayConfigurationTests {
              "server.max_change_set_bytes (4096) must be at least server.max_body_bytes (8192)"),
             ("database: {}\nserver: {tokens_file: t, max_change_set_bytes: 5000000000}\n",
              "server.max_change_set_bytes must be a whole number from 1024 to 2147483648"),
-            ("database: {}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n", "unknown key 'server.tls.pin'"),
+            ("database: {}\nserver: {tokens_file: t, tls: {certificate: c, key: k, pin: p}}\n",
+             "unknown key server.tls.pin; known keys here: certificate, key"),
         ]
         for (text, expected) in cases {
             let message = error(text)

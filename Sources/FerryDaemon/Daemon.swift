@@ -153,7 +153,7 @@ public enum Daemon {
                                           requestTimeout: configuration.sync.requestTimeout,
                                           retries: RetrySchedule(maximum: configuration.sync.maxBackoff), logger: logger,
                                           onGone: goneHandler(settings.bootstrap))
-        endpoint.askPeersForKeys { await coordinator.learnKeysFromPeers() }
+        endpoint.askForKeys(from: coordinator.peerClients)
         return Parts(configuration: configuration, endpoint: endpoint, coordinator: coordinator, tokens: settings.tokens, store: store)
     }
 
@@ -175,6 +175,10 @@ public enum Daemon {
                 Counter(label: "ferry_key_conflicts_total").increment()
                 logger.error("\(event.description)")
             }
+        }, couldNotLearnKeys: { peer, error in
+            // (A peer that cannot be reached now is tried again at the next key it could teach.)
+            let level: Logger.Level = error is PeerError ? .debug : .warning
+            logger.log(level: level, "could not learn the keys of peer \(peer): \(error)")
         })
     }
 

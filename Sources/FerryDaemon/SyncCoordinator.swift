@@ -84,27 +84,15 @@ public actor SyncCoordinator {
                        session: PeerSession(retries: retries))
         }
         self.acknowledgements = PeerAcknowledgements(peers: peers.map(\.name))
+        self.peerClients = self.peers.map { ($0.name, $0.sync.client) }
     }
 
     /// The configured peers' names.
     public var peerNames: [String] { peers.map(\.name) }
 
-    /// Asks every configured peer for its state, at once, and takes the keys it teaches (its own on
-    /// first use, endorsed rotations; ``OriginTrust/learn(from:peer:)``). Waits at most a few
-    /// seconds: a push that met an unknown key waits for this before it is tried again.
-    public func learnKeysFromPeers() async {
-        let endpoint = self.endpoint
-        let logger = self.logger
-        let askers = peers.map { peer in
-            Task { _ = await Self.readKeys(of: peer.sync, into: endpoint, logger: logger) }
-        }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { for asker in askers { await asker.value } }
-            group.addTask { try? await Task.sleep(for: .seconds(5)) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
+    /// Each configured peer's name and client: whom the endpoint asks for keys it does not know yet
+    /// (``ReplicationEndpoint/askForKeys(from:)``).
+    public nonisolated let peerClients: [(name: String, client: PeerClient)]
 
     /// Reads `peer`'s state and takes the keys it teaches; the state when both worked.
     private static func readKeys(of peer: PeerSync, into endpoint: ReplicationEndpoint, logger: Logger) async -> HistoryState? {

@@ -8,6 +8,7 @@ import FerrySync
 import FerryServer
 import FerryTestSupport
 import FerryTesting
+import FerrySigning
 @testable import FerryDaemon
 
 /// The sync loop's pull schedule on a ``ManualClock``: rounds happen when the clock says,
@@ -223,5 +224,34 @@ struct SyncScheduleTests {
     private static func coordinator(of endpoint: ReplicationEndpoint, reaching transport: InMemoryTransport, label: String) -> SyncCoordinator {
         SyncCoordinator(endpoint: endpoint, peers: [("remote", InMemoryTransport.url(of: "remote"), peerToken, .systemStore)],
                         batchSize: 10, requestTimeout: 5, logger: Logger(label: label), clock: ManualClock(), transport: transport)
+    }
+}
+
+/// A pushed change set of an origin not known yet: the endpoint asks the peers it was given for
+/// their keys itself (through their clients), takes the key, and applies the push; no call goes
+/// back up to the daemon.
+@Suite("Keys learned on a push")
+struct KeysLearnedOnPushTests {
+    @Test("A push from a store whose key is not known yet is applied once the endpoint has asked its peers; without peers to ask, it is refused")
+    func learnsFromPeers() async throws {
+        let model = try SampleModels.load("OrgChart")
+        let directory = TemporaryDirectory()
+        let a = try SQLiteStore(path: directory.file("a.sqlite"), model: model, options: .init(signingKey: StoreSigningKey()))
+        let b = try SQLiteStore(path: directory.file("b.sqlite"), model: model, options: .init(signingKey: StoreSigningKey()))
+        let context = try PersistentContainer(store: a).newContext()
+        try context.make("Person", ["name": "Ann"])
+        try context.save()
+        let lines = try a.changeSetLines(after: [:], limit: nil)
+        let token = "peer-token-0123456789abcdef"
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: a), tokens: AccessTokens([(token, .peer)]), maxBodyBytes: 1 << 20).router(),
+                        at: "a")
+        // B signs, refuses unknown origins and trusts its configured peers on first use: the daemon's defaults.
+        let endpoint = try ReplicationEndpoint(store: b, trust: OriginTrust(store: b, policy: .init()))
+        await #expect(throws: ReplayError.self) { try await endpoint.receive(lines: lines) }
+        endpoint.askForKeys(from: [("a", PeerClient(baseURLs: [InMemoryTransport.url(of: "a")], token: token, transport: transport))])
+        let report = try await endpoint.receive(lines: lines)
+        #expect(report.applied == 1, "\(report)")
+        #expect(transport.requestCount >= 1, "a was not asked for its keys")
     }
 }

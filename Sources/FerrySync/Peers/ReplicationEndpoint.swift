@@ -25,8 +25,8 @@ public actor ReplicationEndpoint {
     public nonisolated let trust: OriginTrust
     /// Hears every refusal of an untrusted change set, and every key learned or refused.
     private nonisolated let observer: TrustObserver
-    /// Asks the configured peers for their keys (set by the daemon once its peers are set up).
-    private nonisolated let keySource = Mutex<(@Sendable () async -> Void)?>(nil)
+    /// The configured peers, asked for their keys when a change set of an origin (or a key) not known yet arrives.
+    private nonisolated let keyPeers = Mutex<[(name: String, client: PeerClient)]>([])
 
     /// An endpoint for `store`, taking change sets as `trust` allows (without one: checked against
     /// the keys the store holds, other origins taken; ``OriginTrust/Policy/storeKeysOnly``).
@@ -43,10 +43,35 @@ public actor ReplicationEndpoint {
         self.engine = engine
     }
 
-    /// Sets how the configured peers are asked for their keys when a change set of an origin (or a
-    /// key) not known yet arrives (``receive(lines:)``, and a pull's check).
-    public nonisolated func askPeersForKeys(with source: @escaping @Sendable () async -> Void) {
-        keySource.withLock { $0 = source }
+    /// Sets the peers asked for their keys when a pushed change set of an origin (or a key) not known
+    /// yet arrives (``receive(lines:)``): the daemon's configured peers.
+    public nonisolated func askForKeys(from peers: [(name: String, client: PeerClient)]) {
+        keyPeers.withLock { $0 = peers }
+    }
+
+    /// Asks every peer of ``askForKeys(from:)`` for its state, at once, and takes the keys it teaches
+    /// (its own on first use, endorsed rotations; ``OriginTrust/learn(from:peer:)``). Waits at most
+    /// `timeout`: a push that met an unknown key waits for this before it is tried again. A peer that
+    /// cannot be asked is passed over (the observer hears why), as a key it taught that cannot be recorded.
+    public nonisolated func learnKeysFromPeers(timeout: Duration = .seconds(5)) async {
+        let peers = keyPeers.withLock { $0 }
+        guard !peers.isEmpty else { return }
+        let observer = self.observer
+        let askers = peers.map { peer in
+            Task {
+                do {
+                    try self.learnKeys(from: try await peer.client.state(), peer: peer.name)
+                } catch {
+                    observer.couldNotLearnKeys(peer.name, error)
+                }
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for asker in askers { await asker.value } }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Takes what a configured peer's state teaches about keys (``OriginTrust/learn(from:peer:)``), telling the observer.
@@ -103,11 +128,11 @@ public actor ReplicationEndpoint {
         do {
             return noted(try engine.apply(lines: lines))
         } catch ReplayError.untrusted(let line, let refusal) {
-            guard refusal.mayBeLearned, let source = keySource.withLock({ $0 }), trust.shouldAskPeers() else {
+            guard refusal.mayBeLearned, !keyPeers.withLock({ $0.isEmpty }), trust.shouldAskPeers() else {
                 observer.refused(refusal, "push")
                 throw ReplayError.untrusted(line: line, refusal)
             }
-            await source()
+            await learnKeysFromPeers()
             do {
                 return noted(try engine.apply(lines: lines))
             } catch ReplayError.untrusted(let line, let refusal) {
@@ -172,10 +197,14 @@ public struct TrustObserver: Sendable {
     public var refused: @Sendable (TrustRefusal, String) -> Void
     /// A key learned, or a conflicting key presented.
     public var keyEvent: @Sendable (OriginTrust.Event) -> Void
+    /// A peer asked for its keys could not answer, or what it taught could not be recorded.
+    public var couldNotLearnKeys: @Sendable (_ peer: String, _ error: any Error) -> Void
 
     public init(refused: @escaping @Sendable (TrustRefusal, String) -> Void = { _, _ in },
-                keyEvent: @escaping @Sendable (OriginTrust.Event) -> Void = { _ in }) {
+                keyEvent: @escaping @Sendable (OriginTrust.Event) -> Void = { _ in },
+                couldNotLearnKeys: @escaping @Sendable (_ peer: String, _ error: any Error) -> Void = { _, _ in }) {
         self.refused = refused
         self.keyEvent = keyEvent
+        self.couldNotLearnKeys = couldNotLearnKeys
     }
 }

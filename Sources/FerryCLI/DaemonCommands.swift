@@ -162,7 +162,7 @@ struct SyncNowCommand: AsyncParsableCommand {
     }
 
     /// Prints the daemon's per-peer answer; exit status 1 when a peer failed.
-    private func report(daemonAnswer answer: SyncAnswer) throws {
+    private func report(daemonAnswer answer: SyncNowAnswer) throws {
         for peer in answer.peers { print(peer.summary) }
         if !answer.succeeded { throw ExitCode(1) }
     }

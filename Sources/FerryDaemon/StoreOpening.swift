@@ -17,7 +17,7 @@ import FerryServer
 ///
 /// Metrics: `ferry_store_errors_total{operation="open"}` counts failed attempts,
 /// `ferry_store_open` is 1 once the store is open and 0 before.
-actor StoreOpening: SyncControl {
+actor StoreOpening: DaemonControl {
     private let settings: Daemon.Settings
     private let notifier: SystemdNotifier
     private let logger: Logger
@@ -103,12 +103,12 @@ actor StoreOpening: SyncControl {
     }
 
     /// A sync round now (`POST /v1/sync`), once the store is open.
-    func sync(peer: String?) async -> SyncOutcome {
+    func sync(peer: String?) async -> SyncNowOutcome {
         guard let coordinator else {
             return .unavailable(unavailability?.description ?? "the daemon is starting; try again in a moment")
         }
         if let peer, await !coordinator.peerNames.contains(peer) { return .unknownPeer(peer) }
-        return .ran(SyncAnswer(await coordinator.round(peer: peer)))
+        return .ran(SyncNowAnswer(await coordinator.round(peer: peer)))
     }
 
     private enum Attempt {

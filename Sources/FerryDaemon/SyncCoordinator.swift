@@ -46,7 +46,7 @@ public actor SyncCoordinator {
     private var waitingRounds: [CheckedContinuation<Void, Never>] = []
     private let logger: Logger
     /// The time rounds and backoffs are reckoned in; the sync loop's schedule reads it too.
-    nonisolated let clock: any SyncClock
+    nonisolated let clock: any PeerClock
     /// How long a request to a peer may go without data (a long poll of a relay waits less).
     nonisolated let requestTimeout: TimeInterval
     private var random = SystemRandomNumberGenerator()
@@ -57,7 +57,7 @@ public actor SyncCoordinator {
     /// pass an `InMemoryTransport`).
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, url: URL, token: String, trust: PeerTrust)], batchSize: Int,
                             requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
-                            clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
+                            clock: any PeerClock = SystemPeerClock(), transport: (any PeerTransport)? = nil,
                             onGone: GoneHandler? = nil) {
         self.init(endpoint: endpoint, peers: peers.map { (name: $0.name, urls: [$0.url], token: $0.token, trust: $0.trust) },
                   batchSize: batchSize, requestTimeout: requestTimeout, retries: retries, logger: logger, clock: clock,
@@ -68,7 +68,7 @@ public actor SyncCoordinator {
     /// requests fail over from one to the next; ``PeerClient``); otherwise as the initializer above.
     public init(endpoint: ReplicationEndpoint, peers: [(name: String, urls: [URL], token: String, trust: PeerTrust)], batchSize: Int,
                 requestTimeout: TimeInterval, retries: RetrySchedule = RetrySchedule(), logger: Logger,
-                clock: any SyncClock = SystemSyncClock(), transport: (any PeerTransport)? = nil,
+                clock: any PeerClock = SystemPeerClock(), transport: (any PeerTransport)? = nil,
                 onGone: GoneHandler? = nil) {
         self.endpoint = endpoint
         self.onGone = onGone

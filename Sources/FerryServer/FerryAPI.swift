@@ -30,7 +30,7 @@ public struct FerryAPI: Sendable {
     let maxBodyBytes: Int
     let bodySlots: BodySlots
     let connections: ConnectionGauge?
-    let control: (any SyncControl)?
+    let control: (any DaemonControl)?
     let metrics: PrometheusCollectorRegistry?
 
     /// An API over `endpoint`, accepting `tokens`, refusing bodies over
@@ -38,7 +38,7 @@ public struct FerryAPI: Sendable {
     /// serving `metrics` (the registry the process's `MetricsSystem` was bootstrapped with)
     /// at `/metrics`. `control` answers `/v1/status` and `/v1/sync` (without one, both answer 503).
     public init(endpoint: ReplicationEndpoint, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4,
-                control: (any SyncControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
+                control: (any DaemonControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
         self.init(gate: StoreGate(open: endpoint), tokens: tokens, maxBodyBytes: maxBodyBytes, maxConcurrentBodies: maxConcurrentBodies,
                   control: control, metrics: metrics)
     }
@@ -47,7 +47,7 @@ public struct FerryAPI: Sendable {
     /// ``init(endpoint:tokens:maxBodyBytes:maxConcurrentBodies:control:metrics:)``.
     /// `connections`, when given, is the server's connection bound: near it, requests get 503.
     public init(gate: StoreGate, tokens: AccessTokens, maxBodyBytes: Int, maxConcurrentBodies: Int = 4, connections: ConnectionGauge? = nil,
-                control: (any SyncControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
+                control: (any DaemonControl)? = nil, metrics: PrometheusCollectorRegistry? = nil) {
         self.gate = gate
         self.connections = connections
         self.tokens = tokens

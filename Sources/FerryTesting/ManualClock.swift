@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 import FerrySync
 
-/// A ``SyncClock`` that stands still until a test moves it: sleepers wake only when
+/// A ``PeerClock`` that stands still until a test moves it: sleepers wake only when
 /// ``advance(by:)`` takes the time past their deadline.
-public final class ManualClock: SyncClock {
+public final class ManualClock: PeerClock {
     private struct State {
         var now: Date
         var nextID = 0

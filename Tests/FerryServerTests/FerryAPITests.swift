@@ -31,7 +31,7 @@ struct FerryAPITests {
         let app: Application<RouterResponder<FerryRequestContext>>
         let api: FerryAPI
 
-        init(control: (any SyncControl)? = nil) throws {
+        init(control: (any DaemonControl)? = nil) throws {
             let model = try SampleModels.load("OrgChart")
             store = try SQLiteStore(path: directory.file("served.sqlite"), model: model)
             other = try SQLiteStore(path: directory.file("other.sqlite"), model: model)
@@ -91,21 +91,21 @@ struct FerryAPITests {
     }
 
     /// A control that answers from fixed values.
-    struct FixedControl: SyncControl {
+    struct FixedControl: DaemonControl {
         let document: StatusDocument
         let peers: [String]
 
         func status() async -> StatusDocument { document }
 
-        func sync(peer: String?) async -> SyncOutcome {
+        func sync(peer: String?) async -> SyncNowOutcome {
             if let peer, !peers.contains(peer) { return .unknownPeer(peer) }
             var failed = PeerSyncResult(peer: "b")
             failed.error = .notListening("connection refused")
-            return .ran(SyncAnswer([failed]))
+            return .ran(SyncNowAnswer([failed]))
         }
     }
 
-    @Test("Status and sync go through SyncControl: its document, 404 for an unknown peer, 502 when a peer failed")
+    @Test("Status and sync go through DaemonControl: its document, 404 for an unknown peer, 502 when a peer failed")
     func syncControl() async throws {
         let document = StatusDocument(store: UUID(), model: "m", peers: [])
         let fixture = try Fixture(control: FixedControl(document: document, peers: ["b"]))
@@ -116,7 +116,7 @@ struct FerryAPITests {
             #expect(unknown.status == .notFound && String(buffer: unknown.body).contains("no peer named 'zz'"))
             let failed = try await client.execute(uri: "/v1/sync?peer=b", method: .post, headers: Self.bearer(Self.adminToken))
             #expect(failed.status == .badGateway)
-            let answer = try WireJSON.decode(SyncAnswer.self, from: Data(buffer: failed.body))
+            let answer = try WireJSON.decode(SyncNowAnswer.self, from: Data(buffer: failed.body))
             #expect(answer.peers.map(\.peer) == ["b"] && !answer.succeeded)
         }
     }

@@ -43,12 +43,12 @@ struct HTTPAPITests {
     }
 
     /// A daemon without peers: its status document, and empty sync rounds.
-    struct NoPeers: SyncControl {
+    struct NoPeers: DaemonControl {
         let document: StatusDocument
         func status() async -> StatusDocument { document }
-        func sync(peer: String?) async -> SyncOutcome {
+        func sync(peer: String?) async -> SyncNowOutcome {
             if let peer { return .unknownPeer(peer) }
-            return .ran(SyncAnswer([]))
+            return .ran(SyncNowAnswer([]))
         }
     }
 

@@ -38,11 +38,11 @@ struct WireMessageTests {
         ok.pulled.applied = 4
         var failed = PeerSyncResult(peer: "c")
         failed.error = .notListening("GET /v1/state: connection refused")
-        let answer = SyncAnswer([ok, failed])
+        let answer = SyncNowAnswer([ok, failed])
         let text = WireJSON.encode(answer)
         #expect(text.contains(#"{"error":null,"ok":true,"peer":"b","pulled":{"applied":4,"#), "\(text)")
         #expect(!answer.succeeded)
-        let read = try WireJSON.decode(SyncAnswer.self, from: Data(text.utf8))
+        let read = try WireJSON.decode(SyncNowAnswer.self, from: Data(text.utf8))
         #expect(read == answer)
         #expect(read.peers[1].summary == failed.summary)
         #expect(read.peers[0].summary

@@ -215,9 +215,9 @@ public struct PeerClient: Sendable {
 
     /// `POST /v1/sync` (admin): asks a daemon for a sync round now; returns its
     /// per-peer results, whether they succeeded (200) or not (502).
-    public func requestSync(peer: String?) async throws(PeerError) -> SyncAnswer {
+    public func requestSync(peer: String?) async throws(PeerError) -> SyncNowAnswer {
         let data = try await send("POST", "v1/sync", query: peer.map { [URLQueryItem(name: "peer", value: $0)] } ?? [], alsoAccepting: [502])
-        return try decode(SyncAnswer.self, data, from: "POST /v1/sync")
+        return try decode(SyncNowAnswer.self, data, from: "POST /v1/sync")
     }
 
     /// `GET /v1/status`: the daemon's status document.

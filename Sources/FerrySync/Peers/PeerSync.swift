@@ -38,8 +38,8 @@ public struct PeerSyncResult: Sendable, Equatable {
         case push
     }
 
-    /// One line for a person: counts, or the error (as ``SyncAnswer/Peer/summary``).
-    public var summary: String { SyncAnswer.Peer(self).summary }
+    /// One line for a person: counts, or the error (as ``SyncNowAnswer/Peer/summary``).
+    public var summary: String { SyncNowAnswer.Peer(self).summary }
 }
 
 /// One sync round between this store and one peer: pull what the peer has

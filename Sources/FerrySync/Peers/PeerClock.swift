@@ -3,7 +3,7 @@ import Foundation
 /// The time a sync schedule reads and waits on: the wall clock in a daemon, a
 /// clock a test moves by hand (`ManualClock` in FerryTesting), so that
 /// pull intervals and backoffs are tested without waiting.
-public protocol SyncClock: Sendable {
+public protocol PeerClock: Sendable {
     /// The current time.
     func now() -> Date
     /// Returns at `deadline` (at once if it has passed); throws `CancellationError` when the task is cancelled.
@@ -11,7 +11,7 @@ public protocol SyncClock: Sendable {
 }
 
 /// The wall clock.
-public struct SystemSyncClock: SyncClock {
+public struct SystemPeerClock: PeerClock {
     public init() {}
 
     public func now() -> Date { Date() }

@@ -4,7 +4,7 @@ import FerryStore
 /// The answer of `POST /v1/sync` (a round the daemon ran when asked, by
 /// `ferry sync-now`): one report per peer, `{"peers":[…]}`. The daemon answers
 /// 200 when every peer's round succeeded, 502 otherwise.
-public struct SyncAnswer: Codable, Sendable, Equatable {
+public struct SyncNowAnswer: Codable, Sendable, Equatable {
     /// What one peer's round did.
     public struct Peer: Codable, Sendable, Equatable {
         /// Counts of change sets (the vector is left out: it is the store's, not the round's).

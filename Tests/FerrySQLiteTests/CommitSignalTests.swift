@@ -231,18 +231,30 @@ struct CommitSignalTests {
         // A commit no announcement follows at once: a check sees it.
         let (directory, watched, other, _, listener) = try await Self.plainCommitHeard()
         defer { withExtendedLifetime(directory) {} }
-        // Its announcement, 50 times later than `announcementDelay`.
+        let watcher = try #require(watched.commitWatcher)
+        let (sent, seen) = (watcher.statistics.signals, Self.seen(watcher.statistics))
+        // Its announcement, 50 times later than `announcementDelay` (the wait makes it late).
         try await Task.sleep(for: .milliseconds(50))
         CommitAnnouncer(storePath: watched.path).announce()
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(listener.signals == 1, "a late announcement of a commit already signalled was signalled again: \(listener.signals) signals")
-        // A commit announced as usual is still signalled, once.
+        // A commit announced as usual. The watcher hears events in order: once it has seen this commit,
+        // it has handled the late announcement, and one signal more in all is this commit's alone.
         let context = other.newContext()
         try context.make("Person", ["name": "Announced"])
         try context.save()
+        try await Self.waitUntil { Self.seen(watcher.statistics) > seen }
+        #expect(watcher.statistics.signals == sent + 1,
+                "a late announcement of a commit already signalled was signalled again: \(watcher.statistics.signals - sent) signals")
         #expect(await listener.wait(for: 2) == 2)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(listener.signals == 2, "\(listener.signals) signals")
+    }
+
+    /// Commits the watcher has seen, at their announcement or otherwise.
+    static func seen(_ statistics: WatchLoop.Statistics) -> Int { statistics.announcedCommits + statistics.checkedCommits }
+
+    /// Waits (polling, at most 10 s) until `condition` holds.
+    static func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition(), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(condition(), "timed out")
     }
 
     /// While `hiding`, every read of `data_version` gives the last value read before: no check sees a commit.
@@ -306,15 +318,16 @@ struct CommitSignalTests {
     func lateAnnouncementOfACommitSeenAtUnmarkedChange() async throws {
         let (directory, watched, watcher, listener, plain, before) = try await Self.commitSeenAtUnmarkedChange()
         defer { withExtendedLifetime((directory, watcher)) {} }  // (the watcher's thread ends with it)
-        try await Task.sleep(for: .milliseconds(50))
+        let (sent, seen) = (watcher.statistics.signals, Self.seen(watcher.statistics))
+        try await Task.sleep(for: .milliseconds(50))  // (makes the announcement late)
         CommitAnnouncer(storePath: watched.path).announce()
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(listener.signals == before + 1, "a late announcement of a commit already signalled was signalled again: \(listener.signals - before) signals")
+        // The next commit: once the watcher has seen it, it has handled the late announcement before it.
         try await plain.write { db in try db.execute(sql: "INSERT INTO elsewhere VALUES (1)") }
         CommitAnnouncer(storePath: watched.path).announce()
+        try await Self.waitUntil { Self.seen(watcher.statistics) > seen }
+        #expect(watcher.statistics.signals == sent + 1,
+                "a late announcement of a commit already signalled was signalled again: \(watcher.statistics.signals - sent) signals")
         #expect(await listener.wait(for: before + 2) == before + 2, "the next commit was not signalled: \(watcher.statistics)")
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(listener.signals == before + 2, "\(listener.signals - before) signals")
     }
 
     @Test("A save by another process (ferry put) on the same file signals")

@@ -11,14 +11,14 @@ struct DedicatedThreadsTests {
     func spawnAndJoin() {
         let caller = ObjectIdentifier(Thread.current)
         let joinable = DedicatedThreads.spawn(named: "ferry-test-spawn") { () -> String in
-            ObjectIdentifier(Thread.current) != caller ? (Thread.current.name ?? "") : "the caller's thread"
+            ObjectIdentifier(Thread.current) != caller ? DedicatedThreads.currentName : "the caller's thread"
         }
         #expect(joinable.join() == "ferry-test-spaw")
     }
 
     @Test("run awaits a body run on a thread of its own")
     func runAwaits() async {
-        let name = await DedicatedThreads.run(named: "ferry-test-run") { Thread.current.name ?? "" }
+        let name = await DedicatedThreads.run(named: "ferry-test-run") { DedicatedThreads.currentName }
         #expect(name == "ferry-test-run")
     }
 }

@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The one place Ferry starts threads of its own, off Swift's shared pool.
 ///
@@ -17,14 +20,31 @@ package enum DedicatedThreads {
     /// The longest name Linux gives a thread (what `top -H` and `gdb` show), in bytes.
     package static let longestName = 15
 
+    /// The calling thread's name as the system knows it (what `top -H` and `gdb` show); empty where
+    /// the C library has no `pthread_getname_np`.
+    package static var currentName: String {
+        guard let getName else { return "" }
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard getName(pthread_self(), &buffer, buffer.count) == 0 else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    // The C library's thread-name calls, looked up by name: Swift's Glibc module does not declare them.
+    private typealias SetName = @convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32
+    private typealias GetName = @convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32
+    private static let setName: SetName? = dlsym(nil, "pthread_setname_np").map { unsafeBitCast($0, to: SetName.self) }
+    private static let getName: GetName? = dlsym(nil, "pthread_getname_np").map { unsafeBitCast($0, to: GetName.self) }
+
     /// Starts `body` on a new thread named `name`, which should start with `ferry-` (cut to
     /// ``longestName`` bytes).
     package static func start(named name: String, _ body: @escaping @Sendable () -> Void) {
         let name = String(decoding: name.utf8.prefix(longestName), as: UTF8.self)
         let thread = Thread {
-            // (Named from inside: on Linux, a name given before `start()` is not applied, and the
-            // thread would show its creator's, often libdispatch's "com.apple.root.default-qos".)
-            Thread.current.name = name
+            // Named from inside, by the system call: on Linux, a name given to the `Thread` before
+            // `start()` is not applied, nor always one set on `Thread.current` (it races with `start()`
+            // recording the new thread), and the thread shows its creator's name, often libdispatch's
+            // "com.apple.root.default-qos".
+            _ = setName?(pthread_self(), name)
             body()
         }
         thread.start()

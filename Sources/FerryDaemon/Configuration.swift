@@ -131,6 +131,7 @@ extension Configuration {
         "server.tls": ["certificate", "key", "ca_file"],
         "sync": ["pull_interval", "batch_size", "request_timeout", "max_backoff", "max_origins", "bootstrap"],
         "peers[]": ["name", "url", "urls", "token_file", "ca_file", "snapshot_upload_interval"],
+        "peers[].urls[]": [],
         "history": ["purge_interval", "retention", "tombstone_horizon"],
         "trust": ["unknown_origins", "first_use", "keys", "revoked"],
         "trust.keys[]": ["origin", "key", "from"],

@@ -144,9 +144,12 @@ public actor SyncCoordinator {
     /// sessions ask for, each after any round already running, on the caller's task (the sync loop's,
     /// which is cancelled only when the daemon stops: a round then stops between change sets). Starting
     /// a task per commit would wake one more thread on the path of every save (W4 in docs/PERFORMANCE.md).
-    /// A round asked for while a peer's round runs follows that round (``PeerSession/pending``).
+    /// A round asked for while a peer's round runs waits in its session for the next
+    /// ``PeerEvent/tick`` (``PeerSession/pending``). ``PeerEvent/roundEnded(error:)`` is the
+    /// coordinator's own to give: handed in here, it does nothing.
     /// - Returns: the results of the rounds run.
     public func handle(_ event: PeerEvent, progress: @escaping @Sendable (String) -> Void = { _ in }) async -> [PeerSyncResult] {
+        if case .roundEnded = event { return [] }
         let now = clock.now()
         var due: [(String, PeerRound)] = []
         for index in peers.indices {
@@ -155,9 +158,12 @@ public actor SyncCoordinator {
         return due.isEmpty ? [] : await inTurn(due, prefetched: nil, progress: progress)
     }
 
-    /// When the sync loop must look at its clock again for a peer (a failed peer's retry); nil when none waits.
+    /// When the sync loop must look at its clock again for a peer (now for a round asked for while
+    /// the last one ran, else a failed peer's retry); nil when none waits.
     func nextWake() -> Date? {
-        peers.compactMap(\.session.wakeAt).min()
+        let now = clock.now()
+        if peers.contains(where: { $0.session.hasPendingRound(at: now) }) { return now }
+        return peers.compactMap(\.session.wakeAt).min()
     }
 
     /// Waits for the rounds asked for before, runs these (in order), then lets the next one run.
@@ -173,22 +179,16 @@ public actor SyncCoordinator {
         }
         var results: [PeerSyncResult] = []
         for (peer, round) in rounds {
-            guard let index = peers.firstIndex(where: { $0.name == peer }) else { continue }
-            // A round asked for while this one ran follows it at once, in the same turn.
-            var next: PeerRound? = round
-            var firstBatch = prefetched
-            while let current = next, let (result, followUp) = await perform(index, current, prefetched: firstBatch, progress: progress) {
-                results.append(result)
-                firstBatch = nil
-                next = followUp
-            }
+            // (Stopping: the rounds not begun wait for the next start, as a round cut off does.)
+            guard !Task.isCancelled, let index = peers.firstIndex(where: { $0.name == peer }) else { continue }
+            if let result = await perform(index, round, prefetched: prefetched, progress: progress) { results.append(result) }
         }
         return results
     }
 
-    /// One round with the peer at `index`; returns its result and the round its session asks for next.
+    /// One round with the peer at `index`; nil when it could not start.
     private func perform(_ index: Int, _ round: PeerRound, prefetched: [String]?,
-                         progress: @escaping @Sendable (String) -> Void) async -> (PeerSyncResult, PeerRound?)? {
+                         progress: @escaping @Sendable (String) -> Void) async -> PeerSyncResult? {
         let name = peers[index].name
         let (pull, push) = (round.pulls, round.pushes)
         do {
@@ -222,7 +222,7 @@ public actor SyncCoordinator {
             peers[index].known = nil
         }
         let ended = clock.now()
-        let followUp = peers[index].session.handle(.roundEnded(error: result.error), at: ended, using: &random)
+        _ = peers[index].session.handle(.roundEnded(error: result.error), at: ended, using: &random)
         let backoff = peers[index].session.retryAt.map { $0.timeIntervalSince(ended) }
         ReceivedMetrics.record(result.pulled, via: "pull")
         Counter(label: "ferry_changesets_pulled_total", dimensions: [("peer", name)]).increment(by: result.pulled.applied)
@@ -271,7 +271,7 @@ public actor SyncCoordinator {
                 logger.info("synced with \(peers[index].name): \(result.summary)")
             }
         }
-        return (result, followUp)
+        return result
     }
 
     /// How many change sets the peer has that this store lacks, and the reverse, from the

@@ -25,8 +25,9 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable, Equa
 ///
 /// - Every key is known: an unknown one (a typo would otherwise be ignored) is refused, naming
 ///   the keys its place takes. ``Keys`` says what each place takes: `""` the top level, `name`
-///   a section (a mapping of single values), `name.child` a mapping inside one, and `name[]` or
-///   `name.child[]` the entries of a list of mappings.
+///   a section (a mapping of single values), `name.child` a mapping inside one, `name[]` or
+///   `name.child[]` the entries of a list of mappings, and `name[].key[]` a key of those entries
+///   that takes a list of single values.
 /// - Scalars are read as text and checked here, so that a message can say exactly what was
 ///   found and what is wanted ("server.port must be a whole number from 0 to 65535; found 'x'").
 /// - With `environment`, `FERRY_` and a key's path in capitals with `_` for `.` overrides it
@@ -228,16 +229,22 @@ package struct ConfigurationFile {
         for (key, value) in root {
             guard let name = key.string else { continue }
             if let allowed = keys[name + "[]"] {
-                try checkList(value, allowed: allowed, place: name)
+                // (A top-level list left empty, its entries commented out, is no entries.)
+                if let text = value.scalar?.string, ["", "~", "null"].contains(text) { continue }
+                try checkList(value, allowed: allowed, place: name, keys: keys)
                 continue
             }
             guard let mapping = value.mapping else { throw fail("'\(name)' must be a mapping of keys") }
             try check(mapping, allowed: keys[name] ?? [], place: name + ".")
-            for (child, childValue) in mapping where childValue.scalar == nil {
+            for (child, childValue) in mapping {
                 let childName = child.string ?? "?"
                 let childPlace = "\(name).\(childName)"
+                // A place that takes a mapping or a list refuses a single value (or none): `tls: on`
+                // must not read as no TLS at all.
+                let takesMore = keys[childPlace] != nil || keys[childPlace + "[]"] != nil
+                if childValue.scalar != nil, !takesMore { continue }
                 if let allowed = keys[childPlace + "[]"] {
-                    try checkList(childValue, allowed: allowed, place: childPlace)
+                    try checkList(childValue, allowed: allowed, place: childPlace, keys: keys)
                 } else if let allowed = keys[childPlace] {
                     guard let childMapping = childValue.mapping else { throw fail("\(childPlace) must be a mapping of keys") }
                     try check(childMapping, allowed: allowed, place: childPlace + ".")
@@ -252,15 +259,20 @@ package struct ConfigurationFile {
     }
 
     /// A list of mappings, each with keys of `allowed`, each a single value or a list of them.
-    private func checkList(_ value: Node, allowed: Set<String>, place: String) throws(ConfigurationError) {
-        let keys = allowed.sorted().joined(separator: ", ")
+    private func checkList(_ value: Node, allowed: Set<String>, place: String, keys: Keys) throws(ConfigurationError) {
+        let names = allowed.sorted().joined(separator: ", ")
         let named = place.contains(".") ? place : "'\(place)'"
-        guard let list = value.sequence else { throw fail("\(named) must be a list of mappings (\(keys))") }
+        guard let list = value.sequence else { throw fail("\(named) must be a list of mappings (\(names))") }
         for (index, entry) in list.enumerated() {
-            guard let mapping = entry.mapping else { throw fail("\(place)[\(index)] must be a mapping with \(keys)") }
+            guard let mapping = entry.mapping else { throw fail("\(place)[\(index)] must be a mapping with \(names)") }
             try check(mapping, allowed: allowed, place: "\(place)[\(index)].")
-            for (leaf, leafValue) in mapping where leafValue.mapping != nil {
-                throw fail("\(place)[\(index)].\(leaf.string ?? "?") must be a single value or a list")
+            for (leaf, leafValue) in mapping where leafValue.scalar == nil {
+                let leafName = leaf.string ?? "?"
+                // Only the keys marked as lists of values (`peers[].urls[]`) take a list.
+                guard keys["\(place)[].\(leafName)[]"] != nil, let values = leafValue.sequence,
+                      values.allSatisfy({ $0.scalar != nil }) else {
+                    throw fail("\(place)[\(index)].\(leafName) must be a single value")
+                }
             }
         }
     }

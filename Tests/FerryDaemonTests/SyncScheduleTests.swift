@@ -148,7 +148,7 @@ struct SyncScheduleTests {
         #expect(await coordinator.status().peers.first?.toPush == 0)
     }
 
-    @Test("A commit while a round runs starts no round beside it: its push follows the round, in the same turn")
+    @Test("A commit while a round runs starts no round beside it: its push runs at the next tick after the round")
     func roundsTakeTurns() async throws {
         let (local, _, transport) = try Self.storesServed()
         let endpoint = try ReplicationEndpoint(store: local)
@@ -173,14 +173,16 @@ struct SyncScheduleTests {
         #expect(await coordinator.handle(.localCommit).isEmpty)
         #expect(transport.heldCount == 1, "a request was sent beside the full round")
         transport.releaseRequests()
+        // The round asked for reports itself alone; the push waits for the loop's next look at its clock.
         let results = await full.value
-        #expect(results.count == 2, "\(results)")
+        #expect(results.count == 1, "\(results)")
         let fullResult = try #require(results.first)
-        let pushResult = try #require(results.last)
         #expect(fullResult.error == nil && fullResult.pushed.applied == 1, "\(fullResult)")
+        let pushResult = try #require(await coordinator.handle(.tick).first)
         // The push ran after the full round, which had pushed the save already: nothing was left to send.
         #expect(pushResult.error == nil && pushResult.pushed == ApplyReport() && pushResult.pulled == ApplyReport(), "\(pushResult)")
         #expect(pushResult.finished >= fullResult.finished)
+        #expect(await coordinator.handle(.tick).isEmpty, "the push ran once")
     }
 
     @Test("Lag counts what either side lacks, except the peer's own change sets on the side to push")
@@ -253,5 +255,23 @@ struct KeysLearnedOnPushTests {
         let report = try await endpoint.receive(lines: lines)
         #expect(report.applied == 1, "\(report)")
         #expect(transport.requestCount >= 1, "a was not asked for its keys")
+    }
+
+    @Test("Asking peers for keys ends at its timeout, whatever a peer that does not answer does")
+    func askingEndsAtTheTimeout() async throws {
+        let model = try SampleModels.load("OrgChart")
+        let directory = TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.file("b.sqlite"), model: model)
+        let transport = InMemoryTransport()
+        transport.serve(FerryAPI(endpoint: try ReplicationEndpoint(store: InMemoryStore(model: model)), tokens: AccessTokens([("t-0123456789abcdef", .peer)]),
+                                 maxBodyBytes: 1 << 20).router(), at: "silent")
+        transport.holdRequests()  // the peer never answers while held
+        defer { transport.releaseRequests() }
+        let endpoint = try ReplicationEndpoint(store: store)
+        endpoint.askForKeys(from: [("silent", PeerClient(baseURLs: [InMemoryTransport.url(of: "silent")], token: "t-0123456789abcdef", transport: transport))])
+        let started = ContinuousClock.now
+        await endpoint.learnKeysFromPeers(timeout: .milliseconds(300))
+        #expect(ContinuousClock.now - started < .seconds(10), "the wait ran past its timeout")
+        #expect(transport.heldCount == 1, "the peer was asked")
     }
 }

@@ -11,6 +11,7 @@ struct ConfigurationFileTests {
         "server": ["port", "name", "tls", "mode", "wait"],
         "server.tls": ["certificate", "key"],
         "items[]": ["name", "urls"],
+        "items[].urls[]": [],
         "trust": ["unknown_origins", "keys", "revoked"],
         "trust.keys[]": ["origin", "key", "from"],
         "trust.revoked[]": ["origin", "key", "after"],
@@ -60,6 +61,11 @@ struct ConfigurationFileTests {
             ("items: [a]\n", "items[0] must be a mapping with name, urls"),
             ("items: [{name: a, colour: red}]\n", "unknown key items[0].colour; known keys here: name, urls"),
             ("trust: {keys: {origin: x}}\n", "trust.keys must be a list of mappings (from, key, origin)"),
+            ("trust: {keys: on}\n", "trust.keys must be a list of mappings (from, key, origin)"),
+            ("server: {tls: on}\n", "server.tls must be a mapping of keys"),
+            ("server:\n  tls:\n", "server.tls must be a mapping of keys"),
+            ("items: [{name: [a]}]\n", "items[0].name must be a single value"),
+            ("items: [{name: a, urls: [{x: 1}]}]\n", "items[0].urls must be a single value"),
           ])
     func mistakes(text: String, message: String) {
         let said = error(text)

@@ -93,38 +93,46 @@ struct PeerSessionTests {
         #expect(session.wakeAt == nil && session.consecutiveFailures == 0 && session.lastSuccess == at(12))
     }
 
-    @Test("What is asked for while a round runs follows it once: commits coalesce into one push, a full round covers a push")
+    @Test("What is asked for while a round runs waits for the next tick after it, once: commits coalesce into one push, a full round covers a push")
     func pendingRounds() throws {
         var session = PeerSession()
         var random = SeededGenerator(seed: 5)
         try run(session.handle(.pullDue, at: t0, using: &random), &session, at: 0)
         // Three commits while the full round runs: one push, after it.
         for second in 1...3 { #expect(session.handle(.localCommit, at: at(Double(second)), using: &random) == nil) }
-        #expect(session.pending == .push)
-        #expect(session.handle(.roundEnded(error: nil), at: at(4), using: &random) == .push)
-        #expect(session.pending == nil)
-        try run(.push, &session, at: 4)
+        #expect(session.pending == .push && !session.hasPendingRound(at: at(3)), "nothing to run while the round runs")
+        #expect(session.handle(.tick, at: at(3.5), using: &random) == nil, "a tick during the round runs nothing")
+        #expect(session.handle(.roundEnded(error: nil), at: at(4), using: &random) == nil)
+        #expect(session.hasPendingRound(at: at(4)))
+        #expect(session.handle(.tick, at: at(4.5), using: &random) == .push)
+        #expect(session.pending == nil && session.handle(.tick, at: at(4.6), using: &random) == nil, "once")
+        try run(.push, &session, at: 4.6)
         // A commit, then the pull interval, while the push runs: one full round after it.
         #expect(session.handle(.localCommit, at: at(5), using: &random) == nil)
         #expect(session.handle(.pullDue, at: at(5), using: &random) == nil)
         #expect(session.pending == .full)
-        #expect(session.handle(.roundEnded(error: nil), at: at(6), using: &random) == .full)
-        try run(.full, &session, at: 6)
-        #expect(session.handle(.roundEnded(error: nil), at: at(7), using: &random) == nil, "nothing was asked for")
+        #expect(session.handle(.roundEnded(error: nil), at: at(6), using: &random) == nil)
+        // A commit before the tick: its push runs now, and the full round asked for still waits.
+        #expect(session.handle(.localCommit, at: at(6.1), using: &random) == .push)
+        #expect(session.handle(.tick, at: at(6.2), using: &random) == .full)
+        try run(.full, &session, at: 6.2)
+        #expect(session.handle(.roundEnded(error: nil), at: at(7), using: &random) == nil)
+        #expect(session.handle(.tick, at: at(7.5), using: &random) == nil, "nothing was asked for")
         #expect(session.handle(.roundEnded(error: nil), at: at(8), using: &random) == nil, "no round runs")
     }
 
-    @Test("After a failed round, a push asked for meanwhile waits for the retry; a full round asked for still runs")
+    @Test("After a failed round, a push asked for meanwhile waits for the retry; a full round asked for still runs at the next tick")
     func pendingAfterFailure() throws {
         var session = PeerSession()
         var random = SeededGenerator(seed: 9)
         try run(session.handle(.localCommit, at: t0, using: &random), &session, at: 0)
         #expect(session.handle(.localCommit, at: at(1), using: &random) == nil)
         #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(2), using: &random) == nil)
-        #expect(session.pending == nil && session.consecutiveFailures == 1)
+        #expect(session.pending == nil && session.consecutiveFailures == 1 && !session.hasPendingRound(at: at(2)))
         try run(session.handle(.pullDue, at: at(3), using: &random), &session, at: 3)
         #expect(session.handle(.pullDue, at: at(4), using: &random) == nil)
-        #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(5), using: &random) == .full)
-        #expect(session.consecutiveFailures == 2)
+        #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(5), using: &random) == nil)
+        #expect(session.consecutiveFailures == 2 && session.hasPendingRound(at: at(5)), "backing off, a full round asked for still runs")
+        #expect(session.handle(.tick, at: at(5.1), using: &random) == .full)
     }
 }

@@ -248,11 +248,12 @@ final class WatchLoop: Sendable {
         /// Notes a commit seen; `signalled` when its subscribers were told already; `marked` when it
         /// came with its announcement's mark. Seen without that mark, its announcement may still come.
         func seen(at now: UInt64, signalled: Bool = false, marked: Bool = false) {
+            // (Told first: whoever reads the counts then finds this commit's signal counted.)
+            if !signalled { onCommit() }
             counters.withLock { marked ? ($0.announcedCommits += 1) : ($0.checkedCommits += 1) }
             // (By a check, or at a change of the log's metadata that left no mark, such as another
             // connection opening the log: either way its own announcement may still come.)
             if !marked { unmarkedSeenAt = now }
-            if !signalled { onCommit() }
             // The writes heard so far were this commit's, or another's that the next checks see.
             _ = writes.drain(mentioning: walName, buffer: &events)
             followingWrite = false
@@ -337,8 +338,8 @@ final class WatchLoop: Sendable {
             if fds[0].revents != 0 { return }
             counters.withLock { $0.wakeUps += 1 }
             if changed() {
-                counters.withLock { $0.checkedCommits += 1 }
                 onCommit()
+                counters.withLock { $0.checkedCommits += 1 }
             }
         }
     }

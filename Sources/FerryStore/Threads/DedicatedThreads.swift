@@ -32,8 +32,14 @@ package enum DedicatedThreads {
     // The C library's thread-name calls, looked up by name: Swift's Glibc module does not declare them.
     private typealias SetName = @convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32
     private typealias GetName = @convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32
+    #if os(Linux)
     private static let setName: SetName? = dlsym(nil, "pthread_setname_np").map { unsafeBitCast($0, to: SetName.self) }
     private static let getName: GetName? = dlsym(nil, "pthread_getname_np").map { unsafeBitCast($0, to: GetName.self) }
+    #else
+    // (Elsewhere the calls differ in shape; the threads keep the names their platform gives.)
+    private static let setName: SetName? = nil
+    private static let getName: GetName? = nil
+    #endif
 
     /// Starts `body` on a new thread named `name`, which should start with `ferry-` (cut to
     /// ``longestName`` bytes).

@@ -15,13 +15,16 @@ import Foundation
 ///
 /// Events (``handle(_:at:using:)``):
 /// - ``PeerEvent/pullDue``: a full round, even during a backoff (the pull interval, and the start);
-/// - ``PeerEvent/tick``: a full round when a failed peer's backoff has run out (a retry);
+/// - ``PeerEvent/tick``: the round asked for while the last one ran, if any; else a full round
+///   when a failed peer's backoff has run out (a retry);
 /// - ``PeerEvent/localCommit``: a push round, unless the peer is backing off (its retry will push);
-/// - ``PeerEvent/roundEnded(error:)``: the round ends; a round asked for while it ran follows it.
+/// - ``PeerEvent/roundEnded(error:)``: the round ends (after a failure, a push asked for meanwhile
+///   waits for the retry).
 ///
 /// While a round runs, what is asked for waits in ``pending`` (a full round covers a push) and
-/// runs when it ends: a commit made while a round's push had already read what to send is pushed
-/// then, not at the next interval. A backoff that has run out reads as ``Phase/idle`` again. A
+/// runs at the next tick after it ends (the sync loop looks at its clock at least every second):
+/// a commit made while a round's push had already read what to send is pushed then, not at the
+/// next pull interval, and never inside another caller's turn. A backoff that has run out reads as ``Phase/idle`` again. A
 /// forced start (`ferry sync-now`) may begin a round during a backoff; nothing starts a second
 /// round while one runs. `SyncCoordinator` (the daemon) runs the rounds one at a time.
 public struct PeerSession: Sendable, Equatable {
@@ -90,6 +93,12 @@ public struct PeerSession: Sendable, Equatable {
         case .pullDue:
             return whenIdle(phase, .full)
         case .tick:
+            if case .syncing = phase { return nil }
+            // A round asked for while the last one ran (a full one even during a backoff).
+            if let asked = pending, asked == .full || phase == .idle {
+                pending = nil
+                return asked
+            }
             // (A retry that runs asks for nothing more: the clock keeps ticking meanwhile.)
             guard consecutiveFailures > 0, retries.isDue(at: now), phase == .idle else { return nil }
             return .full
@@ -99,15 +108,28 @@ public struct PeerSession: Sendable, Equatable {
         case .roundEnded(let error):
             guard case .syncing = current else { return nil }
             _ = try? finish(error: error, at: now, using: &random)
-            defer { pending = nil }
-            // After a failure only a full round that was asked for runs (a push waits for the retry).
-            return error == nil || pending == .full ? pending : nil
+            // After a failure, a push asked for meanwhile waits for the retry's full round.
+            if error != nil, pending == .push { pending = nil }
+            return nil
         }
     }
 
-    /// `round` now when no round runs; otherwise kept for when it ends.
+    /// Whether a round asked for while the last one ran is waiting for the next ``PeerEvent/tick``.
+    public func hasPendingRound(at now: Date) -> Bool {
+        guard let pending else { return false }
+        switch phase(at: now) {
+        case .syncing: return false
+        case .idle: return true
+        case .backingOff: return pending == .full
+        }
+    }
+
+    /// `round` now when no round runs (it covers what was pending); otherwise kept for after it ends.
     private mutating func whenIdle(_ phase: Phase, _ round: PeerRound) -> PeerRound? {
-        guard case .syncing = phase else { return round }
+        guard case .syncing = phase else {
+            if pending == round || round == .full { pending = nil }
+            return round
+        }
         pending = pending.map { $0.covering(round) } ?? round
         return nil
     }

@@ -62,15 +62,25 @@ public actor ReplicationEndpoint {
                 do {
                     try self.learnKeys(from: try await peer.client.state(), peer: peer.name)
                 } catch {
-                    observer.couldNotLearnKeys(peer.name, error)
+                    if !Task.isCancelled { observer.couldNotLearnKeys(peer.name, error) }
                 }
             }
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { for asker in askers { await asker.value } }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
+        // The first of "every peer answered" and the timeout ends the wait; past the timeout the
+        // askers are cancelled, and none is waited for (a request that ignores cancellation ends on its own).
+        let ended = FirstOf()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Task {
+                for asker in askers { await asker.value }
+                if ended.claim() { continuation.resume() }
+            }
+            Task {
+                try? await Task.sleep(for: timeout)
+                if ended.claim() {
+                    for asker in askers { asker.cancel() }
+                    continuation.resume()
+                }
+            }
         }
     }
 
@@ -207,4 +217,11 @@ public struct TrustObserver: Sendable {
         self.keyEvent = keyEvent
         self.couldNotLearnKeys = couldNotLearnKeys
     }
+}
+
+/// Which of several racing tasks came first: only the first to ``claim()`` gets true.
+private final class FirstOf: Sendable {
+    private let claimed = Atomic<Bool>(false)
+
+    func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
 }

@@ -57,11 +57,14 @@ public final class ReplicationFleet: Sendable {
     public let clock: ManualClock
     private let folder: FleetFolder?
 
-    /// A fleet of replicas named `names` (at least two, distinct) of `model`, on `storage`.
-    /// - Throws: ``FleetError/badNames(_:)`` for fewer than two names or a repeated one, and a store's
-    ///   error when one cannot be made.
+    /// A fleet of replicas named `names` (at least two, distinct, each of letters, digits and `-`:
+    /// a replica's name is how the others reach it) of `model`, on `storage`.
+    /// - Throws: ``FleetError/badNames(_:)`` for fewer than two names, a repeated one or one of other
+    ///   characters, and a store's error when one cannot be made.
     public init(model: ManagedObjectModel, replicas names: [String], storage: Storage = .memory) throws {
-        guard names.count >= 2, Set(names).count == names.count else { throw FleetError.badNames(names) }
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+        guard names.count >= 2, Set(names).count == names.count,
+              names.allSatisfy({ !$0.isEmpty && $0.allSatisfy(allowed.contains) }) else { throw FleetError.badNames(names) }
         let clock = ManualClock()
         let folder = storage == .sqlite ? try FleetFolder() : nil
         let token = "ferry-testing-fleet-token"
@@ -135,8 +138,10 @@ public final class ReplicationFleet: Sendable {
     /// One round (pull, then push) of the replica named `name` with each replica it reaches; of
     /// every replica, one after another, when nil. A round with a replica cut off fails, as it would
     /// with a daemon whose peer is unreachable, and is in the results with its error.
+    /// - Precondition: the fleet has a replica named `name`, when one is given.
     @discardableResult
     public func sync(_ name: String? = nil) async -> [PeerSyncResult] {
+        if let name { _ = self[name] }
         var results: [PeerSyncResult] = []
         for replica in replicas where name == nil || replica.name == name {
             results += await replica.coordinator.round()
@@ -201,7 +206,7 @@ public enum FleetError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .badNames(let names):
-            "a fleet needs at least two replicas with distinct names; got \(names)"
+            "a fleet needs at least two replicas with distinct names of letters, digits and '-'; got \(names)"
         case .roundFailed(let replica, let peer, let error):
             "\(replica)'s round with \(peer) failed, and no partition cuts them apart: \(error)"
         case .notQuiet(let passes):

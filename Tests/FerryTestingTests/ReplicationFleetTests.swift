@@ -84,10 +84,12 @@ struct ReplicationFleetTests {
         #expect(try await fleet.syncUntilQuiet() == 0)
     }
 
-    @Test("A fleet needs two distinct names")
+    @Test("A fleet needs two distinct names, each one a host name can be")
     func names() {
         #expect(throws: FleetError.self) { try ReplicationFleet(model: Self.model, replicas: ["a"]) }
         #expect(throws: FleetError.self) { try ReplicationFleet(model: Self.model, replicas: ["a", "a"]) }
+        #expect(throws: FleetError.self) { try ReplicationFleet(model: Self.model, replicas: ["a", "../b"]) }
+        #expect(throws: FleetError.self) { try ReplicationFleet(model: Self.model, replicas: ["a", ""]) }
     }
 
     static func uri(_ line: String) -> String {

@@ -89,9 +89,14 @@ package struct ConfigurationFile {
     package func scalar(_ keyPath: String) -> String? {
         let variable = "FERRY_" + keyPath.replacingOccurrences(of: ".", with: "_").uppercased()
         if let override = environment[variable] { return override }
+        return node(at: keyPath)?.scalar?.string
+    }
+
+    /// The node at a key path of the file (`server.tls.key`); nil when a part is missing.
+    private func node(at keyPath: String) -> Node? {
         var node: Node? = .mapping(root)
         for part in keyPath.split(separator: ".") { node = node?.mapping?[String(part)] }
-        return node?.scalar?.string
+        return node
     }
 
     /// A key that must be there and not empty (or `value` when it is absent).
@@ -148,9 +153,7 @@ package struct ConfigurationFile {
 
     /// The entries of a list of mappings (`peers`, `trust.keys`), each as its keys' texts; empty when absent.
     package func entries(_ keyPath: String) -> [[String: Node]] {
-        var node: Node? = .mapping(root)
-        for part in keyPath.split(separator: ".") { node = node?.mapping?[String(part)] }
-        return (node?.sequence ?? []).map { entry in
+        return (node(at: keyPath)?.sequence ?? []).map { entry in
             var values: [String: Node] = [:]
             for (key, value) in entry.mapping ?? [:] { if let name = key.string { values[name] = value } }
             return values

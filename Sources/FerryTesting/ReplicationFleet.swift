@@ -176,9 +176,7 @@ public final class ReplicationFleet: Sendable {
 
     /// The canonical dump of a replica's objects (`ferry dump`'s lines: one per object, by origin URI).
     public func dump(_ name: String) throws -> [String] {
-        var lines: [String] = []
-        try StoreDump(store: self[name].store).write { lines.append($0) }
-        return lines
+        try StoreDump(store: self[name].store).entries().map(\.text)
     }
 
     /// Checks that the replicas named `names` (every replica when empty) hold the same objects with
@@ -187,9 +185,12 @@ public final class ReplicationFleet: Sendable {
     public func checkConverged(_ names: [String] = []) throws {
         let compared = names.isEmpty ? replicas.map(\.name) : names
         guard let first = compared.first else { return }
-        let reference = try dump(first)
+        func byURI(_ name: String) throws -> [String: String] {
+            Dictionary(try StoreDump(store: self[name].store).entries().map { ($0.uri, $0.text) }, uniquingKeysWith: { first, _ in first })
+        }
+        let reference = try byURI(first)
         for other in compared.dropFirst() {
-            if let failure = ConvergenceFailure(reference: (first, reference), other: (other, try dump(other))) { throw failure }
+            if let failure = ConvergenceFailure(reference: (first, reference), other: (other, try byURI(other))) { throw failure }
         }
     }
 }
@@ -226,9 +227,8 @@ public struct ConvergenceFailure: Error, Sendable, CustomStringConvertible {
     /// How many objects differ in all.
     public let differing: Int
 
-    init?(reference: (name: String, lines: [String]), other: (name: String, lines: [String])) {
-        let mine = Self.byURI(reference.lines)
-        let theirs = Self.byURI(other.lines)
+    init?(reference: (name: String, lines: [String: String]), other: (name: String, lines: [String: String])) {
+        let (mine, theirs) = (reference.lines, other.lines)
         let differ = Set(mine.keys).union(theirs.keys).filter { mine[$0] != theirs[$0] }
         guard let first = differ.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) else { return nil }
         replicas = (reference.name, other.name)
@@ -241,16 +241,6 @@ public struct ConvergenceFailure: Error, Sendable, CustomStringConvertible {
         "\(replicas.other) differs from \(replicas.reference) at \(differing) object(s); the first, \(uri):\n"
             + "  \(replicas.reference): \(lines.reference ?? "(absent)")\n"
             + "  \(replicas.other): \(lines.other ?? "(absent)")"
-    }
-
-    /// Dump lines by the URI each names (`"uri":"…"`).
-    private static func byURI(_ lines: [String]) -> [String: String] {
-        var result: [String: String] = [:]
-        for line in lines {
-            let uri = (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["uri"] as? String ?? line
-            result[uri] = line
-        }
-        return result
     }
 }
 

@@ -269,9 +269,12 @@ struct KeysLearnedOnPushTests {
         defer { transport.releaseRequests() }
         let endpoint = try ReplicationEndpoint(store: store)
         endpoint.askForKeys(from: [("silent", PeerClient(baseURLs: [InMemoryTransport.url(of: "silent")], token: "t-0123456789abcdef", transport: transport))])
+        // It returns while the peer's request is still held: it did not wait for the peer. (Bounded
+        // generously in real time: in a full run the shared pool runs the timeout's task late, and
+        // one run took 15.8 s for 0.3 s; the version before this waited for the peer, forever here.)
         let started = ContinuousClock.now
         await endpoint.learnKeysFromPeers(timeout: .milliseconds(300))
-        #expect(ContinuousClock.now - started < .seconds(10), "the wait ran past its timeout")
-        #expect(transport.heldCount == 1, "the peer was asked")
+        #expect(ContinuousClock.now - started < .seconds(120), "the wait ran past its timeout")
+        #expect(transport.heldCount == 1, "the peer was asked, and had not answered when the wait ended")
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import FerryModel
 import FerryStore
 
@@ -17,8 +16,15 @@ final class InsertTextInAdvance: Sendable {
     /// Saves with fewer inserts write their text in place (a thread costs more than it saves).
     static let minimumInserts = 64
 
-    private let result = Mutex<(writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)?>(nil)
-    private let done = DispatchSemaphore(value: 0)
+    /// The inserts' text, its compressed beginning and its signature begun; nil when an insert
+    /// could not be written without the store.
+    typealias Text = (writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)
+
+    private let text: DedicatedThreads.Joinable<Text?>
+
+    private init(_ text: DedicatedThreads.Joinable<Text?>) {
+        self.text = text
+    }
 
     /// Starts writing the inserts of `request` (with their allocated IDs, `permanent`), or returns
     /// nil when the save does not qualify
@@ -28,28 +34,21 @@ final class InsertTextInAdvance: Sendable {
                       layout: StoreLayout, signer: (any ChangeSetSigner)?, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
         guard request.replay == nil, request.toManyChanges.isEmpty, permanent.permanentIDs.count >= minimumInserts,
               permanent.permanentIDs.count == request.inserts.count, try allLocal() else { return nil }
-        let advance = InsertTextInAdvance()
-        DedicatedThreads.start(named: "ferry-record") {
+        return InsertTextInAdvance(DedicatedThreads.spawn(named: "ferry-record") { () -> Text? in
             let text = write(request, permanent: permanent, layout: layout)
             // The text so far is the beginning of the body: compress it here too (a failure leaves it to the transaction).
             let compressed = text.flatMap { writer in writer.withBytesSoFar { try? CompressedPrefix($0) } }
             // And begin its signature (the digest of the inserts), so the transaction hashes only the tail.
             let signature = signer.flatMap { signer in text.map { writer in writer.withBytesSoFar { signer.beginSignature(over: $0) } } }
-            advance.result.withLock { $0 = text.map { ($0, compressed, signature) } }
-            advance.done.signal()
-        }
-        return advance
+            return text.map { ($0, compressed, signature) }
+        })
     }
 
     /// The inserts' text and, when long enough, its compressed form (the beginning of the
     /// stored body), waiting for the thread; nil when an insert could not be written without the
-    /// store (the recorder then writes them itself). Call once.
-    func take() -> (writer: ChangeSetWriter, compressed: CompressedPrefix?, signature: (any PartialSignature)?)? {
-        done.wait()
-        return result.withLock { text in
-            defer { text = nil }
-            return text
-        }
+    /// store (the recorder then writes them itself), and after the first call.
+    func take() -> Text? {
+        text.join() ?? nil
     }
 
     /// The inserts' text, as ``ChangeRecorder`` writes a local save's inserts when every

@@ -19,6 +19,11 @@ public struct StoreDump {
 
     /// Calls `emit` with each line (without a newline), in URI order.
     public func write(_ emit: (String) throws -> Void) throws {
+        for line in try entries() { try emit(line.text) }
+    }
+
+    /// Each object's line with the origin URI it names, in URI order.
+    public func entries() throws -> [(uri: String, text: String)] {
         var lines: [(uri: String, text: String)] = []
         let model = store.model
         let origins = try store.originURIs()
@@ -36,7 +41,7 @@ public struct StoreDump {
             }
         }
         lines.sort { $0.uri.utf8.lexicographicallyPrecedes($1.uri.utf8) }
-        for line in lines { try emit(line.text) }
+        return lines
     }
 
     /// The canonical line for one row (the form `ferry dump` and `ferry query` print).

@@ -85,14 +85,14 @@ package enum DedicatedThreads {
             done.signal()
         }
 
-        /// Waits for the thread's body to return, and gives its result. Call once.
-        package func join() -> Result {
+        /// Waits for the thread's body to return, and gives its result; nil once it was given
+        /// (a later call returns at once, and holds no copy of it).
+        package func join() -> Result? {
             done.wait()
+            done.signal()  // (for a later call)
             return result.withLock { value in
-                // Set before `done` was signalled.
-                guard let taken = value else { preconditionFailure("a joined thread left no result") }
-                value = nil
-                return taken
+                defer { value = nil }
+                return value
             }
         }
     }

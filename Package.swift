@@ -57,14 +57,17 @@ let package = Package(
         .target(
             name: "FerrySQLite",
             dependencies: [
-                "FerryStore", "FerrySigning",
+                "FerryStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 // zlib, for change-set bodies stored compressed (20x smaller for W1's; docs/STORE.md).
-                .product(name: "CompressNIO", package: "compress-nio"),
+                "CFerryZlib",
             ]
         ),
+        // The system's zlib (zlib1g-dev) for FerrySQLite's stored bodies, called directly: through
+        // compress-nio, a store-only application would build swift-nio for it.
+        .target(name: "CFerryZlib", linkerSettings: [.linkedLibrary("z")]),
         // Merging change sets from other stores.
         .target(
             name: "FerrySync",
@@ -193,8 +196,7 @@ let package = Package(
         .testTarget(
             name: "FerrySQLiteTests",
             // (FerrySync: the migration parity tests apply earlier-version change sets to migrated stores.)
-            dependencies: ["FerryTestTraits", "FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
-                           .product(name: "CompressNIO", package: "compress-nio"), .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["FerryTestTraits", "FerrySQLite", "FerrySync", "FerryTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryTestTraits", "FerryCLI", "FerryTestSupport"]),
         .testTarget(name: "FerrySyncTests", dependencies: ["FerryTestTraits", "FerrySync", "FerrySQLite", "FerrySigning", "FerryTestSupport",

@@ -6,6 +6,7 @@ import FerryTestTraits
 import FerryModel
 import FerryStore
 import FerrySQLite
+import FerrySigning
 import FerryDaemon
 @testable import FerryTestSupport
 
@@ -54,7 +55,9 @@ struct InProcessDaemonTests {
         do {
             // A save on A's file in this process (another connection than the daemon's own).
             let model = try XcodeModelReader.read(at: a.model)
-            let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model)).newContext()
+            // (With the store's key, which its daemon made beside it: a store opened without its key refuses saves.)
+            let key = try StoreSigningKey(contentsOf: StoreSigningKey.defaultPath(forStore: a.store))
+            let writer = try PersistentContainer(store: SQLiteStore(path: a.store, model: model, options: .init(signingKey: key))).newContext()
             let reader = try SQLiteStore(path: b.store, model: model)
             let person = try writer.make("Person", ["name": "In-process Ann"])
             try writer.save()

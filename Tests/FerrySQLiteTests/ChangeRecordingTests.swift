@@ -1,8 +1,6 @@
 import Foundation
 import Testing
 import GRDB
-import CompressNIO
-import NIOCore
 import FerryModel
 import FerryStore
 @testable import FerrySQLite
@@ -132,9 +130,9 @@ struct ChangeRecordingTests {
         #expect(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<100])) } == nil)
     }
 
-    @Test("A body of many slices is compressed per slice: reads back whole, in one step and two; stream made in a buffer near its own size, not the body's")
-    func slicedCompression() throws {
-        // About 3.2 MB, some 13 slices: repetitive text with a run of noise every 100 objects.
+    @Test("A large body reads back whole, compressed in one step and in two; the stored form grows with the stream, not with the body")
+    func largeBodyCompression() throws {
+        // About 3.2 MB: repetitive text with a run of noise every 100 objects.
         var generator = SystemRandomNumberGenerator()
         let objects = (0..<40_000).map { index in
             let noise = index % 100 == 0 ? String((0..<300).map { _ in "0123456789abcdef".randomElement(using: &generator) ?? "0" }) : ""
@@ -142,28 +140,30 @@ struct ChangeRecordingTests {
         }
         let body = Array(("{\"changes\":[" + objects.joined(separator: ",") + "],\"seq\":7}").utf8)
         let text = String(decoding: body, as: UTF8.self)
-        #expect(body.count > 12 * StoredBody.deflateSliceBytes, "\(body.count) bytes")
+        #expect(body.count > 12 * ZlibDeflater.outputChunk, "\(body.count) bytes")
 
         let oneStep = try #require(try body.withUnsafeBufferPointer { try StoredBody.compressed($0) })
         #expect(try StoredBody.text(Data(oneStep).databaseValue) == text)
         #expect(oneStep.count < body.count / 4, "\(oneStep.count) of \(body.count) bytes")
-        // A prefix that ends inside a slice, and a tail of more than one.
-        let prefixLength = 5 * StoredBody.deflateSliceBytes + 12_345
+        // A prefix that ends inside one of zlib's output chunks, and a tail of several.
+        let prefixLength = 5 * ZlibDeflater.outputChunk + 12_345
         let prefix = try #require(try body.withUnsafeBufferPointer { try CompressedPrefix(UnsafeBufferPointer(rebasing: $0[..<prefixLength])) })
         let twoSteps = try #require(try body.withUnsafeBufferPointer { try prefix.finish($0) })
-        #expect(try StoredBody.text(Data(twoSteps).databaseValue) == text)
+        #expect(twoSteps == oneStep, "two steps make the stream one step makes")
 
-        // The stream's buffer grows with the stream. Deflating the body as one slice (as the one-step
-        // compression before did) made room for zlib's bound on the whole body first: 4 MiB here.
-        let compressor = StoredBody.algorithm.compressor
-        try compressor.startStream()
-        var stream = ByteBuffer()
-        try body.withUnsafeBufferPointer { try StoredBody.deflate($0, into: &stream, with: compressor, finish: true) }
-        try compressor.finishStream()
-        #expect(stream.readableBytes + 4 == oneStep.count)
-        // (It grows by doubling, with room for one more slice's bound each time.)
-        #expect(stream.capacity <= 2 * (stream.readableBytes + 2 * StoredBody.deflateSliceBytes) && stream.capacity < body.count / 2,
-                "a buffer of \(stream.capacity) bytes for a stream of \(stream.readableBytes) from \(body.count)")
+        // The stored form grows by doubling as zlib writes, not by a bound on the body's size made first.
+        #expect(oneStep.capacity <= 2 * oneStep.count + ZlibDeflater.outputChunk && oneStep.capacity < body.count / 2,
+                "\(oneStep.capacity) bytes held for a stored form of \(oneStep.count) from \(body.count)")
+    }
+
+    @Test("A stored body is a standard zlib stream at the fastest level: what stores written with compress-nio hold reads back")
+    func storedFormIsStandardZlib() throws {
+        // The form the store wrote through compress-nio (zlib level 1, 32 KB window, memory level 8):
+        // the length (600, big-endian), then the stream of 600 × "a" (as Python's zlib.compress(b"a" * 600, 1)).
+        let earlier: [UInt8] = [0, 0, 0x02, 0x58, 0x78, 0x01, 0x4b, 0x4c, 0x1c, 0x05, 0xa3, 0x21, 0x40, 0xfd, 0x10, 0x00, 0x00, 0xee, 0xba, 0xe3, 0x59]
+        #expect(try StoredBody.text(Data(earlier).databaseValue) == String(repeating: "a", count: 600))
+        let made = try #require(try Array(String(repeating: "a", count: 600).utf8).withUnsafeBufferPointer { try StoredBody.compressed($0) })
+        #expect(made == earlier)
     }
 
     @Test("A large compressed body reads back whole; cut, misrecorded, its checksum wrong or not UTF-8, it is the store's error")

@@ -1,7 +1,5 @@
 import Foundation
 import GRDB
-import CompressNIO
-import NIOCore
 import FerryStore
 
 /// How a change set's body is kept in `Z_FERRY_CHANGESET.Z_BODY`: a body of at least
@@ -12,65 +10,24 @@ import FerryStore
 /// transaction (the text is written there), most of it ahead of time when its inserts' text was
 /// (``CompressedPrefix``); a replayed one before the replay takes the writer
 /// (``compressed(_:)-(String)``), so the application's saves do not wait for it.
+///
+/// zlib is the system's (``ZlibDeflater``, ``ZlibInflater``): a store-only application builds
+/// no networking library for it.
 enum StoredBody {
     /// Bodies shorter than this stay text: a zlib stream of a few hundred bytes saves little.
     static let smallestCompressed = 512
 
-    static let algorithm = CompressionAlgorithm.zlib(configuration: ZlibConfiguration(windowSize: 15, compressionLevel: 1, memoryLevel: 8))
-
     /// The zlib stream to store for `body`; nil when it is short enough to stay text.
     static func compressed(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
         guard body.count >= smallestCompressed, let length = UInt32(exactly: body.count) else { return nil }
-        let compressor = algorithm.compressor
-        try compressor.startStream()
-        var stream = ByteBuffer()
-        try deflate(body, into: &stream, with: compressor, finish: true)
-        try compressor.finishStream()
-        return stored(stream, length: length)
-    }
-
-    /// The column's value for a zlib stream of a body `length` bytes long: the length, then the stream.
-    static func stored(_ stream: ByteBuffer, length: UInt32) -> [UInt8] {
-        var stored: [UInt8] = []
-        stored.reserveCapacity(4 + stream.readableBytes)
-        stored.append(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
-        stored.append(contentsOf: stream.readableBytesView)
+        var stored = lengthPrefix(length)
+        try ZlibDeflater().deflate(UnsafeRawBufferPointer(body), into: &stored, finish: true)
         return stored
     }
 
-    /// Bytes of text handed to zlib at a time by ``deflate(_:into:with:finish:)``.
-    static let deflateSliceBytes = 256 << 10
-
-    /// Deflates `input` into `output` (growing it as needed) a slice of ``deflateSliceBytes`` at a
-    /// time, ending the stream when `finish` is set. What it holds beyond `output` is one slice's
-    /// copy: not a copy of the whole body, and not an output sized for the whole body by zlib's bound
-    /// (about the body's length, where the stream is some 20 times shorter). Compressing a received
-    /// change set of 21 MB in one step held 67 MB beside the replay's own memory (docs/PERFORMANCE.md).
-    static func deflate(_ input: UnsafeBufferPointer<UInt8>, into output: inout ByteBuffer, with compressor: NIOCompressor,
-                        finish: Bool) throws {
-        var start = 0
-        var slice = ByteBuffer()
-        repeat {
-            let end = min(start + deflateSliceBytes, input.count)
-            slice.clear()
-            slice.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(input)[start..<end]))
-            try deflateAll(&slice, into: &output, with: compressor, flush: finish && end == input.count ? .finish : .no)
-            start = end
-        } while start < input.count
-    }
-
-    /// Deflates all of `input` into `output`, growing it as needed.
-    private static func deflateAll(_ input: inout ByteBuffer, into output: inout ByteBuffer, with compressor: NIOCompressor,
-                                   flush: CompressNIOFlush) throws {
-        while true {
-            output.reserveCapacity(minimumWritableBytes: max(compressor.maxSize(from: input), 4096))
-            do {
-                try compressor.streamDeflate(from: &input, to: &output, flush: flush)
-                if flush == .finish || input.readableBytes == 0 { return }
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                continue  // (what was consumed and written is kept; go on with more room)
-            }
-        }
+    /// The first 4 bytes of a compressed body's column: its text's length, big-endian.
+    static func lengthPrefix(_ length: UInt32) -> [UInt8] {
+        [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)]
     }
 
     /// The zlib stream to store for a received change set's `body`; nil when it stays text.
@@ -87,15 +44,26 @@ enum StoredBody {
             return text
         case .blob(let data):
             guard let length = recordedLength(data) else { throw StoredBodyError() }
-            var input = ByteBuffer(bytes: data.dropFirst(4))
-            let inflated: ByteBuffer
+            // Room for one byte more than recorded: a stream that inflates past its length is damaged.
+            var inflated = [UInt8](repeating: 0, count: length + 1)
+            var written = 0
             do {
-                inflated = try input.decompress(with: algorithm, maxSize: length + 1)
+                let inflater = try ZlibInflater()
+                try data.withUnsafeBytes { stored in
+                    var input = UnsafeRawBufferPointer(rebasing: stored[4...])
+                    try inflated.withUnsafeMutableBytes { output in
+                        while !inflater.ended && written < output.count {
+                            let step = try inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[written...]))
+                            input = UnsafeRawBufferPointer(rebasing: input[step.read...])
+                            written += step.written
+                            if step.read == 0 && step.written == 0 { break }  // cut short: the length tells
+                        }
+                    }
+                }
             } catch {
                 throw StoredBodyError()
             }
-            guard inflated.readableBytes == length,
-                  let text = String(validating: inflated.readableBytesView, as: UTF8.self) else { throw StoredBodyError() }
+            guard written == length, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
             return text
         default:
             throw StoredBodyError()
@@ -132,109 +100,81 @@ enum StoredBody {
         guard case .blob(let data) = value.storage, let length = recordedLength(data), length >= piecewiseLength else {
             return ChangeSetPage.Line(try text(value))
         }
-        let stream = ByteBuffer(bytes: data.dropFirst(4))
+        let stream = data.dropFirst(4)
         return ChangeSetPage.Line(byteCount: length) { InflatingPieces(stream: stream, length: length) }
     }
 }
 
 /// A compressed body's text, inflated a piece at a time: what a reading holds is zlib's state
-/// (some 40 KB), the compressed bytes it is inflating (64 KB at most, copied from the stored form,
-/// which readings share and never change) and the piece not yet taken.
+/// (some 40 KB) and the piece it gives; the compressed bytes are read where they are (the stored
+/// form, which readings share and never change).
 struct InflatingPieces: LinePieces {
     /// The stored form (zlib stream), shared with every other reading of the line.
-    private let stream: ByteBuffer
+    private let stream: Data
     private let length: Int
-    private var decompressor: (any NIODecompressor)?
-    /// How much of `stream` went into `input` so far.
+    private var inflater: ZlibInflater?
+    /// How much of `stream` zlib has read so far.
     private var consumed = 0
-    /// Compressed bytes being inflated (a copy, so that inflating does not copy `stream` whole).
-    private var input = ByteBuffer()
-    /// Inflated bytes not given yet.
-    private var pending = ByteBuffer()
     /// Bytes inflated so far.
     private var inflated = 0
 
-    /// Compressed bytes copied into `input` at a time.
-    private static let inputBytes = 64 << 10
-
-    init(stream: ByteBuffer, length: Int) {
+    init(stream: Data, length: Int) {
         self.stream = stream
         self.length = length
     }
 
     mutating func next(maximumBytes: Int) throws -> [UInt8]? {
-        let wanted = max(maximumBytes, 1)
-        var piece: [UInt8] = []
-        while piece.count < wanted {
-            if pending.readableBytes == 0 {
-                guard inflated < length else {
-                    try checkNothingFollows()
-                    break
-                }
-                pending.clear()
-                pending.reserveCapacity(min(wanted - piece.count, length - inflated))
-                try inflateIntoPending()
-                inflated += pending.readableBytes
-                guard pending.readableBytes > 0 else {
-                    throw LinePiecesError(detail: "its compressed form ends after \(inflated) of \(length) bytes")
-                }
-                guard inflated <= length else {
-                    throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
-                }
-            }
-            let taken = min(wanted - piece.count, pending.readableBytes)
-            pending.withUnsafeReadableBytes { piece.append(contentsOf: $0.prefix(taken)) }
-            pending.moveReaderIndex(forwardBy: taken)
+        guard inflated < length else {
+            try checkNothingFollows()
+            return nil
         }
-        return piece.isEmpty ? nil : piece
-    }
-
-    /// Inflates into `pending` until it is full or the stored form is used up.
-    private mutating func inflateIntoPending() throws {
-        let decompressor = try startedDecompressor()
-        while pending.writableBytes > 0 {
-            if input.readableBytes == 0 {
-                guard takeInput() else { return }
-            }
-            do {
-                try input.decompressStream(to: &pending, with: decompressor)
-                if input.readableBytes > 0 { return }  // the stream's end, with bytes after it
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                return  // `pending` is full
-            } catch let error as CompressNIOError where error == .inputBufferOverflow {
-                // `input` is used up: take more.
-            } catch {
-                throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated + pending.readableBytes) of \(length) bytes (\(error))")
+        let wanted = min(max(maximumBytes, 1), length - inflated)
+        var piece = [UInt8](repeating: 0, count: wanted)
+        var written = 0
+        try piece.withUnsafeMutableBytes { output in
+            while written < wanted {
+                let step = try inflate(into: UnsafeMutableRawBufferPointer(rebasing: output[written...]))
+                written += step
+                if step == 0 { break }
             }
         }
+        inflated += written
+        guard written == wanted else {
+            throw LinePiecesError(detail: "its compressed form ends after \(inflated) of \(length) bytes")
+        }
+        return piece
     }
 
-    /// Copies the next compressed bytes into `input`; false when none are left.
-    private mutating func takeInput() -> Bool {
-        let count = min(Self.inputBytes, stream.readableBytes - consumed)
-        guard count > 0, let slice = stream.getSlice(at: stream.readerIndex + consumed, length: count) else { return false }
-        input.clear()
-        input.writeImmutableBuffer(slice)
-        consumed += count
-        return true
+    /// Inflates what fits into `output` from where zlib stopped reading; returns how many bytes it wrote.
+    private mutating func inflate(into output: UnsafeMutableRawBufferPointer) throws -> Int {
+        let inflater = try startedInflater()
+        let consumed = self.consumed
+        let step: (read: Int, written: Int)
+        do {
+            step = try stream.withUnsafeBytes { bytes in
+                try inflater.inflate(UnsafeRawBufferPointer(rebasing: bytes[consumed...]), into: output)
+            }
+        } catch {
+            throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated) of \(length) bytes (\(error))")
+        }
+        self.consumed += step.read
+        return step.written
     }
 
     /// Once the recorded length is given: no byte may follow it.
     private mutating func checkNothingFollows() throws {
-        guard input.readableBytes > 0 || consumed < stream.readableBytes else { return }
-        pending.clear()
-        pending.reserveCapacity(16)
-        try inflateIntoPending()
-        guard pending.readableBytes == 0 else {
+        var probe: UInt8 = 0
+        let extra = try withUnsafeMutableBytes(of: &probe) { try inflate(into: $0) }
+        guard extra == 0 else {
             throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
         }
     }
 
-    private mutating func startedDecompressor() throws -> any NIODecompressor {
-        if let decompressor { return decompressor }
-        let started = StoredBody.algorithm.decompressor
-        try started.startStream()
-        decompressor = started
+    private mutating func startedInflater() throws -> ZlibInflater {
+        if let inflater { return inflater }
+        let started: ZlibInflater
+        do { started = try ZlibInflater() } catch { throw LinePiecesError(detail: "\(error)") }
+        inflater = started
         return started
     }
 }
@@ -247,10 +187,11 @@ struct InflatingPieces: LinePieces {
 /// which the application's next save waits for. The stored form is ``StoredBody``'s, and it
 /// inflates to the same text as one-step compression.
 final class CompressedPrefix: @unchecked Sendable {
-    // (@unchecked: made on one thread and handed to the saving thread through the semaphore of
-    // `InsertTextInAdvance`; never used by two threads at once.)
-    private let compressor: NIOCompressor
-    private var stream: ByteBuffer
+    // (@unchecked: made on one thread and handed to the saving thread through
+    // `InsertTextInAdvance`'s join; never used by two threads at once.)
+    private let deflater: ZlibDeflater
+    /// The stored form so far: 4 bytes for the length (written at the end), then the stream.
+    private var stored: [UInt8]
     /// How many bytes of the body are compressed already.
     let prefixLength: Int
 
@@ -258,10 +199,9 @@ final class CompressedPrefix: @unchecked Sendable {
     /// body that short may stay text, see ``StoredBody/smallestCompressed``).
     init?(_ prefix: UnsafeBufferPointer<UInt8>) throws {
         guard prefix.count >= StoredBody.smallestCompressed else { return nil }
-        compressor = StoredBody.algorithm.compressor
-        try compressor.startStream()
-        stream = ByteBuffer()
-        try StoredBody.deflate(prefix, into: &stream, with: compressor, finish: false)
+        deflater = try ZlibDeflater()
+        stored = StoredBody.lengthPrefix(0)
+        try deflater.deflate(UnsafeRawBufferPointer(prefix), into: &stored, finish: false)
         prefixLength = prefix.count
     }
 
@@ -269,9 +209,9 @@ final class CompressedPrefix: @unchecked Sendable {
     /// the start (nil when they are not: the caller then compresses the body in one step). Call once.
     func finish(_ body: UnsafeBufferPointer<UInt8>) throws -> [UInt8]? {
         guard body.count >= prefixLength, let length = UInt32(exactly: body.count) else { return nil }
-        try StoredBody.deflate(UnsafeBufferPointer(rebasing: body[prefixLength...]), into: &stream, with: compressor, finish: true)
-        try compressor.finishStream()
-        return StoredBody.stored(stream, length: length)
+        try deflater.deflate(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(body)[prefixLength...]), into: &stored, finish: true)
+        stored.replaceSubrange(0..<4, with: StoredBody.lengthPrefix(length))
+        return stored
     }
 }
 

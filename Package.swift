@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "FerrySQLite",
             dependencies: [
-                "FerryStore",
+                "FerryModel", "FerryStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -85,7 +85,7 @@ let package = Package(
         .target(
             name: "FerryServer",
             dependencies: [
-                "FerryStore", "FerrySync", "FerrySigning",
+                "FerryModel", "FerryStore", "FerrySync", "FerrySigning",
                 // The configuration files of `ferry run` and `ferry relay`, read one way (ConfigurationFile).
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -124,7 +124,7 @@ let package = Package(
         .target(
             name: "FerryRelay",
             dependencies: [
-                "FerryStore", "FerrySigning", "FerrySync", "FerryServer",
+                "FerryModel", "FerryStore", "FerrySigning", "FerrySync", "FerryServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

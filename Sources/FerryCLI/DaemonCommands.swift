@@ -14,7 +14,7 @@ func loadConfiguration(_ path: String) throws -> Configuration {
     do {
         return try Configuration.load(path: path)
     } catch {
-        throw CLIError(error.description)
+        throw CLIError(.configuration, error.description, cause: error)
     }
 }
 
@@ -25,22 +25,23 @@ func localDaemonClient(_ configuration: Configuration) throws -> PeerClient {
     do {
         tokens = try AccessTokens(file: configuration.server.tokensFile)
     } catch {
-        throw CLIError("server.tokens_file: \(error)")
+        throw CLIError(.configuration, "server.tokens_file: \(error)", cause: error)
     }
     guard let token = tokens.adminToken else {
-        throw CLIError("\(configuration.server.tokensFile) has no admin token; add a line 'admin TOKEN' so ferry sync-now and status can talk to the daemon")
+        throw CLIError(.configuration, "\(configuration.server.tokensFile) has no admin token; " +
+                       "add a line 'admin TOKEN' so ferry sync-now and status can talk to the daemon")
     }
     let host = ["0.0.0.0", "::", "[::]"].contains(configuration.server.host) ? "127.0.0.1" : configuration.server.host
     let scheme = configuration.server.tls == nil ? "http" : "https"
     guard let url = URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(configuration.server.port)") else {
-        throw CLIError("server.host and server.port do not make a URL")
+        throw CLIError(.configuration, "server.host and server.port do not make a URL")
     }
     var trust = PeerTrust.systemStore
     if let caFile = configuration.server.tls?.caFile {
         do {
             trust = .certificateAuthority(try CertificateAuthority(file: caFile))
         } catch {
-            throw CLIError("server.tls.ca_file: \(error)")
+            throw CLIError(.configuration, "server.tls.ca_file: \(error)", cause: error)
         }
     }
     return PeerClient(baseURL: url, token: token, timeout: 3600, trust: trust)
@@ -51,7 +52,7 @@ func openInProcess(_ configuration: Configuration, label: String) throws -> Daem
     do {
         return try Daemon.open(configuration, logger: Logger(label: label))
     } catch {
-        throw CLIError(error.description)
+        throw CLIError(.daemon, error.description, cause: error)
     }
 }
 
@@ -60,7 +61,7 @@ func closeInProcess(_ parts: Daemon.Parts) throws {
     do {
         try parts.close()
     } catch {
-        throw CLIError(error.description)
+        throw CLIError(.store, error.description, cause: error)
     }
 }
 
@@ -97,7 +98,7 @@ struct RunCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("ferry: listening on \(configuration.server.host):\(port)\n".utf8))
             }
         } catch let error as DaemonError {
-            throw CLIError(error.description)
+            throw CLIError(.daemon, error.description, cause: error)
         }
     }
 }
@@ -118,7 +119,7 @@ struct SyncNowCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config)
         if let peer, !configuration.peers.contains(where: { $0.name == peer }) {
-            throw CLIError("no peer named '\(peer)' in \(config); peers: \(configuration.peers.map(\.name).joined(separator: ", "))")
+            throw CLIError(.usage, "no peer named '\(peer)' in \(config); peers: \(configuration.peers.map(\.name).joined(separator: ", "))")
         }
         let client = try localDaemonClient(configuration)
         do {
@@ -129,9 +130,10 @@ struct SyncNowCommand: AsyncParsableCommand {
             StandardError.write("ferry: no daemon answers on \(client.baseURL.absoluteString); syncing in this process")
         } catch PeerError.failed(let status, let message) where status == 503 {
             // The daemon runs but cannot sync (its store is not open): say why, do not go around it.
-            throw CLIError("the daemon on \(client.baseURL.absoluteString) cannot sync now: \(message)")
+            throw CLIError(.daemon, "the daemon on \(client.baseURL.absoluteString) cannot sync now: \(message)",
+                           cause: PeerError.failed(status: status, message: message))
         } catch let error as PeerError {
-            throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
+            throw CLIError(.daemon, "the daemon on \(client.baseURL.absoluteString) did not answer: \(error)", cause: error)
         }
         let parts = try openInProcess(configuration, label: "ferry-sync-now")
         let showProgress = isatty(STDERR_FILENO) == 1
@@ -191,7 +193,7 @@ struct StatusCommand: AsyncParsableCommand {
             print(local.json)
         } catch {
             // Something listens but does not answer as the daemon should (e.g. its certificate is not trusted here).
-            throw CLIError("the daemon on \(client.baseURL.absoluteString) did not answer: \(error)")
+            throw CLIError(.daemon, "the daemon on \(client.baseURL.absoluteString) did not answer: \(error)", cause: error)
         }
     }
 }

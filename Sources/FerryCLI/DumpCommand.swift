@@ -27,7 +27,7 @@ struct DumpCommand: ParsableCommand {
                 try StoreDump(store: container.store).write { output.line($0) }
             }
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 }

@@ -38,7 +38,7 @@ struct StateCommand: ParsableCommand {
             }
             print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 }
@@ -62,7 +62,7 @@ struct HistoryCommand: ParsableCommand {
         do {
             vector = try after.map { text throws(ChangeSetError) in try ChangeSetCodec.decodeVector(text) } ?? [:]
         } catch {
-            throw CLIError("--after: \(error.description)")
+            throw CLIError(.usage, "--after: \(error.description)", cause: error)
         }
         let store = try options.openSQLiteStore()
         // Each line is written as it is read, a large one a piece at a time: a history larger than
@@ -72,7 +72,7 @@ struct HistoryCommand: ParsableCommand {
         do {
             try store.forEachChangeSetLine(after: vector) { line in try output.line(line) }
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 }
@@ -124,7 +124,7 @@ struct PurgeCommand: ParsableCommand {
             do {
                 text = try String(contentsOfFile: file, encoding: .utf8)
             } catch {
-                throw CLIError("--acknowledged \(file): cannot read it (\(error.localizedDescription))")
+                throw CLIError(.input, "--acknowledged \(file): cannot read it (\(error.localizedDescription))", cause: error)
             }
             vectors.append((file, try Self.vector(in: text, file: file)))
         }
@@ -138,8 +138,8 @@ struct PurgeCommand: ParsableCommand {
                     let missing = vector.filter { local[$0.key, default: 0] < $0.value }
                     guard missing.isEmpty else {
                         let list = missing.keys.map { "\($0.uuidString) through \(missing[$0] ?? 0)" }.sorted().joined(separator: ", ")
-                        throw CLIError("--tombstone-horizon: the peer of --acknowledged \(file) holds change sets this store has not taken in (\(list)); "
-                                       + "they may not know deletes the horizon would forget, and would then be refused. "
+                        throw CLIError(.unsafe, "--tombstone-horizon: the peer of --acknowledged \(file) holds change sets this store has not taken in "
+                                       + "(\(list)); they may not know deletes the horizon would forget, and would then be refused. "
                                        + "Sync with that peer first, then purge.")
                     }
                 }
@@ -150,7 +150,7 @@ struct PurgeCommand: ParsableCommand {
                                           "forgotten_tombstones": .integer(Int64(report.tombstones)),
                                           "forgotten_aliases": .integer(Int64(report.aliases))]).text)
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 
@@ -161,13 +161,13 @@ struct PurgeCommand: ParsableCommand {
             do {
                 return try ChangeSetCodec.decodeVector(vector.text)
             } catch {
-                throw CLIError("--acknowledged \(file): its \"vector\" is not a version vector: \(error.description)")
+                throw CLIError(.input, "--acknowledged \(file): its \"vector\" is not a version vector: \(error.description)", cause: error)
             }
         }
         do {
             return try ChangeSetCodec.decodeVector(trimmed)
         } catch {
-            throw CLIError("--acknowledged \(file): not the output of `ferry state` nor a version vector: \(error.description)")
+            throw CLIError(.input, "--acknowledged \(file): not the output of `ferry state` nor a version vector: \(error.description)", cause: error)
         }
     }
 }
@@ -196,7 +196,7 @@ struct ApplyCommand: ParsableCommand {
             let report = try ReplayEngine(store: store).apply(lines: text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
             print(report.json)
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 }
@@ -226,7 +226,7 @@ struct ConflictsCommand: ParsableCommand {
                                                   "seq": .integer(entry.sequence), "reason": .string(entry.reason)]).text)
                 }
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }
@@ -244,7 +244,7 @@ struct ConflictsCommand: ParsableCommand {
                 let report = try ReplayEngine(store: store).retryQuarantined()
                 print(JSONValue.sortedObject(["applied": .integer(Int64(report.applied)), "quarantined": .integer(Int64(report.quarantined))]).text)
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }
@@ -276,7 +276,7 @@ struct OriginsCommand: ParsableCommand {
                                                   "own": .bool(origin == store.identifier)]).text)
                 }
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }
@@ -288,12 +288,12 @@ struct OriginsCommand: ParsableCommand {
         @Argument(help: "The origin's store UUID.") var origin: String
 
         func run() throws {
-            guard let uuid = UUID(uuidString: origin) else { throw CLIError("'\(origin)' is not a store UUID") }
+            guard let uuid = UUID(uuidString: origin) else { throw CLIError(.usage, "'\(origin)' is not a store UUID") }
             let store = try options.openSQLiteStore()
             do {
                 print(JSONValue.sortedObject(["removed": .integer(Int64(try store.removeOrigin(uuid)))]).text)
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }

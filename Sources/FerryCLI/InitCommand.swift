@@ -29,11 +29,11 @@ struct InitCommand: AsyncParsableCommand {
         let model = versions.current
         let path = options.store
         guard !FileManager.default.fileExists(atPath: path) else {
-            throw CLIError("\(path) already exists; remove it or choose another path")
+            throw CLIError(.exists, "\(path) already exists; remove it or choose another path")
         }
         let keyPath = StoreSigningKey.defaultPath(forStore: path)
         guard !FileManager.default.fileExists(atPath: keyPath) else {
-            throw CLIError("\(keyPath) already exists (the signing key of an earlier store at \(path)?); move it away or choose another path")
+            throw CLIError(.exists, "\(keyPath) already exists (the signing key of an earlier store at \(path)?); move it away or choose another path")
         }
         if content.isEmpty {
             do {
@@ -43,7 +43,7 @@ struct InitCommand: AsyncParsableCommand {
             } catch let error as CLIError {
                 throw error
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
             return
         }
@@ -55,10 +55,10 @@ struct InitCommand: AsyncParsableCommand {
         do {
             installed = try SQLiteStore.installSnapshot(at: partial, model: model, earlierModels: versions.earlier)
         } catch {
-            throw CLIError("the snapshot cannot start a store: \(error)")
+            throw CLIError(.snapshot, "the snapshot cannot start a store: \(error)", cause: error)
         }
         guard rename(partial, path) == 0 else {
-            throw CLIError("cannot move the new store to \(path): \(String(cString: strerror(errno)))")
+            throw CLIError(.store, "cannot move the new store to \(path): \(String(cString: strerror(errno)))")
         }
         try writeSigningKey(to: keyPath)
         print(installed.identifier.uuidString)
@@ -72,7 +72,7 @@ struct InitCommand: AsyncParsableCommand {
         do {
             try key.write(to: path)
         } catch {
-            throw CLIError("the store was made, but its signing key was not: \(error); `ferry run` makes one at start")
+            throw CLIError(.signingKey, "the store was made, but its signing key was not: \(error); `ferry run` makes one at start", cause: error)
         }
         StandardError.write("signing key: \(path) (public key \(key.publicKey))")
     }

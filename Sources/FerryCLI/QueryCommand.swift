@@ -46,7 +46,7 @@ struct QueryCommand: ParsableCommand {
                 try FetchRequest(entityName: entity, format: format, model: container.model)
             } ?? FetchRequest(entityName: entity)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(.usage, error.description, cause: error)
         }
         request.sortDescriptors = sortDescriptors()
         request.fetchLimit = limit ?? 0
@@ -60,7 +60,7 @@ struct QueryCommand: ParsableCommand {
             let dump = StoreDump(store: container.store)
             for row in try container.store.fetchRows(request) { print(try dump.line(for: row)) }
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 

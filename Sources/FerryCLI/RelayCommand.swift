@@ -18,7 +18,7 @@ struct RelayCommand: AsyncParsableCommand {
         do {
             configuration = try RelayConfiguration.load(path: config)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(.configuration, error.description, cause: error)
         }
         let registry = bootstrapServiceLogsAndMetrics()
         do {
@@ -26,7 +26,7 @@ struct RelayCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("ferry relay: listening on \(configuration.server.host):\(port)\n".utf8))
             }
         } catch let error as RelayError {
-            throw CLIError(error.description)
+            throw CLIError(.relay, error.description, cause: error)
         }
     }
 }

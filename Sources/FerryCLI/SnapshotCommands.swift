@@ -26,7 +26,7 @@ struct SnapshotCommand: ParsableCommand {
         do {
             try store.writeSnapshot(to: output)
         } catch {
-            throw CLIError(error)
+            throw CLIError(.snapshot, error)
         }
         let state = try? store.historyState()
         StandardError.write("wrote a snapshot of \(store.identifier.uuidString) to \(output) (\(state?.vector.values.reduce(0, +) ?? 0) change sets taken in)")
@@ -59,23 +59,30 @@ struct InitialContent: ParsableArguments {
             do {
                 try FileManager.default.copyItem(atPath: fromSnapshot, toPath: path)
             } catch {
-                throw CLIError("--from-snapshot \(fromSnapshot): cannot copy it (\(error.localizedDescription))")
+                throw CLIError(.snapshot, "--from-snapshot \(fromSnapshot): cannot copy it (\(error.localizedDescription))", cause: error)
             }
         } else if let fromPeer, let tokenFile {
             guard let url = URL(string: fromPeer), ["http", "https"].contains(url.scheme ?? "") else {
-                throw CLIError("--from-peer \(fromPeer): not an http:// or https:// URL")
+                throw CLIError(.usage, "--from-peer \(fromPeer): not an http:// or https:// URL")
             }
-            guard let token = try? PeerClient.token(inFile: tokenFile) else {
-                throw CLIError("--token-file \(tokenFile): cannot read one token from it")
+            let token: String
+            do {
+                token = try PeerClient.token(inFile: tokenFile)
+            } catch {
+                throw CLIError(.input, "--token-file \(tokenFile): cannot read one token from it", cause: error)
             }
             var trust = PeerTrust.systemStore
             if let caFile {
-                do { trust = .certificateAuthority(try CertificateAuthority(file: caFile)) } catch { throw CLIError("--ca-file: \(error)") }
+                do {
+                    trust = .certificateAuthority(try CertificateAuthority(file: caFile))
+                } catch {
+                    throw CLIError(.input, "--ca-file: \(error)", cause: error)
+                }
             }
             do {
                 try await PeerClient(baseURL: url, token: token, timeout: 60, trust: trust).downloadSnapshot(to: path)
             } catch {
-                throw CLIError("--from-peer \(fromPeer): \(error)")
+                throw CLIError(.snapshot, "--from-peer \(fromPeer): \(error)", cause: error)
             }
         }
     }

@@ -11,7 +11,7 @@ extension StoreOptions {
         do {
             return try PersistentContainer(store: store)
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 
@@ -30,7 +30,7 @@ extension StoreOptions {
                                                   migrationProgress: { step, number, total in progress.show("step \(number) of \(total), \(step)") },
                                                   signingKey: key))
         } catch {
-            throw CLIError(error)
+            throw CLIError(.store, error)
         }
     }
 }
@@ -45,6 +45,6 @@ func loadModelVersions(_ path: String) throws -> ModelVersions {
     do {
         return try XcodeModelReader.readVersions(at: path)
     } catch {
-        throw CLIError(error)
+        throw CLIError(.model, error)
     }
 }

@@ -31,14 +31,18 @@ struct KeyCommand: ParsableCommand {
         func run() throws {
             let keyPath = options.signingKeyPath
             let current: StoreSigningKey
-            do { current = try StoreSigningKey(contentsOf: keyPath) } catch { throw CLIError("\(error)") }
+            do { current = try StoreSigningKey(contentsOf: keyPath) } catch { throw CLIError(.signingKey, "\(error)", cause: error) }
             let store = try options.openSQLiteStore()
             guard case .key(let signer) = store.signing, signer.publicKey == current.publicKey else {
-                throw CLIError("\(keyPath) is not the key this store signs with; rotation needs the store's current key")
+                throw CLIError(.signingKey, "\(keyPath) is not the key this store signs with; rotation needs the store's current key")
             }
             let next = StoreSigningKey()
             let pending = keyPath + ".new"
-            do { try next.write(to: pending) } catch { throw CLIError("\(error) (a rotation cut short leaves it: remove it and run again)") }
+            do {
+                try next.write(to: pending)
+            } catch {
+                throw CLIError(.signingKey, "\(error) (a rotation cut short leaves it: remove it and run again)", cause: error)
+            }
             do {
                 let first = (try store.historyState().vector[store.identifier] ?? 0) + 1
                 let endorsement = try current.signature(of: ChangeSetSignature.rotationMessage(origin: store.identifier, firstSequence: first,
@@ -47,7 +51,7 @@ struct KeyCommand: ParsableCommand {
                                                     endorsement: endorsement, source: .own))
                 let retired = keyPath + ".retired-" + Date().formatted(.iso8601).replacingOccurrences(of: ":", with: "")
                 guard rename(keyPath, retired) == 0, rename(pending, keyPath) == 0 else {
-                    throw CLIError("the store now signs with \(next.publicKey), whose key is at \(pending), " +
+                    throw CLIError(.signingKey, "the store now signs with \(next.publicKey), whose key is at \(pending), " +
                                    "but it could not be moved to \(keyPath) (\(String(cString: strerror(errno)))); move it there by hand")
                 }
                 print(next.publicKey)
@@ -56,7 +60,7 @@ struct KeyCommand: ParsableCommand {
                 throw error
             } catch {
                 unlink(pending)
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }
@@ -76,7 +80,7 @@ struct TrustCommand: ParsableCommand {
 
     /// `--origin`'s store UUID.
     static func storeIdentifier(_ text: String) throws -> UUID {
-        guard let origin = UUID(uuidString: text) else { throw CLIError("--origin must be a store UUID; found '\(text)'") }
+        guard let origin = UUID(uuidString: text) else { throw CLIError(.usage, "--origin must be a store UUID; found '\(text)'") }
         return origin
     }
 
@@ -112,15 +116,15 @@ struct TrustCommand: ParsableCommand {
         func run() throws {
             let originID = try TrustCommand.storeIdentifier(origin)
             guard VerifyingKey(base64: key) != nil else {
-                throw CLIError("--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)")
+                throw CLIError(.usage, "--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)")
             }
-            guard from >= 1 else { throw CLIError("--from must be a sequence number ≥ 1") }
+            guard from >= 1 else { throw CLIError(.usage, "--from must be a sequence number ≥ 1") }
             let store = try options.openSQLiteStore()
-            guard originID != store.identifier else { throw CLIError("\(origin) is this store; its own key is managed with `ferry key rotate`") }
+            guard originID != store.identifier else { throw CLIError(.usage, "\(origin) is this store; its own key is managed with `ferry key rotate`") }
             do {
                 try store.recordOriginKey(OriginKey(origin: originID, publicKey: key, firstSequence: from, source: .pinned))
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }
@@ -143,18 +147,18 @@ struct TrustCommand: ParsableCommand {
             } else if let parsed = try? Date(after, strategy: .iso8601) {
                 date = parsed
             } else {
-                throw CLIError("--after must be an ISO 8601 time such as 2026-11-24T12:00:00Z, or now; found '\(after)'")
+                throw CLIError(.usage, "--after must be an ISO 8601 time such as 2026-11-24T12:00:00Z, or now; found '\(after)'")
             }
             let store = try options.openSQLiteStore()
             guard var held = try store.originKeys().first(where: { $0.origin == originID && $0.publicKey == key }) else {
-                throw CLIError("the store holds no key \(key) for \(origin) (`ferry trust list`); " +
+                throw CLIError(.usage, "the store holds no key \(key) for \(origin) (`ferry trust list`); " +
                                "a key pinned in the daemon's configuration is revoked there (trust.revoked)")
             }
             held.revokedAfter = HybridTimestamp.wall(date)
             do {
                 try store.recordOriginKey(held)
             } catch {
-                throw CLIError(error)
+                throw CLIError(.store, error)
             }
         }
     }

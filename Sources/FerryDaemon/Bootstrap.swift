@@ -114,13 +114,13 @@ enum Bootstrap {
         // empty store there), then its emptied log goes, then the new file replaces it in one rename.
         let previous = "\(storePath).before-bootstrap-\(ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-"))"
         guard link(storePath, previous) == 0 else {
-            throw DaemonError(description: "cannot keep the old store as \(previous): \(String(cString: strerror(errno)))")
+            throw DaemonError(.bootstrap, description: "cannot keep the old store as \(previous): \(String(cString: strerror(errno)))")
         }
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
         guard rename(prepared.path, storePath) == 0 else {
             let reason = String(cString: strerror(errno))
             try? FileManager.default.removeItem(atPath: previous)
-            throw DaemonError(description: "cannot move the new store from \(prepared.path) to \(storePath): \(reason)")
+            throw DaemonError(.bootstrap, description: "cannot move the new store from \(prepared.path) to \(storePath): \(reason)")
         }
         SQLiteStore.removeFiles(at: prepared.path)
         return Report(peer: prepared.peer, identifier: prepared.installed.identifier, carried: carried, quarantined: quarantined, previousFile: previous)

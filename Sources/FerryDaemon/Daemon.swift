@@ -18,9 +18,37 @@ import FerrySync
 import FerryServer
 
 /// Why the daemon cannot start.
-public struct DaemonError: Error, CustomStringConvertible, Sendable {
+public struct DaemonError: FerryError, Sendable {
+    /// The kinds of fault that keep the daemon from starting.
+    public enum Code: String, Hashable, Sendable {
+        /// The store cannot be used as configured (`store.path`, `store.signing_key`): not a Ferry store,
+        /// a model it cannot migrate to, a signing key that cannot be read.
+        case store
+        /// The model (`store.model`) cannot be read.
+        case model
+        /// A tokens file cannot be used: the server's (`server.tokens_file`) or a peer's (`token_file`).
+        case tokens
+        /// A certificate, key or CA file cannot be used (`server.tls`, a peer's `ca_file`).
+        case tls
+        /// The store could not be replaced by the one started from a peer's snapshot.
+        case bootstrap
+        /// The daemon stopped before its store opened.
+        case stopped
+    }
+
+    /// The kind of fault.
+    public let code: Code
     /// What is wrong, for a person to fix.
     public let description: String
+    /// The error met, when there was one.
+    public let cause: (any Error)?
+
+    /// A fault of kind `code` saying `description`; `cause` is the error met, when there was one.
+    init(_ code: Code, description: String, cause: (any Error)? = nil) {
+        self.code = code
+        self.description = description
+        self.cause = cause
+    }
 }
 
 /// `ferry run`: the HTTP API, the sync loop and systemd notification in one
@@ -62,7 +90,7 @@ public enum Daemon {
         do {
             return try openStore(settings, logger: logger)
         } catch {
-            throw DaemonError(description: "store.path \(configuration.store.path): \(error)")
+            throw DaemonError(.store, description: "store.path \(configuration.store.path): \(error)", cause: error)
         }
     }
 
@@ -86,30 +114,31 @@ public enum Daemon {
         do {
             versions = try XcodeModelReader.readVersions(at: configuration.store.model)
         } catch {
-            throw DaemonError(description: "store.model: \(error)")
+            throw DaemonError(.model, description: "store.model: \(error)", cause: error)
         }
         let tokens: AccessTokens
         do {
             tokens = try AccessTokens(file: configuration.server.tokensFile)
         } catch {
-            throw DaemonError(description: "server.tokens_file: \(error)")
+            throw DaemonError(.tokens, description: "server.tokens_file: \(error)", cause: error)
         }
         var peers: [(name: String, urls: [URL], token: String, trust: PeerTrust)] = []
         for peer in configuration.peers {
             let token: String
             do {
                 token = try PeerClient.token(inFile: peer.tokenFile)
-            } catch .unreadable {
-                throw DaemonError(description: "peer \(peer.name): cannot read token_file \(peer.tokenFile)")
             } catch {
-                throw DaemonError(description: "peer \(peer.name): token_file \(peer.tokenFile) must hold one token")
+                if case .unreadable = error {
+                    throw DaemonError(.tokens, description: "peer \(peer.name): cannot read token_file \(peer.tokenFile)", cause: error)
+                }
+                throw DaemonError(.tokens, description: "peer \(peer.name): token_file \(peer.tokenFile) must hold one token", cause: error)
             }
             var trust = PeerTrust.systemStore
             if let caFile = peer.caFile {
                 do {
                     trust = .certificateAuthority(try CertificateAuthority(file: caFile))
                 } catch {
-                    throw DaemonError(description: "peer \(peer.name): ca_file: \(error)")
+                    throw DaemonError(.tls, description: "peer \(peer.name): ca_file: \(error)", cause: error)
                 }
             }
             peers.append((peer.name, peer.urls, token, trust))
@@ -120,7 +149,7 @@ public enum Daemon {
     /// Opens (or creates) the store and sets up its endpoint and the peers' coordinator.
     /// `forRunning`: for a daemon that runs on (not a one-shot command), whose store's log is then
     /// given its working size (``SQLiteStore/preallocateLog()``).
-    /// - Throws: ``StoreError/unavailable(path:reason:)`` when the store's surroundings keep it
+    /// - Throws: ``StoreError/unavailable(path:reason:cause:)`` when the store's surroundings keep it
     ///   shut for now; any other error when it cannot be used as configured.
     static func openStore(_ settings: Settings, forRunning: Bool = false, logger: Logger) throws -> Parts {
         let configuration = settings.configuration
@@ -128,7 +157,7 @@ public enum Daemon {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error))
+            throw StoreError.unavailable(path: configuration.store.path, reason: folderProblem(directory, error), cause: error)
         }
         let (key, created) = try StoreSigningKey.loadOrCreate(at: configuration.store.signingKey)
         if created {
@@ -216,7 +245,7 @@ public enum Daemon {
         guard let tls else { return http }
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
-            guard !chain.isEmpty else { throw DaemonError(description: "server.tls.certificate \(tls.certificate): no certificate in the file") }
+            guard !chain.isEmpty else { throw DaemonError(.tls, description: "server.tls.certificate \(tls.certificate): no certificate in the file") }
             let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
             var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
             configuration.minimumTLSVersion = .tlsv12
@@ -224,7 +253,8 @@ public enum Daemon {
         } catch let error as DaemonError {
             throw error
         } catch {
-            throw DaemonError(description: "server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)")
+            throw DaemonError(.tls, description: "server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)",
+                              cause: error)
         }
     }
 

@@ -127,7 +127,7 @@ actor StoreOpening: DaemonControl {
             if isClosed {
                 // Stopped while it opened (the open is not cut short): closed as ``closeStore()`` would have.
                 await Self.close(opened, logger: logger)
-                throw DaemonError(description: "the daemon stopped while its store was opening")
+                throw DaemonError(.stopped, description: "the daemon stopped while its store was opening")
             }
             parts = opened
             unavailability = nil
@@ -135,8 +135,9 @@ actor StoreOpening: DaemonControl {
             openGauge.record(1)
             await gate.open(opened.endpoint)
             return .opened(opened)
-        } catch StoreError.unavailable(let path, let reason) {
-            let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)")
+        } catch StoreError.unavailable(let path, let reason, let cause) {
+            let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)",
+                                           cause: StoreError.unavailable(path: path, reason: reason, cause: cause))
             unavailability = problem
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "open")]).increment()
             openGauge.record(0)
@@ -145,7 +146,7 @@ actor StoreOpening: DaemonControl {
             await gate.stillUnavailable(problem.reason, readOnlyView: readOnlyView)
             return .unavailable(problem.reason)
         } catch {
-            throw DaemonError(description: "store.path \(settings.configuration.store.path): \(error)")
+            throw DaemonError(.store, description: "store.path \(settings.configuration.store.path): \(error)", cause: error)
         }
     }
 

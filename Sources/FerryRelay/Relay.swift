@@ -28,7 +28,7 @@ public enum Relay {
         do {
             tokens = try AccessTokens(file: configuration.server.tokensFile)
         } catch {
-            throw RelayError("server.tokens_file: \(error)")
+            throw RelayError(.tokens, "server.tokens_file: \(error)", cause: error)
         }
         for warning in AccessTokens.warnings(forFile: configuration.server.tokensFile) { logger.warning("server.tokens_file: \(warning)") }
         let client = PostgresClient(configuration: try clientConfiguration(configuration.database), backgroundLogger: logger)
@@ -57,7 +57,7 @@ public enum Relay {
         guard let tls else { return .http1() }
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
-            guard !chain.isEmpty else { throw RelayError("server.tls.certificate \(tls.certificate): no certificate in the file") }
+            guard !chain.isEmpty else { throw RelayError(.tls, "server.tls.certificate \(tls.certificate): no certificate in the file") }
             let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
             var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
             configuration.minimumTLSVersion = .tlsv12
@@ -65,15 +65,18 @@ public enum Relay {
         } catch let error as RelayError {
             throw error
         } catch {
-            throw RelayError("server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)")
+            throw RelayError(.tls, "server.tls: cannot use \(tls.certificate) and \(tls.key) (PEM certificate chain and private key): \(error)", cause: error)
         }
     }
 
     static func clientConfiguration(_ database: RelayConfiguration.Database) throws -> PostgresClient.Configuration {
         var password: String?
         if let file = database.passwordFile {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw RelayError("database.password_file: cannot read \(file)")
+            let text: String
+            do {
+                text = try String(contentsOfFile: file, encoding: .utf8)
+            } catch {
+                throw RelayError(.passwordFile, "database.password_file: cannot read \(file)", cause: error)
             }
             password = text.trimmingCharacters(in: .whitespacesAndNewlines)
         }

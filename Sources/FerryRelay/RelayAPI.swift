@@ -6,6 +6,7 @@ import Metrics
 import NIOCore
 import CompressNIO
 import Prometheus
+import FerryModel
 import FerryStore
 import FerrySync
 import FerryServer
@@ -138,7 +139,7 @@ extension RelayAPI: ReplicationBackend {
                     let message = "a pull answer was cut short: piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) " +
                         "is gone (dropped by retention while it was sent)"
                     database.logger.warning("\(message)")
-                    throw RelayError("piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
+                    throw RelayError(.pieceGone, "piece \(index) of change set \(changeSet.sequence) of \(changeSet.origin.uuidString) is gone")
                 }
                 try await send(&piece)
             }
@@ -171,13 +172,13 @@ extension RelayAPI: ReplicationBackend {
         } catch {
             switch error {
             case .malformed:
-                throw APIError.badRequest(error.message)
+                throw APIError.badRequest(error.message, cause: error)
             case .untrusted(_, let refusal):
                 Counter(label: "ferry_changesets_refused_total", dimensions: [("reason", refusal.reason.rawValue), ("via", "relay")]).increment()
                 logger.warning("refused an untrusted change set", metadata: [
                     "origin": .string(refusal.origin.uuidString), "seq": .stringConvertible(refusal.sequence), "reason": .string(refusal.reason.rawValue),
                 ])
-                throw APIError.untrusted(error.message)
+                throw APIError.untrusted(error.message, cause: error)
             }
         }
         let result = try await databaseWork("store the change sets") { try await database.store(entries) }
@@ -234,7 +235,7 @@ extension RelayAPI: ReplicationBackend {
         do {
             offer = try WireJSON.decode(KeyOffer.self, from: Data(buffer: body))
         } catch {
-            throw APIError.badRequest("a key offer's body must be {\"keys\": [{\"origin\", \"key\", \"from\", \"endorsement\"}, …]}: \(error)")
+            throw APIError.badRequest("a key offer's body must be {\"keys\": [{\"origin\", \"key\", \"from\", \"endorsement\"}, …]}: \(error)", cause: error)
         }
         let (taken, refused) = trust.rotations(in: offer.keys)
         if !taken.isEmpty {
@@ -288,7 +289,7 @@ extension RelayAPI: ReplicationBackend {
         } catch {
             try? await database.abandonSnapshot(id)
             if let error = error as? APIError { throw error }
-            throw APIError.unavailable("this relay could not store the snapshot (\(String(describing: error).prefix(300))); send it again later")
+            throw APIError.unavailable("this relay could not store the snapshot (\(String(describing: error).prefix(300))); send it again later", cause: error)
         }
         logger.info("stored a snapshot of store \(source.uuidString) (\(size) bytes) for new stores to start from")
         return Response.json(JSONValue.sortedObject(["stored": .integer(size), "of": .string(source.uuidString)]).text)
@@ -320,7 +321,8 @@ extension RelayAPI: ReplicationBackend {
             return try await Self.withinDeadline(work)
         } catch {
             Counter(label: "ferry_relay_database_errors_total").increment()
-            throw APIError.unavailable("this relay could not \(what) in its database (\(String(describing: error).prefix(300))); try again or another relay")
+            throw APIError.unavailable("this relay could not \(what) in its database (\(String(describing: error).prefix(300))); try again or another relay",
+                                       cause: error)
         }
     }
 }
@@ -331,8 +333,17 @@ extension RelayAPI {
     /// (a daemon then tries again, or another relay) rather than run into their own timeouts.
     static let databaseDeadline: Duration = .seconds(5)
 
-    struct DatabaseTimeout: Error, CustomStringConvertible {
+    struct DatabaseTimeout: FerryError {
+        /// The kinds of ``DatabaseTimeout``.
+        public enum Code: String, Hashable, Sendable {
+            /// PostgreSQL did not answer within ``RelayAPI/databaseDeadline``.
+            case timedOut
+        }
+
+        var code: Code { .timedOut }
         var description: String { "no answer from PostgreSQL within \(RelayAPI.databaseDeadline)" }
+        /// Always: the database may answer in time once it can be reached again.
+        var isRetryable: Bool { true }
     }
 
     /// `work`, or ``DatabaseTimeout`` (and `work` cancelled) after ``databaseDeadline``.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import FerryModel
 import FerryStore
 import FerryServer
 
@@ -157,7 +158,7 @@ struct RelayDatabase: Sendable {
             for try await (fleet, version) in rows.decode((UUID, Int).self) { found = (fleet, version) }
             if let (fleet, version) = found {
                 guard version <= Self.schemaVersion else {
-                    throw RelayError("the database holds relay tables of schema \(version); " +
+                    throw RelayError(.newerSchema, "the database holds relay tables of schema \(version); " +
                                      "this Ferry writes schema \(Self.schemaVersion): upgrade Ferry on this relay")
                 }
                 if version < Self.schemaVersion {
@@ -169,7 +170,7 @@ struct RelayDatabase: Sendable {
                 }
                 return fleet
             }
-            throw RelayError("the database's ferry_relay table has no row")
+            throw RelayError(.database, "the database's ferry_relay table has no row")
         }
     }
 
@@ -470,7 +471,7 @@ struct RelayDatabase: Sendable {
     func beginSnapshot(of source: UUID) async throws -> Int64 {
         let rows = try await client.query("INSERT INTO ferry_snapshots (source) VALUES (\(source)) RETURNING id", logger: logger)
         for try await id in rows.decode(Int64.self) { return id }
-        throw RelayError("PostgreSQL returned no id for a new snapshot")
+        throw RelayError(.database, "PostgreSQL returned no id for a new snapshot")
     }
 
     func storeSnapshotChunk(_ id: Int64, index: Int32, data: ByteBuffer) async throws {
@@ -573,8 +574,37 @@ struct RelayDatabase: Sendable {
 }
 
 /// The relay cannot go on: what happened and what to do.
-public struct RelayError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+public struct RelayError: FerryError, Sendable {
+    /// The kinds of fault that stop the relay (or cut an answer short).
+    public enum Code: String, Hashable, Sendable {
+        /// The tokens file (`server.tokens_file`) cannot be used.
+        case tokens
+        /// The certificate or key (`server.tls`) cannot be used.
+        case tls
+        /// The database's password file (`database.password_file`) cannot be read.
+        case passwordFile
+        /// The database holds relay tables of a newer schema than this Ferry writes.
+        case newerSchema
+        /// The database does not hold or return what it must (its `ferry_relay` row, a new snapshot's id).
+        case database
+        /// A piece of a change set being sent was dropped by retention meanwhile; the puller asks again.
+        case pieceGone
+    }
 
-    init(_ description: String) { self.description = description }
+    /// The kind of fault.
+    public let code: Code
+    /// What happened and what to do.
+    public let description: String
+    /// The error met, when there was one.
+    public let cause: (any Error)?
+
+    /// A fault of kind `code` saying `description`; `cause` is the error met, when there was one.
+    init(_ code: Code, _ description: String, cause: (any Error)? = nil) {
+        self.code = code
+        self.description = description
+        self.cause = cause
+    }
+
+    /// Only for a piece dropped while it was sent: a pull asked again gets what the database holds now.
+    public var isRetryable: Bool { code == .pieceGone }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOPosix
+import FerryModel
 import FerryStore
 import FerrySync
 
@@ -8,16 +9,41 @@ import FerrySync
 /// trust says (``ChangeSetVerifier``). One bad line refuses the whole push: nothing is stored.
 enum RelayIngest {
     /// Why a push was refused.
-    enum Refusal: Error, Sendable {
+    enum Refusal: FerryError, Sendable {
         /// Line `line` (from 1) is not a change set.
         case malformed(line: Int, ChangeSetError)
         /// Line `line` does not prove its origin.
         case untrusted(line: Int, TrustRefusal)
 
+        /// The kinds of ``Refusal``: its cases.
+        public enum Code: String, Hashable, Sendable {
+            /// ``Refusal/malformed(line:_:)``: a line is not a change set.
+            case malformed
+            /// ``Refusal/untrusted(line:_:)``: a line does not prove its origin.
+            case untrusted
+        }
+
         var message: String {
             switch self {
             case .malformed(let line, let error): "line \(line): \(error); nothing was stored"
             case .untrusted(let line, let refusal): "line \(line): \(refusal); nothing was stored"
+            }
+        }
+
+        var description: String { message }
+
+        var code: Code {
+            switch self {
+            case .malformed: .malformed
+            case .untrusted: .untrusted
+            }
+        }
+
+        /// The change set's decoding error, or the trust check's refusal.
+        var cause: (any Error)? {
+            switch self {
+            case .malformed(_, let error): error
+            case .untrusted(_, let refusal): refusal
             }
         }
     }

@@ -526,29 +526,29 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// A failure of a query or write, keeping the database's error as its cause; transient when
+    /// A failure of a query or write, keeping the error met (the database's) as its cause; retryable when
     /// SQLite says the cause lies outside the store (busy, locked, full, an I/O error).
     static func failure(_ error: Error) -> StoreFailure {
-        guard let database = error as? DatabaseError else { return StoreFailure(describe(error)) }
+        guard let database = error as? DatabaseError else { return StoreFailure(describe(error), cause: error) }
         let transient: [ResultCode] = [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR]
-        return StoreFailure(describe(error), cause: database, isTransient: transient.contains(database.resultCode))
+        return StoreFailure(describe(error), cause: database, isRetryable: transient.contains(database.resultCode))
     }
 
     /// The error for a store SQLite could not open or set up at `path`:
-    /// ``StoreError/unavailable(path:reason:)`` when the cause lies around the store
+    /// ``StoreError/unavailable(path:reason:cause:)`` when the cause lies around the store
     /// (its folder or file cannot be written, the disk is full, an I/O error, a
     /// lock held too long), so that it opens once that is fixed;
-    /// ``StoreError/cannotOpen(path:reason:)`` for anything else (not a database, corrupt).
+    /// ``StoreError/cannotOpen(path:reason:cause:)`` for anything else (not a database, corrupt).
     static func openFailure(_ error: Error, path: String) -> StoreError {
         let hint = writabilityHint(path: path)
         let reason = describe(error) + hint
-        if !hint.isEmpty { return .unavailable(path: path, reason: reason) }
+        if !hint.isEmpty { return .unavailable(path: path, reason: reason, cause: error) }
         if let error = error as? DatabaseError,
            [.SQLITE_READONLY, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_PERM, .SQLITE_CANTOPEN]
             .contains(error.resultCode) {
-            return .unavailable(path: path, reason: reason)
+            return .unavailable(path: path, reason: reason, cause: error)
         }
-        return .cannotOpen(path: path, reason: reason)
+        return .cannotOpen(path: path, reason: reason, cause: error)
     }
 
     /// The size of a write-ahead log's header: a log no longer than this holds no commit.

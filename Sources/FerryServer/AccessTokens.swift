@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// The bearer tokens a server accepts, each with what it may do.
 ///
@@ -75,7 +76,7 @@ public struct AccessTokens: Sendable {
         do {
             text = try String(contentsOfFile: file, encoding: .utf8)
         } catch {
-            throw AccessTokensError(description: "\(file): cannot read the tokens file (\(error.localizedDescription))")
+            throw AccessTokensError(.unreadable, description: "\(file): cannot read the tokens file (\(error.localizedDescription))", cause: error)
         }
         var entries: [(String, Grant)] = []
         var firstLine: [String: (line: Int, grant: Grant)] = [:]
@@ -91,7 +92,7 @@ public struct AccessTokens: Sendable {
                 var parsed = Set<UUID>()
                 for text in last.dropFirst("origins=".count).split(separator: ",", omittingEmptySubsequences: false) {
                     guard let origin = UUID(uuidString: String(text)) else {
-                        throw AccessTokensError(description: "\(place): origins= takes store identifiers (UUIDs) separated by commas; " +
+                        throw AccessTokensError(.malformedLine, description: "\(place): origins= takes store identifiers (UUIDs) separated by commas; " +
                                                 "'\(text.prefix(40))' is not one")
                     }
                     parsed.insert(origin)
@@ -102,35 +103,36 @@ public struct AccessTokens: Sendable {
             case 1: entries.append((parts[0], Grant(role: .peer, pushOrigins: origins)))
             case 2:
                 guard let role = Role(rawValue: parts[0]) else {
-                    throw AccessTokensError(description: "\(place): the role must be one of \(roles)")
+                    throw AccessTokensError(.unknownRole, description: "\(place): the role must be one of \(roles)")
                 }
                 if origins != nil, !role.allows(.push) || role == .admin {
-                    throw AccessTokensError(description: "\(place): origins= limits what a token may push; " +
+                    throw AccessTokensError(.misplacedOrigins, description: "\(place): origins= limits what a token may push; " +
                                             "give it to a 'push' or 'peer' token, not to '\(role.rawValue)'")
                 }
                 entries.append((parts[1], Grant(role: role, pushOrigins: origins)))
             default:
-                throw AccessTokensError(description: "\(place): expected 'ROLE TOKEN' (ROLE one of \(roles)), " +
+                throw AccessTokensError(.malformedLine, description: "\(place): expected 'ROLE TOKEN' (ROLE one of \(roles)), " +
                                         "optionally followed by 'origins=UUID,UUID', or a token alone")
             }
             guard let (token, grant) = entries.last else { continue }
             guard token.unicodeScalars.allSatisfy({ Self.tokenCharacters.contains($0) }) else {
-                throw AccessTokensError(description: "\(place): not a token line: a token is letters, digits and - . _ ~ + / = only " +
+                throw AccessTokensError(.malformedLine, description: "\(place): not a token line: a token is letters, digits and - . _ ~ + / = only " +
                                         "(is this a tokens file? expected 'ROLE TOKEN' per line)")
             }
             if token.utf8.count < 16 {
-                throw AccessTokensError(description: "\(place): the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 32`)")
+                throw AccessTokensError(.shortToken, description: "\(place): the token is shorter than 16 characters; " +
+                                        "use a long random one (e.g. `openssl rand -hex 32`)")
             }
             if let earlier = firstLine[token] {
                 guard earlier.grant == grant else {
-                    throw AccessTokensError(description: "\(place): the same token is listed on line \(earlier.line) with other rights; " +
+                    throw AccessTokensError(.conflictingRights, description: "\(place): the same token is listed on line \(earlier.line) with other rights; " +
                                             "give each set of rights its own token")
                 }
             } else {
                 firstLine[token] = (number + 1, grant)
             }
         }
-        guard !entries.isEmpty else { throw AccessTokensError(description: "\(file): no tokens; add a line 'peer TOKEN' for each peer") }
+        guard !entries.isEmpty else { throw AccessTokensError(.noTokens, description: "\(file): no tokens; add a line 'peer TOKEN' for each peer") }
         self.init(grants: entries)
     }
 
@@ -188,7 +190,36 @@ public struct AccessTokens: Sendable {
 }
 
 /// A tokens file that cannot be used.
-public struct AccessTokensError: Error, CustomStringConvertible, Sendable {
+public struct AccessTokensError: FerryError, Sendable {
+    /// The kinds of fault a tokens file has.
+    public enum Code: String, Hashable, Sendable {
+        /// The file cannot be read (missing, no permission).
+        case unreadable
+        /// A line is not `ROLE TOKEN [origins=UUID,…]` or a token alone (a token with other characters, origins that are not UUIDs).
+        case malformedLine
+        /// A line names a role there is not.
+        case unknownRole
+        /// `origins=` is given to a token whose role does not push (or to an admin token).
+        case misplacedOrigins
+        /// A token is shorter than 16 characters.
+        case shortToken
+        /// The same token is listed twice with different rights.
+        case conflictingRights
+        /// The file lists no token.
+        case noTokens
+    }
+
+    /// The kind of fault.
+    public let code: Code
     /// What is wrong (never the token itself).
     public let description: String
+    /// The error met reading the file, when there was one.
+    public let cause: (any Error)?
+
+    /// A fault of kind `code` saying `description`; `cause` is the error met, when there was one.
+    init(_ code: Code, description: String, cause: (any Error)? = nil) {
+        self.code = code
+        self.description = description
+        self.cause = cause
+    }
 }

@@ -1,22 +1,48 @@
 import Foundation
 import Yams
+import FerryModel
 import FerryStore
 import FerrySigning
 import FerrySync
 
 /// Why a configuration file cannot be used: the file, and what is wrong with which key.
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
+public struct ConfigurationError: FerryError, Sendable, Equatable {
+    /// The kinds of fault a configuration file has.
+    public enum Code: String, Hashable, Sendable {
+        /// The file cannot be read (missing, no permission, not UTF-8).
+        case unreadable
+        /// The file is not YAML.
+        case notYAML
+        /// The file is empty.
+        case empty
+        /// A key or value is not one the file takes: an unknown or missing key, a value of the wrong
+        /// shape or out of range, settings that contradict each other.
+        case invalid
+    }
+
     /// The file.
     public let path: String
     /// What is wrong, for a person to fix, naming the key.
     public let message: String
+    /// The kind of fault.
+    public let code: Code
+    /// The error met reading or parsing the file, when there was one.
+    public let cause: (any Error)?
 
-    public init(path: String, message: String) {
+    /// The file at `path` cannot be used, for `message`; `cause` is the error met, when there was one.
+    public init(path: String, message: String, code: Code = .invalid, cause: (any Error)? = nil) {
         self.path = path
         self.message = message
+        self.code = code
+        self.cause = cause
     }
 
     public var description: String { "\(path): \(message)" }
+
+    /// Errors are equal when they are of the same kind and say the same of the same file (causes are not compared).
+    public static func == (lhs: ConfigurationError, rhs: ConfigurationError) -> Bool {
+        lhs.path == rhs.path && lhs.message == rhs.message && lhs.code == rhs.code
+    }
 }
 
 /// A YAML configuration file as `ferry run` (`config/ferry.yaml`) and `ferry relay`
@@ -50,7 +76,7 @@ package struct ConfigurationFile {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ConfigurationError(path: path, message: "cannot read the configuration file (\(error.localizedDescription))")
+            throw ConfigurationError(path: path, message: "cannot read the configuration file (\(error.localizedDescription))", code: .unreadable, cause: error)
         }
         try self.init(text: text, path: path, keys: keys, environment: environment, whenEmpty: whenEmpty)
     }
@@ -66,9 +92,9 @@ package struct ConfigurationFile {
         do {
             node = try Yams.compose(yaml: text)
         } catch {
-            throw ConfigurationError(path: path, message: "not valid YAML: \(error)")
+            throw ConfigurationError(path: path, message: "not valid YAML: \(error)", code: .notYAML, cause: error)
         }
-        guard let node else { throw ConfigurationError(path: path, message: "the file is empty; \(whenEmpty)") }
+        guard let node else { throw ConfigurationError(path: path, message: "the file is empty; \(whenEmpty)", code: .empty) }
         let top = keys[""] ?? []
         guard let root = node.mapping else {
             throw ConfigurationError(path: path, message: "the top level must be a mapping of keys (\(top.sorted().joined(separator: ", ")))")

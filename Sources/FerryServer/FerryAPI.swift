@@ -83,7 +83,7 @@ extension FerryAPI: ReplicationBackend {
         do {
             return Response.json(try await endpoint.state().json)
         } catch {
-            throw APIError.unavailable("the store cannot be read now: \(error)")
+            throw APIError.unavailable("the store cannot be read now: \(error)", cause: error)
         }
     }
 
@@ -125,13 +125,13 @@ extension FerryAPI: ReplicationBackend {
 }
 
 extension StoreGate {
-    /// The store's endpoint for writes, or ``APIError/unavailable(_:)`` with the reason while it is not open.
+    /// The store's endpoint for writes, or ``APIError/unavailable(_:cause:)`` with the reason while it is not open.
     func endpointOrUnavailable() async throws(APIError) -> ReplicationEndpoint {
-        do { return try endpoint() } catch { throw .unavailable(error.description) }
+        do { return try endpoint() } catch { throw .unavailable(error.description, cause: error) }
     }
 
-    /// An endpoint to read from (the store, or its read-only view), or ``APIError/unavailable(_:)``.
+    /// An endpoint to read from (the store, or its read-only view), or ``APIError/unavailable(_:cause:)``.
     func readableEndpointOrUnavailable() async throws(APIError) -> ReplicationEndpoint {
-        do { return try readableEndpoint() } catch { throw .unavailable(error.description) }
+        do { return try readableEndpoint() } catch { throw .unavailable(error.description, cause: error) }
     }
 }

@@ -46,7 +46,7 @@ package struct PullRequest: Sendable, Equatable {
             pull = try WireJSON.decode(Body.self, from: Data(buffer: body)).request
         } catch {
             throw .badRequest("a pull's body must be {\"after\": {\"<store UUID>\": 12, …}, \"limit\": 500}"
-                              + " (and, for a relay, \"wait_ms\" and \"store\"): \(error)")
+                              + " (and, for a relay, \"wait_ms\" and \"store\"): \(error)", cause: error)
         }
         try pull.validate()
         return pull
@@ -61,7 +61,7 @@ package struct PullRequest: Sendable, Equatable {
             let after = (request.uri.queryParameters.get("after") ?? "{}").replacingOccurrences(of: "+", with: " ")
             pull.after = try ChangeSetCodec.decodeVector(after)
         } catch {
-            throw .badRequest("'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error.description)")
+            throw .badRequest("'after' must be a version vector as JSON, e.g. {\"<store UUID>\":12}: \(error.description)", cause: error)
         }
         let limitText = request.uri.queryParameters.get("limit") ?? "500"
         guard let limit = Int(limitText) else {

@@ -44,9 +44,9 @@ package struct PullRoute: Sendable {
         do {
             first = try await endpoint.page(after: vector, cursor: 0, limit: min(limit, Self.firstPageSize))
         } catch let error as HistoryError {
-            throw APIError.gone("\(error)")
+            throw APIError.gone("\(error)", cause: error)
         } catch {
-            throw APIError.unavailable("the store cannot be read now: \(error)")
+            throw APIError.unavailable("the store cannot be read now: \(error)", cause: error)
         }
         return StreamedAnswer.response(gzip: Self.acceptsGzip(request)) { send in
             var page = first

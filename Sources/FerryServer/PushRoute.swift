@@ -41,20 +41,20 @@ struct PushRoute: Sendable {
             return report
         } catch let error as ReplayError {
             switch error {
-            case .malformed: throw APIError.badRequest(error.description)
-            case .untrusted: throw APIError.untrusted(error.description)
-            case .busy: throw APIError.unavailable(error.description)
-            case .notReplicaStore: throw APIError.internalError(error.description)
+            case .malformed: throw APIError.badRequest(error.description, cause: error)
+            case .untrusted: throw APIError.untrusted(error.description, cause: error)
+            case .busy: throw APIError.unavailable(error.description, cause: error)
+            case .notReplicaStore: throw APIError.internalError(error.description, cause: error)
             }
         } catch let error as HistoryError {
             // Past this store's tombstone horizon: the sender must start again from a snapshot.
-            throw APIError.gone(error.description)
+            throw APIError.gone(error.description, cause: error)
         } catch {
             // The store failed (disk full, read-only, I/O): what was not applied is not recorded,
             // and the sender keeps it and sends it again after its backoff.
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "push")]).increment()
             logger.error("could not apply pushed change sets: \(error)")
-            throw APIError.unavailable("this store cannot take change sets now (\(error)); nothing more was applied; send them again later")
+            throw APIError.unavailable("this store cannot take change sets now (\(error)); nothing more was applied; send them again later", cause: error)
         }
     }
 }
@@ -111,7 +111,7 @@ package enum PushBodies {
             } catch let error as APIError {
                 throw error
             } catch {
-                throw APIError.badRequest("the request body could not be read: \(error)")
+                throw APIError.badRequest("the request body could not be read: \(error)", cause: error)
             }
             var text: String?
             switch request.headers[.contentEncoding]?.lowercased() {
@@ -137,7 +137,7 @@ package enum PushBodies {
                     } catch let error as CompressNIOError where error == .bufferOverflow {
                         return nil
                     } catch {
-                        throw .badRequest("the body says Content-Encoding: gzip but is not valid gzip data")
+                        throw .badRequest("the body says Content-Encoding: gzip but is not valid gzip data", cause: error)
                     }
                 }
                 var unpacked = try unpack()

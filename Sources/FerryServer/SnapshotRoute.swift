@@ -22,7 +22,7 @@ struct SnapshotRoute: Sendable {
         do {
             file = try await endpoint.writeSnapshot()
         } catch {
-            throw APIError.unavailable("cannot take a snapshot of the store now: \(error)")
+            throw APIError.unavailable("cannot take a snapshot of the store now: \(error)", cause: error)
         }
         let store = endpoint.storeIdentifier
         let body = ResponseBody(contentLength: Int(file.size)) { writer in

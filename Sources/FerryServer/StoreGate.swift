@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 import FerrySync
 
 /// Whether the API's store is open. A daemon whose store cannot be opened at
@@ -60,14 +61,29 @@ public actor StoreGate {
 }
 
 /// The store is not open (yet), and why.
-public struct StoreUnavailable: Error, CustomStringConvertible, Sendable {
+public struct StoreUnavailable: FerryError, Sendable {
+    /// The kinds of ``StoreUnavailable``.
+    public enum Code: String, Hashable, Sendable {
+        /// The store is not open: the daemon is starting, or the store's surroundings keep it shut.
+        case storeNotOpen
+    }
+
     /// Why the store cannot be opened.
     public let reason: String
+    /// The error met opening the store, when there was one (the gate keeps only the reason).
+    public let cause: (any Error)?
 
-    /// The store is not open for `reason`.
-    public init(reason: String) {
+    /// The store is not open for `reason`; `cause` is the error met opening it.
+    public init(reason: String, cause: (any Error)? = nil) {
         self.reason = reason
+        self.cause = cause
     }
+
+    /// Always ``Code/storeNotOpen``.
+    public var code: Code { .storeNotOpen }
+
+    /// Always: the daemon keeps trying to open the store, and serves once it opens.
+    public var isRetryable: Bool { true }
 
     public var description: String {
         "the store is not open: \(reason); the daemon keeps trying and resumes syncing by itself once it opens"

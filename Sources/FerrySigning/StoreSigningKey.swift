@@ -42,7 +42,7 @@ public struct StoreSigningKey: ChangeSetSigner {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw SigningKeyError("\(path): cannot read the signing key (\(error.localizedDescription))")
+            throw SigningKeyError("\(path): cannot read the signing key (\(error.localizedDescription))", cause: error)
         }
         let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
         guard parts.count == 2, parts[0] == "ed25519", let raw = Data(base64Encoded: String(parts[1])),
@@ -110,7 +110,7 @@ public struct StoreSigningKey: ChangeSetSigner {
         do {
             return try key.signature(for: digest)
         } catch {
-            throw SigningKeyError("cannot sign: \(error)")
+            throw SigningKeyError("cannot sign: \(error)", cause: error)
         }
     }
 }

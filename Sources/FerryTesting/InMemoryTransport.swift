@@ -126,7 +126,7 @@ public final class InMemoryTransport: PeerTransport {
             }
             return PeerResponse(status: Int(error.status.code), body: data)
         } catch {
-            throw PeerError.unreachable("\(host): \(error)")
+            throw PeerError.unreachable("\(host): \(error)", cause: error)
         }
     }
 }

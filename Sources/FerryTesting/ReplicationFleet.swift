@@ -196,7 +196,7 @@ public final class ReplicationFleet: Sendable {
 }
 
 /// What went wrong with a fleet's rounds.
-public enum FleetError: Error, Sendable, CustomStringConvertible {
+public enum FleetError: FerryError, Sendable {
     /// A fleet needs at least two replicas, each named once.
     case badNames([String])
     /// A round between two replicas that are not cut off failed.
@@ -214,10 +214,47 @@ public enum FleetError: Error, Sendable, CustomStringConvertible {
             "change sets still moved after \(passes) passes of rounds: raise maximumPasses, or look for a replica that keeps writing"
         }
     }
+
+    /// The kinds of ``FleetError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``FleetError/badNames(_:)``: fewer than two replicas, a name repeated or not of letters, digits and '-'.
+        case badNames
+        /// ``FleetError/roundFailed(replica:peer:error:)``: a round between replicas that are not cut off failed.
+        case roundFailed
+        /// ``FleetError/notQuiet(passes:)``: change sets still moved after the last pass.
+        case notQuiet
+    }
+
+    /// The case, without its details.
+    public var code: Code {
+        switch self {
+        case .badNames: .badNames
+        case .roundFailed: .roundFailed
+        case .notQuiet: .notQuiet
+        }
+    }
+
+    /// The peer error of a failed round.
+    public var cause: (any Error)? {
+        if case .roundFailed(_, _, let error) = self { return error }
+        return nil
+    }
+
+    /// A failed round whose peer error may pass by itself (``PeerError/isRetryable``).
+    public var isRetryable: Bool {
+        if case .roundFailed(_, _, let error) = self { return error.isRetryable }
+        return false
+    }
 }
 
 /// Two replicas that hold different objects: the first object, in URI order, whose dump lines differ.
-public struct ConvergenceFailure: Error, Sendable, CustomStringConvertible {
+public struct ConvergenceFailure: FerryError, Sendable {
+    /// The kinds of ``ConvergenceFailure``.
+    public enum Code: String, Hashable, Sendable {
+        /// Two replicas hold different objects (or different values of one).
+        case diverged
+    }
+
     /// The replica compared against, and the one that differs from it.
     public let replicas: (reference: String, other: String)
     /// The origin URI of the first object that differs.
@@ -236,6 +273,9 @@ public struct ConvergenceFailure: Error, Sendable, CustomStringConvertible {
         lines = (mine[first], theirs[first])
         differing = differ.count
     }
+
+    /// Always ``Code/diverged``.
+    public var code: Code { .diverged }
 
     public var description: String {
         "\(replicas.other) differs from \(replicas.reference) at \(differing) object(s); the first, \(uri):\n"

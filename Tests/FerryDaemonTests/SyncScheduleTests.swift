@@ -104,7 +104,7 @@ struct SyncScheduleTests {
                                           requestTimeout: 5, retries: RetrySchedule(base: 10, maximum: 10, jitter: 1...1),
                                           logger: Logger(label: "in-memory-test"), clock: clock, transport: transport)
         let failed = await coordinator.round()
-        #expect(failed.first?.error?.isTransient == true, "\(failed)")
+        #expect(failed.first?.error?.isRetryable == true, "\(failed)")
         #expect(transport.requestCount == 0)
         // Backing off until the clock moves: neither the clock's look nor a commit starts a round.
         #expect(await coordinator.handle(.tick).isEmpty)

@@ -174,7 +174,7 @@ struct DiskFullTests {
         #expect {
             _ = try SQLiteStore(path: path, model: model)
         } throws: { error in
-            guard case StoreError.unavailable(_, let reason) = error else { return false }
+            guard case StoreError.unavailable(_, let reason, _) = error else { return false }
             return reason.contains("read-only file system")
         }
         let view = try SQLiteStore(path: path, model: model, options: .init(readOnly: true))
@@ -184,7 +184,7 @@ struct DiskFullTests {
         #expect {
             _ = try view.changeSetLines()
         } throws: { error in
-            guard case StoreError.unavailable(_, let reason) = error else { return false }
+            guard case StoreError.unavailable(_, let reason, _) = error else { return false }
             return reason.contains("writable again")
         }
         #expect(try SQLiteStore(path: path, model: model).changeSetLines().count == 1)

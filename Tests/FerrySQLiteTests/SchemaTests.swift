@@ -213,7 +213,7 @@ struct SchemaTests {
         do {
             _ = try SQLiteStore(path: directory.path, model: model)
             Issue.record("opened a folder as a store")
-        } catch StoreError.cannotOpen(_, let reason) {
+        } catch StoreError.cannotOpen(_, let reason, _) {
             #expect(reason.contains("this is a folder"))
         } catch {
             Issue.record("wrong error: \(error)")
@@ -228,7 +228,7 @@ struct SchemaTests {
             do {
                 _ = try SQLiteStore(path: path, model: model, options: .init(busyTimeout: 0.1))
                 Issue.record("opened a store another connection holds exclusively")
-            } catch StoreError.unavailable(_, let reason) {
+            } catch StoreError.unavailable(_, let reason, _) {
                 #expect(reason.contains("locked"), "\(reason)")
             } catch {
                 Issue.record("wrong error: \(error)")

@@ -61,7 +61,7 @@ struct StoreFailureTests {
             try context.save()
             Issue.record("the save went through another writer's lock")
         } catch .storeFailed(let failure) {
-            #expect(failure.isTransient, "\(failure)")
+            #expect(failure.isRetryable, "\(failure)")
             let cause = try #require(failure.cause as? DatabaseError, "the cause was not kept: \(String(describing: failure.cause))")
             #expect(cause.resultCode == .SQLITE_BUSY)
         } catch {
@@ -79,7 +79,7 @@ struct StoreFailureTests {
             _ = try store.heldChangeSets()
             Issue.record("a read of a dropped table succeeded")
         } catch StoreError.storeFailure(let failure) {
-            #expect(!failure.isTransient, "\(failure)")
+            #expect(!failure.isRetryable, "\(failure)")
             #expect((failure.cause as? DatabaseError)?.resultCode == .SQLITE_ERROR, "\(String(describing: failure.cause))")
             #expect(failure.message.contains("Z_FERRY_PENDING"))
         }

@@ -186,7 +186,7 @@ struct PushStreamClientTests {
         // then failed at the head's deadline, the other case's path.)
         try await withLiveServer(stall: stall, idleLimit: .milliseconds(500), timeout: 2) { peer, paths async throws in
             let (outcome, waited) = await BoundedWaiting.outcome(within: .seconds(10)) { try await peer.push([line(origin, 1)]) }
-            guard case .failure(PeerError.unreachable(let detail)) = outcome else {
+            guard case .failure(PeerError.unreachable(let detail, _)) = outcome else {
                 Issue.record("the unanswered push ended with \(outcome) after \(waited)")
                 return
             }

@@ -40,7 +40,7 @@ struct StalledUploadTests {
             let (outcome, waited) = await BoundedWaiting.outcome(within: .seconds(15)) {
                 try await peer.uploadSnapshot(SnapshotFile(handle: handle, size: 64 << 20), of: UUID())
             }
-            guard case .failure(PeerError.unreachable(let detail)) = outcome else {
+            guard case .failure(PeerError.unreachable(let detail, _)) = outcome else {
                 Issue.record("the stalled upload ended with \(outcome) after \(waited)")
                 return
             }

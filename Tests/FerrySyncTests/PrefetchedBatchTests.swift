@@ -37,11 +37,17 @@ struct PrefetchedBatchTests {
         let result = await PeerSync(name: "stand-in", endpoint: endpoint, client: client, batchSize: 2).run(push: false)
 
         #expect(result.pulled.applied == 2)
-        guard case .badAnswer(let message)? = result.error else {
+        guard case .badAnswer(let message, let cause)? = result.error else {
             Issue.record("expected a refused batch, got \(String(describing: result.error))")
             return
         }
         #expect(message.contains("the change sets it sent were refused here") && message.contains("line 2"), "\(message)")
+        // The replay's refusal is kept as the cause, and the codec's under it.
+        guard case .malformed(line: 2, let codecError)? = cause as? ReplayError else {
+            Issue.record("the cause is not the replay's refusal of line 2: \(String(describing: cause))")
+            return
+        }
+        #expect(codecError.codeName == "malformed" || codecError.codeName == "wrongType", "\(codecError)")
         // The first batch is in; nothing of the refused one (not even its good first line).
         #expect(try local.historyState().vector == [origin.identifier: 2])
         #expect(try local.changeSetLines() == Array(lines[0..<2]))

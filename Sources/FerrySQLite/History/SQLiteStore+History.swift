@@ -355,7 +355,7 @@ extension SQLiteStore {
         } catch let error as StoreError {
             throw error
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: describe(error))
+            throw StoreError.cannotOpen(path: path, reason: describe(error), cause: error)
         }
     }
 }

@@ -69,7 +69,7 @@ extension SQLiteStore {
     /// Ferry store of this model, gives it the UUID `identifier`, and maps the objects the source
     /// had inserted to the source's URIs. Nothing is changed when a check fails. A snapshot of
     /// one of `earlierModels` migrates by every rule (``Options/earlierModels``).
-    /// - Throws: ``StoreError/cannotOpen(path:reason:)`` for a file that is not a sound Ferry store;
+    /// - Throws: ``StoreError/cannotOpen(path:reason:cause:)`` for a file that is not a sound Ferry store;
     ///   ``StoreError/incompatibleModel(path:differences:)`` for another model.
     @discardableResult
     public static func installSnapshot(at path: String, model: ManagedObjectModel, earlierModels: [ManagedObjectModel] = [],
@@ -131,7 +131,7 @@ extension SQLiteStore {
         } catch let error as StoreError {
             throw error
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: "not a SQLite database: \(error)")
+            throw StoreError.cannotOpen(path: path, reason: "not a SQLite database: \(error)", cause: error)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import FerryModel
 import FerryStore
 
 /// How a change set's body is kept in `Z_FERRY_CHANGESET.Z_BODY`: a body of at least
@@ -61,7 +62,7 @@ enum StoredBody {
                     }
                 }
             } catch {
-                throw StoredBodyError()
+                throw StoredBodyError(cause: error)
             }
             guard written == length, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
             return text
@@ -155,7 +156,7 @@ struct InflatingPieces: LinePieces {
                 try inflater.inflate(UnsafeRawBufferPointer(rebasing: bytes[consumed...]), into: output)
             }
         } catch {
-            throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated) of \(length) bytes (\(error))")
+            throw LinePiecesError(detail: "its compressed form does not inflate after \(inflated) of \(length) bytes (\(error))", cause: error)
         }
         self.consumed += step.read
         return step.written
@@ -173,7 +174,7 @@ struct InflatingPieces: LinePieces {
     private mutating func startedInflater() throws -> ZlibInflater {
         if let inflater { return inflater }
         let started: ZlibInflater
-        do { started = try ZlibInflater() } catch { throw LinePiecesError(detail: "\(error)") }
+        do { started = try ZlibInflater() } catch { throw LinePiecesError(detail: "\(error)", cause: error) }
         inflater = started
         return started
     }
@@ -216,7 +217,22 @@ final class CompressedPrefix: @unchecked Sendable {
 }
 
 /// A stored change-set body that cannot be read back (the file was damaged).
-struct StoredBodyError: Error, CustomStringConvertible {
+struct StoredBodyError: FerryError, CustomStringConvertible {
+    /// The kinds of ``StoredBodyError``: one, whatever part of the stored form is wrong.
+    enum Code: String, Hashable, Sendable {
+        /// The stored body is neither text nor a compressed stream of its recorded length that inflates to UTF-8 text.
+        case damaged
+    }
+
+    /// zlib's error when the stream does not inflate (a ``ZlibError``); nil when the stored form's shape is wrong.
+    let cause: (any Error)?
+
+    var code: Code { .damaged }
+
+    init(cause: (any Error)? = nil) {
+        self.cause = cause
+    }
+
     var description: String {
         "a change set's stored body does not inflate to text: the store file is damaged; restore it from a backup or a peer"
     }

@@ -1,4 +1,5 @@
 import CFerryZlib
+import FerryModel
 
 /// One zlib stream (RFC 1950) being made: the system's zlib, at the settings of ``StoredBody``
 /// (fastest level, 32 KB window, default memory level and strategy).
@@ -16,7 +17,7 @@ final class ZlibDeflater {
         guard code == Z_OK else {
             stream.deinitialize(count: 1)
             stream.deallocate()
-            throw ZlibError(operation: "deflateInit2", code: code)
+            throw ZlibError(operation: "deflateInit2", result: code)
         }
     }
 
@@ -71,7 +72,7 @@ final class ZlibDeflater {
                 // the stream is to end and has not yet.
                 if written < chunk.count && stream.pointee.avail_in == 0 && !finish { return }
             default:
-                throw ZlibError(operation: "deflate", code: code)
+                throw ZlibError(operation: "deflate", result: code)
             }
         }
     }
@@ -92,7 +93,7 @@ final class ZlibInflater {
         guard code == Z_OK else {
             stream.deinitialize(count: 1)
             stream.deallocate()
-            throw ZlibError(operation: "inflateInit2", code: code)
+            throw ZlibError(operation: "inflateInit2", result: code)
         }
     }
 
@@ -128,24 +129,50 @@ final class ZlibInflater {
         case Z_OK, Z_BUF_ERROR:
             break  // (Z_BUF_ERROR: no progress possible without more input or room)
         default:
-            throw ZlibError(operation: "inflate", code: code)
+            throw ZlibError(operation: "inflate", result: code)
         }
         return (read, written)
     }
 }
 
-/// zlib refused a stream: the operation and zlib's code (`Z_DATA_ERROR` for a damaged stream).
-struct ZlibError: Error, CustomStringConvertible {
+/// zlib refused a stream: the operation and zlib's result code (`Z_DATA_ERROR` for a damaged stream).
+struct ZlibError: FerryError, CustomStringConvertible {
+    /// The kinds of ``ZlibError``, by zlib's result code.
+    enum Code: String, Hashable, Sendable {
+        /// `Z_DATA_ERROR`: the stream or its checksum is damaged.
+        case damagedStream
+        /// `Z_MEM_ERROR`: zlib ran out of memory.
+        case outOfMemory
+        /// `Z_STREAM_ERROR`: the stream's state is inconsistent (a fault of the caller).
+        case badStreamState
+        /// `Z_NEED_DICT`: the stream needs a preset dictionary.
+        case needsDictionary
+        /// Any other result code zlib gave.
+        case other
+    }
+
+    /// The zlib function that failed (`deflateInit2`, `deflate`, `inflateInit2`, `inflate`).
     let operation: String
-    let code: Int32
+    /// zlib's result code (`Z_DATA_ERROR`, `Z_MEM_ERROR`, …).
+    let result: Int32
+
+    var code: Code {
+        switch result {
+        case Z_DATA_ERROR: .damagedStream
+        case Z_MEM_ERROR: .outOfMemory
+        case Z_STREAM_ERROR: .badStreamState
+        case Z_NEED_DICT: .needsDictionary
+        default: .other
+        }
+    }
 
     var description: String {
-        let name = switch code {
+        let name = switch result {
         case Z_DATA_ERROR: "Z_DATA_ERROR: the stream or its checksum is damaged"
         case Z_MEM_ERROR: "Z_MEM_ERROR: out of memory"
         case Z_STREAM_ERROR: "Z_STREAM_ERROR"
         case Z_NEED_DICT: "Z_NEED_DICT: the stream needs a preset dictionary"
-        default: "code \(code)"
+        default: "code \(result)"
         }
         return "zlib's \(operation) failed (\(name))"
     }

@@ -39,7 +39,8 @@ struct SchemaMigration {
         do {
             previousModel = try old.model()
         } catch {
-            throw StoreError.cannotOpen(path: path, reason: "the model shape stored in the file cannot be read back (\(error)); the file is damaged")
+            throw StoreError.cannotOpen(path: path, reason: "the model shape stored in the file cannot be read back (\(error)); the file is damaged",
+                                        cause: error)
         }
         inferred = LightweightMigration(from: previousModel, to: model)
         guard inferred.problems.isEmpty else { throw StoreError.incompatibleModel(path: path, differences: inferred.problems) }

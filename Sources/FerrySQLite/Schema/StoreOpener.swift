@@ -133,7 +133,7 @@ struct StoreOpener {
         }
         let metadata: Metadata
         do { metadata = try JSONDecoder().decode(Metadata.self, from: plist) } catch {
-            throw StoreError.cannotOpen(path: path, reason: "Z_METADATA cannot be read: \(error)")
+            throw StoreError.cannotOpen(path: path, reason: "Z_METADATA cannot be read: \(error)", cause: error)
         }
         guard metadata.formatVersion <= Self.formatVersion else {
             throw StoreError.unsupportedFormatVersion(path: path, found: metadata.formatVersion, supported: Self.formatVersion)

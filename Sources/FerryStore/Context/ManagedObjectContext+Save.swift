@@ -83,7 +83,7 @@ extension ManagedObjectContext {
                 if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
                 throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
             } catch {
-                throw SaveError.storeFailed(StoreFailure("\(error)"))
+                throw SaveError.storeFailed(StoreFailure(error))
             }
         }
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
@@ -172,7 +172,7 @@ extension ManagedObjectContext {
                 do {
                     referrers = try fetch(request)
                 } catch {
-                    throw ContextError.objectInaccessible("\(object.objectID.uriString) (finding references to it failed: \(error))")
+                    throw ContextError.referencesNotFound(object.objectID.uriString, cause: error)
                 }
                 for referrer in referrers where !referrer.isDeleted {
                     try referrer.setToOneValue(nil, forKey: relationship.name)

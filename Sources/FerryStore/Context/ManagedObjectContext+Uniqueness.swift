@@ -266,7 +266,7 @@ extension ManagedObjectContext {
                 do {
                     referrers = try fetch(FetchRequest(entityName: owner.name, predicate: .equal(relationship.name, .object(newcomer.objectID))))
                 } catch {
-                    throw ContextError.objectInaccessible("\(newcomer.objectID.uriString) (finding references to it failed: \(error))")
+                    throw ContextError.referencesNotFound(newcomer.objectID.uriString, cause: error)
                 }
                 for referrer in referrers where !referrer.isDeleted { try referrer.setToOneValue(survivor, forKey: relationship.name) }
             }

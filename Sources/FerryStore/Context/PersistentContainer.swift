@@ -144,7 +144,7 @@ public final class PersistentContainer: Sendable {
             return try read()
         } catch {
             let failure = StoreFailure(error)
-            throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isTransient: failure.isTransient))
+            throw ContextError.storeFailed(StoreFailure("looking up '\(uri)': \(failure.message)", cause: error, isRetryable: failure.isRetryable))
         }
     }
 

@@ -1,3 +1,4 @@
+import FerryModel
 /// A misuse of a context or managed object: an unknown key, a value of the
 /// wrong type, an object that no longer exists.
 public enum ContextError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -58,5 +59,80 @@ public enum ContextError: Error, Sendable, Hashable, CustomStringConvertible {
         case .wrongClass(let entity, let expected, let actual):
             "entity '\(entity)' is registered with class \(actual), not \(expected)"
         }
+    }
+}
+
+extension ContextError {
+    /// A store failure met while finding the objects that refer to `uri` (to nullify their
+    /// references before it goes): the store's failure, saying whose references it was finding.
+    static func referencesNotFound(_ uri: String, cause error: any Error) -> ContextError {
+        let failure = StoreFailure(error)
+        return .storeFailed(StoreFailure("\(uri): finding references to it failed: \(failure.message)", cause: error,
+                                         isRetryable: failure.isRetryable))
+    }
+}
+
+extension ContextError: FerryError {
+    /// The kinds of ``ContextError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``ContextError/unknownEntity(_:)``
+        case unknownEntity
+        /// ``ContextError/abstractEntity(_:)``
+        case abstractEntity
+        /// ``ContextError/unknownKey(entity:key:)``
+        case unknownKey
+        /// ``ContextError/wrongPropertyKind(entity:key:expected:)``
+        case wrongPropertyKind
+        /// ``ContextError/invalidValue(entity:key:value:expectedType:)``
+        case invalidValue
+        /// ``ContextError/wrongDestination(entity:key:expected:actual:)``
+        case wrongDestination
+        /// ``ContextError/objectFromAnotherContext(_:)``
+        case objectFromAnotherContext
+        /// ``ContextError/objectInaccessible(_:)``
+        case objectInaccessible
+        /// ``ContextError/objectNotFound(_:)``
+        case objectNotFound
+        /// ``ContextError/detachedObject(_:)``
+        case detachedObject
+        /// ``ContextError/invalidURI(_:)``
+        case invalidURI
+        /// ``ContextError/storeFailed(_:)``
+        case storeFailed
+        /// ``ContextError/wrongClass(entity:expected:actual:)``
+        case wrongClass
+    }
+
+    public var code: Code {
+        switch self {
+        case .unknownEntity: .unknownEntity
+        case .abstractEntity: .abstractEntity
+        case .unknownKey: .unknownKey
+        case .wrongPropertyKind: .wrongPropertyKind
+        case .invalidValue: .invalidValue
+        case .wrongDestination: .wrongDestination
+        case .objectFromAnotherContext: .objectFromAnotherContext
+        case .objectInaccessible: .objectInaccessible
+        case .objectNotFound: .objectNotFound
+        case .detachedObject: .detachedObject
+        case .invalidURI: .invalidURI
+        case .storeFailed: .storeFailed
+        case .wrongClass: .wrongClass
+        }
+    }
+
+    /// The URI's own error, or the store's failure.
+    public var cause: (any Error)? {
+        switch self {
+        case .invalidURI(let error): error
+        case .storeFailed(let failure): failure
+        default: nil
+        }
+    }
+
+    /// Whether the store's failure may pass; every other case is a fault in the call.
+    public var isRetryable: Bool {
+        if case .storeFailed(let failure) = self { return failure.isRetryable }
+        return false
     }
 }

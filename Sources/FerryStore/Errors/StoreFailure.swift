@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// A query or write that failed inside a store: what happened, the error that
 /// caused it (the database's own, kept for whoever needs more than the message),
@@ -11,15 +12,15 @@ public struct StoreFailure: Error, Sendable, CustomStringConvertible, Expressibl
     /// What happened, for a person.
     public let message: String
     /// The error that caused it, if any.
-    public let cause: (any Error & Sendable)?
+    public let cause: (any Error)?
     /// Whether the same operation may succeed later without anyone changing anything here.
-    public let isTransient: Bool
+    public let isRetryable: Bool
 
     /// A failure saying `message`, caused by `cause`.
-    public init(_ message: String, cause: (any Error & Sendable)? = nil, isTransient: Bool = false) {
+    public init(_ message: String, cause: (any Error)? = nil, isRetryable: Bool = false) {
         self.message = message
         self.cause = cause
-        self.isTransient = isTransient
+        self.isRetryable = isRetryable
     }
 
     public init(stringLiteral value: String) {
@@ -47,11 +48,21 @@ public struct StoreFailure: Error, Sendable, CustomStringConvertible, Expressibl
 extension StoreFailure: Hashable {
     /// Failures are equal when they say the same and agree on retrying (causes are not compared).
     public static func == (lhs: StoreFailure, rhs: StoreFailure) -> Bool {
-        lhs.message == rhs.message && lhs.isTransient == rhs.isTransient
+        lhs.message == rhs.message && lhs.isRetryable == rhs.isRetryable
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(message)
-        hasher.combine(isTransient)
+        hasher.combine(isRetryable)
     }
+}
+
+extension StoreFailure: FerryError {
+    /// A store failure has one kind; what failed is in its message and its ``cause``.
+    public enum Code: String, Hashable, Sendable {
+        /// A query or write failed inside the store.
+        case storeFailure
+    }
+
+    public var code: Code { .storeFailure }
 }

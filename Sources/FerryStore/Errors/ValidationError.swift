@@ -1,3 +1,5 @@
+import FerryModel
+
 /// One validation failure found at save: which object, which key, what rule.
 ///
 /// ``code`` uses Core Data's numbers (`NSValidationMissingMandatoryPropertyError`
@@ -116,7 +118,7 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
         case .validationFailed: false
         case .conflict, .mergeConflict: false
         case .constraintConflict: false
-        case .storeFailed: true
+        case .storeFailed(let failure): failure.isRetryable
         }
     }
 
@@ -142,13 +144,13 @@ public enum SaveError: Error, Sendable, CustomStringConvertible {
 
 /// Why a store could not be opened or used.
 public enum StoreError: Error, Sendable, CustomStringConvertible {
-    /// The file cannot be opened as a Ferry store.
-    case cannotOpen(path: String, reason: String)
+    /// The file cannot be opened as a Ferry store; `cause` is the error met, when there was one.
+    case cannotOpen(path: String, reason: String, cause: (any Error)? = nil)
     /// The store cannot be opened for writing because of where it lives: a
     /// read-only or full file system, missing permissions, a lock held too long.
     /// Nothing is wrong with the store or the configuration; it opens once the
-    /// cause is fixed (the daemon keeps trying).
-    case unavailable(path: String, reason: String)
+    /// cause is fixed (the daemon keeps trying). `cause` is the error met, when there was one.
+    case unavailable(path: String, reason: String, cause: (any Error)? = nil)
     /// The store was made with another model and cannot be migrated automatically.
     case incompatibleModel(path: String, differences: [String])
     /// A query or write failed inside the store.
@@ -161,9 +163,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .cannotOpen(let path, let reason):
+        case .cannotOpen(let path, let reason, _):
             "cannot open store \(path): \(reason)"
-        case .unavailable(let path, let reason):
+        case .unavailable(let path, let reason, _):
             "cannot open store \(path): \(reason)"
         case .incompatibleModel(let path, let differences):
             "the model is incompatible with store \(path) (Core Data error 134100); "
@@ -175,6 +177,77 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             "nothing was saved in store \(path): \(reason)"
         case .unsupportedFormatVersion(let path, let found, let supported):
             "store \(path) has format version \(found); this Ferry reads up to version \(supported). Upgrade Ferry."
+        }
+    }
+}
+
+extension ValidationError: FerryError {
+    /// The case's name (``Code/name``): the code itself is Core Data's number.
+    public var codeName: String { code.name }
+}
+
+extension SaveError: FerryError {
+    /// The case's name, beside Core Data's number in ``code``.
+    public var codeName: String {
+        switch self {
+        case .validationFailed: "validationFailed"
+        case .conflict: "conflict"
+        case .mergeConflict: "mergeConflict"
+        case .constraintConflict: "constraintConflict"
+        case .storeFailed: "storeFailed"
+        }
+    }
+
+    /// The store's failure; the validation failures are in ``validationErrors``.
+    public var cause: (any Error)? {
+        if case .storeFailed(let failure) = self { return failure }
+        return nil
+    }
+}
+
+extension StoreError: FerryError {
+    /// The kinds of ``StoreError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``StoreError/cannotOpen(path:reason:cause:)``
+        case cannotOpen
+        /// ``StoreError/unavailable(path:reason:cause:)``
+        case unavailable
+        /// ``StoreError/incompatibleModel(path:differences:)``
+        case incompatibleModel
+        /// ``StoreError/storeFailure(_:)``
+        case storeFailure
+        /// ``StoreError/unsupportedFormatVersion(path:found:supported:)``
+        case unsupportedFormatVersion
+        /// ``StoreError/cannotSign(path:reason:)``
+        case cannotSign
+    }
+
+    public var code: Code {
+        switch self {
+        case .cannotOpen: .cannotOpen
+        case .unavailable: .unavailable
+        case .incompatibleModel: .incompatibleModel
+        case .storeFailure: .storeFailure
+        case .unsupportedFormatVersion: .unsupportedFormatVersion
+        case .cannotSign: .cannotSign
+        }
+    }
+
+    public var cause: (any Error)? {
+        switch self {
+        case .cannotOpen(_, _, let cause), .unavailable(_, _, let cause): cause
+        case .storeFailure(let failure): failure
+        default: nil
+        }
+    }
+
+    /// An unavailable store opens once its surroundings are fixed (the daemon keeps trying); a
+    /// store failure may pass; the rest needs someone to act.
+    public var isRetryable: Bool {
+        switch self {
+        case .unavailable: true
+        case .storeFailure(let failure): failure.isRetryable
+        default: false
         }
     }
 }

@@ -55,7 +55,7 @@ public enum ChangeSetCodec {
     /// Reads a version vector (`{"UUID": seq, …}`).
     public static func decodeVector(_ text: String) throws(ChangeSetError) -> VersionVector {
         let json: JSONValue
-        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("the version vector is not JSON: \(error)") }
+        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("the version vector is not JSON: \(error)", cause: error) }
         guard let members = json.objectMembers else { throw ChangeSetError.malformed("a version vector is a JSON object {\"STORE-UUID\": SEQ, …}") }
         return try vector(members.map { key, value in (key, value.integerValue) })
     }
@@ -95,7 +95,7 @@ public enum ChangeSetCodec {
     /// The general reader: parses the line into a JSON tree, then checks it field by field.
     package static func decodeTree(_ text: String, model: ManagedObjectModel, versionHash: String?) throws(ChangeSetError) -> Decoded {
         let json: JSONValue
-        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
+        do { json = try JSONValue.parse(text) } catch { throw ChangeSetError.malformed("not JSON: \(error)", cause: error) }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
         guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
         guard ChangeSet.readableFormats.contains(Int(clamping: format)) else { throw ChangeSetError.unsupportedFormat(Int(clamping: format)) }
@@ -371,8 +371,9 @@ public enum ChangeSetCodec {
 
 /// Why a change set was refused before anything was applied.
 public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Not a change set: bad JSON, a missing or mistyped field.
-    case malformed(String)
+    /// Not a change set: bad JSON, a missing or mistyped field. `cause` is the JSON parser's error,
+    /// when it was that.
+    case malformed(String, cause: (any Error)? = nil)
     /// Written in a format version this library does not read.
     case unsupportedFormat(Int)
     /// An entity the model does not have.
@@ -386,7 +387,7 @@ public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .malformed(let message): "malformed change set: \(message)"
+        case .malformed(let message, _): "malformed change set: \(message)"
         case .unsupportedFormat(let version):
             "change set format \(version) is not supported " +
                 "(this Ferry reads formats \(ChangeSet.readableFormats.lowerBound)…\(ChangeSet.readableFormats.upperBound)); " +
@@ -396,5 +397,51 @@ public enum ChangeSetError: Error, Sendable, Hashable, CustomStringConvertible {
         case .wrongType(let place, let message): "\(place): \(message)"
         case .badURI(let place, let message): "\(place): \(message)"
         }
+    }
+}
+
+extension ChangeSetError {
+    /// Errors are equal when they say the same (causes are not compared).
+    public static func == (lhs: ChangeSetError, rhs: ChangeSetError) -> Bool {
+        lhs.description == rhs.description
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(description)
+    }
+}
+
+extension ChangeSetError: FerryError {
+    /// The kinds of ``ChangeSetError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``ChangeSetError/malformed(_:)``
+        case malformed
+        /// ``ChangeSetError/unsupportedFormat(_:)``
+        case unsupportedFormat
+        /// ``ChangeSetError/unknownEntity(place:entity:)``
+        case unknownEntity
+        /// ``ChangeSetError/unknownProperty(place:entity:property:)``
+        case unknownProperty
+        /// ``ChangeSetError/wrongType(place:message:)``
+        case wrongType
+        /// ``ChangeSetError/badURI(place:message:)``
+        case badURI
+    }
+
+    public var code: Code {
+        switch self {
+        case .malformed: .malformed
+        case .unsupportedFormat: .unsupportedFormat
+        case .unknownEntity: .unknownEntity
+        case .unknownProperty: .unknownProperty
+        case .wrongType: .wrongType
+        case .badURI: .badURI
+        }
+    }
+
+    /// The JSON parser's error, for a change set that is not JSON.
+    public var cause: (any Error)? {
+        if case .malformed(_, let cause) = self { return cause }
+        return nil
     }
 }

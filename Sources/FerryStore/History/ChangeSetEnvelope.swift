@@ -26,7 +26,7 @@ public struct ChangeSetEnvelope: Sendable, Hashable {
         // change set it takes, some of hundreds of megabytes.
         let json: JSONValue
         let changes: JSONParser.CountedArray?
-        do { (json, changes) = try JSONValue.parseCountingChanges(line) } catch { throw ChangeSetError.malformed("not JSON: \(error)") }
+        do { (json, changes) = try JSONValue.parseCountingChanges(line) } catch { throw ChangeSetError.malformed("not JSON: \(error)", cause: error) }
         guard json.objectMembers != nil else { throw ChangeSetError.malformed("a change set is a JSON object") }
         guard case .integer(let format)? = json["format"] else { throw ChangeSetError.malformed("'format' is missing or not a number") }
         guard ChangeSet.readableFormats.contains(Int(clamping: format)) else { throw ChangeSetError.unsupportedFormat(Int(clamping: format)) }

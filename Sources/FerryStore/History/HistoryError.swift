@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// Why a store cannot give the change sets asked for.
 public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -29,6 +30,26 @@ public enum HistoryError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "(ferry init --from-peer, or the daemon's sync.bootstrap; docs/SYNC.md, \"Snapshots\")"
         case .ownOrigin(let origin):
             "\(origin.uuidString) is this store's own origin; its change sets are this store's saves and cannot be removed"
+        }
+    }
+}
+
+extension HistoryError: FerryError {
+    /// The kinds of ``HistoryError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``HistoryError/purged(origin:needed:purgedThrough:)``
+        case purged
+        /// ``HistoryError/ownOrigin(_:)``
+        case ownOrigin
+        /// ``HistoryError/pastHorizon(origin:needed:horizon:)``
+        case pastHorizon
+    }
+
+    public var code: Code {
+        switch self {
+        case .purged: .purged
+        case .ownOrigin: .ownOrigin
+        case .pastHorizon: .pastHorizon
         }
     }
 }

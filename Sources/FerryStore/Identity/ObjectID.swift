@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// The identity of one object: temporary until its first save, then permanent.
 ///
@@ -288,6 +289,29 @@ public enum ObjectURIError: Error, Sendable, Hashable, CustomStringConvertible {
             "'\(uri)' names entity '\(entity)', which this model does not have"
         case .temporary(let uri):
             "'\(uri)' is a temporary ID of an unsaved object; only permanent URIs can be resolved"
+        }
+    }
+}
+
+extension ObjectURIError: FerryError {
+    /// The kinds of ``ObjectURIError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``ObjectURIError/malformed(_:_:)``
+        case malformed
+        /// ``ObjectURIError/foreignStore(_:expected:)``
+        case foreignStore
+        /// ``ObjectURIError/unknownEntity(_:entity:)``
+        case unknownEntity
+        /// ``ObjectURIError/temporary(_:)``
+        case temporary
+    }
+
+    public var code: Code {
+        switch self {
+        case .malformed: .malformed
+        case .foreignStore: .foreignStore
+        case .unknownEntity: .unknownEntity
+        case .temporary: .temporary
         }
     }
 }

@@ -134,7 +134,7 @@ public struct BatchApplier {
                 // The plan makes this unreachable for well-formed input; report it like a save failure.
                 let names = refNames()
                 context.rollback()
-                outcome.failure = (saveNumber, .storeFailed("\(error)"), names)
+                outcome.failure = (saveNumber, .storeFailed(StoreFailure(error)), names)
                 return outcome
             }
             do {

@@ -1,3 +1,5 @@
+import FerryModel
+
 /// Why a batch of operations (`ferry put`) or a value could not be read.
 public enum InterchangeError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The text is not valid JSON.
@@ -15,6 +17,26 @@ public enum InterchangeError: Error, Sendable, Hashable, CustomStringConvertible
             (line.map { "line \($0): " } ?? "") + reason
         case .invalidOperation(let save, let operation, let reason):
             "save \(save), operation \(operation): \(reason)"
+        }
+    }
+}
+
+extension InterchangeError: FerryError {
+    /// The kinds of ``InterchangeError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``InterchangeError/malformedJSON(line:reason:)``
+        case malformedJSON
+        /// ``InterchangeError/malformedBatch(line:reason:)``
+        case malformedBatch
+        /// ``InterchangeError/invalidOperation(save:operation:reason:)``
+        case invalidOperation
+    }
+
+    public var code: Code {
+        switch self {
+        case .malformedJSON: .malformedJSON
+        case .malformedBatch: .malformedBatch
+        case .invalidOperation: .invalidOperation
         }
     }
 }

@@ -161,3 +161,35 @@ extension PredicateValue {
         }
     }
 }
+
+extension QueryError: FerryError {
+    /// The kinds of ``QueryError``: its cases.
+    public enum Code: String, Hashable, Sendable {
+        /// ``QueryError/unknownKey(entity:key:keyPath:)``
+        case unknownKey
+        /// ``QueryError/notARelationship(entity:key:keyPath:)``
+        case notARelationship
+        /// ``QueryError/toManyKeyNotAllowed(entity:key:keyPath:)``
+        case toManyKeyNotAllowed
+        /// ``QueryError/typeMismatch(entity:keyPath:expected:value:)``
+        case typeMismatch
+        /// ``QueryError/unknownEntity(_:)``
+        case unknownEntity
+        /// ``QueryError/invalidRegularExpression(entity:keyPath:pattern:)``
+        case invalidRegularExpression
+        /// ``QueryError/invalidAggregate(entity:name:reason:)``
+        case invalidAggregate
+    }
+
+    public var code: Code {
+        switch self {
+        case .unknownKey: .unknownKey
+        case .notARelationship: .notARelationship
+        case .toManyKeyNotAllowed: .toManyKeyNotAllowed
+        case .typeMismatch: .typeMismatch
+        case .unknownEntity: .unknownEntity
+        case .invalidRegularExpression: .invalidRegularExpression
+        case .invalidAggregate: .invalidAggregate
+        }
+    }
+}

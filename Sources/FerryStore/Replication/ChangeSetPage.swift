@@ -1,3 +1,4 @@
+import FerryModel
 /// One page of a store's history (``ReplicaStore/changeSetPage(after:cursor:limit:)``).
 public struct ChangeSetPage: Sendable {
     /// The change sets, as canonical JSON lines.
@@ -84,12 +85,22 @@ public protocol LinePieces {
 }
 
 /// A large line's pieces did not make the line the store recorded: its stored form is damaged.
-public struct LinePiecesError: Error, CustomStringConvertible {
+public struct LinePiecesError: FerryError {
+    /// A line's pieces fail one way; what was wrong is in ``detail`` and ``cause``.
+    public enum Code: String, Hashable, Sendable {
+        /// The stored form of a line is damaged.
+        case damagedLine
+    }
+
     /// What was wrong.
     public let detail: String
+    /// The error met reading the stored form (zlib's), when there was one.
+    public let cause: (any Error)?
+    public var code: Code { .damagedLine }
 
-    public init(detail: String) {
+    public init(detail: String, cause: (any Error)? = nil) {
         self.detail = detail
+        self.cause = cause
     }
 
     public var description: String {

@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// What signs the change sets a store records: its Ed25519 key (`FerrySigning.StoreSigningKey`).
 /// FerryStore only names it, so that it needs no cryptography library of its own.
@@ -23,7 +24,20 @@ public protocol PartialSignature: Sendable {
 }
 
 /// A signing key that cannot be used: what happened and what to do (never the key itself).
-public struct SigningKeyError: Error, CustomStringConvertible, Sendable {
+public struct SigningKeyError: FerryError, Sendable {
+    /// A signing key's fault has one kind; what went wrong is in the description and ``cause``.
+    public enum Code: String, Hashable, Sendable {
+        /// The key cannot be read, written or used.
+        case signingKey
+    }
+
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The error met (a file's, the cryptography library's), when there was one.
+    public let cause: (any Error)?
+    public var code: Code { .signingKey }
+
+    public init(_ description: String, cause: (any Error)? = nil) {
+        self.description = description
+        self.cause = cause
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// How Ferry's control messages (state, apply report, sync answer, status) are
 /// written and read: JSON with sorted keys, dates as ISO 8601 text, version
@@ -24,7 +25,7 @@ public enum WireJSON {
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            throw WireError(expected: "\(type)", detail: "\(error)", excerpt: String(decoding: data.prefix(200), as: UTF8.self))
+            throw WireError(cause: error, expected: "\(type)", detail: "\(error)", excerpt: String(decoding: data.prefix(200), as: UTF8.self))
         }
     }
 
@@ -43,7 +44,16 @@ public enum WireJSON {
 }
 
 /// A control message that did not read as the type it should be.
-public struct WireError: Error, Sendable, CustomStringConvertible {
+public struct WireError: FerryError, Sendable {
+    /// A message fails to read one way; what did not fit is in ``detail`` and ``cause``.
+    public enum Code: String, Hashable, Sendable {
+        /// The message is not the JSON of the type expected.
+        case unexpectedMessage
+    }
+
+    public var code: Code { .unexpectedMessage }
+    /// The decoder's error.
+    public var cause: (any Error)? = nil
     /// The type that was expected.
     public let expected: String
     /// What did not fit (the decoder's words).

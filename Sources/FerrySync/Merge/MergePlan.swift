@@ -1,3 +1,4 @@
+import FerryModel
 import FerryStore
 
 /// What replaying one change set does here, decided before anything is written:
@@ -59,9 +60,22 @@ struct MergePlan: Equatable {
 }
 
 /// Why a change set cannot be merged as it is (it is quarantined with this reason).
-enum MergeProblem: Error, Equatable, CustomStringConvertible {
+enum MergeProblem: FerryError, Equatable, CustomStringConvertible {
     /// A change names an object this store has never received (a change set it depends on is missing or was purged).
     case unknownObject(String, place: String)
+
+    /// The kinds of ``MergeProblem``, one per case.
+    enum Code: String, Hashable, Sendable {
+        /// A change names an object this store has never received (``MergeProblem/unknownObject(_:place:)``).
+        case unknownObject
+    }
+
+    /// The kind of fault.
+    var code: Code {
+        switch self {
+        case .unknownObject: .unknownObject
+        }
+    }
 
     var description: String {
         switch self {

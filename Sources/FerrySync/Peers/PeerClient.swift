@@ -1,21 +1,26 @@
 import Foundation
 import Synchronization
+import FerryModel
 import FerryStore
 import CompressNIO
 import NIOCore
 
 /// Why a request to a peer failed.
-public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// Nothing listens at the peer's address (connection refused).
-    case notListening(String)
-    /// The peer could not be reached, did not answer in time, or failed the TLS check.
-    case unreachable(String)
+///
+/// Errors are equal when they are the same case with the same payload (their causes are not compared).
+public enum PeerError: FerryError, Sendable, CustomStringConvertible, Equatable {
+    /// Nothing listens at the peer's address (connection refused); `cause` is the error met, when there was one.
+    case notListening(String, cause: (any Error)? = nil)
+    /// The peer could not be reached, did not answer in time, or failed the TLS check; `cause` is the
+    /// error met, when there was one.
+    case unreachable(String, cause: (any Error)? = nil)
     /// The peer refused the token (401) or its role (403).
     case unauthorized(status: Int)
     /// The peer answered with an error status.
     case failed(status: Int, message: String)
-    /// The peer's answer is not what the protocol says.
-    case badAnswer(String)
+    /// The peer's answer is not what the protocol says (or this side could not make or take it in);
+    /// `cause` is the error met, when there was one.
+    case badAnswer(String, cause: (any Error)? = nil)
     /// This side's store failed (disk full, read-only, I/O error; a change set to push that cannot be
     /// read): nothing of the batch was taken in or sent whole, and the next round tries again. The
     /// failure says which, and keeps the store's error as its cause.
@@ -26,14 +31,55 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     /// the peer's limit is raised above it (a daemon peer may still pull it; a relay pulls nothing).
     case changeSetTooLarge(bytes: Int, message: String)
 
+    /// The kinds of ``PeerError``, one per case.
+    public enum Code: String, Hashable, Sendable {
+        /// Nothing listens at the peer's address (``PeerError/notListening(_:cause:)``).
+        case notListening
+        /// The peer could not be reached, did not answer in time, or failed the TLS check (``PeerError/unreachable(_:cause:)``).
+        case unreachable
+        /// The peer refused the token or its role (``PeerError/unauthorized(status:)``).
+        case unauthorized
+        /// The peer answered with an error status (``PeerError/failed(status:message:)``).
+        case failed
+        /// The peer's answer is not what the protocol says (``PeerError/badAnswer(_:cause:)``).
+        case badAnswer
+        /// This side's store failed (``PeerError/localStore(_:)``).
+        case localStore
+        /// The peer refused a push of one change set alone as too large (``PeerError/changeSetTooLarge(bytes:message:)``).
+        case changeSetTooLarge
+    }
+
+    /// The kind of fault.
+    public var code: Code {
+        switch self {
+        case .notListening: .notListening
+        case .unreachable: .unreachable
+        case .unauthorized: .unauthorized
+        case .failed: .failed
+        case .badAnswer: .badAnswer
+        case .localStore: .localStore
+        case .changeSetTooLarge: .changeSetTooLarge
+        }
+    }
+
+    /// The error met: the one kept by ``notListening(_:cause:)``, ``unreachable(_:cause:)`` or
+    /// ``badAnswer(_:cause:)``, or the store's failure of ``localStore(_:)``.
+    public var cause: (any Error)? {
+        switch self {
+        case .notListening(_, let cause), .unreachable(_, let cause), .badAnswer(_, let cause): cause
+        case .localStore(let failure): failure
+        case .unauthorized, .failed, .changeSetTooLarge: nil
+        }
+    }
+
     public var description: String {
         switch self {
-        case .notListening(let detail): "not listening: \(detail)"
-        case .unreachable(let detail): "unreachable: \(detail)"
+        case .notListening(let detail, _): "not listening: \(detail)"
+        case .unreachable(let detail, _): "unreachable: \(detail)"
         case .unauthorized(401): "the peer refused our token (401); check token_file against the peer's tokens_file"
         case .unauthorized(let status): "the peer refused this action for our token (\(status)); it needs an admin token"
         case .failed(let status, let message): "the peer answered \(status): \(message)"
-        case .badAnswer(let detail): "the peer's answer was not understood: \(detail)"
+        case .badAnswer(let detail, _): "the peer's answer was not understood: \(detail)"
         case .localStore(let detail): "this store failed: \(detail)"
         case .changeSetTooLarge(let bytes, let message):
             "the peer refuses the next change set to push, \(Self.megabytes(bytes)) MB alone, as larger than the request body it takes "
@@ -44,11 +90,29 @@ public enum PeerError: Error, Sendable, CustomStringConvertible, Equatable {
     }
 
     /// Whether trying again later may succeed (network trouble, a busy or restarting peer).
-    public var isTransient: Bool {
+    public var isRetryable: Bool {
         switch self {
         case .notListening, .unreachable, .localStore: true
         case .failed(let status, _): status >= 500 || status == 429 || status == 408
         case .unauthorized, .badAnswer, .changeSetTooLarge: false
+        }
+    }
+
+    /// The same case with the same payload; causes are not compared.
+    public static func == (lhs: PeerError, rhs: PeerError) -> Bool {
+        switch (lhs, rhs) {
+        case (.notListening(let left, _), .notListening(let right, _)): left == right
+        case (.unreachable(let left, _), .unreachable(let right, _)): left == right
+        case (.unauthorized(let left), .unauthorized(let right)): left == right
+        case (.failed(let leftStatus, let leftMessage), .failed(let rightStatus, let rightMessage)):
+            leftStatus == rightStatus && leftMessage == rightMessage
+        case (.badAnswer(let left, _), .badAnswer(let right, _)): left == right
+        case (.localStore(let left), .localStore(let right)): left == right
+        case (.changeSetTooLarge(let leftBytes, let leftMessage), .changeSetTooLarge(let rightBytes, let rightMessage)):
+            leftBytes == rightBytes && leftMessage == rightMessage
+        case (.notListening, _), (.unreachable, _), (.unauthorized, _), (.failed, _), (.badAnswer, _), (.localStore, _),
+             (.changeSetTooLarge, _):
+            false
         }
     }
 
@@ -189,7 +253,7 @@ public struct PeerClient: Sendable {
                 body = Data(compressed.readableBytesView)
                 encoding = "gzip"
             } catch {
-                throw PeerError.badAnswer("gzip of the request body failed: \(error)")
+                throw PeerError.badAnswer("gzip of the request body failed: \(error)", cause: error)
             }
         } else {
             body = Data(buffer.readableBytesView)
@@ -255,11 +319,35 @@ public struct PeerClient: Sendable {
     }
 
     /// Why a token file cannot be used.
-    public enum TokenFileProblem: Error, Sendable, Equatable {
+    public enum TokenFileProblem: FerryError, Sendable, Equatable {
         /// The file cannot be read.
         case unreadable
         /// It holds no token, or more than one word.
         case notOneToken
+
+        /// The kinds of ``TokenFileProblem``, one per case.
+        public enum Code: String, Hashable, Sendable {
+            /// The file cannot be read (``TokenFileProblem/unreadable``).
+            case unreadable
+            /// It holds no token, or more than one word (``TokenFileProblem/notOneToken``).
+            case notOneToken
+        }
+
+        /// The kind of fault.
+        public var code: Code {
+            switch self {
+            case .unreadable: .unreadable
+            case .notOneToken: .notOneToken
+            }
+        }
+
+        /// What is wrong with the file, for a person.
+        public var description: String {
+            switch self {
+            case .unreadable: "the token file cannot be read (missing, or not readable by this user)"
+            case .notOneToken: "the token file must hold one token (one word; blank space around it is ignored)"
+            }
+        }
     }
 
     /// The one token the file at `path` holds (surrounding blank space and newlines ignored).
@@ -343,7 +431,7 @@ public struct PeerClient: Sendable {
         do {
             return try WireJSON.decode(type, from: data)
         } catch {
-            throw PeerError.badAnswer("\(place): \(error)")
+            throw PeerError.badAnswer("\(place): \(error)", cause: error)
         }
     }
 }

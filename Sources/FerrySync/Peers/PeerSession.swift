@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// One peer's session: a state machine that takes what happens (the pull interval, the clock,
 /// a commit to the store, a round's end) and answers which round to run, with the time passed in,
@@ -48,13 +49,49 @@ public struct PeerSession: Sendable, Equatable {
     }
 
     /// Why an event was refused.
-    public enum Refusal: Error, Sendable, Equatable {
+    public enum Refusal: FerryError, Sendable, Equatable {
         /// A round already runs.
         case alreadySyncing
         /// The backoff runs until this time (and the start was not forced).
         case backingOff(until: Date)
         /// `finish` without a running round.
         case notSyncing
+
+        /// The kinds of ``Refusal``, one per case.
+        public enum Code: String, Hashable, Sendable {
+            /// A round already runs (``Refusal/alreadySyncing``).
+            case alreadySyncing
+            /// The peer backs off after a failure (``Refusal/backingOff(until:)``).
+            case backingOff
+            /// `finish` without a running round (``Refusal/notSyncing``).
+            case notSyncing
+        }
+
+        /// The kind of fault.
+        public var code: Code {
+            switch self {
+            case .alreadySyncing: .alreadySyncing
+            case .backingOff: .backingOff
+            case .notSyncing: .notSyncing
+            }
+        }
+
+        /// Whether a start may be accepted later: once the running round ends, or the backoff runs out.
+        public var isRetryable: Bool {
+            switch self {
+            case .alreadySyncing, .backingOff: true
+            case .notSyncing: false
+            }
+        }
+
+        /// Why the event was refused, for a person.
+        public var description: String {
+            switch self {
+            case .alreadySyncing: "a round with this peer already runs"
+            case .backingOff(let until): "the peer backs off after a failed round until \(until.formatted(.iso8601)); a forced start may run a round now"
+            case .notSyncing: "no round with this peer runs to finish"
+            }
+        }
     }
 
     private var current: Phase = .idle

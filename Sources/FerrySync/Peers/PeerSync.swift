@@ -109,7 +109,7 @@ public struct PeerSync: Sendable {
     }
 
     private static func peerError(_ error: any Error) -> PeerError {
-        (error as? PeerError) ?? .badAnswer("\(error)")
+        (error as? PeerError) ?? .badAnswer("\(error)", cause: error)
     }
 
     /// Whether a push is still worth trying after a pull failed this way.
@@ -142,12 +142,12 @@ public struct PeerSync: Sendable {
             } catch where error is ReplayError || error is HistoryError {
                 // Malformed, or past this store's tombstone horizon: nothing was taken in.
                 next?.cancel()
-                throw PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+                throw PeerError.badAnswer("the change sets it sent were refused here: \(error)", cause: error)
             } catch {
                 next?.cancel()
                 let failure = StoreFailure(error)
                 throw PeerError.localStore(StoreFailure("could not take the change sets: \(failure.message)", cause: failure.cause ?? failure,
-                                                        isTransient: failure.isTransient))
+                                                        isRetryable: failure.isRetryable))
             }
             result.pulled.add(report)
             progress("\(name): pulled \(batch.lines.count) change sets (\(report.applied) applied)")
@@ -196,7 +196,7 @@ public struct PeerSync: Sendable {
     /// The round's error for a batch refused here (an untrusted change set is told to the endpoint's observer).
     private func refused(_ error: ReplayError) -> PeerError {
         if case .untrusted(_, let refusal) = error { endpoint.noteRefusal(refusal, via: "pull") }
-        return PeerError.badAnswer("the change sets it sent were refused here: \(error)")
+        return PeerError.badAnswer("the change sets it sent were refused here: \(error)", cause: error)
     }
 
     private func push(into result: inout PeerSyncResult, startingFrom known: VersionVector?,

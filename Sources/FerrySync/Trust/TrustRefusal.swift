@@ -1,9 +1,10 @@
 import Foundation
+import FerryModel
 import FerryStore
 
 /// Why a change set was refused before anything of its batch was applied: it does not prove it
 /// comes from the origin it names (docs/SYNC.md, "Signed change sets").
-public struct TrustRefusal: Error, Sendable, Hashable, CustomStringConvertible {
+public struct TrustRefusal: FerryError, Sendable, Hashable, CustomStringConvertible {
     /// What was wrong, as counted in `/metrics` (`ferry_changesets_refused_total{reason}`).
     public enum Reason: String, Sendable, Hashable, CaseIterable {
         /// No signature, from an origin that signs that sequence number.
@@ -16,6 +17,9 @@ public struct TrustRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         /// Signed with a key revoked before the change set's time.
         case revokedKey = "revoked_key"
     }
+
+    /// The kinds of ``TrustRefusal``: its ``Reason`` (whose raw values are the `reason` labels of `/metrics`).
+    public typealias Code = Reason
 
     /// What was wrong.
     public var reason: Reason
@@ -32,6 +36,9 @@ public struct TrustRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         self.sequence = sequence
         self.detail = detail
     }
+
+    /// The kind of fault: the ``reason``.
+    public var code: Reason { reason }
 
     public var description: String {
         "change set \(sequence) of \(origin.uuidString) is not trusted (\(reason.rawValue)): \(detail)"

@@ -293,7 +293,7 @@ struct PredicateBinder {
         do {
             path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         } catch {
-            throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)", key: keyPath)
+            throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)", key: keyPath, cause: error)
         }
         guard key.count == 1 else {
             throw error(.typeMismatch, at: opPosition,
@@ -325,7 +325,7 @@ struct PredicateBinder {
         do {
             path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         } catch {
-            throw self.error(.typeMismatch, at: keyPosition, "SUBQUERY needs a to-many relationship; \(error.description)", key: keyPath)
+            throw self.error(.typeMismatch, at: keyPosition, "SUBQUERY needs a to-many relationship; \(error.description)", key: keyPath, cause: error)
         }
         let binder = PredicateBinder(source: source, entity: path.destination, model: model, arguments: arguments, variables: variables)
         let member = try binder.bind(try Self.rootingKeys(of: inner, at: variable, source: source, entity: entity.name))
@@ -377,7 +377,7 @@ struct PredicateBinder {
         do {
             _ = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         } catch {
-            throw self.error(.typeMismatch, at: position, "@count needs a to-many relationship; \(error.description)", key: keyPath)
+            throw self.error(.typeMismatch, at: position, "@count needs a to-many relationship; \(error.description)", key: keyPath, cause: error)
         }
         guard let op = Self.numericOperator(comparison.operator) else {
             throw error(.unsupported, at: comparison.position, "@count compares with ==, !=, <, <=, > or >=", key: keyPath)
@@ -509,7 +509,7 @@ struct PredicateBinder {
             do {
                 found = try context.value(at: path, of: object)
             } catch {
-                throw self.error(.unknownKey, at: position, "$\(name).\(path): \(error)", key: keyPath)
+                throw self.error(.unknownKey, at: position, "$\(name).\(path): \(error)", key: keyPath, cause: error)
             }
             switch found {
             case .null: return .null
@@ -607,8 +607,9 @@ struct PredicateBinder {
 
     // MARK: - Helpers
 
-    private func error(_ code: PredicateFormatError.Code, at position: Int, _ message: String, key: String? = nil) -> PredicateFormatError {
-        PredicateFormatError(code: code, predicate: source, position: position, message: message, entity: entity.name, key: key)
+    private func error(_ code: PredicateFormatError.Code, at position: Int, _ message: String, key: String? = nil,
+                       cause: (any Error)? = nil) -> PredicateFormatError {
+        PredicateFormatError(code: code, predicate: source, position: position, message: message, entity: entity.name, key: key, cause: cause)
     }
 
     private static func flipped(_ op: ComparisonSyntax.Operator) -> ComparisonSyntax.Operator? {

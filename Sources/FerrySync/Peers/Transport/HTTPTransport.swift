@@ -117,7 +117,7 @@ final class HTTPTransport: PeerTransport {
         do {
             try file.seek(toOffset: 0)
         } catch {
-            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
+            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)", cause: error))
         }
         let progress = BodyProgress()
         http.body = .stream(FileChunks(file: file, size: size, progress: progress), length: .known(size))
@@ -207,10 +207,10 @@ final class HTTPTransport: PeerTransport {
 
     /// The ``PeerError`` for a failed request: refused connections are `notListening`,
     /// certificate failures say what the certificate was checked against, anything else
-    /// (a cut answer, a timeout, a cancelled request) is `unreachable`.
+    /// (a cut answer, a timeout, a cancelled request) is `unreachable`; each keeps `error` as its cause.
     static func peerError(_ error: any Error, place: String, trust: PeerTrust) -> PeerError {
         if isConnectionRefused(error) {
-            return .notListening("\(place): connection refused")
+            return .notListening("\(place): connection refused", cause: error)
         }
         let checkedAgainst = switch trust {
         case .systemStore: "the system trust store"
@@ -218,18 +218,19 @@ final class HTTPTransport: PeerTransport {
         }
         let detail = "\(error)"
         if detail.contains("CERTIFICATE_VERIFY_FAILED") {
-            return .unreachable("\(place): TLS handshake failed: the peer's certificate does not chain up to \(checkedAgainst) (CERTIFICATE_VERIFY_FAILED)")
+            return .unreachable("\(place): TLS handshake failed: the peer's certificate does not chain up to \(checkedAgainst) (CERTIFICATE_VERIFY_FAILED)",
+                                cause: error)
         }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
-            return .unreachable("\(place): TLS handshake failed: the peer's certificate is not for the host of its url (\(error))")
+            return .unreachable("\(place): TLS handshake failed: the peer's certificate is not for the host of its url (\(error))", cause: error)
         }
         if error is NIOSSLError || error is BoringSSLError {
-            return .unreachable("\(place): TLS handshake failed (checked against \(checkedAgainst)): \(detail)")
+            return .unreachable("\(place): TLS handshake failed (checked against \(checkedAgainst)): \(detail)", cause: error)
         }
         if error is CancellationError {
-            return .unreachable("\(place): the request was cancelled")
+            return .unreachable("\(place): the request was cancelled", cause: error)
         }
-        return .unreachable("\(place): \(error)")
+        return .unreachable("\(place): \(error)", cause: error)
     }
 
     private static func isConnectionRefused(_ error: any Error) -> Bool {

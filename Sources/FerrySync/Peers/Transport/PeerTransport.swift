@@ -32,7 +32,7 @@ public struct PeerResponse: Sendable {
 }
 
 /// Carries ``PeerRequest``s to a peer. Failures to reach it are thrown as
-/// ``PeerError/notListening(_:)`` or ``PeerError/unreachable(_:)``; any HTTP
+/// ``PeerError/notListening(_:cause:)`` or ``PeerError/unreachable(_:cause:)``; any HTTP
 /// status is an answer, not an error. The daemon's is ``HTTPTransport``
 /// (AsyncHTTPClient); tests pass FerryTesting's `InMemoryTransport`, which
 /// hands each request to an in-process server's router.
@@ -112,7 +112,7 @@ extension PeerTransport {
             try file.seek(toOffset: 0)
             request.body = try file.read(upToCount: Int(size)) ?? Data()
         } catch {
-            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)"))
+            throw PeerError.localStore(StoreFailure("cannot read the file to send: \(error)", cause: error))
         }
         return try await send(request)
     }

@@ -29,14 +29,31 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
     public var line: Int?
     /// The element concerned, e.g. `<attribute name="age">` in entity `Person`.
     public var element: String?
+    /// The error met reading the file (the XML or property-list parser's), when there was one.
+    public var cause: (any Error)?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, file: String? = nil, line: Int? = nil, element: String? = nil) {
+    public init(_ code: Code, _ message: String, file: String? = nil, line: Int? = nil, element: String? = nil,
+                cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.file = file
         self.line = line
         self.element = element
+        self.cause = cause
+    }
+
+    /// Errors are equal when they say the same of the same place (causes are not compared).
+    public static func == (lhs: ModelError, rhs: ModelError) -> Bool {
+        (lhs.code, lhs.message, lhs.file, lhs.line, lhs.element) == (rhs.code, rhs.message, rhs.file, rhs.line, rhs.element)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(file)
+        hasher.combine(line)
+        hasher.combine(element)
     }
 
     public var description: String {

@@ -59,7 +59,7 @@ public enum XcodeModelReader {
         do {
             root = try XMLTreeParser.parse(data)
         } catch {
-            throw ModelError(.malformedXML, "not well-formed XML: \(error.reason)", file: fileName, line: error.line)
+            throw ModelError(.malformedXML, "not well-formed XML: \(error.reason)", file: fileName, line: error.line, cause: error)
         }
         return try XcodeModelInterpreter(file: fileName).model(from: root)
     }
@@ -79,7 +79,8 @@ public enum XcodeModelReader {
         do {
             plist = try PropertyListSerialization.propertyList(from: data, format: nil)
         } catch {
-            throw ModelError(.malformedXML, "not a property list: \(error.localizedDescription)", file: displayPath + "/.xccurrentversion")
+            throw ModelError(.malformedXML, "not a property list: \(error.localizedDescription)", file: displayPath + "/.xccurrentversion",
+                             cause: error)
         }
         guard let name = (plist as? [String: Any])?["_XCCurrentVersionName"] as? String else {
             throw ModelError(.invalidElement, "missing the _XCCurrentVersionName key", file: displayPath + "/.xccurrentversion")

@@ -130,7 +130,7 @@ public final class PersistentContainer: Sendable {
         }
         guard storeID == store.identifier else {
             // An object that came from elsewhere and was deleted here has no row left to name.
-            if let replica = store as? any ReplicaStore, try lookingUp(uri, { try replica.tombstone(of: uri) }) != nil {
+            if let graveyard = store as? any Graveyard, try lookingUp(uri, { try graveyard.tombstone(of: uri) }) != nil {
                 throw ContextError.objectInaccessible(uri)
             }
             throw ContextError.invalidURI(.foreignStore(uri, expected: store.identifier))

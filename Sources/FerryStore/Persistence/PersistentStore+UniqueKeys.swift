@@ -15,7 +15,7 @@ package enum UniqueKeyQuery {
     }
 }
 
-extension ReplicaStore {
+extension ReplicaObjects where Self: PersistentStore {
     /// Whether the store holds an object (of the constraint's entity or a subentity) with any of
     /// these attribute values of `constraint` (``UniqueKeyQuery/holdsAny(in:keys:constraint:)``).
     public func holdsAny(of keys: [[AttributeValue]], for constraint: UniquenessConstraint) throws -> Bool {

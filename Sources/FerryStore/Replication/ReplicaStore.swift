@@ -1,133 +1,22 @@
 import Foundation
 import FerryModel
 
-/// What replication needs of a store, beyond ``PersistentStore``: its history
-/// (the version vector, pages of change sets after a vector), the change sets it
-/// holds back or quarantined, the merge metadata of the rules in docs/SYNC.md
-/// (last-write clocks, tombstones, the map from origin URIs to local objects),
-/// recording a received change set, purging, and a signal after each commit.
+/// What replication needs of a store, beyond ``PersistentStore``: every role of
+/// ReplicaRoles.swift — its history (``ChangeSetLog``, ``HistoryMaintenance``), the keys of
+/// its origins (``OriginKeyRing``), the change sets it holds back or took in without effect
+/// (``HoldingArea``, ``ReceivedRecords``), and the merge metadata of the rules in docs/SYNC.md
+/// (``ReplicaObjects``, ``Graveyard``, ``MergeClocks``) — and the model versions it reads.
 ///
-/// The replay engine, the peer client and the HTTP server (FerrySync,
-/// FerryServer) see a store only through this protocol. `SQLiteStore` conforms.
-public protocol ReplicaStore: PersistentStore {
+/// The replay engine, the peer client and the HTTP server (FerrySync, FerryServer) see a store
+/// through these protocols. `SQLiteStore` and `InMemoryStore` conform.
+public protocol ReplicaStore: PersistentStore, ChangeSetLog, HistoryMaintenance, OriginKeyRing, HoldingArea, ReceivedRecords,
+                              ReplicaObjects, Graveyard, MergeClocks {
     /// The version hash of the store's model, worked out once.
     var modelVersionHash: String { get }
     /// Earlier versions of the store's model it knows (the bundle's, and those it was opened
     /// with before): change sets made with one of them are translated and applied
     /// (``ChangeSetTranslation``); those of a version it does not know wait.
     var earlierModels: [ManagedObjectModel] { get }
-
-    // MARK: History
-
-    /// The store's UUID, model hash and version vector.
-    func historyState() throws -> HistoryState
-    /// The public keys the store holds, its own and other origins' (docs/SYNC.md, "Signed change
-    /// sets"), by origin and first sequence number.
-    func originKeys() throws -> [OriginKey]
-    /// Records `key`, replacing the one of the same origin and public key.
-    func recordOriginKey(_ key: OriginKey) throws
-    /// The change sets `vector` does not cover, as canonical JSON lines, in an order that applies as is.
-    func changeSetLines(after vector: VersionVector, limit: Int?) throws -> [String]
-    /// One page of those lines, after position `cursor` (0 to start). A store may give a large line
-    /// in pieces (``ChangeSetPage/Line``), so that serving or pushing it holds little of it at a time.
-    /// With `maximumBytes`, only the first lines whose texts, a newline after each, add up to at most
-    /// that, and always the first (what one push request may carry); the lines past them are not read.
-    /// - Throws: ``HistoryError/purged(origin:needed:purgedThrough:)`` when some were purged.
-    func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int, maximumBytes: Int?) throws -> ChangeSetPage
-    /// Drops what `policy` allows: change sets every peer has and old enough, tombstones past the
-    /// horizon (docs/SYNC.md, "Bounded history").
-    func purgeHistory(_ policy: PurgePolicy) throws -> PurgeReport
-    /// How much history the store keeps.
-    func historySize() throws -> HistorySize
-    /// Forgets every change set of `origin` (its history, its place in the vector, the ones
-    /// held back): an operator's way to remove a bogus origin. The objects its change sets
-    /// made stay. Returns how many change sets went.
-    /// - Throws: ``HistoryError/ownOrigin`` for this store's own origin.
-    func removeOrigin(_ origin: UUID) throws -> Int
-    /// A signal after each commit to the store, by this process or another.
-    func commits() -> AsyncStream<Void>
-    /// The rank of the newest change set in the history (0 when there is none): where a reader of
-    /// ``appliedChangeSets(afterRank:limit:maximumBytes:)`` starts to see only what comes next.
-    func lastChangeSetRank() throws -> Int64
-    /// The change sets that took effect here (made here or applied; not quarantined ones) recorded
-    /// after `rank`, in the order recorded, at most `limit`, and the rank of the last one read
-    /// (`rank` when none). With `maximumBytes`, only the first ones whose texts add up to at most
-    /// that (always the first): the rest are not read. What ``PersistentContainer/changes()`` reads
-    /// after each commit, a few megabytes at a time, however large a backlog the store took in.
-    func appliedChangeSets(afterRank rank: Int64, limit: Int, maximumBytes: Int?) throws -> (changeSets: [ChangeSet], lastRank: Int64)
-    /// A consistent snapshot of the store, written to a file of its own (docs/SYNC.md,
-    /// "Snapshots"): a new store installs it to start from what this one holds. The file is
-    /// already unlinked; it goes when the handle is closed.
-    /// - Throws: ``StoreError`` when it cannot be written; a store that keeps no file (in
-    ///   memory) makes none.
-    func writeSnapshot() throws -> SnapshotFile
-
-    // MARK: Received change sets that wait or were refused
-
-    /// What an apply starts from, in one read: the version vector and the change sets held back.
-    func replayStart() throws -> ReplayStart
-    /// Keeps a received change set that cannot be applied yet.
-    func hold(_ changeSet: HeldChangeSet) throws
-    /// The change sets held back, with why.
-    func heldChangeSets() throws -> [HeldChangeSet]
-    /// Forgets a held change set (applied, or a duplicate).
-    func release(origin: UUID, sequence: Int64) throws
-    /// The quarantined change sets, with their reasons, in the order received.
-    func quarantinedChangeSets() throws -> [HeldChangeSet]
-    /// The change sets applied although they left the store breaking a rule of the model (they met
-    /// concurrent changes here; see ``ReplayAnnotation/leftInvalid``), in the order taken in, with what broke.
-    func changeSetsLeftInvalid() throws -> [HeldChangeSet]
-    /// How many change sets are held back and how many quarantined, without reading them.
-    func backlog() throws -> Backlog
-    /// Records a received change set that changed no rows: applied without effect, or quarantined.
-    func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws
-
-    // MARK: Merge metadata
-
-    /// The local ID of an object named by origin URI (see ``PersistentStore/localObjectID(forOriginURI:)``);
-    /// nil when it never arrived, and when an object from another store was deleted here.
-    func localObjectID(forOriginURI uri: String) throws -> ObjectID?
-    /// The ID a URI of this store's own namespace names by itself (no lookup).
-    func ownObjectID(forURI uri: String) -> ObjectID?
-    /// For a batch of distinct origin URIs, in one read: which were deleted here, and the local IDs of those mapped to rows.
-    func lookUp(originURIs uris: [String]) throws -> OriginLookup
-    /// ``lookUp(originURIs:)`` for a replay, which writes next: the store may read where it writes
-    /// (`SQLiteStore`: on its writer's connection, whose cache holds what the last replay wrote).
-    /// The same answer; by default, ``lookUp(originURIs:)``.
-    func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup
-    /// Whether an object (by origin URI) was deleted here.
-    func isBuried(_ uri: String) throws -> Bool
-    /// A deleted object's tombstone.
-    func tombstone(of uri: String) throws -> Tombstone?
-    /// The deleted objects (by origin URI) whose tombstone's values or memberships name `uri`: the former
-    /// members of its to-many relationships. Read only for repairs
-    /// (a to-many left below its minimum), so it may look at every tombstone.
-    func tombstones(referringTo uri: String) throws -> [String: Tombstone]
-    /// Who last wrote a property of an object after its insert.
-    func lastWrite(of id: ObjectID, property: String) throws -> WriteStamp?
-    /// The position keys of the members of an ordered to-many relationship of an object,
-    /// by member origin URI (see `docs/SYNC.md`, "Ordered relationships").
-    func positions(of id: ObjectID, relationship: String) throws -> [String: String]
-    /// The origin URI of a local object: the URI it was born with elsewhere, or its own.
-    func originURI(of id: ObjectID) throws -> String
-    /// For each of `uris` that was merged into another object, the survivor it stands for
-    /// now (followed through later merges); URIs never merged are absent.
-    func aliases(of uris: [String]) throws -> [String: String]
-    /// Every clock of an object's properties (and membership facts, positions, existence).
-    func lastWrites(of id: ObjectID) throws -> [String: WriteStamp]
-    /// The values merged duplicates brought to the object `uri` names (an origin URI) for attributes its
-    /// entity lacks, by attribute name: kept for a later merge of it into an object that has them.
-    func carriedValues(of uri: String) throws -> [String: CarriedValue]
-    /// Every object with a clock for `property` (a membership fact `relationship member-URI`), with
-    /// that clock. A scan of every clock: for merges of duplicates only.
-    func writes(of property: String) throws -> [ObjectID: WriteStamp]
-    /// For each of `uris` that was ever restored after a delete, the change sets that restored it
-    /// (received or made here); URIs never restored are absent. A change that knows none of them was
-    /// made concurrently with the delete they undid (docs/SYNC.md, "Restored objects").
-    func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>]
-    /// Whether an object (of the constraint's entity or a subentity) holds any of these attribute
-    /// values of `constraint`, in its properties' order. A default answers with fetch requests.
-    func holdsAny(of keys: [[AttributeValue]], for constraint: UniquenessConstraint) throws -> Bool
 }
 
 /// How many received change sets wait, and how many were quarantined (``ReplicaStore/backlog()``).
@@ -247,16 +136,20 @@ public struct SnapshotFile: Sendable {
     }
 }
 
-extension ReplicaStore {
+extension ChangeSetLog {
     /// ``changeSetPage(after:cursor:limit:maximumBytes:)`` without a bound on its bytes.
     public func changeSetPage(after vector: VersionVector, cursor: Int64, limit: Int) throws -> ChangeSetPage {
         try changeSetPage(after: vector, cursor: cursor, limit: limit, maximumBytes: nil)
     }
+}
 
+extension ReplicaObjects {
     public func lookUpForReplay(originURIs uris: [String]) throws -> OriginLookup {
         try lookUp(originURIs: uris)
     }
+}
 
+extension HistoryMaintenance {
     /// Deletes the change sets every vector of `peers` covers, whatever their age; returns how many went.
     @discardableResult
     public func purgeChangeSets(acknowledgedBy peers: [VersionVector]) throws -> Int {

@@ -80,7 +80,7 @@ public final class OriginTrust: Sendable {
 
     /// The policy.
     public let policy: Policy
-    private let store: any ReplicaStore
+    private let store: any OriginKeyRing
     private let current: Mutex<ChangeSetVerifier>
     /// When the configured peers were last asked for keys (``shouldAskPeers(now:)``).
     private let lastAsked = Mutex<Date?>(nil)
@@ -89,7 +89,7 @@ public final class OriginTrust: Sendable {
 
     /// The trust of `store` under `policy`.
     /// - Throws: when the store's keys cannot be read.
-    public init(store: any ReplicaStore, policy: Policy = .storeKeysOnly) throws {
+    public init(store: any OriginKeyRing, policy: Policy = .storeKeysOnly) throws {
         self.store = store
         self.policy = policy
         self.current = Mutex(try Self.verifier(keys: store.originKeys(), policy: policy))

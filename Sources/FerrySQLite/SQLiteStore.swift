@@ -395,14 +395,19 @@ public final class SQLiteStore: PersistentStore {
     }
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
-        // A replaying save is recorded even when it writes no row (a duplicate merged away at once).
-        guard !request.isEmpty || request.replay != nil else { return .empty }
+        guard !request.isEmpty else { return .empty }
+        return try write(request, replay: nil)
+    }
+
+    /// Writes `request`, recording it as a local save or, with `replay`, as that replay
+    /// (``ReplayWriter/saveReplay(_:recording:)``, which records one even when it writes no row).
+    func write(_ request: SaveRequest, replay: ReplayAnnotation?) throws -> SaveResult {
         if case .unavailable(let reason) = signing { throw StoreError.cannotSign(path: path, reason: reason) }
         let writer = SaveWriter(layout: layout, store: identifier, signing: signing)
         do {
             // (Compressed before taking the writer, which the application's saves wait for.)
-            let compressedBody = try request.replay.flatMap { try StoredBody.compressed($0.body) }
-            return try writeTransaction { db in try writer.write(request, compressedBody: compressedBody, in: db) }
+            let compressedBody = try replay.flatMap { try StoredBody.compressed($0.body) }
+            return try writeTransaction { db in try writer.write(request, replay: replay, compressedBody: compressedBody, in: db) }
         } catch let error as SaveError {
             throw error
         } catch {

@@ -75,7 +75,7 @@ struct DirectInsertReplay {
         }
         do {
             guard let request = container.resolve(&draft, existing: existing) else { return false }
-            _ = try store.save(request)
+            _ = try store.saveReplay(request, recording: draft.replay)
         }
         discard?(draft)
         return true

@@ -330,7 +330,7 @@ public struct ReplayEngine: Sendable {
                     // recorded: the store records the replay as any other.
                     var annotation = merge.annotation
                     annotation.isRetry = retry
-                    _ = try store.save(SaveRequest(recording: annotation))
+                    _ = try store.saveReplay(SaveRequest(), recording: annotation)
                     return .applied
                 }
                 if !context.hasChanges {
@@ -341,7 +341,7 @@ public struct ReplayEngine: Sendable {
                 }
                 var annotation = merge.annotation
                 annotation.isRetry = retry
-                try context.save(replaying: annotation)
+                try context.saveReplay(annotation, to: store)
                 return .applied
             } catch SaveError.conflict {
                 continue

@@ -61,11 +61,11 @@ struct ChangeRecorder {
     /// as a new local change set.
     /// `insertText`, when given, is writing the inserts' text on another thread: it is used in
     /// place of writing them here (or, if it could not write them, they are written here).
-    func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+    func record(_ request: SaveRequest, replay: ReplayAnnotation?, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                 tombstones: [ObjectID: RowSnapshot], memberships: [ObjectID: [String: [String]]] = [:],
                 insertText: InsertTextInAdvance? = nil, compressedBody: [UInt8]? = nil, in db: Database) throws -> Int64? {
         let log = HistoryLog(db: db, store: store, modelHash: layout.modelVersionHash)
-        guard let replay = request.replay else {
+        guard let replay else {
             var names = OriginNames(layout: layout, db: db)
             if let written = insertText?.take() {
                 // The inserts are all in `written` (the save has no to-many members); the other changes follow them.

@@ -32,7 +32,7 @@ final class InsertTextInAdvance: Sendable {
     /// asked only when everything else qualifies).
     static func start(_ request: SaveRequest, permanent: InsertedIDs,
                       layout: StoreLayout, signer: (any ChangeSetSigner)?, allLocal: () throws -> Bool) rethrows -> InsertTextInAdvance? {
-        guard request.replay == nil, request.toManyChanges.isEmpty, permanent.permanentIDs.count >= minimumInserts,
+        guard request.toManyChanges.isEmpty, permanent.permanentIDs.count >= minimumInserts,
               permanent.permanentIDs.count == request.inserts.count, try allLocal() else { return nil }
         return InsertTextInAdvance(DedicatedThreads.spawn(named: "ferry-record") { () -> Text? in
             let text = write(request, permanent: permanent, layout: layout)

@@ -58,6 +58,10 @@ extension SQLiteStore {
 /// What the replay engine (`FerrySync`) needs from the store (``ReplicaStore``),
 /// one short read or write transaction each.
 extension SQLiteStore: ReplicaStore {
+    public func saveReplay(_ request: SaveRequest, recording replay: ReplayAnnotation) throws -> SaveResult {
+        try write(request, replay: replay)
+    }
+
     /// The local ID of an object named by origin URI: this store's own URIs
     /// directly, others through the identity map; nil when it never arrived.
     public func localObjectID(forOriginURI uri: String) throws -> ObjectID? {

@@ -12,16 +12,21 @@ struct SaveWriter {
     let store: UUID
     let signing: ChangeSetSigning
 
-    /// Writes `request` in the caller's transaction; `compressedBody` is the replayed change set's
-    /// body, compressed before the transaction began (nil: short enough to stay text, or no replay).
-    func write(_ request: SaveRequest, compressedBody: [UInt8]? = nil, in db: Database) throws -> SaveResult {
+    /// Writes `request` in the caller's transaction, recorded as a local save or as `replay`;
+    /// `compressedBody` is the replayed change set's body, compressed before the transaction
+    /// began (nil: short enough to stay text, or no replay).
+    func write(_ request: SaveRequest, replay: ReplayAnnotation? = nil, compressedBody: [UInt8]? = nil, in db: Database) throws -> SaveResult {
         let insertedIDs = try allocatePrimaryKeys(for: request.inserts, in: db)
         let permanent = InsertedIDs(request.inserts, permanentIDs: insertedIDs)
         let resolve = permanent.resolve
         // A large local save's change-set text is written on another thread while the rows are.
         let signer: (any ChangeSetSigner)? = if case .key(let key) = signing { key } else { nil }
-        let insertText = try InsertTextInAdvance.start(request, permanent: permanent, layout: layout, signer: signer) {
-            try IdentityMap(db: db).isEmpty()
+        // (Not for a replay: its change set's text is the one received.)
+        var insertText: InsertTextInAdvance?
+        if replay == nil {
+            insertText = try InsertTextInAdvance.start(request, permanent: permanent, layout: layout, signer: signer) {
+                try IdentityMap(db: db).isEmpty()
+            }
         }
 
         try insertRows(request, insertedIDs: insertedIDs, resolve: resolve, in: db)
@@ -88,7 +93,7 @@ struct SaveWriter {
             _ = insertText?.take()  // (lets the thread end before the transaction is rolled back)
             throw SaveError.conflict(objectURIs: conflicts)
         }
-        let recorded = try recorder.record(request, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
+        let recorded = try recorder.record(request, replay: replay, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
                             insertText: insertText, compressedBody: compressedBody, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions, recordedSequence: recorded)
     }

@@ -16,59 +16,38 @@ extension ManagedObjectContext {
     ///   ``SaveError/conflict(objectURIs:)`` when another writer changed the same
     ///   objects, ``SaveError/storeFailed(_:)`` when the store cannot write.
     public func save() throws(SaveError) {
-        try save(replaying: nil)
-    }
-
-    /// Saves as ``save()``, annotating the store request with a replayed change set.
-    package func save(replaying replay: ReplayAnnotation?) throws(SaveError) {
-        if replay == nil { mergeWaitingChanges() }
+        mergeWaitingChanges()
         guard hasChanges else { return }
+        try prepareForSave()
         do {
-            try propagateDeletes()
+            try callWillSave()
         } catch {
             throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
         }
-        publishPendingObjectsDidChange()
-        if replay == nil {
-            do {
-                try callWillSave()
-            } catch {
-                throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
-            }
-        }
-        // Uniqueness constraints: a replaying save merges duplicates by the replication rules instead;
-        // a child's save leaves them to the save that reaches the store, as Core Data does.
-        if replay == nil && parent == nil { try resolveUniquenessConflicts() }
-        // Derived attributes, from the values the save leaves (a replay's included).
-        do {
-            try deriveAttributes(replaying: replay != nil)
-        } catch {
-            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
-        }
+        // Uniqueness constraints; a child's save leaves them to the save that reaches the store, as Core Data does.
+        if parent == nil { try resolveUniquenessConflicts() }
+        try deriveForSave(replaying: false)
         // Updated objects are validated and written in key order, so errors and writes are deterministic.
         let updatedInOrder = updatedKeys.sorted()
-        var failures = validatePendingChanges(updatedInOrder)
-        // A replay that leaves the store invalid by combination still honours Deny (see ReplayAnnotation.leftInvalid).
-        if let replay, !replay.leftInvalid.isEmpty { failures = failures.filter { $0.code == .relationshipDeniedDelete } }
+        let failures = validatePendingChanges(updatedInOrder)
         guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
         var (request, order) = makeSaveRequest(updatedInOrder)
-        request.replay = replay
-        var pendingEvent = pendingSaveEvent(replaying: replay != nil)
+        var pendingEvent = pendingSaveEvent(replaying: false)
         var result = SaveResult.empty
         // (The feed tells the store's commits apart; a child's save commits nothing there.)
-        let writesStore = replay == nil && parent == nil
+        let writesStore = parent == nil
         if writesStore { container.feed.saveWillBegin() }
         var recorded: Int64?
         defer { if writesStore { container.feed.saveDidEnd(recordedSequence: recorded) } }
         lastResolvedConflicts = []
         for round in 0... {
             do {
-                result = try store.save(request)
+                result = try Self.storeSave { try store.save(request) }
                 recorded = result.recordedSequence
                 break
-            } catch let error as SaveError {
-                // Another writer changed what this save writes: resolved by the merge policy (replays merge by their own rules).
-                guard case .conflict(let uris) = error, replay == nil else { throw error }
+            } catch {
+                // Another writer changed what this save writes: resolved by the merge policy.
+                guard case .conflict(let uris) = error else { throw error }
                 let conflicts = conflicts(for: uris)
                 guard !conflicts.isEmpty else { throw error }
                 guard mergePolicy != .error, round < Self.conflictRounds else { throw SaveError.mergeConflict(conflicts.map(\.report)) }
@@ -79,13 +58,47 @@ extension ManagedObjectContext {
                 guard failures.isEmpty else { throw SaveError.validationFailed(failures) }
                 (request, order) = makeSaveRequest(updatedInOrder)
                 if pendingEvent != nil { pendingEvent = pendingSaveEvent(replaying: false) }
-            } catch let error as StoreError {
-                if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
-                throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
-            } catch {
-                throw SaveError.storeFailed(StoreFailure(error))
             }
         }
+        try finishSave(result, order, pendingEvent: pendingEvent, replaying: false)
+    }
+
+    /// Delete propagation before a save, then the objects-did-change event for what it changed.
+    func prepareForSave() throws(SaveError) {
+        do {
+            try propagateDeletes()
+        } catch {
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+        }
+        publishPendingObjectsDidChange()
+    }
+
+    /// Derived attributes, from the values the save leaves (a replay's included).
+    func deriveForSave(replaying: Bool) throws(SaveError) {
+        do {
+            try deriveAttributes(replaying: replaying)
+        } catch {
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+        }
+    }
+
+    /// A store's save, its errors as ``SaveError``s.
+    static func storeSave(_ write: () throws -> SaveResult) throws(SaveError) -> SaveResult {
+        do {
+            return try write()
+        } catch let error as SaveError {
+            throw error
+        } catch let error as StoreError {
+            if case .storeFailure(let failure) = error { throw SaveError.storeFailed(failure) }
+            throw SaveError.storeFailed(StoreFailure(error.description, cause: error))
+        } catch {
+            throw SaveError.storeFailed(StoreFailure(error))
+        }
+    }
+
+    /// After the store wrote the save: permanent IDs and committed values in the context, the
+    /// objects' `didSave`, and the did-save event.
+    func finishSave(_ result: SaveResult, _ order: RequestOrder, pendingEvent: ObjectChangeEvent?, replaying: Bool) throws(SaveError) {
         guard result.permanentIDs.count == order.inserted.count, result.updatedVersions.count == order.updated.count else {
             throw SaveError.storeFailed(
                 "the store answered \(result.permanentIDs.count) IDs for \(order.inserted.count) inserts; the context was left unchanged")
@@ -94,7 +107,7 @@ extension ManagedObjectContext {
         undoManager?.removeAllActions()
         apply(result, order)
         for object in saved { object.didSave() }
-        publishDidSave(pendingEvent, inserted: result.permanentIDs, recordedSequence: result.recordedSequence, replaying: replay != nil)
+        publishDidSave(pendingEvent, inserted: result.permanentIDs, recordedSequence: result.recordedSequence, replaying: replaying)
     }
 
     /// Applies delete rules to the pending deletes now (``save()`` does this

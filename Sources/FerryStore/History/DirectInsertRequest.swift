@@ -130,8 +130,7 @@ extension PersistentContainer {
             }
         }
         replay.originURIsInOrder = insertedURIs
-        request.replay = replay
-        return DirectInsertDraft(request: request, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references,
+        return DirectInsertDraft(request: request, replay: replay, insertedURIs: insertedURIs, referencedURIs: referencedURIs, references: references,
                                  uniqueKeys: uniqueKeys.mapValues { Array($0) })
     }
 
@@ -220,6 +219,8 @@ package struct DirectInsertDraft: Sendable {
 
     /// The request, with the references below still nil.
     var request: SaveRequest
+    /// What the store records of the replay beside the rows (``ReplayWriter``).
+    package let replay: ReplayAnnotation
     /// The origin URIs the change set inserts, in its order.
     package let insertedURIs: [String]
     /// The origin URIs of the objects outside the set it refers to, each once, in order of first mention.

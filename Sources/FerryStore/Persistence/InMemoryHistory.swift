@@ -259,10 +259,10 @@ struct InMemoryHistory: Sendable {
     /// its clock, and records whatever else the save did as a new change set of this store.
     /// `deleted` holds the deleted rows as they were, `deletedMemberships` the memberships their
     /// tombstones keep (as they were before the save); `rows` reads the rows after the save.
-    mutating func record(_ request: SaveRequest, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
+    mutating func record(_ request: SaveRequest, replay: ReplayAnnotation?, insertedIDs: [ObjectID], resolve: (ObjectID?) -> ObjectID?,
                          deleted: [ObjectID: RowSnapshot], deletedMemberships: [ObjectID: [String: [ObjectID]]] = [:],
                          rows: (ObjectID) -> RowSnapshot?, members: (ObjectID, String) -> [ObjectID]) {
-        guard let replay = request.replay else {
+        guard let replay else {
             appendLocal(changes(of: request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted, deletedMemberships: deletedMemberships,
                                 skipping: [], assignsPositions: true),
                         author: request.author, contextName: request.contextName)

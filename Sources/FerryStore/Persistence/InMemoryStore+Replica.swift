@@ -139,6 +139,10 @@ extension InMemoryStore: ReplicaStore {
         }
     }
 
+    public func saveReplay(_ request: SaveRequest, recording replay: ReplayAnnotation) throws -> SaveResult {
+        try write(request, replay: replay)
+    }
+
     public func recordReceived(_ changeSet: ChangeSet, body: String, as record: ReceivedRecord) throws {
         state.withLock { $0.history.recordReceived(changeSet, body: body, as: record) }
         signalCommit()

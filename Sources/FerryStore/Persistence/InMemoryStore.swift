@@ -133,6 +133,12 @@ public final class InMemoryStore: PersistentStore {
     // MARK: - Writing
 
     public func save(_ request: SaveRequest) throws -> SaveResult {
+        try write(request, replay: nil)
+    }
+
+    /// Writes `request`, recording it as a local save or, with `replay`, as that replay
+    /// (``ReplayWriter/saveReplay(_:recording:)``).
+    func write(_ request: SaveRequest, replay: ReplayAnnotation?) throws -> SaveResult {
         let result = try state.withLock { state in
             var conflicts: [String] = []
             for update in request.updates where state.rows[update.objectID]?.version != update.expectedVersion {
@@ -211,12 +217,12 @@ public final class InMemoryStore: PersistentStore {
             let rowsAfter = next.rows
             let after = next
             let sequenceBefore = next.history.vector[identifier, default: 0]
-            next.history.record(request, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted,
+            next.history.record(request, replay: replay, insertedIDs: insertedIDs, resolve: resolve, deleted: deleted,
                                 deletedMemberships: deletedMemberships, rows: { rowsAfter[$0] },
                                 members: { self.members(of: $0, relationship: $1, in: after) })
             let sequenceAfter = next.history.vector[identifier, default: 0]
             state = next
-            let recorded = request.replay == nil && sequenceAfter > sequenceBefore ? sequenceAfter : nil
+            let recorded = replay == nil && sequenceAfter > sequenceBefore ? sequenceAfter : nil
             return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions, recordedSequence: recorded)
         }
         signalCommit()

@@ -181,25 +181,15 @@ public struct SaveRequest: Sendable {
     public var author: String?
     /// The saving context's name.
     public var contextName: String?
-    /// Set when the save replays a change set from another store: the store
-    /// records that change set (not a new local one) and stamps its writes
-    /// with its clock; whatever else the save changes (delete propagation) is
-    /// recorded as a new local change set.
-    public var replay: ReplayAnnotation?
 
     /// Whether the request writes nothing.
     public var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && toManyChanges.isEmpty }
 
-    /// A request that writes no row and records the replay of a change set (a delete Deny refused
-    /// here, whose restore is still to be recorded).
-    package init(recording replay: ReplayAnnotation) {
-        self.replay = replay
-    }
-
-    init() {}
+    /// An empty request.
+    package init() {}
 }
 
-/// What a replaying save carries besides its writes (see ``SaveRequest/replay``).
+/// What a replaying save carries besides its writes (see ``ReplayWriter``).
 public struct ReplayAnnotation: Sendable {
     /// The change set being applied.
     public var changeSet: ChangeSet

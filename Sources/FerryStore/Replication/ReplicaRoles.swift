@@ -143,3 +143,15 @@ public protocol MergeClocks: Sendable {
     /// made concurrently with the delete they undid (docs/SYNC.md, "Restored objects").
     func restores(of uris: [String]) throws -> [String: Set<ChangeSetMark>]
 }
+
+/// Writes a replayed change set: the rows of `request` and, in the same transaction, the
+/// change set as received (not a new local one), its writes stamped with its clock, and what
+/// else the save did here (delete propagation, repairs) as a new local change set. The one
+/// write path of replays: an application's ``PersistentStore/save(_:)`` carries no replay.
+public protocol ReplayWriter: Sendable {
+    /// Saves `request` as the replay `replay` describes; recorded even when it writes no row (a
+    /// restore, a count repair, a duplicate merged away at once).
+    /// - Throws: ``SaveError/conflict(objectURIs:)`` when another writer changed the same rows
+    ///   (nothing is written), ``SaveError/storeFailed(_:)`` when the store cannot write.
+    func saveReplay(_ request: SaveRequest, recording replay: ReplayAnnotation) throws -> SaveResult
+}

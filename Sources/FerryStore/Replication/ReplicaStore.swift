@@ -5,12 +5,13 @@ import FerryModel
 /// ReplicaRoles.swift — its history (``ChangeSetLog``, ``HistoryMaintenance``), the keys of
 /// its origins (``OriginKeyRing``), the change sets it holds back or took in without effect
 /// (``HoldingArea``, ``ReceivedRecords``), and the merge metadata of the rules in docs/SYNC.md
-/// (``ReplicaObjects``, ``Graveyard``, ``MergeClocks``) — and the model versions it reads.
+/// (``ReplicaObjects``, ``Graveyard``, ``MergeClocks``), writing replays (``ReplayWriter``) —
+/// and the model versions it reads.
 ///
 /// The replay engine, the peer client and the HTTP server (FerrySync, FerryServer) see a store
 /// through these protocols. `SQLiteStore` and `InMemoryStore` conform.
 public protocol ReplicaStore: PersistentStore, ChangeSetLog, HistoryMaintenance, OriginKeyRing, HoldingArea, ReceivedRecords,
-                              ReplicaObjects, Graveyard, MergeClocks {
+                              ReplicaObjects, Graveyard, MergeClocks, ReplayWriter {
     /// The version hash of the store's model, worked out once.
     var modelVersionHash: String { get }
     /// Earlier versions of the store's model it knows (the bundle's, and those it was opened

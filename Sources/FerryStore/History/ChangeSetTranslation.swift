@@ -9,8 +9,15 @@ import FerryModel
 /// sequence, clock and dependencies stay: it is the same change set, read in another version.
 package enum ChangeSetTranslation {
     /// Why a change set cannot be read in the later version (it then waits, held and visible).
-    package struct Refusal: Error, Sendable, CustomStringConvertible {
+    package struct Refusal: FerryError, Sendable {
+        /// A translation fails one way: a value that cannot take its new type.
+        package enum Code: String, Hashable, Sendable {
+            /// A value does not fit the type the later version gives its attribute.
+            case valueDoesNotFit
+        }
+
         package let description: String
+        package var code: Code { .valueDoesNotFit }
     }
 
     /// `changeSet`, decoded with `mapping.source`, as `mapping.destination` would have written it.

@@ -1,3 +1,5 @@
+import FerryModel
+
 /// One token of a predicate format string, with its offset (in characters) in the source.
 struct PredicateToken: Equatable {
     enum Kind: Equatable {
@@ -192,8 +194,17 @@ struct PredicateLexer {
     }
 }
 
-/// A syntax error in a predicate format string, at a character offset.
-struct PredicateSyntaxError: Error, Equatable {
+/// A syntax error in a predicate format string, at a character offset (the binder reports it as
+/// a ``PredicateFormatError`` of code `syntax`, quoting the predicate).
+struct PredicateSyntaxError: FerryError, Equatable {
+    /// A syntax error has one kind.
+    enum Code: String, Hashable, Sendable {
+        /// The text is not a predicate here.
+        case syntax
+    }
+
     var position: Int
     var message: String
+    var code: Code { .syntax }
+    var description: String { "\(message), at offset \(position)" }
 }

@@ -57,7 +57,8 @@ let package = Package(
         .target(
             name: "FerrySQLite",
             dependencies: [
-                "FerryModel", "FerryStore",
+                // FerrySigning (swift-crypto): a store signs every change set it records with the key beside it.
+                "FerryModel", "FerryStore", "FerrySigning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The system SQLite module GRDB links: used to rebind prepared inserts in bulk saves.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

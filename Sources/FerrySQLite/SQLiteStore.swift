@@ -4,6 +4,7 @@ import GRDB
 import GRDBSQLite
 import FerryModel
 import FerryStore
+import FerrySigning
 
 /// A persistent store in one SQLite file, laid out in the spirit of Core
 /// Data's (`Z_PK`, `Z_ENT`, `Z_OPT`, one table per root entity, join tables,
@@ -96,11 +97,10 @@ public final class SQLiteStore: PersistentStore {
         /// are), for a progress line on a terminal: a migration that rewrites a large store runs
         /// for a while inside the open.
         public var migrationProgress: (@Sendable (_ step: String, _ number: Int, _ total: Int) -> Void)?
-        /// The key the store signs its change sets with (docs/SYNC.md, "Signed change sets"):
-        /// FerrySigning's `StoreSigningKey`, read from the store's key file. A store that has a key
-        /// and was opened without it refuses saves (it records no change set its peers would
-        /// refuse); one that never had a key records unsigned ones. The key file beside the store
-        /// is not read for you: that takes swift-crypto, which a store-only application does not build.
+        /// The key the store signs its change sets with (docs/SYNC.md, "Signed change sets"); nil
+        /// (the default) reads the key file beside the store (``StoreSigningKey/defaultPath(forStore:)``)
+        /// when there is one. A store that has a key and cannot use it refuses saves (it records
+        /// no change set its peers would refuse); one that never had a key records unsigned ones.
         public var signingKey: (any ChangeSetSigner)?
 
         /// Runs once the pool's writer has made its first read, before the open checks that the

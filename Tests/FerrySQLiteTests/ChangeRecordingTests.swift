@@ -182,6 +182,7 @@ struct ChangeRecordingTests {
             ("a recorded length one byte short", length(body.count - 1) + stored.dropFirst(4)),
             ("a recorded length one byte long", length(body.count + 1) + stored.dropFirst(4)),
             ("a checksum changed", Array(stored.dropLast()) + [stored[stored.count - 1] ^ 0x01]),
+            ("its checksum cut off", Array(stored.dropLast(4))),
             ("not UTF-8", try #require(try notUTF8.withUnsafeBufferPointer { try StoredBody.compressed($0) })),
         ]
         // (Bytes after a whole stream are ignored, as before: the text it holds is whole and checked.)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import FerryStore
+import FerrySigning
 
 /// The store's keys (`Z_FERRY_KEY`) and how it signs what it records (docs/SYNC.md, "Signed change sets").
 extension SQLiteStore {
@@ -29,24 +30,29 @@ extension SQLiteStore {
             """, arguments: [key.origin.uuidString, key.publicKey, key.firstSequence, key.endorsement, key.source.rawValue, key.revokedAfter?.rawValue])
     }
 
-    /// How the store at `path` signs: with `given`. A key met for the first time becomes the
-    /// store's (signing from its next sequence number: what it recorded before stays unsigned); a
-    /// key that is not the store's newest is refused; a store with a key but none given records
-    /// nothing (``ChangeSetSigning/unavailable(_:)``), and one that never had a key records unsigned
-    /// change sets.
-    ///
-    /// The key file is not looked for here: reading it takes FerrySigning (swift-crypto), which a
-    /// store-only application does not build. `ferry` and the daemon read it and pass it.
-    static func signing(given key: (any ChangeSetSigner)?, path: String, identifier: UUID, pool: DatabasePool) throws(StoreError) -> ChangeSetSigning {
+    /// How the store at `path` signs: with `given`, else with the key file beside it when there is
+    /// one. A key met for the first time becomes the store's (signing from its next sequence
+    /// number: what it recorded before stays unsigned); a key that is not the store's newest is
+    /// refused; a store with a key but none at hand records nothing (``ChangeSetSigning/unavailable(_:)``).
+    static func signing(given: (any ChangeSetSigner)?, path: String, identifier: UUID, pool: DatabasePool) throws(StoreError) -> ChangeSetSigning {
+        var key = given
+        var problem: String?
+        let defaultPath = StoreSigningKey.defaultPath(forStore: path)
+        if key == nil {
+            if FileManager.default.fileExists(atPath: defaultPath) {
+                do { key = try StoreSigningKey(contentsOf: defaultPath) } catch { problem = error.description }
+            } else {
+                problem = "\(defaultPath): no key file there"
+            }
+        }
         do {
             return try pool.write { db throws -> ChangeSetSigning in
                 let own = try originKeys(in: db).filter { $0.origin == identifier }
                 guard let key else {
                     guard let newest = own.last else { return .unsigned }
-                    return .unavailable("this store signs its change sets with key \(newest.publicKey), and it was opened without it; "
-                                        + "open it with its key (SQLiteStore.Options.signingKey, read with FerrySigning's "
-                                        + "StoreSigningKey(contentsOf:) from the daemon's store.signing_key, by default \(path).key), "
-                                        + "or save through `ferry` or the daemon, which read it")
+                    return .unavailable("this store signs its change sets with key \(newest.publicKey), and this process cannot use it "
+                                        + "(\(problem ?? "no key given")); open the store with its key (the daemon's store.signing_key), "
+                                        + "or save through a process that can read it")
                 }
                 if let newest = own.last {
                     if newest.publicKey == key.publicKey { return .key(key) }

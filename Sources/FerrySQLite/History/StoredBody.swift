@@ -48,8 +48,10 @@ enum StoredBody {
             // Room for one byte more than recorded: a stream that inflates past its length is damaged.
             var inflated = [UInt8](repeating: 0, count: length + 1)
             var written = 0
+            var ended = false
             do {
                 let inflater = try ZlibInflater()
+                defer { ended = inflater.ended }
                 try data.withUnsafeBytes { stored in
                     var input = UnsafeRawBufferPointer(rebasing: stored[4...])
                     try inflated.withUnsafeMutableBytes { output in
@@ -57,14 +59,15 @@ enum StoredBody {
                             let step = try inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[written...]))
                             input = UnsafeRawBufferPointer(rebasing: input[step.read...])
                             written += step.written
-                            if step.read == 0 && step.written == 0 { break }  // cut short: the length tells
+                            if step.read == 0 && step.written == 0 { break }  // cut short: the length or the missing end tells
                         }
                     }
                 }
             } catch {
                 throw StoredBodyError(cause: error)
             }
-            guard written == length, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
+            // (The stream's end is where zlib checks its checksum: a stream cut before it is damaged too.)
+            guard written == length, ended, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
             return text
         default:
             throw StoredBodyError()
@@ -162,12 +165,20 @@ struct InflatingPieces: LinePieces {
         return step.written
     }
 
-    /// Once the recorded length is given: no byte may follow it.
+    /// Once the recorded length is given: no byte may follow it, and the stream must end there
+    /// (its end is where zlib checks the checksum).
     private mutating func checkNothingFollows() throws {
         var probe: UInt8 = 0
-        let extra = try withUnsafeMutableBytes(of: &probe) { try inflate(into: $0) }
-        guard extra == 0 else {
-            throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
+        let inflater = try startedInflater()
+        while !inflater.ended {
+            let before = consumed
+            let extra = try withUnsafeMutableBytes(of: &probe) { try inflate(into: $0) }
+            guard extra == 0 else {
+                throw LinePiecesError(detail: "its compressed form inflates past the \(length) bytes recorded")
+            }
+            guard consumed > before || inflater.ended else {
+                throw LinePiecesError(detail: "its compressed form ends before its checksum, after all \(length) bytes")
+            }
         }
     }
 

@@ -93,8 +93,8 @@ struct SaveWriter {
             _ = insertText?.take()  // (lets the thread end before the transaction is rolled back)
             throw SaveError.conflict(objectURIs: conflicts)
         }
-        let recorded = try recorder.record(request, replay: replay, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones, memberships: memberships,
-                            insertText: insertText, compressedBody: compressedBody, in: db)
+        let recorded = try recorder.record(request, replay: replay, insertedIDs: insertedIDs, resolve: resolve, tombstones: tombstones,
+                                           memberships: memberships, insertText: insertText, compressedBody: compressedBody, in: db)
         return SaveResult(permanentIDs: insertedIDs, updatedVersions: updatedVersions, recordedSequence: recorded)
     }
 

@@ -293,7 +293,8 @@ struct PredicateBinder {
         do {
             path = try ToManyKeyPath.resolve(keyPath, from: entity, in: model)
         } catch {
-            throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)", key: keyPath, cause: error)
+            throw self.error(.typeMismatch, at: position, "@\(function.rawValue) needs a to-many relationship; \(error.description)",
+                             key: keyPath, cause: error)
         }
         guard key.count == 1 else {
             throw error(.typeMismatch, at: opPosition,

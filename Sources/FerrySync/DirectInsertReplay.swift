@@ -18,7 +18,8 @@ import FerryStore
 /// insert, and the request is built only when nothing could fail validation.
 /// `DirectInsertReplayTests` checks the two paths leave identical stores.
 struct DirectInsertReplay {
-    let store: any ReplicaStore
+    /// What the fast path asks of the store: rows, origin URIs and unique keys, and its replay write path.
+    let store: any PersistentStore & ReplicaObjects & ReplayWriter
     let container: PersistentContainer
 
     /// The fast path's draft for `changeSet`, or nil when it cannot take it

@@ -90,7 +90,7 @@ public final class PersistentContainer: Sendable {
     deinit { feed.stop() }
 
     func startChangeFeed() {
-        if let replica = store as? any ReplicaStore { feed.start(store: replica, broadcaster: broadcaster) }
+        if let source = store as? any ChangeFeedSource { feed.start(store: source, broadcaster: broadcaster) }
     }
 
     /// A new, empty context. Use one context per task or isolation domain.

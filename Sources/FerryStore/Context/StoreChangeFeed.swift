@@ -35,7 +35,7 @@ final class StoreChangeFeed: Sendable {
     deinit { stop() }
 
     /// Starts reading (once); events go to `broadcaster`.
-    func start(store: any ReplicaStore, broadcaster: ChangeBroadcaster) {
+    func start(store: any ChangeFeedSource, broadcaster: ChangeBroadcaster) {
         state.withLock { state in
             guard state.task == nil else { return }
             // Subscribed, and the starting rank read, before the task runs: no commit after this call is missed.
@@ -79,7 +79,7 @@ final class StoreChangeFeed: Sendable {
     }
 
     /// Follows the store (on the feed's thread: its reads block that thread only).
-    private func run(store: any ReplicaStore, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
+    private func run(store: any ChangeFeedSource, broadcaster: ChangeBroadcaster, commits: AsyncStream<Void>, startRank: Int64) async {
         await Self.follow(from: startRank, signals: commits,
                           read: { [self] rank in try readRound(store: store, after: rank) },
                           publish: broadcaster.publish)
@@ -116,7 +116,7 @@ final class StoreChangeFeed: Sendable {
     }
 
     /// The events of the next change sets after `rank`, and the rank of the last one read (on the feed's thread).
-    private func readRound(store: any ReplicaStore, after rank: Int64) throws -> ([ObjectChangeEvent], Int64) {
+    private func readRound(store: any ChangeFeedSource, after rank: Int64) throws -> ([ObjectChangeEvent], Int64) {
         let (changeSets, last) = try store.appliedChangeSets(afterRank: rank, limit: 256, maximumBytes: Self.readBytes)
         var events: [ObjectChangeEvent] = []
         for changeSet in changeSets {
@@ -144,7 +144,7 @@ final class StoreChangeFeed: Sendable {
     }
 
     /// The event for one change set: its objects by local ID, who made it.
-    static func event(for changeSet: ChangeSet, in store: any ReplicaStore) throws -> ObjectChangeEvent {
+    static func event(for changeSet: ChangeSet, in store: any ChangeFeedSource) throws -> ObjectChangeEvent {
         let source: ChangeSource = changeSet.origin == store.identifier
             ? .otherProcess(author: changeSet.author, contextName: changeSet.contextName)
             : .replay(origin: changeSet.origin)
@@ -191,3 +191,7 @@ final class StoreChangeFeed: Sendable {
         return event
     }
 }
+
+/// What the change feed reads of a store: its log of applied change sets, the signal after each
+/// commit, and the local IDs of the objects they name.
+typealias ChangeFeedSource = PersistentStore & ChangeSetLog & ReplicaObjects

@@ -93,7 +93,8 @@ extension MergeFacts {
     /// registers the rows as it answers, so they are read once). Tombstones are followed:
     /// the objects a tombstone's values point at are looked up too, since a Deny rule may
     /// bring the tombstone's object back with those values.
-    static func gather(for changeSet: ChangeSet, also extra: Set<String> = [], replaced: Set<String> = [], from store: any ReplicaStore,
+    static func gather(for changeSet: ChangeSet, also extra: Set<String> = [], replaced: Set<String> = [],
+                       from store: any PersistentStore & ReplicaObjects & Graveyard & MergeClocks,
                        exists: ([ObjectID]) throws -> Set<ObjectID>) throws -> (facts: MergeFacts, localIDs: [String: ObjectID]) {
         var facts = MergeFacts()
         var localIDs: [String: ObjectID] = [:]

@@ -369,6 +369,12 @@ public final class DaemonPeer: @unchecked Sendable {
         (try firstPeerStatus()?["last_error"] as? String) ?? ""
     }
 
+    /// How many sync rounds with the daemon's first peer failed in a row (`consecutive_failures` in
+    /// its status document): a count that grows says another round ended, and how.
+    public func consecutiveSyncFailures() throws -> Int {
+        (try firstPeerStatus()?["consecutive_failures"] as? Int) ?? 0
+    }
+
     /// The daemon's first peer in its status document (`GET /v1/status`), nil when it lists none.
     private func firstPeerStatus() throws -> [String: Any]? {
         let status = try FerryProcess.curl("GET", url + "/v1/status", token: adminToken)

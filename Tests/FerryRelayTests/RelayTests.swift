@@ -205,8 +205,14 @@ struct RelayDatabaseOutageTests {
         let state = try FerryProcess.curl("GET", relay.url + "/v1/state", token: relay.peerToken)
         #expect(state.status == 503, "\(state)")
         try RelayFixtures.save("during the outage", on: a)
-        // Nothing can reach b meanwhile; a keeps its save (its status shows the failed rounds).
-        Thread.sleep(forTimeInterval: 2)
+        // Nothing can reach b meanwhile; a keeps its save. Once a round of a's has failed since the save
+        // (the save's commit starts one), the relay has refused what a pushes, and b, which has no other
+        // way to the save, does not hold it. (Waiting for a round that surely began after the save, or for
+        // one of b's, costs its pull interval or backoff: 10-30 s more in the blocking queue.)
+        let aFailures = try a.consecutiveSyncFailures()
+        let aFailed = try DaemonPeer.waitUntil(timeout: 30) { try a.consecutiveSyncFailures() > aFailures }
+        let aError = try a.lastSyncError()
+        #expect(aFailed && aError.contains("503"), "a's round after the save did not fail on the relay: \(aError)")
         #expect(try !b.dump().contains("during the outage"))
         #expect(relay.isRunning, "the relay ended when its database went away: \(relay.log().suffix(2000))")
 

@@ -82,7 +82,7 @@ struct LiveContextTests {
 
     @Test("The container tells another context's save as did-save, with the saving context")
     func otherContextSave() async throws {
-        let (directory, container, _) = try Self.sharedFile()
+        let (directory, container, other) = try Self.sharedFile()
         defer { withExtendedLifetime(directory) {} }
         let collector = Collector(container.changes())
         let writer = container.newContext()
@@ -93,9 +93,14 @@ struct LiveContextTests {
         #expect(event.inserted == [person.objectID])
         guard case .context(let identity) = event.source else { Issue.record("source \(event.source)"); return }
         #expect(identity == writer.identity && identity.name == "importer")
-        // Its own save is not told again as a remote change when the feed reads the history.
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(!collector.events.contains { $0.kind == .storeChangedRemotely }, "\(collector.events)")
+        // Its own save is not told again as a remote change when the feed reads the history. The feed
+        // reads commits in order: once another writer's later save is told, the feed has read past ours.
+        let elsewhere = other.newContext()
+        let marker = try elsewhere.make("Person", ["name": "Marker"])
+        try elsewhere.save()
+        let remote = try #require(await collector.first { $0.kind == .storeChangedRemotely })
+        #expect(remote.inserted == [marker.objectID], "\(remote)")
+        #expect(collector.events.filter { $0.kind == .storeChangedRemotely }.count == 1, "\(collector.events)")
     }
 
     @Test("Another connection's save and another process's save arrive as store-changed-remotely, by local ID")

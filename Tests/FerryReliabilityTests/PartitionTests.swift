@@ -104,8 +104,15 @@ struct PartitionTests {
                   + #"{"op":"update","object":"\#(try uri("e8"))","values":{"mentor":"\#(try uri("e10"))"}},"#
                   + #"{"op":"update","object":"\#(try uri("e6"))","values":{"level":3}},"#
                   + #"{"op":"insert","entity":"Employee","ref":"n","values":{"name":"e32"}}]"#)
-        // While cut off, C sees none of A's and B's writes and they see none of C's.
-        Thread.sleep(forTimeInterval: 2)
+        // While cut off, C sees none of A's and B's writes and they see none of C's: checked once every
+        // cut link has refused two more connections since the writes (the second from a round that began
+        // after them; rounds run every 0.5 s and after each save).
+        let cut = links.flatMap { from, targets in targets.filter { to, _ in from == "c" || to == "c" }.map(\.value) }
+        let refusedBefore = cut.map { $0.counts[.partitioned] ?? 0 }
+        let triedAcross = DaemonPeer.waitUntil(timeout: 20) {
+            zip(cut, refusedBefore).allSatisfy { proxy, before in (proxy.counts[.partitioned] ?? 0) >= before + 2 }
+        }
+        #expect(triedAcross, "the daemons stopped trying the cut links: \(cut.map { $0.counts[.partitioned] ?? 0 }) after \(refusedBefore)")
         #expect(try Self.objects(in: c.dump()).contains { $0.name == "e0" }, "C saw A's cascade through the partition")
         #expect(try !Self.objects(in: a.dump()).contains { $0.name == "e32" }, "A saw C's insert through the partition")
         let abConverged = try DaemonPeer.waitUntil(timeout: 20) { try a.dump() == b.dump() }

@@ -170,11 +170,19 @@ struct CommitSignalTests {
         #expect(await listener.wait(for: 1) == 1)
         // Another change of the log's metadata (SQLite run as root gives each log it opens its owner:
         // the same event) is no announcement: read first, nothing changed, nothing signalled.
+        // Checked once the watcher heard the change and read data_version after it.
+        let beforeChange = watcher.statistics
         var status = stat()
         #expect(stat(watched.path + "-wal", &status) == 0)
         #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(listener.signals == 1, "a change of the log's mode was signalled as a commit")
+        var afterChange = watcher.statistics
+        for _ in 0..<5_000 where afterChange.announcements == beforeChange.announcements || afterChange.checks == beforeChange.checks {
+            try await Task.sleep(for: .milliseconds(2))
+            afterChange = watcher.statistics
+        }
+        #expect(afterChange.announcements > beforeChange.announcements && afterChange.checks > beforeChange.checks,
+                "the watcher did not hear the change of the log's mode: \(beforeChange) → \(afterChange)")
+        #expect(afterChange.signals == beforeChange.signals && listener.signals == 1, "a change of the log's mode was signalled as a commit")
         // An announcement alone (a writer's WAL hook touches the log once its commit is published;
         // here nothing was written, so no check of the watcher's is due) is signalled while every
         // read of data_version is held: the subscribers do not wait for that read.

@@ -11,20 +11,11 @@ final class ZlibDeflater {
 
     /// - Throws: ``ZlibError`` when zlib cannot start a stream (out of memory).
     init(level: Int32 = 1) throws(ZlibError) {
-        stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        let code = CFerryZlib_deflateInit2(stream, level, 15, 8)
-        guard code == Z_OK else {
-            stream.deinitialize(count: 1)
-            stream.deallocate()
-            throw ZlibError(operation: "deflateInit2", result: code)
-        }
+        stream = try ZlibStream.started("deflateInit2") { CFerryZlib_deflateInit2($0, level, 15, 8) }
     }
 
     deinit {
-        deflateEnd(stream)
-        stream.deinitialize(count: 1)
-        stream.deallocate()
+        ZlibStream.end(stream, with: deflateEnd)
     }
 
     /// Deflates all of `input`, appending what zlib writes to `output`; `finish` ends the stream.
@@ -87,20 +78,11 @@ final class ZlibInflater {
 
     /// - Throws: ``ZlibError`` when zlib cannot start a stream (out of memory).
     init() throws(ZlibError) {
-        stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        let code = CFerryZlib_inflateInit2(stream, 15)
-        guard code == Z_OK else {
-            stream.deinitialize(count: 1)
-            stream.deallocate()
-            throw ZlibError(operation: "inflateInit2", result: code)
-        }
+        stream = try ZlibStream.started("inflateInit2") { CFerryZlib_inflateInit2($0, 15) }
     }
 
     deinit {
-        inflateEnd(stream)
-        stream.deinitialize(count: 1)
-        stream.deallocate()
+        ZlibStream.end(stream, with: inflateEnd)
     }
 
     /// Inflates from `input` into `output` until `output` is full, `input` is used up or the
@@ -132,6 +114,29 @@ final class ZlibInflater {
             throw ZlibError(operation: "inflate", result: code)
         }
         return (read, written)
+    }
+}
+
+/// A `z_stream` at an address of its own, started and ended for ``ZlibDeflater`` and ``ZlibInflater``.
+enum ZlibStream {
+    /// A new stream, started by `start` (`deflateInit2` or `inflateInit2`, named by `operation`).
+    static func started(_ operation: String, _ start: (z_streamp) -> Int32) throws(ZlibError) -> UnsafeMutablePointer<z_stream> {
+        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        stream.initialize(to: z_stream())
+        let code = start(stream)
+        guard code == Z_OK else {
+            stream.deinitialize(count: 1)
+            stream.deallocate()
+            throw ZlibError(operation: operation, result: code)
+        }
+        return stream
+    }
+
+    /// Ends `stream` (`deflateEnd` or `inflateEnd`) and frees it.
+    static func end(_ stream: UnsafeMutablePointer<z_stream>, with end: (z_streamp) -> Int32) {
+        _ = end(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
     }
 }
 

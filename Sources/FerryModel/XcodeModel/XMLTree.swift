@@ -20,9 +20,17 @@ final class XMLTreeParser: NSObject, XMLParserDelegate {
     private var root: XMLNode?
     private var parser: XMLParser?
 
-    struct Failure: Error {
+    struct Failure: FerryError {
+        /// One kind: a file that is not well-formed XML.
+        enum Code: String, Hashable, Sendable {
+            /// The XML parser stopped here.
+            case malformedXML
+        }
+
         var line: Int
         var reason: String
+        var code: Code { .malformedXML }
+        var description: String { "line \(line): \(reason)" }
     }
 
     static func parse(_ data: Data) throws(Failure) -> XMLNode {

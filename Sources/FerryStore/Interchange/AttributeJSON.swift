@@ -84,9 +84,17 @@ public enum AttributeJSON {
     }
 
     /// Why a JSON value is not a value of the attribute's type.
-    public struct DecodeFailure: Error, Sendable {
+    public struct DecodeFailure: FerryError, Sendable {
+        /// One kind: a value of another type.
+        public enum Code: String, Hashable, Sendable {
+            /// The JSON value is not of the attribute's type.
+            case wrongType
+        }
+
         /// What was expected and what was found.
         public let message: String
+        public var code: Code { .wrongType }
+        public var description: String { message }
     }
 }
 

@@ -156,8 +156,15 @@ public struct BatchApplier {
 
     // MARK: - Applying
 
-    private struct UnknownObject: Error, CustomStringConvertible {
+    private struct UnknownObject: FerryError {
+        /// One kind: a ref whose insert did not happen.
+        enum Code: String, Hashable, Sendable {
+            /// The ref's insert was not made.
+            case unknownObject
+        }
+
         let slot: Int
+        var code: Code { .unknownObject }
         var description: String { "the object of ref slot \(slot) was not inserted" }
     }
 

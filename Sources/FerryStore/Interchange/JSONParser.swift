@@ -1,4 +1,5 @@
 import Foundation
+import FerryModel
 
 /// A strict JSON parser from UTF-8 bytes to ``JSONValue``, written for speed:
 /// change sets are parsed on every replay, and Foundation's `JSONDecoder`
@@ -15,13 +16,21 @@ struct JSONParser {
     private var depth = 0
     static let maximumDepth = 512
 
-    struct Failure: Error {
+    struct Failure: FerryError {
+        /// One kind: text that is not JSON.
+        enum Code: String, Hashable, Sendable {
+            /// The text is not JSON here.
+            case notJSON
+        }
+
         /// What is wrong.
         let reason: String
         /// The byte offset where it was found.
         let position: Int
 
         var message: String { "\(reason) at offset \(position)" }
+        var code: Code { .notJSON }
+        var description: String { message }
     }
 
     static func parse(_ text: String) throws(Failure) -> JSONValue {

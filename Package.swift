@@ -223,7 +223,8 @@ let package = Package(
         // Relays on real PostgreSQL clusters (started by the tests), fleets of daemons through them.
         .testTarget(
             name: "FerryRelayTests",
-            dependencies: ["FerryTestTraits", "FerryRelay", "FerryServer", "FerryStore", "FerrySync", "FerrySigning", "FerryTestSupport"]
+            dependencies: ["FerryTestTraits", "FerryRelay", "FerryServer", "FerryModel", "FerryStore", "FerrySQLite", "FerrySync", "FerrySigning",
+                           "FerryTestSupport"]
         ),
         // Crashes, network faults, partitions, hostile input, credentials, slow clients, a full disk.
         .testTarget(

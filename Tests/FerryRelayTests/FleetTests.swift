@@ -1,10 +1,16 @@
 import Foundation
 import Testing
 import FerryTestTraits
+import FerryModel
+import FerryStore
+import FerrySQLite
+import FerrySigning
 import FerryTestSupport
 
-/// Issue 24's fleet: two relays on one PostgreSQL database and twenty daemons writing everywhere,
-/// one relay killed mid-run and started again: every daemon converges, nothing lost or doubled.
+/// A fleet: two relays on one PostgreSQL database and twenty daemons writing everywhere, one relay
+/// killed mid-run and started again: every daemon converges, nothing lost or doubled. The relays are
+/// processes (one is killed); the daemons run in this process, and the test makes, writes and reads
+/// their stores in it too, as an application beside its daemon does (no `ferry` process per call).
 @Suite("Fleet through relays", .blocking, .serialized)
 struct FleetTests {
     static let peerCount = 20
@@ -12,9 +18,20 @@ struct FleetTests {
     @Test("twenty daemons, two relays, one relay killed mid-run and restarted: every daemon converges with every save once")
     func twentyPeersTwoRelays() async throws {
         let cluster = try RelayFixtures.cluster()
-        let names = (0..<Self.peerCount).map { "p\($0)" }
-        let peers = try RelayFixtures.peers(names, pullInterval: 5)
-        let keys = try RelayFixtures.keys(of: peers)
+        let model = try XcodeModelReader.read(at: RelayFixtures.model)
+        let peers = try (0..<Self.peerCount).map { try DaemonPeer(name: "p\($0)", model: RelayFixtures.model, pullInterval: 5, maxBackoff: 2) }
+        // Each store made with its key beside it, as `ferry init` makes one.
+        var stores: [SQLiteStore] = []
+        var keys: [(origin: String, key: String)] = []
+        for peer in peers {
+            let key = StoreSigningKey()
+            try key.write(to: StoreSigningKey.defaultPath(forStore: peer.store))
+            let store = try SQLiteStore(path: peer.store, model: model, options: .init(signingKey: key))
+            stores.append(store)
+            keys.append((origin: store.identifier.uuidString, key: key.publicKey))
+        }
+        let containers = try stores.map { try PersistentContainer(store: $0) }
+        func dump(_ index: Int) throws -> String { try StoreDump(store: stores[index]).entries().map(\.text).joined(separator: "\n") }
         let first = try RelayProcess(name: "r1", cluster: cluster, database: "ferry", pinned: keys)
         let second = try RelayProcess(name: "r2", cluster: cluster, database: "ferry", pinned: keys, sharingTokensWith: first)
         try first.start()
@@ -33,7 +50,9 @@ struct FleetTests {
         for wave in 0..<3 {
             for (index, peer) in peers.enumerated() {
                 if wave == 1 && index == Self.peerCount / 2 { first.kill() }
-                try RelayFixtures.save("w\(wave)-\(peer.name)", on: peer)
+                let context = containers[index].newContext()
+                try context.make("Person", ["name": "w\(wave)-\(peer.name)"])
+                try context.save()
                 saves += 1
             }
             if wave == 1 { try first.start() }
@@ -41,10 +60,10 @@ struct FleetTests {
 
         let expected = Set(peers.flatMap { peer in (0..<3).map { "w\($0)-\(peer.name)" } })
         let converged = try DaemonPeer.waitUntil(timeout: 120) {
-            let dumps = try peers.map { try $0.dump() }
+            let dumps = try peers.indices.map(dump)
             return Set(dumps).count == 1 && expected.allSatisfy { dumps[0].contains("\"\($0)\"") }
         }
-        let dumps = try peers.map { try $0.dump() }
+        let dumps = try peers.indices.map(dump)
         #expect(converged, """
             the fleet did not converge: \(Set(dumps).count) different dumps; p0's log: \(peers[0].logExcerpt()); p1's: \(peers[1].logExcerpt()); \
             r1's log: \(first.log().suffix(3000)); r2's: \(second.log().suffix(3000))
@@ -55,8 +74,8 @@ struct FleetTests {
         #expect(try RelayFixtures.storedRows(in: cluster) == saves)
         let relayVector = try #require(try RelayFixtures.state(of: second)["vector"] as? [String: Int])
         #expect(relayVector.count == Self.peerCount && relayVector.values.allSatisfy { $0 == 3 }, "\(relayVector)")
-        for peer in peers {
-            let vector = try peer.vector()
+        for (peer, store) in zip(peers, stores) {
+            let vector = Dictionary(uniqueKeysWithValues: try store.historyState().vector.map { ($0.key.uuidString, Int($0.value)) })
             #expect(vector == relayVector, "\(peer.name): \(vector)")
         }
         for daemon in daemons { try await daemon.stop() }

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import FerryModel
 import FerryStore
+import FerrySQLite
 
 /// A peer for replication tests: its own folder with a store, a tokens file
 /// and a configuration, and a real `ferry run` process on 127.0.0.1 that can
@@ -334,11 +336,27 @@ public final class DaemonPeer: @unchecked Sendable {
         try FerryProcess.run(arguments + ["--store", store, "--model", model], input: input)
     }
 
-    /// `ferry dump` of the store.
-    /// - Throws: ``DaemonPeerError`` when `ferry dump` fails (a negative check such as "B does not
-    ///   hold X" must not pass on an empty output).
+    /// The store's dump, as `ferry dump` prints it (the same SQL-streamed lines, each ended by a
+    /// newline), read in this process: the store opened as `ferry dump` opens it (the peer's model
+    /// and its earlier versions, never created), without a `ferry` process per call. Tests poll it
+    /// every 0.1 s while daemons converge, where a process each time took a core's worth of the
+    /// machine from the daemons. `ferry dump` itself is tested as a process (CommandLineTests).
+    /// - Throws: ``DaemonPeerError`` when the store cannot be opened or read (a negative check such
+    ///   as "B does not hold X" must not pass on an empty output).
     public func dump() throws -> String {
-        try succeeded(ferry(["dump"]), "dump").standardOutput
+        do {
+            let versions = try XcodeModelReader.readVersions(at: model)
+            let opened = try SQLiteStore(path: store, model: versions.current,
+                                         options: .init(createIfMissing: false, earlierModels: versions.earlier))
+            var text = ""
+            try opened.streamDump { line in
+                text += line
+                text += "\n"
+            }
+            return text
+        } catch {
+            throw DaemonPeerError(description: "the dump of \(name)'s store failed: \(error)")
+        }
     }
 
     /// `result`, or an error naming `command` when it exited non-zero.

@@ -3,6 +3,7 @@ import GRDB
 import FerryModel
 import FerryStore
 import FerrySQLite
+import FerrySigning
 
 /// A peer for replication tests: its own folder with a store, a tokens file
 /// and a configuration, and a real `ferry run` process on 127.0.0.1 that can
@@ -145,13 +146,27 @@ public final class DaemonPeer: @unchecked Sendable {
 
     /// The store's UUID and public key, as `ferry state` shows them (the store must exist: after
     /// ``start(environment:)`` or `ferry init`).
+    /// Read in this process, as `ferry state` reads them.
     public func identity() throws -> (store: String, key: String) {
-        let text = try FerryProcess.run(["state", "--store", store]).standardOutput
-        let json = try JSONValue.parse(text)
-        guard let store = json["store"]?.stringValue, let key = json["public_key"]?.stringValue else {
-            throw DaemonPeerError(description: "\(name): `ferry state` shows no store UUID and public key: \(text)")
+        let state = try historyState()
+        guard let key = state.publicKey else {
+            throw DaemonPeerError(description: "\(name): the store \(state.store.uuidString) has no public key, nor a key file beside it")
         }
-        return (store, key)
+        return (state.store.uuidString, key)
+    }
+
+    /// The store's state as `ferry state` prints it (`SQLiteStore.historyState(atPath:)`, and the
+    /// key file's public half for a store that has not recorded its key yet), read in this process.
+    private func historyState() throws -> HistoryState {
+        do {
+            var state = try SQLiteStore.historyState(atPath: store)
+            if state.publicKey == nil {
+                state.publicKey = (try? StoreSigningKey(contentsOf: StoreSigningKey.defaultPath(forStore: store)))?.publicKey
+            }
+            return state
+        } catch {
+            throw DaemonPeerError(description: "the state of \(name)'s store cannot be read: \(error)")
+        }
     }
 
     /// Pins `other`'s key in this peer's configuration (`trust.keys`): how a store trusts one it
@@ -432,14 +447,10 @@ public final class DaemonPeer: @unchecked Sendable {
         try succeeded(ferry(["history"]), "history").standardOutput.split(separator: "\n").map(String.init)
     }
 
-    /// The store's version vector (`ferry state`): origin UUID → last sequence number taken in.
+    /// The store's version vector (`ferry state`'s, read in this process): origin UUID → last
+    /// sequence number taken in.
     public func vector() throws -> [String: Int] {
-        let output = try succeeded(FerryProcess.run(["state", "--store", store]), "state").standardOutput
-        guard let state = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
-              let vector = state["vector"] as? [String: Int] else {
-            throw DaemonPeerError(description: "ferry state on \(name) printed no vector: \(output.prefix(300))")
-        }
-        return vector
+        Dictionary(uniqueKeysWithValues: try historyState().vector.map { ($0.key.uuidString, Int($0.value)) })
     }
 
     /// What SQLite's `PRAGMA integrity_check` says of the store file (`["ok"]` when sound).

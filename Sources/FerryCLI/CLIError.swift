@@ -4,10 +4,11 @@ import FerryModel
 /// A failure the command line reports as one line on standard error, then exits 1.
 struct CLIError: FerryError {
     /// The kinds of failure a command reports.
-    public enum Code: String, Hashable, Sendable {
-        /// An argument or option is not one the command can take: a malformed UUID, key, time or URL;
-        /// a peer or key the configuration or the store does not have.
-        case usage
+    enum Code: String, Hashable, Sendable {
+        /// An argument's value is not one the command can take: a malformed UUID, key, time or URL;
+        /// a peer or key the configuration or the store does not have. (It exits 1, as every
+        /// `CLIError`; 64 is for what the argument parser itself refuses.)
+        case argument
         /// A file the command reads cannot be read or does not hold what it should (standard input,
         /// `--acknowledged`, `--token-file`, `--ca-file`).
         case input

@@ -119,7 +119,7 @@ struct SyncNowCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config)
         if let peer, !configuration.peers.contains(where: { $0.name == peer }) {
-            throw CLIError(.usage, "no peer named '\(peer)' in \(config); peers: \(configuration.peers.map(\.name).joined(separator: ", "))")
+            throw CLIError(.argument, "no peer named '\(peer)' in \(config); peers: \(configuration.peers.map(\.name).joined(separator: ", "))")
         }
         let client = try localDaemonClient(configuration)
         do {

@@ -31,11 +31,7 @@ struct StateCommand: ParsableCommand {
         let configured = try config.map { try loadConfiguration($0).store }
         let path = configured?.path ?? store ?? ""
         do {
-            var state = try SQLiteStore.historyState(atPath: path)
-            // A store not opened since it got its key file has not registered it yet: the key file's public half.
-            if state.publicKey == nil {
-                state.publicKey = (try? StoreSigningKey(contentsOf: configured?.signingKey ?? StoreSigningKey.defaultPath(forStore: path)))?.publicKey
-            }
+            let state = try SQLiteStore.historyState(atPath: path, keyFile: configured?.signingKey)
             print(vector ? ChangeSetCodec.encode(state.vector) : state.json)
         } catch {
             throw CLIError(.store, error)
@@ -62,7 +58,7 @@ struct HistoryCommand: ParsableCommand {
         do {
             vector = try after.map { text throws(ChangeSetError) in try ChangeSetCodec.decodeVector(text) } ?? [:]
         } catch {
-            throw CLIError(.usage, "--after: \(error.description)", cause: error)
+            throw CLIError(.argument, "--after: \(error.description)", cause: error)
         }
         let store = try options.openSQLiteStore()
         // Each line is written as it is read, a large one a piece at a time: a history larger than
@@ -288,7 +284,7 @@ struct OriginsCommand: ParsableCommand {
         @Argument(help: "The origin's store UUID.") var origin: String
 
         func run() throws {
-            guard let uuid = UUID(uuidString: origin) else { throw CLIError(.usage, "'\(origin)' is not a store UUID") }
+            guard let uuid = UUID(uuidString: origin) else { throw CLIError(.argument, "'\(origin)' is not a store UUID") }
             let store = try options.openSQLiteStore()
             do {
                 print(JSONValue.sortedObject(["removed": .integer(Int64(try store.removeOrigin(uuid)))]).text)

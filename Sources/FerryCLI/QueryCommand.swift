@@ -46,7 +46,7 @@ struct QueryCommand: ParsableCommand {
                 try FetchRequest(entityName: entity, format: format, model: container.model)
             } ?? FetchRequest(entityName: entity)
         } catch {
-            throw CLIError(.usage, error.description, cause: error)
+            throw CLIError(.argument, error.description, cause: error)
         }
         request.sortDescriptors = sortDescriptors()
         request.fetchLimit = limit ?? 0

@@ -63,7 +63,7 @@ struct InitialContent: ParsableArguments {
             }
         } else if let fromPeer, let tokenFile {
             guard let url = URL(string: fromPeer), ["http", "https"].contains(url.scheme ?? "") else {
-                throw CLIError(.usage, "--from-peer \(fromPeer): not an http:// or https:// URL")
+                throw CLIError(.argument, "--from-peer \(fromPeer): not an http:// or https:// URL")
             }
             let token: String
             do {

@@ -80,7 +80,7 @@ struct TrustCommand: ParsableCommand {
 
     /// `--origin`'s store UUID.
     static func storeIdentifier(_ text: String) throws -> UUID {
-        guard let origin = UUID(uuidString: text) else { throw CLIError(.usage, "--origin must be a store UUID; found '\(text)'") }
+        guard let origin = UUID(uuidString: text) else { throw CLIError(.argument, "--origin must be a store UUID; found '\(text)'") }
         return origin
     }
 
@@ -116,11 +116,11 @@ struct TrustCommand: ParsableCommand {
         func run() throws {
             let originID = try TrustCommand.storeIdentifier(origin)
             guard VerifyingKey(base64: key) != nil else {
-                throw CLIError(.usage, "--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)")
+                throw CLIError(.argument, "--key must be an Ed25519 public key in base64 (44 characters, as `ferry state` shows it)")
             }
-            guard from >= 1 else { throw CLIError(.usage, "--from must be a sequence number ≥ 1") }
+            guard from >= 1 else { throw CLIError(.argument, "--from must be a sequence number ≥ 1") }
             let store = try options.openSQLiteStore()
-            guard originID != store.identifier else { throw CLIError(.usage, "\(origin) is this store; its own key is managed with `ferry key rotate`") }
+            guard originID != store.identifier else { throw CLIError(.argument, "\(origin) is this store; its own key is managed with `ferry key rotate`") }
             do {
                 try store.recordOriginKey(OriginKey(origin: originID, publicKey: key, firstSequence: from, source: .pinned))
             } catch {
@@ -147,11 +147,11 @@ struct TrustCommand: ParsableCommand {
             } else if let parsed = try? Date(after, strategy: .iso8601) {
                 date = parsed
             } else {
-                throw CLIError(.usage, "--after must be an ISO 8601 time such as 2026-11-24T12:00:00Z, or now; found '\(after)'")
+                throw CLIError(.argument, "--after must be an ISO 8601 time such as 2026-11-24T12:00:00Z, or now; found '\(after)'")
             }
             let store = try options.openSQLiteStore()
             guard var held = try store.originKeys().first(where: { $0.origin == originID && $0.publicKey == key }) else {
-                throw CLIError(.usage, "the store holds no key \(key) for \(origin) (`ferry trust list`); " +
+                throw CLIError(.argument, "the store holds no key \(key) for \(origin) (`ferry trust list`); " +
                                "a key pinned in the daemon's configuration is revoked there (trust.revoked)")
             }
             held.revokedAfter = HybridTimestamp.wall(date)

@@ -1,7 +1,6 @@
 import Foundation
 import FerryServer
 import FerryStore
-import FerrySigning
 import FerrySync
 
 /// The daemon's configuration, read from a YAML file (see `config/ferry.yaml`).
@@ -160,8 +159,11 @@ extension Configuration {
             let place = "peers[\(index)]"
             func text(_ key: String) -> String? { entry[key]?.scalar?.string }
             guard let name = text("name"), !name.isEmpty else { throw fail("missing key \(place).name") }
-            let listed = entry["urls"].map { node in (node.sequence ?? []).compactMap { $0.scalar?.string } }
-            if entry["urls"] != nil, entry["urls"]?.sequence == nil { throw fail("\(place).urls must be a list of URLs") }
+            var listed: [String]?
+            if let node = entry["urls"] {
+                guard let list = node.sequence else { throw fail("\(place).urls must be a list of URLs") }
+                listed = list.compactMap { $0.scalar?.string }
+            }
             let urlTexts: [String]
             switch (text("url"), listed) {
             case (let one?, nil): urlTexts = [one]

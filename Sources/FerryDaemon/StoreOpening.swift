@@ -135,9 +135,8 @@ actor StoreOpening: DaemonControl {
             openGauge.record(1)
             await gate.open(opened.endpoint)
             return .opened(opened)
-        } catch StoreError.unavailable(let path, let reason, let cause) {
-            let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)",
-                                           cause: StoreError.unavailable(path: path, reason: reason, cause: cause))
+        } catch StoreError.unavailable(let path, let reason, _) {
+            let problem = StoreUnavailable(reason: "cannot open store \(path): \(reason)")
             unavailability = problem
             Counter(label: "ferry_store_errors_total", dimensions: [("operation", "open")]).increment()
             openGauge.record(0)

@@ -163,7 +163,7 @@ public actor SyncCoordinator {
     func nextWake() -> Date? {
         let now = clock.now()
         if peers.contains(where: { $0.session.hasPendingRound(at: now) }) { return now }
-        return peers.compactMap(\.session.wakeAt).min()
+        return peers.compactMap(\.session.retryAt).min()
     }
 
     /// Waits for the rounds asked for before, runs these (in order), then lets the next one run.

@@ -335,7 +335,7 @@ extension RelayAPI {
 
     struct DatabaseTimeout: FerryError {
         /// The kinds of ``DatabaseTimeout``.
-        public enum Code: String, Hashable, Sendable {
+        enum Code: String, Hashable, Sendable {
             /// PostgreSQL did not answer within ``RelayAPI/databaseDeadline``.
             case timedOut
         }

@@ -2,7 +2,6 @@ import Foundation
 import FerryServer
 import FerryStore
 import FerrySync
-import FerrySigning
 
 /// What `ferry relay --config PATH` reads (YAML; `config/relay.yaml` is the commented example):
 /// the PostgreSQL database the change sets live in, the HTTP server peers talk to, and which
@@ -125,8 +124,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         server.host = try file.string("server.host", default: server.host)
         server.port = try file.integer("server.port", default: server.port, range: 0...65535)
         server.maxBodyBytes = try file.integer("server.max_body_bytes", default: server.maxBodyBytes, range: 1024...(1 << 30))
-        if file.scalar("server.max_change_set_bytes") != nil {
-            let largest = try file.integer("server.max_change_set_bytes", default: server.maxChangeSetBytes, range: 1024...(1 << 31))
+        if let largest = try file.integer("server.max_change_set_bytes", range: 1024...(1 << 31)) {
             guard largest >= server.maxBodyBytes else {
                 throw fail("server.max_change_set_bytes (\(largest)) must be at least server.max_body_bytes (\(server.maxBodyBytes)): " +
                            "it is what one change set alone may be, past the usual request body")

@@ -16,7 +16,7 @@ enum RelayIngest {
         case untrusted(line: Int, TrustRefusal)
 
         /// The kinds of ``Refusal``: its cases.
-        public enum Code: String, Hashable, Sendable {
+        enum Code: String, Hashable, Sendable {
             /// ``Refusal/malformed(line:_:)``: a line is not a change set.
             case malformed
             /// ``Refusal/untrusted(line:_:)``: a line does not prove its origin.

@@ -35,20 +35,8 @@ public enum APIError: Error, Sendable, Equatable, HTTPResponseError, CustomStrin
     /// The store failed in a way that is a bug or needs an operator: 500; `cause` is the store's error.
     case internalError(String, cause: (any Error)? = nil)
 
-    public var status: HTTPResponse.Status {
-        switch self {
-        case .unauthorized: .unauthorized
-        case .forbidden: .forbidden
-        case .badRequest: .badRequest
-        case .notFound: .notFound
-        case .gone: .gone
-        case .contentTooLarge: .contentTooLarge
-        case .unsupportedMediaType: .unsupportedMediaType
-        case .untrusted: .unprocessableContent
-        case .unavailable, .busy: .serviceUnavailable
-        case .internalError: .internalServerError
-        }
-    }
+    /// The answer's status: its ``code``'s.
+    public var status: HTTPResponse.Status { code.status }
 
     public var description: String {
         guard let message else { return "unauthorized" }
@@ -116,6 +104,22 @@ extension APIError: FerryError {
         case busy
         /// ``APIError/internalError(_:cause:)``: 500.
         case internalError
+
+        /// The HTTP status of an error of this kind.
+        public var status: HTTPResponse.Status {
+            switch self {
+            case .unauthorized: .unauthorized
+            case .forbidden: .forbidden
+            case .badRequest: .badRequest
+            case .notFound: .notFound
+            case .gone: .gone
+            case .contentTooLarge: .contentTooLarge
+            case .unsupportedMediaType: .unsupportedMediaType
+            case .untrusted: .unprocessableContent
+            case .unavailable, .busy: .serviceUnavailable
+            case .internalError: .internalServerError
+            }
+        }
     }
 
     /// The case, without its message.
@@ -147,10 +151,5 @@ extension APIError: FerryError {
     }
 
     /// The 503s: the same request may be served later (the store opens, a body slot frees).
-    public var isRetryable: Bool {
-        switch self {
-        case .unavailable, .busy: true
-        default: false
-        }
-    }
+    public var isRetryable: Bool { status == .serviceUnavailable }
 }

@@ -134,7 +134,12 @@ package struct ConfigurationFile {
 
     /// A whole number within `range`, or `value` when the key is absent.
     package func integer(_ keyPath: String, default value: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        guard let text = scalar(keyPath) else { return value }
+        try integer(keyPath, range: range) ?? value
+    }
+
+    /// A whole number within `range`, or nil when the key is absent.
+    package func integer(_ keyPath: String, range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let text = scalar(keyPath) else { return nil }
         guard let number = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
             throw fail("\(keyPath) must be a whole number from \(range.lowerBound) to \(range.upperBound); found '\(text)'")
         }

@@ -1,7 +1,6 @@
 import Foundation
 import CompressNIO
 import NIOCore
-import FerryModel
 
 /// A large gzip push body unpacked straight into its text, a window at a time.
 ///
@@ -41,7 +40,7 @@ enum GzipBodyText {
             /// Copies what the window holds into the text; throws when it would pass `length`.
             func take() throws(NotThisBody) {
                 let count = window.readableBytes
-                guard written + count <= length else { throw NotThisBody(.lengthNotAsRecorded) }
+                guard written + count <= length else { throw NotThisBody() }
                 window.withUnsafeReadableBytes { bytes in
                     UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(text)[written...]).copyMemory(from: bytes)
                 }
@@ -55,19 +54,19 @@ enum GzipBodyText {
                     try take()  // the window is full
                     continue
                 } catch {
-                    throw NotThisBody(.damaged, cause: error)  // cut short (`inputBufferOverflow`), damaged, or failed
+                    throw NotThisBody()  // cut short (`inputBufferOverflow`), damaged, or failed
                 }
                 try take()
                 // A return without an error is the stream's end, or all the input taken before it:
                 // one more call with nothing left tells them apart (zlib answers the end again, or
                 // that it wants more). Bytes after the end are another member.
-                guard input.readableBytes == 0 else { throw NotThisBody(.moreThanOneMember) }
+                guard input.readableBytes == 0 else { throw NotThisBody() }
                 do {
                     try input.decompressStream(to: &window, with: decompressor)
                 } catch {
-                    throw NotThisBody(.damaged, cause: error)
+                    throw NotThisBody()
                 }
-                guard window.readableBytes == 0, written == length else { throw NotThisBody(.lengthNotAsRecorded) }
+                guard window.readableBytes == 0, written == length else { throw NotThisBody() }
                 break
             }
             while written > 0, text[written - 1] == UInt8(ascii: "\n") { written -= 1 }
@@ -75,34 +74,8 @@ enum GzipBodyText {
         }
     }
 
-    /// Why a body is not one ``text(of:length:)`` unpacks (the caller then unpacks it the usual way).
-    private struct NotThisBody: FerryError {
-        /// The kinds of body left to the usual unpacking.
-        enum Code: String, Hashable, Sendable {
-            /// The body unpacks to more or fewer bytes than its trailer records.
-            case lengthNotAsRecorded
-            /// zlib could not unpack it: cut short, damaged, or failed.
-            case damaged
-            /// Bytes follow the first gzip member's end (another member).
-            case moreThanOneMember
-        }
-
-        let code: Code
-        let cause: (any Error)?
-
-        init(_ code: Code, cause: (any Error)? = nil) {
-            self.code = code
-            self.cause = cause
-        }
-
-        var description: String {
-            switch code {
-            case .lengthNotAsRecorded: "the gzip body does not unpack to the length its trailer records"
-            case .damaged: "the gzip body cannot be unpacked" + (cause.map { ": \($0)" } ?? "")
-            case .moreThanOneMember: "the gzip body has more than one member"
-            }
-        }
-    }
+    /// A body ``text(of:length:)`` leaves to the usual unpacking (only ever swallowed by its `try?`).
+    private struct NotThisBody: Error {}
 
     private static func startedDecompressor() throws -> any NIODecompressor {
         let decompressor = CompressionAlgorithm.gzip().decompressor

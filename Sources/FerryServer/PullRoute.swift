@@ -36,7 +36,8 @@ package struct PullRoute: Sendable {
     /// 0.21 s per 22 MB), which on a catch-up is time the serving peer's store work could use.
     package static let answerCompression = ZlibConfiguration(compressionLevel: .fastestCompression)
 
-    /// The answer to `pull` (a daemon answers at once, whatever `wait_ms` says).
+    /// The answer to a pull of the change sets after `vector`, at most `limit` of them (a daemon
+    /// answers at once, whatever the pull's `wait_ms` says).
     func answer(_ request: Request, after vector: VersionVector, limit: Int, logger: Logger) async throws -> Response {
         let endpoint = try await gate.readableEndpointOrUnavailable()
         // The first page is read before answering, so a purged history is a clean 410, not a cut stream.

@@ -68,15 +68,13 @@ public struct StoreUnavailable: FerryError, Sendable {
         case storeNotOpen
     }
 
-    /// Why the store cannot be opened.
+    /// Why the store cannot be opened (the gate keeps only this: the error met opening the store
+    /// is in the daemon's log).
     public let reason: String
-    /// The error met opening the store, when there was one (the gate keeps only the reason).
-    public let cause: (any Error)?
 
-    /// The store is not open for `reason`; `cause` is the error met opening it.
-    public init(reason: String, cause: (any Error)? = nil) {
+    /// The store is not open for `reason`.
+    public init(reason: String) {
         self.reason = reason
-        self.cause = cause
     }
 
     /// Always ``Code/storeNotOpen``.

@@ -43,8 +43,7 @@ package enum LineDecoding {
             decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
         }
         let firstHalf = decode(lines, range: 0..<split, model: model, versionHash: versionHash, verifier: verifier)
-        // (Joined once here, so never nil; decoding again only guards against losing lines.)
-        let second = secondHalf.join() ?? decode(lines, range: split..<lines.count, model: model, versionHash: versionHash, verifier: verifier)
+        let second = secondHalf.join()
         // The first half's error comes first: it is the earlier line.
         var result = try firstHalf.get()
         result += try second.get()

@@ -155,15 +155,10 @@ public final class DaemonPeer: @unchecked Sendable {
         return (state.store.uuidString, key)
     }
 
-    /// The store's state as `ferry state` prints it (`SQLiteStore.historyState(atPath:)`, and the
-    /// key file's public half for a store that has not recorded its key yet), read in this process.
+    /// The store's state as `ferry state` prints it, read in this process.
     private func historyState() throws -> HistoryState {
         do {
-            var state = try SQLiteStore.historyState(atPath: store)
-            if state.publicKey == nil {
-                state.publicKey = (try? StoreSigningKey(contentsOf: StoreSigningKey.defaultPath(forStore: store)))?.publicKey
-            }
-            return state
+            return try SQLiteStore.historyState(atPath: store)
         } catch {
             throw DaemonPeerError(description: "the state of \(name)'s store cannot be read: \(error)")
         }

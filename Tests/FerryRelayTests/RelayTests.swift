@@ -205,10 +205,11 @@ struct RelayDatabaseOutageTests {
         let state = try FerryProcess.curl("GET", relay.url + "/v1/state", token: relay.peerToken)
         #expect(state.status == 503, "\(state)")
         try RelayFixtures.save("during the outage", on: a)
-        // Nothing can reach b meanwhile; a keeps its save. Once a round of a's has failed since the save
-        // (the save's commit starts one), the relay has refused what a pushes, and b, which has no other
-        // way to the save, does not hold it. (Waiting for a round that surely began after the save, or for
-        // one of b's, costs its pull interval or backoff: 10-30 s more in the blocking queue.)
+        // Nothing can reach b meanwhile; a keeps its save. Checked once a round of a's has failed on
+        // the relay (503) since the save (whose commit starts one): the relay, without its database,
+        // takes nothing, and b has no other way to the save. (Waiting for a round that surely began
+        // after the save, or for one of b's, costs its pull interval or backoff: 10-30 s more in the
+        // blocking queue.)
         let aFailures = try a.consecutiveSyncFailures()
         let aFailed = try DaemonPeer.waitUntil(timeout: 30) { try a.consecutiveSyncFailures() > aFailures }
         let aError = try a.lastSyncError()

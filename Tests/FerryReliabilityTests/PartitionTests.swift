@@ -83,9 +83,8 @@ struct PartitionTests {
         #expect(start, "the three did not share the starting point")
 
         // Cut C off: every link to and from it.
-        for (from, targets) in links {
-            for (to, proxy) in targets where from == "c" || to == "c" { proxy.setPartitioned(true) }
-        }
+        let cut = links.flatMap { from, targets in targets.filter { to, _ in from == "c" || to == "c" }.map(\.value) }
+        for proxy in cut { proxy.setPartitioned(true) }
         Thread.sleep(forTimeInterval: 0.5)
 
         // A: Cascade — deleting Acme deletes e0…e5; Nullify — e10 goes; A's edit of e6.level.
@@ -107,7 +106,6 @@ struct PartitionTests {
         // While cut off, C sees none of A's and B's writes and they see none of C's: checked once every
         // cut link has refused two more connections since the writes (the second from a round that began
         // after them; rounds run every 0.5 s and after each save).
-        let cut = links.flatMap { from, targets in targets.filter { to, _ in from == "c" || to == "c" }.map(\.value) }
         let refusedBefore = cut.map { $0.counts[.partitioned] ?? 0 }
         let triedAcross = DaemonPeer.waitUntil(timeout: 20) {
             zip(cut, refusedBefore).allSatisfy { proxy, before in (proxy.counts[.partitioned] ?? 0) >= before + 2 }

@@ -170,16 +170,14 @@ struct CommitSignalTests {
         #expect(await listener.wait(for: 1) == 1)
         // Another change of the log's metadata (SQLite run as root gives each log it opens its owner:
         // the same event) is no announcement: read first, nothing changed, nothing signalled.
-        // Checked once the watcher heard the change and read data_version after it.
+        // Checked once the watcher handled the change (it counts it once read and, had it been a
+        // commit, signalled).
         let beforeChange = watcher.statistics
         var status = stat()
         #expect(stat(watched.path + "-wal", &status) == 0)
         #expect(chmod(watched.path + "-wal", status.st_mode & 0o7777) == 0)
-        var afterChange = watcher.statistics
-        for _ in 0..<5_000 where afterChange.announcements == beforeChange.announcements || afterChange.checks == beforeChange.checks {
-            try await Task.sleep(for: .milliseconds(2))
-            afterChange = watcher.statistics
-        }
+        try await Self.waitUntil { watcher.statistics.announcements > beforeChange.announcements }
+        let afterChange = watcher.statistics
         #expect(afterChange.announcements > beforeChange.announcements && afterChange.checks > beforeChange.checks,
                 "the watcher did not hear the change of the log's mode: \(beforeChange) → \(afterChange)")
         #expect(afterChange.signals == beforeChange.signals && listener.signals == 1, "a change of the log's mode was signalled as a commit")
@@ -197,8 +195,10 @@ struct CommitSignalTests {
         #expect(await listener.wait(for: 3) == 3)
         let statistics = watcher.statistics
         // Signalled once: an announcement made after it (signalled too, as above) is handled after
-        // anything the commit caused, on the watcher's one thread; once it is, there is one signal more.
+        // anything the commit caused, on the watcher's one thread; once it is counted, there is one
+        // signal more.
         CommitAnnouncer(storePath: watched.path).announce()
+        try await Self.waitUntil { watcher.statistics.announcements > statistics.announcements }
         #expect(await listener.wait(for: 4) == 4)
         #expect(watcher.statistics.signals == statistics.signals + 1 && statistics.signals == 3,
                 "a commit was signalled more than once: \(statistics) → \(watcher.statistics)")

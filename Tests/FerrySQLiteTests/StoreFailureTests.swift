@@ -36,8 +36,8 @@ struct StoreFailureTests {
         }
     }
 
-    @Test("A save that meets another writer's lock past the busy timeout fails as transient, with SQLite's BUSY as its cause")
-    func busyIsTransient() throws {
+    @Test("A save that meets another writer's lock past the busy timeout fails as retryable, with SQLite's BUSY as its cause")
+    func busyIsRetryable() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("busy.sqlite")
         let store = try SQLiteStore(path: path, model: try SampleModels.load("OrgChart"), options: .init(busyTimeout: 0.05))
@@ -69,8 +69,8 @@ struct StoreFailureTests {
         }
     }
 
-    @Test("A read of a damaged store fails as not transient, with SQLite's error as its cause")
-    func damageIsNotTransient() throws {
+    @Test("A read of a damaged store fails as not retryable, with SQLite's error as its cause")
+    func damageIsNotRetryable() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("damaged.sqlite")
         let store = try SQLiteStore(path: path, model: try SampleModels.load("OrgChart"))

@@ -78,11 +78,11 @@ struct PeerSessionTests {
         #expect(session.handle(.pullDue, at: t0, using: &random) == .full)
         #expect(session.handle(.localCommit, at: t0, using: &random) == .push)
         #expect(session.handle(.tick, at: t0, using: &random) == nil, "a peer that never failed is not retried")
-        #expect(session.wakeAt == nil)
+        #expect(session.retryAt == nil)
         // A failed round: backing off until t0 + 11.
         try session.start(at: at(0), force: true)
         #expect(session.handle(.roundEnded(error: .unreachable("down")), at: at(1), using: &random) == nil)
-        #expect(session.wakeAt == at(11))
+        #expect(session.retryAt == at(11))
         #expect(session.handle(.localCommit, at: at(5), using: &random) == nil, "a commit waits for the retry")
         #expect(session.handle(.tick, at: at(10.9), using: &random) == nil, "not before the backoff runs out")
         #expect(session.handle(.pullDue, at: at(5), using: &random) == .full, "the pull interval runs even during a backoff")
@@ -90,7 +90,7 @@ struct PeerSessionTests {
         try run(.full, &session, at: 11)
         #expect(session.handle(.tick, at: at(12), using: &random) == nil, "a retry that runs asks for nothing more")
         #expect(session.handle(.roundEnded(error: nil), at: at(12), using: &random) == nil)
-        #expect(session.wakeAt == nil && session.consecutiveFailures == 0 && session.lastSuccess == at(12))
+        #expect(session.retryAt == nil && session.consecutiveFailures == 0 && session.lastSuccess == at(12))
     }
 
     @Test("What is asked for while a round runs waits for the next tick after it, once: commits coalesce into one push, a full round covers a push")

@@ -46,9 +46,10 @@ final class InsertTextInAdvance: Sendable {
 
     /// The inserts' text and, when long enough, its compressed form (the beginning of the
     /// stored body), waiting for the thread; nil when an insert could not be written without the
-    /// store (the recorder then writes them itself), and after the first call.
+    /// store (the recorder then writes them itself). Call once: the compressed beginning and the
+    /// signature begun are finished by their one user.
     func take() -> Text? {
-        text.join() ?? nil
+        text.join()
     }
 
     /// The inserts' text, as ``ChangeRecorder`` writes a local save's inserts when every

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import FerryModel
 import FerryStore
+import FerrySigning
 
 extension SQLiteStore {
     /// The store's UUID, model hash and version vector.
@@ -332,7 +333,18 @@ extension SQLiteStore {
     /// The state of the store file at `path` without its model: UUID, the model
     /// hash it was last opened with, its version vector, and the keys it holds. Opens read-only.
     /// - Throws: ``StoreError`` when the file is missing or not a Ferry store.
-    public static func historyState(atPath path: String) throws(StoreError) -> HistoryState {
+    /// With `keyFile` (by default the one beside the store), a store that has not recorded its own
+    /// key yet (not opened since it got its key file) shows the key file's public half: what
+    /// `ferry state` prints.
+    public static func historyState(atPath path: String, keyFile: String? = nil) throws(StoreError) -> HistoryState {
+        var state = try historyState(reading: path)
+        if state.publicKey == nil {
+            state.publicKey = (try? StoreSigningKey(contentsOf: keyFile ?? StoreSigningKey.defaultPath(forStore: path)))?.publicKey
+        }
+        return state
+    }
+
+    private static func historyState(reading path: String) throws(StoreError) -> HistoryState {
         guard FileManager.default.fileExists(atPath: path) else {
             throw StoreError.cannotOpen(path: path, reason: "no store file here; create one with `ferry init --store \(path) --model MODEL`")
         }

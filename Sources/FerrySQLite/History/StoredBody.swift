@@ -48,10 +48,9 @@ enum StoredBody {
             // Room for one byte more than recorded: a stream that inflates past its length is damaged.
             var inflated = [UInt8](repeating: 0, count: length + 1)
             var written = 0
-            var ended = false
+            let inflater: ZlibInflater
             do {
-                let inflater = try ZlibInflater()
-                defer { ended = inflater.ended }
+                inflater = try ZlibInflater()
                 try data.withUnsafeBytes { stored in
                     var input = UnsafeRawBufferPointer(rebasing: stored[4...])
                     try inflated.withUnsafeMutableBytes { output in
@@ -67,7 +66,7 @@ enum StoredBody {
                 throw StoredBodyError(cause: error)
             }
             // (The stream's end is where zlib checks its checksum: a stream cut before it is damaged too.)
-            guard written == length, ended, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
+            guard written == length, inflater.ended, let text = String(validating: inflated[..<length], as: UTF8.self) else { throw StoredBodyError() }
             return text
         default:
             throw StoredBodyError()

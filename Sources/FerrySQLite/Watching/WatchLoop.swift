@@ -29,8 +29,9 @@ final class WatchLoop: Sendable {
         var wakeUps = 0
         /// Reads of `data_version`.
         var checks = 0
-        /// Changes of the log's metadata heard: announcements (a commit may also be seen by a check
-        /// just before its announcement), and others (see ``checkedCommits``).
+        /// Changes of the log's metadata heard, each counted once handled (its signal sent and
+        /// `data_version` read): announcements (a commit may also be seen by a check just before its
+        /// announcement), and others (see ``checkedCommits``).
         var announcements = 0
         /// Commits seen at their announcement (a new mark on the log).
         var announcedCommits = 0
@@ -274,7 +275,6 @@ final class WatchLoop: Sendable {
             let written = fds.count > 2 && fds[2].revents & Int16(POLLIN) != 0 && writes.drain(mentioning: walName, buffer: &events)
             let current = DispatchTime.now().uptimeNanoseconds
             if announced {
-                counters.withLock { $0.announcements += 1 }
                 writerAnnounces = true
                 // A mark not seen before says a commit was announced (``CommitAnnouncer``): the subscribers
                 // are told first, and `data_version` is read after, off their path. Unless a commit was seen
@@ -288,10 +288,11 @@ final class WatchLoop: Sendable {
                 let signalled = isNewMark && !lateForAnUnmarkedCommit
                 if signalled { onCommit() }
                 unmarkedSeenAt = nil
-                if changed() {
-                    seen(at: current, signalled: signalled, marked: isNewMark)
-                    continue
-                }
+                let changedNow = changed()
+                if changedNow { seen(at: current, signalled: signalled, marked: isNewMark) }
+                // Counted once handled (signalled, and data_version read): whoever sees the count knows both are done.
+                counters.withLock { $0.announcements += 1 }
+                if changedNow { continue }
             } else if writerAnnounces, let since = unmarkedSeenAt, current - since > Self.announcementDelay {
                 // The commit seen without its mark was not announced in time: its writer does not announce.
                 writerAnnounces = false

@@ -85,15 +85,13 @@ package enum DedicatedThreads {
             done.signal()
         }
 
-        /// Waits for the thread's body to return, and gives its result; nil once it was given
-        /// (a later call returns at once, and holds no copy of it).
-        package func join() -> Result? {
+        /// Waits for the thread's body to return, and gives its result (a later call gives it again
+        /// at once).
+        package func join() -> Result {
             done.wait()
             done.signal()  // (for a later call)
-            return result.withLock { value in
-                defer { value = nil }
-                return value
-            }
+            guard let value = result.withLock({ $0 }) else { preconditionFailure("a joined thread left no result") }
+            return value
         }
     }
 }

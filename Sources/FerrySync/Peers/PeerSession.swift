@@ -119,9 +119,6 @@ public struct PeerSession: Sendable, Equatable {
     /// Failures since the last success.
     public var consecutiveFailures: Int { retries.consecutiveFailures }
 
-    /// When the session needs a ``PeerEvent/tick``: a failed peer's retry; nil when nothing waits on the clock.
-    public var wakeAt: Date? { consecutiveFailures > 0 ? retries.retryAt : nil }
-
     /// Takes `event` at `now`: the round to run now, if one is due. A round the caller runs must
     /// then be started (``start(at:force:)``, forced) and finished with a ``PeerEvent/roundEnded(error:)``.
     public mutating func handle(_ event: PeerEvent, at now: Date, using random: inout some RandomNumberGenerator) -> PeerRound? {
@@ -132,7 +129,7 @@ public struct PeerSession: Sendable, Equatable {
         case .tick:
             if case .syncing = phase { return nil }
             // A round asked for while the last one ran (a full one even during a backoff).
-            if let asked = pending, asked == .full || phase == .idle {
+            if hasPendingRound(at: now), let asked = pending {
                 pending = nil
                 return asked
             }
@@ -171,7 +168,8 @@ public struct PeerSession: Sendable, Equatable {
         return nil
     }
 
-    /// When the next automatic round is due after a failure; nil when none failed.
+    /// When the next automatic round is due after a failure, which the session needs a
+    /// ``PeerEvent/tick`` for; nil when none failed (nothing waits on the clock).
     public var retryAt: Date? { retries.retryAt }
 
     /// Whether a round may start at `now` (`force`: even during a backoff).

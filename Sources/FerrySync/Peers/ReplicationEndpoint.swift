@@ -68,14 +68,17 @@ public actor ReplicationEndpoint {
         }
         // The first of "every peer answered" and the timeout ends the wait; past the timeout the
         // askers are cancelled, and none is waited for (a request that ignores cancellation ends on its own).
+        // Answered in time, the timeout's sleep is cancelled: no sleeper outlives the wait.
         let ended = FirstOf()
+        let deadline = Task { try await Task.sleep(for: timeout) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Task {
                 for asker in askers { await asker.value }
+                deadline.cancel()
                 if ended.claim() { continuation.resume() }
             }
             Task {
-                try? await Task.sleep(for: timeout)
+                _ = await deadline.result
                 if ended.claim() {
                     for asker in askers { asker.cancel() }
                     continuation.resume()
